@@ -1,0 +1,701 @@
+//! The encoder: a push-style builder that writes a document in one pass.
+//!
+//! Children are written before their parents (post-order), so every pointer points backwards and
+//! a container knows the widths of its slots when it closes. Strings are de-duplicated across the
+//! document at every length: a repeat close by becomes a pointer, a repeat far away becomes a
+//! reference to an atom (a document-level string table), so containers keep narrow slots. Dict
+//! keys are interned in a key table and stored as small integer ids.
+
+use crate::error::EncodeError;
+use crate::layout::*;
+use crate::reader::{Doc, Repr, Value};
+use crate::shared_keys::SharedKeys;
+use hashbrown::HashTable;
+use std::hash::Hasher;
+
+/// A repeat of a string closer than this many bytes is stored as a pointer (it fits a 2-byte
+/// slot with room for the rest of the container); a farther one becomes an atom reference.
+const NEAR_DISTANCE_MAX: usize = 1 << 14;
+/// An atom table entry costs about this many bytes; a far repeat of a string item no larger than
+/// this is cheaper to write again.
+const ATOM_ENTRY_COST: usize = 4;
+/// Strings longer than this are hashed by their length and their first and last 32 bytes, so
+/// hashing costs the same for a 40-byte and a 40-kilobyte string. Equal strings still hash equal.
+const HASH_FULL_LEN_MAX: usize = 64;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SlotKind {
+    Pointer,
+    Int,
+    Special,
+    Atom,
+}
+
+/// A value waiting in an open container: either inline or a pointer to an item already written.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    kind: SlotKind,
+    /// Container height of the target (0 for scalars).
+    height: u8,
+    /// Absolute item position, integer bits, special code or atom id.
+    payload: u64,
+}
+
+impl Slot {
+    fn pointer(pos: usize, height: u8) -> Slot {
+        Slot { kind: SlotKind::Pointer, height, payload: pos as u64 }
+    }
+    fn special(code: u64) -> Slot {
+        Slot { kind: SlotKind::Special, height: 0, payload: code }
+    }
+
+    /// Bytes this slot needs in a container starting at `container_pos`.
+    #[inline]
+    fn width_at(&self, container_pos: usize) -> usize {
+        match self.kind {
+            SlotKind::Pointer => payload_width(container_pos as u64 - self.payload, 1),
+            SlotKind::Int => int_slot_width(self.payload as i64).unwrap_or(8),
+            SlotKind::Special => 1,
+            SlotKind::Atom => payload_width(self.payload, 3),
+        }
+    }
+
+    /// The slot's bits (only the low `width` bytes are written).
+    #[inline]
+    fn bits_at(&self, container_pos: usize) -> u64 {
+        match self.kind {
+            SlotKind::Pointer => (container_pos as u64 - self.payload) << 1,
+            SlotKind::Int => ((self.payload as i64) << 3) as u64 | SLOT_INT,
+            SlotKind::Special => (self.payload << 3) | SLOT_SPECIAL,
+            SlotKind::Atom => (self.payload << 3) | SLOT_ATOM,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    is_dict: bool,
+    slots_start: usize,
+    keys_start: usize,
+    /// Key id given by `key()` and not yet used by a value.
+    pending_key: Option<u64>,
+    /// Key-table entry of the previous key in this dict, for predicting the next one.
+    previous_key_entry: u32,
+}
+
+const NO_ENTRY: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct KeyEntry {
+    hash: u64,
+    arena_start: usize,
+    len: usize,
+    id: u64,
+}
+
+#[derive(Clone, Copy)]
+struct StringEntry {
+    hash: u64,
+    item_pos: usize,
+    content_pos: usize,
+    len: usize,
+    atom: u32,
+}
+
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    if bytes.len() <= HASH_FULL_LEN_MAX {
+        hasher.write(bytes);
+    } else {
+        hasher.write(&bytes[..32]);
+        hasher.write(&bytes[bytes.len() - 32..]);
+    }
+    hasher.write_usize(bytes.len());
+    hasher.finish()
+}
+
+/// Builds one document.
+///
+/// Push scalars, open and close arrays and dicts, give each dict value a [`Encoder::key`] first,
+/// then call [`Encoder::finish`].
+///
+/// ```
+/// use tessera_value::{Encoder, Doc};
+/// let mut enc = Encoder::new();
+/// enc.begin_dict().unwrap();
+/// enc.key("name").unwrap();
+/// enc.push_str("Ada").unwrap();
+/// enc.key("langs").unwrap();
+/// enc.begin_array().unwrap();
+/// enc.push_str("en").unwrap();
+/// enc.push_str("fr").unwrap();
+/// enc.end_array().unwrap();
+/// enc.end_dict().unwrap();
+/// let bytes = enc.finish().unwrap();
+/// let doc = Doc::from_untrusted(&bytes).unwrap();
+/// assert_eq!(doc.root().to_json(), r#"{"name":"Ada","langs":["en","fr"]}"#);
+/// ```
+pub struct Encoder<'k> {
+    out: Vec<u8>,
+    shared: Option<&'k SharedKeys>,
+    shared_count: u64,
+    frames: Vec<Frame>,
+    slots: Vec<Slot>,
+    slot_keys: Vec<u64>,
+    root: Option<Slot>,
+    // dict keys
+    key_index: HashTable<u32>,
+    key_entries: Vec<KeyEntry>,
+    key_arena: Vec<u8>,
+    /// For each key entry (and `len()` for "dict start"), the entry that followed it last time.
+    key_next: Vec<u32>,
+    /// Item position of each local key, by local id.
+    local_keys: Vec<usize>,
+    // string values
+    string_index: HashTable<u32>,
+    string_entries: Vec<StringEntry>,
+    atoms: Vec<usize>,
+    scratch: Vec<(u64, Slot)>,
+    /// Amend mode: items below this position belong to the original document.
+    original_len: usize,
+    original_ptr: usize,
+}
+
+impl Default for Encoder<'static> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Encoder<'static> {
+    /// An encoder without shared keys.
+    pub fn new() -> Self {
+        Encoder::build(None)
+    }
+}
+
+impl<'k> Encoder<'k> {
+    /// An encoder that stores the keys found in `shared` as their ids.
+    pub fn with_shared_keys(shared: &'k SharedKeys) -> Self {
+        Encoder::build(Some(shared))
+    }
+
+    fn build(shared: Option<&'k SharedKeys>) -> Self {
+        Encoder {
+            out: Vec::new(),
+            shared,
+            shared_count: shared.map_or(0, |s| s.len() as u64),
+            frames: Vec::new(),
+            slots: Vec::new(),
+            slot_keys: Vec::new(),
+            root: None,
+            key_index: HashTable::new(),
+            key_entries: Vec::new(),
+            key_arena: Vec::new(),
+            key_next: vec![NO_ENTRY],
+            local_keys: Vec::new(),
+            string_index: HashTable::new(),
+            string_entries: Vec::new(),
+            atoms: Vec::new(),
+            scratch: Vec::new(),
+            original_len: 0,
+            original_ptr: 0,
+        }
+    }
+
+    /// Reserves output capacity, e.g. the size of the JSON being converted.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.out.reserve(bytes);
+    }
+
+    /// Starts an encoder whose output is `doc`'s bytes followed by an appended part: values of
+    /// `doc` pushed with [`Encoder::push_value`] are referenced in place instead of copied.
+    pub(crate) fn amend(doc: Doc<'k>) -> Self {
+        let mut enc = Encoder::build(doc.shared_keys());
+        enc.shared_count = doc.shared_count();
+        enc.out = doc.bytes().to_vec();
+        enc.original_len = doc.bytes().len();
+        enc.original_ptr = doc.bytes().as_ptr() as usize;
+        for local in 0..doc.local_key_count() {
+            let item_pos = doc.local_key_item(local);
+            let name = doc.item_str(item_pos);
+            let hash = hash_bytes(name.as_bytes());
+            let entry_index = enc.key_entries.len() as u32;
+            let arena_start = enc.key_arena.len();
+            enc.key_arena.extend_from_slice(name.as_bytes());
+            enc.key_entries.push(KeyEntry { hash, arena_start, len: name.len(), id: enc.shared_count + local as u64 });
+            enc.key_next.push(NO_ENTRY);
+            enc.local_keys.push(item_pos);
+            let entries = &enc.key_entries;
+            enc.key_index.insert_unique(hash, entry_index, |&i| entries[i as usize].hash);
+        }
+        for atom in 0..doc.atom_count() {
+            enc.atoms.push(doc.atom_item(atom));
+        }
+        enc
+    }
+
+    // ---------------------------------------------------------------- containers
+
+    /// Opens an array.
+    pub fn begin_array(&mut self) -> Result<(), EncodeError> {
+        self.open(false)
+    }
+
+    /// Opens a dict.
+    pub fn begin_dict(&mut self) -> Result<(), EncodeError> {
+        self.open(true)
+    }
+
+    fn open(&mut self, is_dict: bool) -> Result<(), EncodeError> {
+        if self.frames.len() >= HEIGHT_MAX as usize {
+            return Err(EncodeError::TooDeep(HEIGHT_MAX));
+        }
+        self.check_value_allowed()?;
+        self.frames.push(Frame {
+            is_dict,
+            slots_start: self.slots.len(),
+            keys_start: self.slot_keys.len(),
+            pending_key: None,
+            previous_key_entry: NO_ENTRY,
+        });
+        Ok(())
+    }
+
+    /// Closes the innermost array.
+    pub fn end_array(&mut self) -> Result<(), EncodeError> {
+        match self.frames.last() {
+            Some(frame) if !frame.is_dict => {}
+            Some(_) => return Err(EncodeError::Unbalanced("end_array inside a dict")),
+            None => return Err(EncodeError::Unbalanced("end_array without begin_array")),
+        }
+        let frame = self.frames.pop().expect("checked above");
+        let slot = self.write_array(frame)?;
+        self.place(slot);
+        Ok(())
+    }
+
+    /// Closes the innermost dict. If a key was given twice, the last value wins.
+    pub fn end_dict(&mut self) -> Result<(), EncodeError> {
+        match self.frames.last() {
+            Some(frame) if frame.is_dict && frame.pending_key.is_none() => {}
+            Some(frame) if frame.is_dict => return Err(EncodeError::KeyOrder("key without a value")),
+            Some(_) => return Err(EncodeError::Unbalanced("end_dict inside an array")),
+            None => return Err(EncodeError::Unbalanced("end_dict without begin_dict")),
+        }
+        let frame = self.frames.pop().expect("checked above");
+        let slot = self.write_dict(frame)?;
+        self.place(slot);
+        Ok(())
+    }
+
+    fn children_shape(&self, from: usize, pos: usize) -> Result<(usize, u8), EncodeError> {
+        let mut width = 1;
+        let mut height = 0u8;
+        for slot in &self.slots[from..] {
+            width = width.max(slot.width_at(pos));
+            height = height.max(slot.height);
+        }
+        if height >= HEIGHT_MAX {
+            return Err(EncodeError::TooDeep(HEIGHT_MAX));
+        }
+        Ok((width, height + 1))
+    }
+
+    fn write_array(&mut self, frame: Frame) -> Result<Slot, EncodeError> {
+        let pos = self.out.len();
+        let (width, height) = self.children_shape(frame.slots_start, pos)?;
+        let count = self.slots.len() - frame.slots_start;
+        self.out.push(TAG_ARRAY | code_of_width(width));
+        self.out.push(height);
+        write_varint(&mut self.out, count as u64);
+        self.out.reserve(count * width);
+        for index in frame.slots_start..self.slots.len() {
+            let bits = self.slots[index].bits_at(pos);
+            write_uint(&mut self.out, bits, width);
+        }
+        self.slots.truncate(frame.slots_start);
+        Ok(Slot::pointer(pos, height))
+    }
+
+    fn write_dict(&mut self, frame: Frame) -> Result<Slot, EncodeError> {
+        let keys = &self.slot_keys[frame.keys_start..];
+        debug_assert_eq!(keys.len(), self.slots.len() - frame.slots_start);
+        let sorted_unique = keys.windows(2).all(|pair| pair[0] < pair[1]);
+        if !sorted_unique {
+            self.sort_dict_entries(frame);
+        }
+        let pos = self.out.len();
+        let (width, height) = self.children_shape(frame.slots_start, pos)?;
+        let keys = &self.slot_keys[frame.keys_start..];
+        let count = keys.len();
+        let key_width = width_of(width_code_for_unsigned(keys.last().copied().unwrap_or(0)));
+        self.out.push(TAG_DICT | code_of_width(width) | (code_of_width(key_width) << 2));
+        self.out.push(height);
+        write_varint(&mut self.out, count as u64);
+        self.out.reserve(count * (width + key_width));
+        for &key in keys {
+            write_uint(&mut self.out, key, key_width);
+        }
+        for index in frame.slots_start..self.slots.len() {
+            let bits = self.slots[index].bits_at(pos);
+            write_uint(&mut self.out, bits, width);
+        }
+        self.slots.truncate(frame.slots_start);
+        self.slot_keys.truncate(frame.keys_start);
+        Ok(Slot::pointer(pos, height))
+    }
+
+    /// Sorts a dict's entries by key id; of repeated keys the last one stays.
+    fn sort_dict_entries(&mut self, frame: Frame) {
+        self.scratch.clear();
+        for (index, &key) in self.slot_keys[frame.keys_start..].iter().enumerate() {
+            self.scratch.push((key, self.slots[frame.slots_start + index]));
+        }
+        self.scratch.sort_by_key(|entry| entry.0); // stable: repeats keep their order
+        let mut write = 0;
+        for read in 0..self.scratch.len() {
+            if write > 0 && self.scratch[write - 1].0 == self.scratch[read].0 {
+                self.scratch[write - 1] = self.scratch[read];
+            } else {
+                self.scratch[write] = self.scratch[read];
+                write += 1;
+            }
+        }
+        self.scratch.truncate(write);
+        self.slot_keys.truncate(frame.keys_start);
+        self.slots.truncate(frame.slots_start);
+        for &(key, slot) in &self.scratch {
+            self.slot_keys.push(key);
+            self.slots.push(slot);
+        }
+    }
+
+    // ---------------------------------------------------------------- keys
+
+    /// Gives the key of the next value in the innermost dict.
+    pub fn key(&mut self, name: &str) -> Result<(), EncodeError> {
+        match self.frames.last() {
+            Some(frame) if frame.is_dict && frame.pending_key.is_none() => {}
+            Some(frame) if frame.is_dict => return Err(EncodeError::KeyOrder("two keys in a row")),
+            _ => return Err(EncodeError::KeyOrder("key outside a dict")),
+        }
+        self.key_unchecked(name);
+        Ok(())
+    }
+
+    /// `key` for callers that know the innermost frame is a dict waiting for a key.
+    pub(crate) fn key_unchecked(&mut self, name: &str) {
+        let frame_index = self.frames.len() - 1;
+        let previous = self.frames[frame_index].previous_key_entry;
+        let entry = self.key_entry(name, previous);
+        let frame = &mut self.frames[frame_index];
+        frame.previous_key_entry = entry;
+        frame.pending_key = Some(self.key_entries[entry as usize].id);
+    }
+
+    /// Finds or creates the key-table entry for `name`, trying first the key that followed
+    /// `previous` last time (dicts of one shape repeat their key sequence).
+    fn key_entry(&mut self, name: &str, previous: u32) -> u32 {
+        let bytes = name.as_bytes();
+        let hint_slot = if previous == NO_ENTRY { 0 } else { previous as usize + 1 };
+        let predicted = self.key_next[hint_slot];
+        if predicted != NO_ENTRY {
+            let entry = self.key_entries[predicted as usize];
+            if &self.key_arena[entry.arena_start..entry.arena_start + entry.len] == bytes {
+                return predicted;
+            }
+        }
+        let hash = hash_bytes(bytes);
+        let (entries, arena) = (&self.key_entries, &self.key_arena);
+        let found = self.key_index.find(hash, |&i| {
+            let entry = entries[i as usize];
+            &arena[entry.arena_start..entry.arena_start + entry.len] == bytes
+        });
+        let entry_index = match found {
+            Some(&index) => index,
+            None => self.new_key_entry(name, hash),
+        };
+        self.key_next[hint_slot] = entry_index;
+        entry_index
+    }
+
+    fn new_key_entry(&mut self, name: &str, hash: u64) -> u32 {
+        let id = match self.shared.and_then(|shared| shared.id_below(name, self.shared_count)) {
+            Some(shared_id) => shared_id as u64,
+            None => {
+                let item_pos = self.out.len();
+                write_blob_header(&mut self.out, name.len(), true);
+                self.out.extend_from_slice(name.as_bytes());
+                self.local_keys.push(item_pos);
+                self.shared_count + (self.local_keys.len() - 1) as u64
+            }
+        };
+        let entry_index = self.key_entries.len() as u32;
+        let arena_start = self.key_arena.len();
+        self.key_arena.extend_from_slice(name.as_bytes());
+        self.key_entries.push(KeyEntry { hash, arena_start, len: name.len(), id });
+        self.key_next.push(NO_ENTRY);
+        let entries = &self.key_entries;
+        self.key_index.insert_unique(hash, entry_index, |&i| entries[i as usize].hash);
+        entry_index
+    }
+
+    // ---------------------------------------------------------------- scalars
+
+    fn check_value_allowed(&self) -> Result<(), EncodeError> {
+        match self.frames.last() {
+            Some(frame) if frame.is_dict && frame.pending_key.is_none() => {
+                Err(EncodeError::KeyOrder("dict value without a key"))
+            }
+            None if self.root.is_some() => Err(EncodeError::Incomplete("a document has one root value")),
+            _ => Ok(()),
+        }
+    }
+
+    /// Places a finished value in the innermost container, or as the root.
+    #[inline]
+    fn place(&mut self, slot: Slot) {
+        match self.frames.last_mut() {
+            Some(frame) => {
+                if let Some(key) = frame.pending_key.take() {
+                    self.slot_keys.push(key);
+                }
+                self.slots.push(slot);
+            }
+            None => self.root = Some(slot),
+        }
+    }
+
+    /// Places a slot; for callers that track the key/value order themselves (the JSON parser).
+    #[inline(always)]
+    pub(crate) fn push_slot_unchecked(&mut self, slot: Slot) {
+        self.place(slot);
+    }
+
+    #[inline]
+    fn push_slot(&mut self, slot: Slot) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        self.place(slot);
+        Ok(())
+    }
+
+    /// Pushes null.
+    pub fn push_null(&mut self) -> Result<(), EncodeError> {
+        self.push_slot(Slot::special(SPECIAL_NULL))
+    }
+
+    /// Pushes a boolean.
+    pub fn push_bool(&mut self, value: bool) -> Result<(), EncodeError> {
+        self.push_slot(Slot::special(if value { SPECIAL_TRUE } else { SPECIAL_FALSE }))
+    }
+
+    /// Pushes a signed integer.
+    pub fn push_i64(&mut self, value: i64) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        let slot = self.int_slot(value);
+        self.place(slot);
+        Ok(())
+    }
+
+    pub(crate) fn int_slot(&mut self, value: i64) -> Slot {
+        if int_slot_width(value).is_some() {
+            return Slot { kind: SlotKind::Int, height: 0, payload: value as u64 };
+        }
+        let pos = self.out.len();
+        self.out.push(TAG_INT | 7);
+        self.out.extend_from_slice(&value.to_le_bytes());
+        Slot::pointer(pos, 0)
+    }
+
+    /// Pushes an unsigned integer (stored as a signed one when it fits).
+    pub fn push_u64(&mut self, value: u64) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        let slot = self.uint_slot(value);
+        self.place(slot);
+        Ok(())
+    }
+
+    pub(crate) fn uint_slot(&mut self, value: u64) -> Slot {
+        if let Ok(signed) = i64::try_from(value) {
+            return self.int_slot(signed);
+        }
+        let pos = self.out.len();
+        self.out.push(TAG_UINT | 7);
+        self.out.extend_from_slice(&value.to_le_bytes());
+        Slot::pointer(pos, 0)
+    }
+
+    /// Pushes a double; stored as a float when that is lossless.
+    pub fn push_f64(&mut self, value: f64) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        let slot = self.float_slot(value);
+        self.place(slot);
+        Ok(())
+    }
+
+    pub(crate) fn float_slot(&mut self, value: f64) -> Slot {
+        let pos = self.out.len();
+        let narrow = value as f32;
+        if (narrow as f64).to_bits() == value.to_bits() {
+            self.out.push(TAG_F32);
+            self.out.extend_from_slice(&narrow.to_le_bytes());
+        } else {
+            self.out.push(TAG_F64);
+            self.out.extend_from_slice(&value.to_le_bytes());
+        }
+        Slot::pointer(pos, 0)
+    }
+
+    /// Pushes a float.
+    pub fn push_f32(&mut self, value: f32) -> Result<(), EncodeError> {
+        self.push_f64(value as f64)
+    }
+
+    /// Pushes a UTF-8 string (de-duplicated against earlier strings of the document).
+    pub fn push_str(&mut self, value: &str) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        let slot = self.string_slot(value.as_bytes());
+        self.place(slot);
+        Ok(())
+    }
+
+    /// Pushes binary data.
+    pub fn push_bytes(&mut self, value: &[u8]) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        let pos = self.out.len();
+        write_blob_header(&mut self.out, value.len(), false);
+        self.out.extend_from_slice(value);
+        self.place(Slot::pointer(pos, 0));
+        Ok(())
+    }
+
+    /// The slot for a string whose bytes are UTF-8 (checked by the caller).
+    pub(crate) fn string_slot(&mut self, bytes: &[u8]) -> Slot {
+        let hash = hash_bytes(bytes);
+        let (entries, out) = (&self.string_entries, &self.out);
+        let found = self.string_index.find(hash, |&i| {
+            let entry = entries[i as usize];
+            &out[entry.content_pos..entry.content_pos + entry.len] == bytes
+        });
+        let Some(&entry_index) = found else {
+            let (item_pos, content_pos) = self.write_string_item(bytes);
+            let entry_index = self.string_entries.len() as u32;
+            self.string_entries.push(StringEntry { hash, item_pos, content_pos, len: bytes.len(), atom: NO_ENTRY });
+            let entries = &self.string_entries;
+            self.string_index.insert_unique(hash, entry_index, |&i| entries[i as usize].hash);
+            return Slot::pointer(item_pos, 0);
+        };
+        let entry = &mut self.string_entries[entry_index as usize];
+        if self.out.len() - entry.item_pos < NEAR_DISTANCE_MAX {
+            return Slot::pointer(entry.item_pos, 0);
+        }
+        if entry.atom != NO_ENTRY {
+            return Slot { kind: SlotKind::Atom, height: 0, payload: entry.atom as u64 };
+        }
+        if entry.content_pos - entry.item_pos + entry.len <= ATOM_ENTRY_COST {
+            // Cheaper to write again; later repeats will point at the new copy.
+            let (item_pos, content_pos) = self.write_string_item(bytes);
+            let entry = &mut self.string_entries[entry_index as usize];
+            entry.item_pos = item_pos;
+            entry.content_pos = content_pos;
+            return Slot::pointer(item_pos, 0);
+        }
+        entry.atom = self.atoms.len() as u32;
+        self.atoms.push(entry.item_pos);
+        Slot { kind: SlotKind::Atom, height: 0, payload: entry.atom as u64 }
+    }
+
+    fn write_string_item(&mut self, bytes: &[u8]) -> (usize, usize) {
+        let item_pos = self.out.len();
+        write_blob_header(&mut self.out, bytes.len(), true);
+        let content_pos = self.out.len();
+        self.out.extend_from_slice(bytes);
+        (item_pos, content_pos)
+    }
+
+    /// Pushes a value read from any document. A value of the document being amended is
+    /// referenced in place; any other is copied.
+    pub fn push_value(&mut self, value: Value<'_>) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        if let Repr::Item(pos) = value.repr() {
+            if self.original_len > 0 && value.doc().bytes().as_ptr() as usize == self.original_ptr {
+                let height = value.doc().item_height(pos);
+                self.place(Slot::pointer(pos, height));
+                return Ok(());
+            }
+        }
+        crate::copy::copy_value(self, value)
+    }
+
+    // ---------------------------------------------------------------- finish
+
+    /// Writes the tables and footer and returns the document's bytes.
+    pub fn finish(mut self) -> Result<Vec<u8>, EncodeError> {
+        if !self.frames.is_empty() {
+            return Err(EncodeError::Incomplete("containers left open"));
+        }
+        let root = self.root.ok_or(EncodeError::Incomplete("no value was pushed"))?;
+        let tail_start = self.out.len();
+        let mut tables = Vec::new();
+        let mut flags = 0u8;
+        if !self.local_keys.is_empty() {
+            flags |= TAIL_HAS_KEYS;
+            self.write_key_table(&mut tables);
+        }
+        if !self.atoms.is_empty() {
+            flags |= TAIL_HAS_ATOMS;
+            let max = self.atoms.iter().copied().max().unwrap_or(0) as u64;
+            let code = width_code_for_unsigned(max);
+            write_varint(&mut tables, self.atoms.len() as u64);
+            tables.push(code);
+            for &pos in &self.atoms {
+                write_uint(&mut tables, pos as u64, width_of(code));
+            }
+        }
+        if self.shared_count > 0 {
+            flags |= TAIL_HAS_SHARED;
+            write_varint(&mut tables, self.shared_count);
+        }
+        let root_width = root.width_at(tail_start);
+        let offset_width = width_of(width_code_for_unsigned(tail_start as u64));
+        let fixed = 1 + tables.len() + root_width + offset_width + 1;
+        let mut total = fixed + 1;
+        while fixed + varint_len(total as u64) != total {
+            total = fixed + varint_len(total as u64);
+        }
+        self.out.reserve(total);
+        self.out.push(TAG_TAIL | flags);
+        write_varint(&mut self.out, total as u64);
+        self.out.extend_from_slice(&tables);
+        write_uint(&mut self.out, root.bits_at(tail_start), root_width);
+        write_uint(&mut self.out, tail_start as u64, offset_width);
+        self.out.push((FORMAT_VERSION << 4) | (code_of_width(offset_width) << 2) | code_of_width(root_width));
+        debug_assert_eq!(self.out.len(), tail_start + total);
+        Ok(self.out)
+    }
+
+    /// Key table: count, width code, item offsets by local id, then local ids in lookup order
+    /// (by length, then bytes).
+    fn write_key_table(&self, tables: &mut Vec<u8>) {
+        let count = self.local_keys.len();
+        let max = self.local_keys.iter().copied().max().unwrap_or(0).max(count) as u64;
+        let code = width_code_for_unsigned(max);
+        write_varint(tables, count as u64);
+        tables.push(code);
+        for &pos in &self.local_keys {
+            write_uint(tables, pos as u64, width_of(code));
+        }
+        let mut names: Vec<(&[u8], usize)> = vec![(&[][..], 0); count];
+        for entry in &self.key_entries {
+            if entry.id >= self.shared_count {
+                let local = (entry.id - self.shared_count) as usize;
+                names[local] = (&self.key_arena[entry.arena_start..entry.arena_start + entry.len], local);
+            }
+        }
+        names.sort_unstable_by(|a, b| (a.0.len(), a.0).cmp(&(b.0.len(), b.0)));
+        for (_, local) in names {
+            write_uint(tables, local as u64, width_of(code));
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! JSON text to a document in one pass, with no intermediate tree (RFC 8259, strictly).
+//!
+//! The parser is iterative (an explicit stack of open containers, bounded by the depth limit)
+//! and feeds the [`Encoder`] directly: string bytes go from the input into the output once.
+//!
+//! Decisions where RFC 8259 leaves room:
+//! - Any JSON text is accepted at the top level, scalars included.
+//! - A `\u` escape of a lone surrogate is an error ([`JsonErrorKind::LoneSurrogate`]), because
+//!   the result must be UTF-8.
+//! - An object that repeats a key keeps the last value (as serde_json and JavaScript do).
+//! - Integers that fit i64 (or u64) stay integers; larger ones, and anything with a fraction or
+//!   exponent, become doubles (stored as f32 when that is lossless). `-0` is the double -0.0.
+
+use crate::encoder::Encoder;
+use crate::error::{JsonError, JsonErrorKind};
+use crate::layout::DEPTH_DEFAULT;
+use crate::shared_keys::SharedKeys;
+
+/// Options for [`from_json_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct JsonOptions<'k> {
+    /// Deepest nesting of arrays and objects accepted (at most 254).
+    pub depth_max: u8,
+    /// Shared keys to encode dict keys with.
+    pub shared_keys: Option<&'k SharedKeys>,
+}
+
+impl Default for JsonOptions<'_> {
+    fn default() -> Self {
+        JsonOptions { depth_max: DEPTH_DEFAULT, shared_keys: None }
+    }
+}
+
+/// Converts JSON text to a document.
+///
+/// ```
+/// let bytes = tessera_value::from_json(br#"{"a": [1, 2.5, "x", null]}"#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// assert_eq!(doc.root().to_json(), r#"{"a":[1,2.5,"x",null]}"#);
+///
+/// let error = tessera_value::from_json(b"[1,\n 01]").unwrap_err();
+/// assert_eq!((error.line, error.column), (2, 3));
+/// ```
+pub fn from_json(input: &[u8]) -> Result<Vec<u8>, JsonError> {
+    from_json_with(input, &JsonOptions::default())
+}
+
+/// Converts JSON text to a document, with options.
+pub fn from_json_with(input: &[u8], options: &JsonOptions<'_>) -> Result<Vec<u8>, JsonError> {
+    let mut encoder = match options.shared_keys {
+        Some(shared) => Encoder::with_shared_keys(shared),
+        None => Encoder::new(),
+    };
+    encoder.reserve(input.len() / 2 + 64);
+    let mut parser = Parser { input, pos: 0, encoder, scratch: Vec::new(), open: Vec::new(), depth_max: options.depth_max.min(254) };
+    parser.run()?;
+    parser.encoder.finish().map_err(|_| JsonError::at(JsonErrorKind::TooLarge, input, input.len()))
+}
+
+struct Parser<'i, 'k> {
+    input: &'i [u8],
+    pos: usize,
+    encoder: Encoder<'k>,
+    scratch: Vec<u8>,
+    /// Open containers, innermost last: true for an object.
+    open: Vec<bool>,
+    depth_max: u8,
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Bytes of `word` equal to zero get their high bit set (exact for the lowest such byte).
+#[inline(always)]
+fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(ONES) & !word & HIGHS
+}
+
+impl<'i, 'k> Parser<'i, 'k> {
+    fn error(&self, kind: JsonErrorKind) -> JsonError {
+        JsonError::at(kind, self.input, self.pos)
+    }
+
+    fn error_at(&self, kind: JsonErrorKind, pos: usize) -> JsonError {
+        JsonError::at(kind, self.input, pos)
+    }
+
+    #[inline(always)]
+    fn peek(&self) -> Option<u8> {
+        self.input.get(self.pos).copied()
+    }
+
+    #[inline(always)]
+    fn skip_whitespace(&mut self) {
+        while let Some(&byte) = self.input.get(self.pos) {
+            if !matches!(byte, b' ' | b'\n' | b'\r' | b'\t') {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    fn unexpected(&self) -> JsonError {
+        match self.peek() {
+            None => self.error(JsonErrorKind::UnexpectedEnd),
+            Some(byte) => self.error(JsonErrorKind::UnexpectedByte(byte)),
+        }
+    }
+
+    #[inline(always)]
+    fn expect(&mut self, byte: u8) -> Result<(), JsonError> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.unexpected())
+        }
+    }
+
+    fn run(&mut self) -> Result<(), JsonError> {
+        'value: loop {
+            self.skip_whitespace();
+            let Some(byte) = self.peek() else { return Err(self.unexpected()) };
+            match byte {
+                b'{' | b'[' => {
+                    let is_object = byte == b'{';
+                    if self.open.len() >= self.depth_max as usize {
+                        return Err(self.error(JsonErrorKind::TooDeep));
+                    }
+                    self.pos += 1;
+                    self.skip_whitespace();
+                    let closing = if is_object { b'}' } else { b']' };
+                    let (begin, end): (fn(&mut Encoder<'k>) -> _, fn(&mut Encoder<'k>) -> _) = if is_object {
+                        (Encoder::begin_dict, Encoder::end_dict)
+                    } else {
+                        (Encoder::begin_array, Encoder::end_array)
+                    };
+                    begin(&mut self.encoder).map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                    if self.peek() == Some(closing) {
+                        self.pos += 1;
+                        end(&mut self.encoder).map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                    } else {
+                        self.open.push(is_object);
+                        if is_object {
+                            self.object_key()?;
+                        }
+                        continue 'value;
+                    }
+                }
+                b'"' => {
+                    self.pos += 1;
+                    let bytes = self.string()?;
+                    let slot = self.encoder.string_slot(bytes.as_bytes(&self.input, &self.scratch));
+                    self.place(slot)?;
+                }
+                b't' => self.literal(b"true", |e| e.push_bool(true))?,
+                b'f' => self.literal(b"false", |e| e.push_bool(false))?,
+                b'n' => self.literal(b"null", |e| e.push_null())?,
+                b'-' | b'0'..=b'9' => self.number()?,
+                _ => return Err(self.unexpected()),
+            }
+            // After a value: close containers or move to the next element.
+            loop {
+                self.skip_whitespace();
+                let Some(&is_object) = self.open.last() else {
+                    if self.pos != self.input.len() {
+                        return Err(self.error(JsonErrorKind::TrailingCharacters));
+                    }
+                    return Ok(());
+                };
+                match self.peek() {
+                    Some(b',') => {
+                        self.pos += 1;
+                        if is_object {
+                            self.skip_whitespace();
+                            self.object_key()?;
+                        }
+                        continue 'value;
+                    }
+                    Some(b'}') if is_object => {
+                        self.pos += 1;
+                        self.open.pop();
+                        self.encoder.end_dict().map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                    }
+                    Some(b']') if !is_object => {
+                        self.pos += 1;
+                        self.open.pop();
+                        self.encoder.end_array().map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                    }
+                    _ => return Err(self.unexpected()),
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn place(&mut self, slot: crate::encoder::Slot) -> Result<(), JsonError> {
+        self.encoder.push_slot_unchecked(slot);
+        Ok(())
+    }
+
+    /// Parses `"key" :` at the current position and hands the key to the encoder.
+    fn object_key(&mut self) -> Result<(), JsonError> {
+        if self.peek() != Some(b'"') {
+            return Err(match self.peek() {
+                None => self.error(JsonErrorKind::UnexpectedEnd),
+                Some(_) => self.error(JsonErrorKind::KeyMustBeString),
+            });
+        }
+        self.pos += 1;
+        let key = self.string()?;
+        let key = key.as_bytes(&self.input, &self.scratch);
+        // SAFETY: `string()` returns only spans it checked to be UTF-8: raw runs pass
+        // `simdutf8` when they contain a byte >= 0x80, and escapes are decoded from `char`s.
+        let key = unsafe { std::str::from_utf8_unchecked(key) };
+        self.encoder.key_unchecked(key);
+        self.skip_whitespace();
+        self.expect(b':')
+    }
+
+    fn literal(&mut self, word: &'static [u8], push: impl FnOnce(&mut Encoder<'k>) -> Result<(), crate::EncodeError>) -> Result<(), JsonError> {
+        let end = self.pos + word.len();
+        if self.input.get(self.pos..end) != Some(word) {
+            // Point at the first byte that differs.
+            let mut at = self.pos;
+            while at < end && self.input.get(at) == Some(&word[at - self.pos]) {
+                at += 1;
+            }
+            let kind = match self.input.get(at) {
+                None => JsonErrorKind::UnexpectedEnd,
+                Some(&byte) => JsonErrorKind::UnexpectedByte(byte),
+            };
+            return Err(self.error_at(kind, at));
+        }
+        self.pos = end;
+        push(&mut self.encoder).map_err(|_| self.error(JsonErrorKind::TooDeep))
+    }
+
+    /// Reads a string body (after the opening quote) up to and including the closing quote.
+    #[inline]
+    fn string(&mut self) -> Result<Span, JsonError> {
+        let start = self.pos;
+        let mut pos = start;
+        let mut high_bits = 0u64;
+        let input = self.input;
+        loop {
+            if let Some(chunk) = input.get(pos..pos + 8) {
+                let word = u64::from_le_bytes(chunk.try_into().unwrap());
+                let specials = zero_bytes(word ^ (ONES * b'"' as u64))
+                    | zero_bytes(word ^ (ONES * b'\\' as u64))
+                    | (word.wrapping_sub(ONES * 0x20) & !word & HIGHS);
+                if specials == 0 {
+                    high_bits |= word & HIGHS;
+                    pos += 8;
+                    continue;
+                }
+                let index = (specials.trailing_zeros() / 8) as usize;
+                let before = if index == 0 { 0 } else { u64::MAX >> (64 - 8 * index) };
+                high_bits |= word & HIGHS & before;
+                pos += index;
+            } else {
+                while pos < input.len() && !matches!(input[pos], b'"' | b'\\' | 0..=0x1F) {
+                    high_bits |= (input[pos] & 0x80) as u64;
+                    pos += 1;
+                }
+            }
+            break;
+        }
+        match input.get(pos) {
+            Some(b'"') => {
+                if high_bits != 0 && simdutf8::basic::from_utf8(&input[start..pos]).is_err() {
+                    return Err(self.utf8_error(start, pos));
+                }
+                self.pos = pos + 1;
+                Ok(Span::Input(start, pos))
+            }
+            Some(b'\\') => self.escaped_string(start, pos, high_bits != 0),
+            Some(_) => Err(self.error_at(JsonErrorKind::ControlCharacter, pos)),
+            None => Err(self.error_at(JsonErrorKind::UnexpectedEnd, pos)),
+        }
+    }
+
+    fn utf8_error(&self, start: usize, end: usize) -> JsonError {
+        let valid = match std::str::from_utf8(&self.input[start..end]) {
+            Ok(_) => end - start,
+            Err(error) => error.valid_up_to(),
+        };
+        self.error_at(JsonErrorKind::InvalidUtf8, start + valid)
+    }
+
+    /// The slow path: a string with escapes, decoded into `scratch`.
+    fn escaped_string(&mut self, start: usize, first_escape: usize, mut needs_check: bool) -> Result<Span, JsonError> {
+        self.scratch.clear();
+        let input = self.input;
+        let mut run_start = start;
+        let mut pos = first_escape;
+        loop {
+            match input.get(pos) {
+                None => return Err(self.error_at(JsonErrorKind::UnexpectedEnd, pos)),
+                Some(&byte @ (b'"' | b'\\')) => {
+                    if needs_check && simdutf8::basic::from_utf8(&input[run_start..pos]).is_err() {
+                        return Err(self.utf8_error(run_start, pos));
+                    }
+                    needs_check = false;
+                    self.scratch.extend_from_slice(&input[run_start..pos]);
+                    if byte == b'"' {
+                        self.pos = pos + 1;
+                        return Ok(Span::Scratch);
+                    }
+                    pos = self.escape(pos)?;
+                    run_start = pos;
+                }
+                Some(0..=0x1F) => return Err(self.error_at(JsonErrorKind::ControlCharacter, pos)),
+                Some(&byte) => {
+                    needs_check |= byte >= 0x80;
+                    pos += 1;
+                }
+            }
+        }
+    }
+
+    /// Decodes the escape at `pos` (a backslash) into `scratch`; returns the position after it.
+    fn escape(&mut self, pos: usize) -> Result<usize, JsonError> {
+        let Some(&kind) = self.input.get(pos + 1) else {
+            return Err(self.error_at(JsonErrorKind::UnexpectedEnd, pos + 1));
+        };
+        let simple = match kind {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => return self.unicode_escape(pos),
+            _ => return Err(self.error_at(JsonErrorKind::InvalidEscape, pos)),
+        };
+        self.scratch.push(simple);
+        Ok(pos + 2)
+    }
+
+    fn hex4(&self, pos: usize) -> Result<u32, JsonError> {
+        let mut value = 0u32;
+        for offset in 0..4 {
+            let Some(&byte) = self.input.get(pos + offset) else {
+                return Err(self.error_at(JsonErrorKind::UnexpectedEnd, pos + offset));
+            };
+            let digit = (byte as char).to_digit(16).ok_or_else(|| self.error_at(JsonErrorKind::InvalidEscape, pos + offset))?;
+            value = value * 16 + digit;
+        }
+        Ok(value)
+    }
+
+    fn unicode_escape(&mut self, pos: usize) -> Result<usize, JsonError> {
+        let first = self.hex4(pos + 2)?;
+        let (code, next) = match first {
+            0xD800..=0xDBFF => {
+                if self.input.get(pos + 6..pos + 8) != Some(b"\\u") {
+                    return Err(self.error_at(JsonErrorKind::LoneSurrogate, pos));
+                }
+                let second = self.hex4(pos + 8)?;
+                if !(0xDC00..=0xDFFF).contains(&second) {
+                    return Err(self.error_at(JsonErrorKind::LoneSurrogate, pos));
+                }
+                (0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00), pos + 12)
+            }
+            0xDC00..=0xDFFF => return Err(self.error_at(JsonErrorKind::LoneSurrogate, pos)),
+            _ => (first, pos + 6),
+        };
+        let character = char::from_u32(code).ok_or_else(|| self.error_at(JsonErrorKind::LoneSurrogate, pos))?;
+        let mut buffer = [0u8; 4];
+        self.scratch.extend_from_slice(character.encode_utf8(&mut buffer).as_bytes());
+        Ok(next)
+    }
+
+    fn number(&mut self) -> Result<(), JsonError> {
+        let input = self.input;
+        let start = self.pos;
+        let mut pos = start;
+        let negative = input[pos] == b'-';
+        if negative {
+            pos += 1;
+        }
+        let digits_start = pos;
+        let mut magnitude: u64 = 0;
+        let mut overflow = false;
+        match input.get(pos) {
+            Some(b'0') => pos += 1,
+            Some(b'1'..=b'9') => {
+                while let Some(&digit @ b'0'..=b'9') = input.get(pos) {
+                    let (times_ten, o1) = magnitude.overflowing_mul(10);
+                    let (sum, o2) = times_ten.overflowing_add((digit - b'0') as u64);
+                    overflow |= o1 | o2;
+                    magnitude = sum;
+                    pos += 1;
+                }
+            }
+            _ => return Err(self.error_at(JsonErrorKind::InvalidNumber, pos)),
+        }
+        let mut is_float = false;
+        if input.get(pos) == Some(&b'.') {
+            pos += 1;
+            if !matches!(input.get(pos), Some(b'0'..=b'9')) {
+                return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
+            }
+            while matches!(input.get(pos), Some(b'0'..=b'9')) {
+                pos += 1;
+            }
+            is_float = true;
+        }
+        if matches!(input.get(pos), Some(b'e' | b'E')) {
+            pos += 1;
+            if matches!(input.get(pos), Some(b'+' | b'-')) {
+                pos += 1;
+            }
+            if !matches!(input.get(pos), Some(b'0'..=b'9')) {
+                return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
+            }
+            while matches!(input.get(pos), Some(b'0'..=b'9')) {
+                pos += 1;
+            }
+            is_float = true;
+        }
+        // A digit right after a leading zero ("01") is not JSON.
+        if input[digits_start] == b'0' && matches!(input.get(digits_start + 1), Some(b'0'..=b'9')) {
+            return Err(self.error_at(JsonErrorKind::InvalidNumber, digits_start + 1));
+        }
+        self.pos = pos;
+        let slot = if !is_float && !overflow && !(negative && magnitude == 0) {
+            if !negative {
+                match i64::try_from(magnitude) {
+                    Ok(value) => self.encoder.int_slot(value),
+                    Err(_) => self.encoder.uint_slot(magnitude),
+                }
+            } else if magnitude <= 1u64 << 63 {
+                self.encoder.int_slot((magnitude as i64).wrapping_neg())
+            } else {
+                self.float_slot(start, pos)?
+            }
+        } else {
+            self.float_slot(start, pos)?
+        };
+        self.place(slot)
+    }
+
+    fn float_slot(&mut self, start: usize, end: usize) -> Result<crate::encoder::Slot, JsonError> {
+        let text = std::str::from_utf8(&self.input[start..end]).map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))?;
+        let value: f64 = text.parse().map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))?;
+        Ok(self.encoder.float_slot(value))
+    }
+}
+
+/// Where a parsed string's bytes are: in the input, or decoded into the scratch buffer.
+#[derive(Clone, Copy)]
+enum Span {
+    Input(usize, usize),
+    Scratch,
+}
+
+impl Span {
+    #[inline(always)]
+    fn as_bytes<'s>(&self, input: &'s [u8], scratch: &'s [u8]) -> &'s [u8] {
+        match *self {
+            Span::Input(start, end) => &input[start..end],
+            Span::Scratch => scratch,
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Byte-level constants and primitive codecs of the format (see `docs/format.md`).
+//!
+//! Everything that knows what a byte means lives here: item tags, slot tags, widths and varints.
+//! The encoder, the reader and the validator all go through these helpers, so the format is
+//! defined in one place.
+
+/// Format version written in the high nibble of a document's last byte.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// Hard limit on container nesting: the height of a container is stored in one byte.
+pub const HEIGHT_MAX: u8 = 255;
+
+/// Default nesting limit for validation and for JSON input (serde_json uses 128 as well).
+pub const DEPTH_DEFAULT: u8 = 128;
+
+// ---- item tags (first byte of every item in the value region) ----
+
+/// Signed integer, `(tag & 7) + 1` little-endian two's-complement bytes follow.
+pub const TAG_INT: u8 = 0x10;
+/// Unsigned integer, `(tag & 7) + 1` little-endian bytes follow.
+pub const TAG_UINT: u8 = 0x18;
+/// IEEE-754 binary32, 4 little-endian bytes follow.
+pub const TAG_F32: u8 = 0x20;
+/// IEEE-754 binary64, 8 little-endian bytes follow.
+pub const TAG_F64: u8 = 0x21;
+/// Binary data: tags `0x40..=0x4E` carry the length `tag - 0x40`; `0x4F` is followed by a varint length.
+pub const TAG_BINARY: u8 = 0x40;
+/// Largest binary length stored in the tag itself.
+pub const BINARY_INLINE_LEN_MAX: usize = 14;
+/// Array: `0x50 | width_code`.
+pub const TAG_ARRAY: u8 = 0x50;
+/// Dict: `0x60 | width_code | key_width_code << 2`.
+pub const TAG_DICT: u8 = 0x60;
+/// Tail item (tables and footer): `0x70 | flags`.
+pub const TAG_TAIL: u8 = 0x70;
+/// UTF-8 string: tags `0x80..=0xBE` carry the length `tag - 0x80`; `0xBF` is followed by a varint length.
+pub const TAG_STRING: u8 = 0x80;
+/// Largest string length stored in the tag itself.
+pub const STRING_INLINE_LEN_MAX: usize = 62;
+
+/// Tail flag: a key table follows.
+pub const TAIL_HAS_KEYS: u8 = 1;
+/// Tail flag: an atom table follows.
+pub const TAIL_HAS_ATOMS: u8 = 2;
+/// Tail flag: a shared-key count follows.
+pub const TAIL_HAS_SHARED: u8 = 4;
+
+// ---- slot tags (low bits of a slot) ----
+
+/// `slot & 1 == 0`: a pointer; the distance back from the container's first byte is `slot >> 1`.
+pub const SLOT_POINTER_MASK: u64 = 1;
+/// `slot & 7 == 1`: a small signed integer in `slot >> 3` (arithmetic shift).
+pub const SLOT_INT: u64 = 0b001;
+/// `slot & 7 == 3`: a special value in `slot >> 3`.
+pub const SLOT_SPECIAL: u64 = 0b011;
+/// `slot & 7 == 5`: a reference to atom number `slot >> 3`.
+pub const SLOT_ATOM: u64 = 0b101;
+
+/// Special payloads.
+pub const SPECIAL_NULL: u64 = 0;
+/// Special payload for `false`.
+pub const SPECIAL_FALSE: u64 = 1;
+/// Special payload for `true`.
+pub const SPECIAL_TRUE: u64 = 2;
+
+/// Width in bytes of a width code (0..=3 → 1, 2, 4, 8).
+#[inline(always)]
+pub const fn width_of(code: u8) -> usize {
+    1 << (code & 3)
+}
+
+/// The smallest width code whose width holds `value` as an unsigned integer.
+#[inline]
+pub const fn width_code_for_unsigned(value: u64) -> u8 {
+    if value <= 0xFF {
+        0
+    } else if value <= 0xFFFF {
+        1
+    } else if value <= 0xFFFF_FFFF {
+        2
+    } else {
+        3
+    }
+}
+
+/// Reads `width` (1, 2, 4 or 8) little-endian bytes at `pos`. Panics if out of bounds.
+#[inline(always)]
+pub fn read_uint(bytes: &[u8], pos: usize, width: usize) -> u64 {
+    match width {
+        1 => bytes[pos] as u64,
+        2 => u16::from_le_bytes([bytes[pos], bytes[pos + 1]]) as u64,
+        4 => u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as u64,
+        _ => u64::from_le_bytes(bytes[pos..pos + 8].try_into().unwrap()),
+    }
+}
+
+/// Writes the low `width` bytes of `value`, little-endian.
+#[inline(always)]
+pub fn write_uint(out: &mut Vec<u8>, value: u64, width: usize) {
+    out.extend_from_slice(&value.to_le_bytes()[..width]);
+}
+
+/// Sign-extends the low `width` bytes of `raw`.
+#[inline(always)]
+pub fn sign_extend(raw: u64, width: usize) -> i64 {
+    let shift = 64 - 8 * width as u32;
+    ((raw << shift) as i64) >> shift
+}
+
+/// Largest number of bytes an LEB128 varint for a u64 may take.
+pub const VARINT_LEN_MAX: usize = 10;
+
+/// Appends `value` as an unsigned LEB128 varint.
+#[inline]
+pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Number of bytes `write_varint` uses for `value`.
+#[inline]
+pub const fn varint_len(value: u64) -> usize {
+    let bits = 64 - (value | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// Reads a varint at `pos`; returns `(value, length)`, or `None` if it runs past `end` or
+/// overflows 64 bits.
+#[inline]
+pub fn read_varint(bytes: &[u8], pos: usize, end: usize) -> Option<(u64, usize)> {
+    let first = *bytes.get(pos)?;
+    if first < 0x80 && pos < end {
+        return Some((first as u64, 1));
+    }
+    let mut value = 0u64;
+    let mut shift = 0u32;
+    let mut index = pos;
+    loop {
+        if index >= end {
+            return None;
+        }
+        let byte = bytes[index];
+        if shift == 63 && byte > 1 {
+            return None;
+        }
+        value |= ((byte & 0x7F) as u64) << shift;
+        index += 1;
+        if byte < 0x80 {
+            return Some((value, index - pos));
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// Reads a varint that the document's validation has already checked.
+#[inline(always)]
+pub fn read_varint_trusted(bytes: &[u8], pos: usize) -> (u64, usize) {
+    let first = bytes[pos];
+    if first < 0x80 {
+        return (first as u64, 1);
+    }
+    read_varint(bytes, pos, bytes.len()).unwrap_or((0, 1))
+}
+
+/// Writes the header of a string (`is_string`) or binary item of `len` bytes.
+#[inline]
+pub fn write_blob_header(out: &mut Vec<u8>, len: usize, is_string: bool) {
+    let (base, inline_max) = if is_string {
+        (TAG_STRING, STRING_INLINE_LEN_MAX)
+    } else {
+        (TAG_BINARY, BINARY_INLINE_LEN_MAX)
+    };
+    if len <= inline_max {
+        out.push(base + len as u8);
+    } else {
+        out.push(base + inline_max as u8 + 1);
+        write_varint(out, len as u64);
+    }
+}
+
+/// Bytes needed by a slot for an inline signed integer of this value, or `None` if no slot
+/// width can hold it (it must then be written as an item).
+#[inline]
+pub const fn int_slot_width(value: i64) -> Option<usize> {
+    // payload bits = 8 * width - 3, signed.
+    if value >= -16 && value < 16 {
+        Some(1)
+    } else if value >= -(1 << 12) && value < (1 << 12) {
+        Some(2)
+    } else if value >= -(1 << 28) && value < (1 << 28) {
+        Some(4)
+    } else if value >= -(1 << 60) && value < (1 << 60) {
+        Some(8)
+    } else {
+        None
+    }
+}
+
+/// Bytes needed by a slot for an unsigned payload shifted left by `shift` bits.
+#[inline]
+pub const fn payload_width(payload: u64, shift: u32) -> usize {
+    let bits = 64 - payload.leading_zeros() + shift;
+    if bits <= 8 {
+        1
+    } else if bits <= 16 {
+        2
+    } else if bits <= 32 {
+        4
+    } else {
+        8
+    }
+}
+
+/// Code (0..=3) for a width of 1, 2, 4 or 8 bytes.
+#[inline(always)]
+pub const fn code_of_width(width: usize) -> u8 {
+    match width {
+        1 => 0,
+        2 => 1,
+        4 => 2,
+        _ => 3,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varint_round_trips_at_every_length_boundary() {
+        for shift in 0..64 {
+            for value in [(1u64 << shift) - 1, 1u64 << shift, (1u64 << shift) + 1, u64::MAX] {
+                let mut out = Vec::new();
+                write_varint(&mut out, value);
+                assert_eq!(out.len(), varint_len(value));
+                assert_eq!(read_varint(&out, 0, out.len()), Some((value, out.len())));
+                // every strict prefix is rejected
+                for cut in 0..out.len() {
+                    assert_eq!(read_varint(&out, 0, cut), None);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn varint_rejects_overflow() {
+        let eleven = [0xFFu8; 10];
+        assert_eq!(read_varint(&eleven, 0, 10), None);
+        let mut too_big = vec![0xFF; 9];
+        too_big.push(0x02);
+        assert_eq!(read_varint(&too_big, 0, 10), None);
+    }
+
+    #[test]
+    fn int_slot_width_boundaries() {
+        assert_eq!(int_slot_width(15), Some(1));
+        assert_eq!(int_slot_width(16), Some(2));
+        assert_eq!(int_slot_width(-16), Some(1));
+        assert_eq!(int_slot_width(-17), Some(2));
+        assert_eq!(int_slot_width(4095), Some(2));
+        assert_eq!(int_slot_width(4096), Some(4));
+        assert_eq!(int_slot_width((1 << 60) - 1), Some(8));
+        assert_eq!(int_slot_width(1 << 60), None);
+        assert_eq!(int_slot_width(i64::MIN), None);
+    }
+
+    #[test]
+    fn sign_extension() {
+        assert_eq!(sign_extend(0xF9, 1), -7);
+        assert_eq!(sign_extend(0x7F, 1), 127);
+        assert_eq!(sign_extend(0xFFFF, 2), -1);
+        assert_eq!(sign_extend(u64::MAX, 8), -1);
+    }
+}

@@ -1,0 +1,806 @@
+//! Reading documents in place: [`Doc`], [`Value`], [`Array`], [`Dict`] and [`DictKey`].
+//!
+//! Nothing here parses or copies: every accessor computes an offset and reads the bytes where
+//! they are. Slices may have any alignment; multi-byte fields are read with `from_le_bytes`.
+//!
+//! A document opened with [`Doc::from_untrusted`] has been checked completely (see
+//! `validate.rs`), so every accessor below returns a value and never panics. A document opened
+//! with [`Doc::from_trusted`] has only had its footer checked: on corrupt bytes an accessor may
+//! return a wrong value or panic, but it is never undefined behaviour (strings are re-checked for
+//! UTF-8 on access).
+
+use crate::error::FormatError;
+use crate::layout::*;
+use crate::shared_keys::SharedKeys;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What kind of value a [`Value`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool,
+    /// A signed 64-bit integer.
+    Int,
+    /// An unsigned integer above `i64::MAX`.
+    UInt,
+    /// A float (stored as f32 or f64).
+    Float,
+    /// A UTF-8 string.
+    String,
+    /// Binary data.
+    Binary,
+    /// An array.
+    Array,
+    /// A dict with string keys.
+    Dict,
+}
+
+/// Where a value's data is: inline in its slot, or an item at a byte position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Repr {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Item(usize),
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Table {
+    /// Position of the first entry.
+    pub(crate) entries: usize,
+    pub(crate) count: usize,
+    pub(crate) width: usize,
+}
+
+/// The parsed footer of a document: where the tables are and what the root is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Footer {
+    pub(crate) tail_start: usize,
+    pub(crate) root: Repr,
+    pub(crate) root_slot_pos: usize,
+    pub(crate) keys: Table,
+    pub(crate) atoms: Table,
+    pub(crate) shared_count: u64,
+}
+
+/// An opened document: the bytes, the parsed footer and the shared keys it was opened with.
+///
+/// ```
+/// use tessera_value::{from_json, Doc};
+/// let bytes = from_json(br#"{"a": [1, 2, 3]}"#).unwrap();
+/// let doc = Doc::from_untrusted(&bytes).unwrap();
+/// assert_eq!(doc.root().get("a").unwrap().index(2).unwrap().as_i64(), Some(3));
+/// ```
+#[derive(Clone, Copy)]
+pub struct Doc<'a> {
+    bytes: &'a [u8],
+    shared: Option<&'a SharedKeys>,
+    footer: Footer,
+    validated: bool,
+}
+
+impl std::fmt::Debug for Doc<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Doc").field("len", &self.bytes.len()).field("validated", &self.validated).finish()
+    }
+}
+
+/// Parses and checks the footer and the table headers: O(1) apart from nothing.
+pub(crate) fn parse_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
+    let bad = |reason| FormatError::BadFooter { reason };
+    let len = bytes.len();
+    let &last = bytes.last().ok_or(bad("empty input"))?;
+    let version = last >> 4;
+    if version != FORMAT_VERSION {
+        return Err(FormatError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+    }
+    let root_width = width_of(last & 3);
+    let offset_width = width_of((last >> 2) & 3);
+    if len < 1 + root_width + offset_width + 2 {
+        return Err(bad("too short"));
+    }
+    let tail_start = read_uint(bytes, len - 1 - offset_width, offset_width);
+    let root_slot_pos = len - 1 - offset_width - root_width;
+    let tail_start = usize::try_from(tail_start).map_err(|_| bad("tail offset"))?;
+    if tail_start >= root_slot_pos {
+        return Err(bad("tail offset"));
+    }
+    let tag = bytes[tail_start];
+    if tag & !7 != TAG_TAIL {
+        return Err(bad("no tail item at the tail offset"));
+    }
+    let mut pos = tail_start + 1;
+    let (total, used) = read_varint(bytes, pos, root_slot_pos).ok_or(bad("tail length"))?;
+    if total != (len - tail_start) as u64 {
+        return Err(bad("tail length"));
+    }
+    pos += used;
+    let table = |pos: &mut usize, entries_per_item: usize| -> Result<Table, FormatError> {
+        let (count, used) = read_varint(bytes, *pos, root_slot_pos).ok_or(bad("table count"))?;
+        *pos += used;
+        let code = *bytes.get(*pos).filter(|_| *pos < root_slot_pos).ok_or(bad("table width"))?;
+        if code > 3 {
+            return Err(bad("table width"));
+        }
+        *pos += 1;
+        let width = width_of(code);
+        let size = (count as u128) * (width as u128) * (entries_per_item as u128);
+        if count == 0 || size > (root_slot_pos - *pos) as u128 {
+            return Err(bad("table size"));
+        }
+        let table = Table { entries: *pos, count: count as usize, width };
+        *pos += size as usize;
+        Ok(table)
+    };
+    let keys = if tag & TAIL_HAS_KEYS != 0 { table(&mut pos, 2)? } else { Table::default() };
+    let atoms = if tag & TAIL_HAS_ATOMS != 0 { table(&mut pos, 1)? } else { Table::default() };
+    let mut shared_count = 0;
+    if tag & TAIL_HAS_SHARED != 0 {
+        let (count, used) = read_varint(bytes, pos, root_slot_pos).ok_or(bad("shared count"))?;
+        if count == 0 {
+            return Err(bad("shared count"));
+        }
+        shared_count = count;
+        pos += used;
+    }
+    if pos != root_slot_pos {
+        return Err(bad("tail size"));
+    }
+    let bits = read_uint(bytes, root_slot_pos, root_width);
+    let root = decode_slot_checked(bits, root_width, tail_start, &atoms, bytes)
+        .ok_or(FormatError::BadSlot { offset: root_slot_pos, reason: "root slot" })?;
+    Ok(Footer { tail_start, root, root_slot_pos, keys, atoms, shared_count })
+}
+
+/// Decodes a slot, checking only what can be checked without knowing the item map.
+#[inline]
+pub(crate) fn decode_slot_checked(bits: u64, width: usize, container: usize, atoms: &Table, bytes: &[u8]) -> Option<Repr> {
+    if bits & SLOT_POINTER_MASK == 0 {
+        let distance = bits >> 1;
+        if distance == 0 || distance > container as u64 {
+            return None;
+        }
+        return Some(Repr::Item(container - distance as usize));
+    }
+    match bits & 7 {
+        SLOT_INT => Some(Repr::Int(sign_extend(bits, width) >> 3)),
+        SLOT_SPECIAL => match bits >> 3 {
+            SPECIAL_NULL => Some(Repr::Null),
+            SPECIAL_FALSE => Some(Repr::Bool(false)),
+            SPECIAL_TRUE => Some(Repr::Bool(true)),
+            _ => None,
+        },
+        SLOT_ATOM => {
+            let atom = bits >> 3;
+            if atom >= atoms.count as u64 {
+                return None;
+            }
+            let pos = read_uint(bytes, atoms.entries + atom as usize * atoms.width, atoms.width);
+            usize::try_from(pos).ok().map(Repr::Item)
+        }
+        _ => None,
+    }
+}
+
+impl<'a> Doc<'a> {
+    /// Checks every byte of `bytes` once, in linear time, and opens the document.
+    ///
+    /// After this succeeds, every accessor on the document's values is infallible. Documents
+    /// that refer to shared keys need [`Doc::from_untrusted_with_keys`].
+    pub fn from_untrusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
+        Self::validate(bytes, None, &crate::ValidateOptions::default())
+    }
+
+    /// [`Doc::from_untrusted`] for a document encoded with shared keys.
+    pub fn from_untrusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
+        Self::validate(bytes, Some(shared), &crate::ValidateOptions::default())
+    }
+
+    /// [`Doc::from_untrusted`] with explicit options (depth limit, shared keys).
+    pub fn validate(
+        bytes: &'a [u8],
+        shared: Option<&'a SharedKeys>,
+        options: &crate::ValidateOptions,
+    ) -> Result<Doc<'a>, FormatError> {
+        let footer = crate::validate::validate(bytes, shared, options)?;
+        Ok(Doc { bytes, shared, footer, validated: true })
+    }
+
+    /// Opens a document this program wrote, checking only the footer: O(1).
+    ///
+    /// Use it for bytes that cannot have been corrupted or forged, such as those read back from
+    /// your own database. On corrupt bytes, accessors may return wrong values or panic, but
+    /// never cause undefined behaviour.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc};
+    /// let bytes = from_json(b"[10, 20]").unwrap();
+    /// let doc = Doc::from_trusted(&bytes).unwrap();
+    /// assert_eq!(doc.root().index(1).unwrap().as_i64(), Some(20));
+    /// ```
+    #[inline]
+    pub fn from_trusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
+        Ok(Doc { bytes, shared: None, footer: parse_footer(bytes)?, validated: false })
+    }
+
+    /// [`Doc::from_trusted`] for a document encoded with shared keys.
+    #[inline]
+    pub fn from_trusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
+        Ok(Doc { bytes, shared: Some(shared), footer: parse_footer(bytes)?, validated: false })
+    }
+
+    /// The root value.
+    #[inline]
+    pub fn root(&self) -> Value<'a> {
+        Value { doc: *self, repr: self.footer.root }
+    }
+
+    /// The document's bytes.
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// True if the document was opened with [`Doc::from_untrusted`].
+    pub fn is_validated(&self) -> bool {
+        self.validated
+    }
+
+    /// The shared-key table the document was opened with.
+    pub fn shared_keys(&self) -> Option<&'a SharedKeys> {
+        self.shared
+    }
+
+    pub(crate) fn shared_count(&self) -> u64 {
+        self.footer.shared_count
+    }
+
+    pub(crate) fn local_key_count(&self) -> usize {
+        self.footer.keys.count
+    }
+
+    pub(crate) fn atom_count(&self) -> usize {
+        self.footer.atoms.count
+    }
+
+    pub(crate) fn atom_item(&self, atom: usize) -> usize {
+        let table = &self.footer.atoms;
+        read_uint(self.bytes, table.entries + atom * table.width, table.width) as usize
+    }
+
+    /// Item position of the string of local key `local`.
+    #[inline]
+    pub(crate) fn local_key_item(&self, local: usize) -> usize {
+        let table = &self.footer.keys;
+        read_uint(self.bytes, table.entries + local * table.width, table.width) as usize
+    }
+
+    /// Position and length of a string or binary item's content.
+    #[inline(always)]
+    pub(crate) fn blob_at(&self, pos: usize) -> (usize, usize) {
+        let tag = self.bytes[pos];
+        let (short_max, base) = if tag >= TAG_STRING {
+            (STRING_INLINE_LEN_MAX, TAG_STRING)
+        } else {
+            (BINARY_INLINE_LEN_MAX, TAG_BINARY)
+        };
+        let inline = (tag - base) as usize;
+        if inline <= short_max {
+            (pos + 1, inline)
+        } else {
+            let (len, used) = read_varint_trusted(self.bytes, pos + 1);
+            (pos + 1 + used, len as usize)
+        }
+    }
+
+    /// The string item at `pos`.
+    #[inline]
+    pub(crate) fn item_str(&self, pos: usize) -> &'a str {
+        let (start, len) = self.blob_at(pos);
+        let content = &self.bytes[start..start + len];
+        if self.validated {
+            // SAFETY: `validated` is only set by `Doc::validate`, which checked that every string
+            // item of the value region is UTF-8 (validate.rs, `check_blob`). `pos` is such an item:
+            // it comes from a slot, atom or key table entry, all of which the validator checked to
+            // point at the start of a string item.
+            unsafe { std::str::from_utf8_unchecked(content) }
+        } else {
+            simdutf8::basic::from_utf8(content).unwrap_or("")
+        }
+    }
+
+    /// Stored height of the container at `pos`, or 0 for a scalar.
+    pub(crate) fn item_height(&self, pos: usize) -> u8 {
+        match self.bytes[pos] & 0xF0 {
+            0x50 | 0x60 => self.bytes[pos + 1],
+            _ => 0,
+        }
+    }
+
+    /// Decodes a slot of a container at `container`.
+    #[inline(always)]
+    pub(crate) fn decode_slot(&self, bits: u64, width: usize, container: usize) -> Repr {
+        if bits & SLOT_POINTER_MASK == 0 {
+            return Repr::Item(container.wrapping_sub((bits >> 1) as usize));
+        }
+        match bits & 7 {
+            SLOT_INT => Repr::Int(sign_extend(bits, width) >> 3),
+            SLOT_SPECIAL => match bits >> 3 {
+                SPECIAL_FALSE => Repr::Bool(false),
+                SPECIAL_TRUE => Repr::Bool(true),
+                _ => Repr::Null,
+            },
+            _ => Repr::Item(self.atom_item((bits >> 3) as usize)),
+        }
+    }
+
+    /// The key id of `name` in this document, if it has one.
+    #[inline]
+    pub(crate) fn key_id(&self, name: &str) -> Option<u64> {
+        let shared_count = self.footer.shared_count;
+        if shared_count > 0 {
+            if let Some(id) = self.shared.and_then(|s| s.id_below(name, shared_count)) {
+                return Some(id as u64);
+            }
+        }
+        let table = &self.footer.keys;
+        let order = table.entries + table.count * table.width;
+        let target = (name.len(), name.as_bytes());
+        let (mut low, mut high) = (0, table.count);
+        while low < high {
+            let middle = (low + high) / 2;
+            let local = read_uint(self.bytes, order + middle * table.width, table.width) as usize;
+            let (start, len) = self.blob_at(self.local_key_item(local));
+            let probe = (len, &self.bytes[start..start + len]);
+            match probe.cmp(&target) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Some(shared_count + local as u64),
+            }
+        }
+        None
+    }
+
+    /// The name of key `id`, or `None` if the document has no such key.
+    #[inline]
+    pub(crate) fn key_name(&self, id: u64) -> Option<&'a str> {
+        let shared_count = self.footer.shared_count;
+        if id < shared_count {
+            return self.shared.and_then(|s| s.name(id as u32));
+        }
+        let local = (id - shared_count) as usize;
+        if local >= self.footer.keys.count {
+            return None;
+        }
+        Some(self.item_str(self.local_key_item(local)))
+    }
+}
+
+/// One value inside a document. Cheap to copy; borrows the document's bytes.
+///
+/// ```
+/// use tessera_value::{from_json, Doc, Kind};
+/// let bytes = from_json(br#"{"name": "Ada", "tags": ["x"], "n": 1.5}"#).unwrap();
+/// let root = Doc::from_untrusted(&bytes).unwrap().root();
+/// assert_eq!(root.kind(), Kind::Dict);
+/// assert_eq!(root.get("name").and_then(|v| v.as_str()), Some("Ada"));
+/// assert_eq!(root.path("tags[0]").unwrap().unwrap().as_str(), Some("x"));
+/// assert_eq!(root.get("n").unwrap().as_f64(), Some(1.5));
+/// ```
+#[derive(Clone, Copy)]
+pub struct Value<'a> {
+    doc: Doc<'a>,
+    repr: Repr,
+}
+
+impl<'a> Value<'a> {
+    #[inline(always)]
+    pub(crate) fn new(doc: Doc<'a>, repr: Repr) -> Self {
+        Value { doc, repr }
+    }
+
+    pub(crate) fn repr(&self) -> Repr {
+        self.repr
+    }
+
+    /// The document this value belongs to.
+    pub fn doc(&self) -> Doc<'a> {
+        self.doc
+    }
+
+    /// The kind of value.
+    #[inline]
+    pub fn kind(&self) -> Kind {
+        match self.repr {
+            Repr::Null => Kind::Null,
+            Repr::Bool(_) => Kind::Bool,
+            Repr::Int(_) => Kind::Int,
+            Repr::Item(pos) => match self.doc.bytes[pos] {
+                0x10..=0x17 => Kind::Int,
+                0x18..=0x1F => {
+                    if self.raw_uint(pos) > i64::MAX as u64 {
+                        Kind::UInt
+                    } else {
+                        Kind::Int
+                    }
+                }
+                TAG_F32 | TAG_F64 => Kind::Float,
+                0x40..=0x4F => Kind::Binary,
+                0x50..=0x5F => Kind::Array,
+                0x60..=0x6F => Kind::Dict,
+                0x80..=0xBF => Kind::String,
+                _ => Kind::Null,
+            },
+        }
+    }
+
+    fn raw_uint(&self, pos: usize) -> u64 {
+        let width = (self.doc.bytes[pos] & 7) as usize + 1;
+        let mut buf = [0u8; 8];
+        buf[..width].copy_from_slice(&self.doc.bytes[pos + 1..pos + 1 + width]);
+        u64::from_le_bytes(buf)
+    }
+
+    fn raw_int(&self, pos: usize) -> i64 {
+        let width = (self.doc.bytes[pos] & 7) as usize + 1;
+        sign_extend(self.raw_uint(pos), width)
+    }
+
+    /// True for `null`.
+    #[inline]
+    pub fn is_null(&self) -> bool {
+        self.kind() == Kind::Null
+    }
+
+    /// The boolean, if this is one.
+    #[inline]
+    pub fn as_bool(&self) -> Option<bool> {
+        match self.repr {
+            Repr::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The integer, if this is an integer that fits in i64.
+    #[inline]
+    pub fn as_i64(&self) -> Option<i64> {
+        match self.repr {
+            Repr::Int(v) => Some(v),
+            Repr::Item(pos) => match self.doc.bytes[pos] {
+                0x10..=0x17 => Some(self.raw_int(pos)),
+                0x18..=0x1F => i64::try_from(self.raw_uint(pos)).ok(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The integer, if this is a non-negative integer.
+    #[inline]
+    pub fn as_u64(&self) -> Option<u64> {
+        match self.repr {
+            Repr::Int(v) => u64::try_from(v).ok(),
+            Repr::Item(pos) => match self.doc.bytes[pos] {
+                0x10..=0x17 => u64::try_from(self.raw_int(pos)).ok(),
+                0x18..=0x1F => Some(self.raw_uint(pos)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The number as f64, for floats and (possibly rounded) integers.
+    #[inline]
+    pub fn as_f64(&self) -> Option<f64> {
+        match self.repr {
+            Repr::Int(v) => Some(v as f64),
+            Repr::Item(pos) => match self.doc.bytes[pos] {
+                TAG_F32 => Some(f32::from_le_bytes(self.doc.bytes[pos + 1..pos + 5].try_into().unwrap()) as f64),
+                TAG_F64 => Some(f64::from_le_bytes(self.doc.bytes[pos + 1..pos + 9].try_into().unwrap())),
+                0x10..=0x17 => Some(self.raw_int(pos) as f64),
+                0x18..=0x1F => Some(self.raw_uint(pos) as f64),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// True if the value is stored as a float (as opposed to an integer).
+    #[inline]
+    pub fn is_float(&self) -> bool {
+        matches!(self.repr, Repr::Item(pos) if matches!(self.doc.bytes[pos], TAG_F32 | TAG_F64))
+    }
+
+    /// The string, borrowed from the document.
+    #[inline]
+    pub fn as_str(&self) -> Option<&'a str> {
+        match self.repr {
+            Repr::Item(pos) if self.doc.bytes[pos] >= TAG_STRING && self.doc.bytes[pos] <= 0xBF => {
+                Some(self.doc.item_str(pos))
+            }
+            _ => None,
+        }
+    }
+
+    /// The binary data, borrowed from the document.
+    #[inline]
+    pub fn as_bytes(&self) -> Option<&'a [u8]> {
+        match self.repr {
+            Repr::Item(pos) if (0x40..=0x4F).contains(&self.doc.bytes[pos]) => {
+                let (start, len) = self.doc.blob_at(pos);
+                Some(&self.doc.bytes[start..start + len])
+            }
+            _ => None,
+        }
+    }
+
+    /// The array, if this is one.
+    #[inline]
+    pub fn as_array(&self) -> Option<Array<'a>> {
+        match self.repr {
+            Repr::Item(pos) if self.doc.bytes[pos] & 0xF0 == TAG_ARRAY => Some(Array::at(self.doc, pos)),
+            _ => None,
+        }
+    }
+
+    /// The dict, if this is one.
+    #[inline]
+    pub fn as_dict(&self) -> Option<Dict<'a>> {
+        match self.repr {
+            Repr::Item(pos) if self.doc.bytes[pos] & 0xF0 == TAG_DICT => Some(Dict::at(self.doc, pos)),
+            _ => None,
+        }
+    }
+
+    /// The dict entry `key`, if this is a dict that has it.
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<Value<'a>> {
+        self.as_dict()?.get(key)
+    }
+
+    /// The array element `index`, if this is an array that long.
+    #[inline]
+    pub fn index(&self, index: usize) -> Option<Value<'a>> {
+        self.as_array()?.get(index)
+    }
+
+    /// Follows a key path such as `friends[0].name` or `[123].name`.
+    ///
+    /// Segments are dict keys separated by `.` and array indexes in brackets. Returns
+    /// `Ok(None)` when a step does not exist.
+    pub fn path(&self, path: &str) -> Result<Option<Value<'a>>, crate::PathError> {
+        let mut current = *self;
+        for step in crate::path::parse(path)? {
+            let next = match step {
+                crate::path::Step::Key(key) => current.get(key),
+                crate::path::Step::Index(index) => current.index(index),
+            };
+            match next {
+                Some(value) => current = value,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(current))
+    }
+
+    /// Number of elements or entries of a container, 0 for a scalar.
+    pub fn len(&self) -> usize {
+        if let Some(array) = self.as_array() {
+            array.len()
+        } else if let Some(dict) = self.as_dict() {
+            dict.len()
+        } else {
+            0
+        }
+    }
+
+    /// True for an empty container or a scalar.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for Value<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_json())
+    }
+}
+
+/// An array inside a document.
+#[derive(Clone, Copy)]
+pub struct Array<'a> {
+    doc: Doc<'a>,
+    pos: usize,
+    len: usize,
+    width: usize,
+    slots: usize,
+}
+
+impl<'a> Array<'a> {
+    #[inline(always)]
+    fn at(doc: Doc<'a>, pos: usize) -> Self {
+        let tag = doc.bytes[pos];
+        let (len, used) = read_varint_trusted(doc.bytes, pos + 2);
+        Array { doc, pos, len: len as usize, width: width_of(tag), slots: pos + 2 + used }
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the array has no elements.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Element `index`, in O(1).
+    #[inline]
+    pub fn get(&self, index: usize) -> Option<Value<'a>> {
+        if index >= self.len {
+            return None;
+        }
+        let bits = read_uint(self.doc.bytes, self.slots + index * self.width, self.width);
+        Some(Value::new(self.doc, self.doc.decode_slot(bits, self.width, self.pos)))
+    }
+
+    /// The elements in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Value<'a>> + 'a {
+        let array = *self;
+        (0..array.len).map(move |index| array.get(index).expect("index below len"))
+    }
+
+    /// The array as a [`Value`].
+    pub fn as_value(&self) -> Value<'a> {
+        Value::new(self.doc, Repr::Item(self.pos))
+    }
+}
+
+/// A dict inside a document. Entries are sorted by key id, which gives O(log n) lookup.
+#[derive(Clone, Copy)]
+pub struct Dict<'a> {
+    doc: Doc<'a>,
+    pos: usize,
+    len: usize,
+    width: usize,
+    key_width: usize,
+    keys: usize,
+    slots: usize,
+}
+
+impl<'a> Dict<'a> {
+    #[inline(always)]
+    fn at(doc: Doc<'a>, pos: usize) -> Self {
+        let tag = doc.bytes[pos];
+        let (len, used) = read_varint_trusted(doc.bytes, pos + 2);
+        let len = len as usize;
+        let key_width = width_of(tag >> 2);
+        let keys = pos + 2 + used;
+        Dict { doc, pos, len, width: width_of(tag), key_width, keys, slots: keys + len * key_width }
+    }
+
+    /// Number of entries.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the dict has no entries.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The value of `key`, in O(log n).
+    #[inline]
+    pub fn get(&self, key: &str) -> Option<Value<'a>> {
+        self.get_id(self.doc.key_id(key)?)
+    }
+
+    /// The value of a pre-resolved key: after the first lookup, no string comparison is needed.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, DictKey};
+    /// let bytes = from_json(br#"[{"name":"a"},{"name":"b"}]"#).unwrap();
+    /// let root = Doc::from_untrusted(&bytes).unwrap().root();
+    /// let name = DictKey::new("name");
+    /// let names: Vec<_> = root.as_array().unwrap().iter()
+    ///     .map(|person| person.as_dict().unwrap().get_key(&name).unwrap().as_str().unwrap())
+    ///     .collect();
+    /// assert_eq!(names, ["a", "b"]);
+    /// ```
+    #[inline]
+    pub fn get_key(&self, key: &DictKey) -> Option<Value<'a>> {
+        let cached = key.cached_id.load(Ordering::Relaxed);
+        if cached != DictKey::UNRESOLVED && self.doc.key_name(cached) == Some(&*key.name) {
+            return self.get_id(cached);
+        }
+        let id = self.doc.key_id(&key.name)?;
+        key.cached_id.store(id, Ordering::Relaxed);
+        self.get_id(id)
+    }
+
+    #[inline]
+    fn key_at(&self, index: usize) -> u64 {
+        read_uint(self.doc.bytes, self.keys + index * self.key_width, self.key_width)
+    }
+
+    #[inline]
+    fn value_at(&self, index: usize) -> Value<'a> {
+        let bits = read_uint(self.doc.bytes, self.slots + index * self.width, self.width);
+        Value::new(self.doc, self.doc.decode_slot(bits, self.width, self.pos))
+    }
+
+    #[inline]
+    fn get_id(&self, id: u64) -> Option<Value<'a>> {
+        let (mut low, mut high) = (0, self.len);
+        while low < high {
+            let middle = (low + high) / 2;
+            let probe = self.key_at(middle);
+            if probe < id {
+                low = middle + 1;
+            } else if probe > id {
+                high = middle;
+            } else {
+                return Some(self.value_at(middle));
+            }
+        }
+        None
+    }
+
+    /// Entry `index` as (key, value), in storage order.
+    #[inline]
+    pub fn entry(&self, index: usize) -> Option<(&'a str, Value<'a>)> {
+        if index >= self.len {
+            return None;
+        }
+        Some((self.doc.key_name(self.key_at(index)).unwrap_or(""), self.value_at(index)))
+    }
+
+    /// The entries in storage order (key-id order, which for JSON input is the order in which
+    /// each key was first seen in the document).
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'a str, Value<'a>)> + 'a {
+        let dict = *self;
+        (0..dict.len).map(move |index| dict.entry(index).expect("index below len"))
+    }
+
+    /// The dict as a [`Value`].
+    pub fn as_value(&self) -> Value<'a> {
+        Value::new(self.doc, Repr::Item(self.pos))
+    }
+}
+
+/// A dict key resolved once and reused: lookups with it compare integers, not strings.
+///
+/// It remembers the key id it found last and checks, with one comparison, that the id still
+/// names this key in the document at hand, so one `DictKey` works across documents. It is
+/// `Send` and `Sync`.
+#[derive(Debug)]
+pub struct DictKey {
+    name: Box<str>,
+    cached_id: AtomicU64,
+}
+
+impl DictKey {
+    const UNRESOLVED: u64 = u64::MAX;
+
+    /// A key for `name`.
+    pub fn new(name: &str) -> Self {
+        DictKey { name: name.into(), cached_id: AtomicU64::new(Self::UNRESOLVED) }
+    }
+
+    /// The key's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Clone for DictKey {
+    fn clone(&self) -> Self {
+        DictKey { name: self.name.clone(), cached_id: AtomicU64::new(self.cached_id.load(Ordering::Relaxed)) }
+    }
+}

@@ -1,0 +1,272 @@
+//! Validation of untrusted bytes, in one linear pass.
+//!
+//! "Valid bytes" means, and [`crate::Doc::from_untrusted`] checks, all of the following:
+//!
+//! 1. The footer and tail parse (`reader::parse_footer`), and the version is supported.
+//! 2. The value region `[0, tail_start)` is a gap-free sequence of items, each with a known tag
+//!    and a length that stays inside the region. Old tails left by amends are skipped whole.
+//! 3. Every string item is UTF-8.
+//! 4. Every pointer slot points strictly backwards, at the first byte of a value item (never
+//!    into the middle of one, never at a tail). Because targets lie before their container,
+//!    pointers cannot form cycles.
+//! 5. Every container's stored height is at least 1, at most the depth limit, and greater than
+//!    the height of each container it points at, so nesting is bounded by the root's height.
+//! 6. Inline slots use a defined tag and special code; atom references are below the atom count.
+//! 7. Dict key ids are strictly ascending and name an existing shared or local key.
+//! 8. Key and atom table entries point at string items; the key table's lookup order is
+//!    strictly ascending by (length, bytes), so local keys are unique; no local key is also a
+//!    shared key below the document's shared count.
+//!
+//! Each item is visited once and each slot once, and a pointer check is one bit lookup, so the
+//! time is linear in the input size whatever the sharing between subtrees. Memory is one bit
+//! per input byte.
+
+use crate::error::FormatError;
+use crate::layout::*;
+use crate::reader::{decode_slot_checked, parse_footer, Footer, Repr, Table};
+use crate::shared_keys::SharedKeys;
+
+/// Options for [`crate::Doc::validate`].
+#[derive(Debug, Clone, Copy)]
+pub struct ValidateOptions {
+    /// Deepest nesting accepted (containers inside containers), at most 255.
+    pub depth_max: u8,
+}
+
+impl Default for ValidateOptions {
+    fn default() -> Self {
+        ValidateOptions { depth_max: DEPTH_DEFAULT }
+    }
+}
+
+/// One bit per byte of the value region: set where a value item starts.
+struct ItemStarts {
+    words: Vec<u64>,
+}
+
+impl ItemStarts {
+    fn new(len: usize) -> Self {
+        ItemStarts { words: vec![0; len.div_ceil(64)] }
+    }
+    #[inline(always)]
+    fn set(&mut self, pos: usize) {
+        self.words[pos / 64] |= 1 << (pos % 64);
+    }
+    #[inline(always)]
+    fn contains(&self, pos: usize) -> bool {
+        self.words.get(pos / 64).is_some_and(|word| word & (1 << (pos % 64)) != 0)
+    }
+}
+
+struct Validator<'a> {
+    bytes: &'a [u8],
+    end: usize,
+    starts: ItemStarts,
+    atoms: Table,
+    key_id_limit: u64,
+    depth_max: u8,
+}
+
+pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &ValidateOptions) -> Result<Footer, FormatError> {
+    let footer = parse_footer(bytes)?;
+    if footer.shared_count > 0 {
+        let available = shared.map_or(0, |s| s.len() as u64);
+        if available < footer.shared_count {
+            return Err(FormatError::MissingSharedKeys { needed: footer.shared_count, available });
+        }
+    }
+    let end = footer.tail_start;
+    let mut validator = Validator {
+        bytes,
+        end,
+        starts: ItemStarts::new(end),
+        atoms: footer.atoms,
+        key_id_limit: footer.shared_count + footer.keys.count as u64,
+        depth_max: options.depth_max,
+    };
+    validator.scan()?;
+    validator.check_key_table(&footer.keys, shared, footer.shared_count)?;
+    validator.check_atom_table()?;
+    if let Repr::Item(pos) = footer.root {
+        validator.check_target(pos, u8::MAX, footer.root_slot_pos)?;
+        let height = bytes[pos] & 0xF0;
+        if (height == TAG_ARRAY || height == TAG_DICT) && bytes[pos + 1] > options.depth_max {
+            return Err(FormatError::TooDeep { offset: pos, height: bytes[pos + 1], limit: options.depth_max });
+        }
+    }
+    Ok(footer)
+}
+
+impl Validator<'_> {
+    fn scan(&mut self) -> Result<(), FormatError> {
+        let mut pos = 0;
+        while pos < self.end {
+            let tag = self.bytes[pos];
+            let next = match tag {
+                0x10..=0x1F => self.fixed(pos, 1 + (tag & 7) as usize + 1)?,
+                TAG_F32 => self.fixed(pos, 5)?,
+                TAG_F64 => self.fixed(pos, 9)?,
+                0x40..=0x4F => self.check_blob(pos, false)?,
+                0x80..=0xBF => self.check_blob(pos, true)?,
+                0x50..=0x53 => self.check_container(pos, false)?,
+                0x60..=0x6F => self.check_container(pos, true)?,
+                0x70..=0x77 => {
+                    // A tail superseded by an amend: not a value, skipped whole.
+                    let (total, _) = read_varint(self.bytes, pos + 1, self.end).ok_or(FormatError::BadLength { offset: pos })?;
+                    let next = (pos as u64).checked_add(total).filter(|&n| n <= self.end as u64 && total > 1);
+                    pos = next.ok_or(FormatError::BadLength { offset: pos })? as usize;
+                    continue;
+                }
+                _ => return Err(FormatError::BadTag { offset: pos, tag }),
+            };
+            self.starts.set(pos);
+            pos = next;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn fixed(&self, pos: usize, size: usize) -> Result<usize, FormatError> {
+        let next = pos + size;
+        if next > self.end {
+            return Err(FormatError::Truncated { offset: next });
+        }
+        Ok(next)
+    }
+
+    /// Checks a string or binary item and returns the position after it.
+    #[inline]
+    fn check_blob(&self, pos: usize, is_string: bool) -> Result<usize, FormatError> {
+        let (start, len) = self.blob_extent(pos, is_string)?;
+        if is_string && !is_utf8(&self.bytes[start..start + len]) {
+            return Err(FormatError::BadUtf8 { offset: pos });
+        }
+        Ok(start + len)
+    }
+
+    #[inline]
+    fn blob_extent(&self, pos: usize, is_string: bool) -> Result<(usize, usize), FormatError> {
+        let tag = self.bytes[pos];
+        let (base, inline_max) = if is_string { (TAG_STRING, STRING_INLINE_LEN_MAX) } else { (TAG_BINARY, BINARY_INLINE_LEN_MAX) };
+        let inline = (tag - base) as usize;
+        let (start, len) = if inline <= inline_max {
+            (pos + 1, inline as u64)
+        } else {
+            let (len, used) = read_varint(self.bytes, pos + 1, self.end).ok_or(FormatError::BadLength { offset: pos })?;
+            (pos + 1 + used, len)
+        };
+        if len > (self.end - start) as u64 {
+            return Err(FormatError::BadLength { offset: pos });
+        }
+        Ok((start, len as usize))
+    }
+
+    fn check_container(&mut self, pos: usize, is_dict: bool) -> Result<usize, FormatError> {
+        let tag = self.bytes[pos];
+        if pos + 2 >= self.end {
+            return Err(FormatError::Truncated { offset: pos + 2 });
+        }
+        let height = self.bytes[pos + 1];
+        if height == 0 || height > self.depth_max {
+            return Err(FormatError::TooDeep { offset: pos, height, limit: self.depth_max });
+        }
+        let (count, used) = read_varint(self.bytes, pos + 2, self.end).ok_or(FormatError::BadLength { offset: pos })?;
+        let width = width_of(tag);
+        let key_width = if is_dict { width_of(tag >> 2) } else { 0 };
+        let body = pos + 2 + used;
+        let size = (count as u128) * ((width + key_width) as u128);
+        if size > (self.end - body) as u128 {
+            return Err(FormatError::BadLength { offset: pos });
+        }
+        let count = count as usize;
+        let slots = body + count * key_width;
+        if is_dict {
+            let mut previous: Option<u64> = None;
+            for index in 0..count {
+                let key = read_uint(self.bytes, body + index * key_width, key_width);
+                if key >= self.key_id_limit || previous.is_some_and(|p| p >= key) {
+                    return Err(FormatError::UnsortedKeys { offset: pos });
+                }
+                previous = Some(key);
+            }
+        }
+        for index in 0..count {
+            let slot_pos = slots + index * width;
+            let bits = read_uint(self.bytes, slot_pos, width);
+            let repr = decode_slot_checked(bits, width, pos, &self.atoms, self.bytes)
+                .ok_or(FormatError::BadSlot { offset: slot_pos, reason: "undefined slot" })?;
+            // Atom entries are checked (as string items) in check_atom_table.
+            let is_pointer = bits & SLOT_POINTER_MASK == 0;
+            if let (Repr::Item(target), true) = (repr, is_pointer) {
+                self.check_target(target, height, slot_pos)?;
+            }
+        }
+        Ok(slots + count * width)
+    }
+
+    /// A pointer target must be an earlier value item, and a container lower than its parent.
+    #[inline]
+    fn check_target(&self, target: usize, parent_height: u8, slot_pos: usize) -> Result<(), FormatError> {
+        if !self.starts.contains(target) {
+            return Err(FormatError::BadSlot { offset: slot_pos, reason: "pointer not at the start of an earlier item" });
+        }
+        let tag = self.bytes[target] & 0xF0;
+        if (tag == TAG_ARRAY || tag == TAG_DICT) && self.bytes[target + 1] >= parent_height {
+            return Err(FormatError::TooDeep { offset: target, height: self.bytes[target + 1], limit: parent_height });
+        }
+        Ok(())
+    }
+
+    fn string_item(&self, pos: u64) -> Option<&[u8]> {
+        let pos = usize::try_from(pos).ok()?;
+        if !self.starts.contains(pos) || self.bytes[pos] < TAG_STRING {
+            return None;
+        }
+        let (start, len) = self.blob_extent(pos, true).ok()?;
+        Some(&self.bytes[start..start + len])
+    }
+
+    fn check_key_table(&self, keys: &Table, shared: Option<&SharedKeys>, shared_count: u64) -> Result<(), FormatError> {
+        let order = keys.entries + keys.count * keys.width;
+        let mut previous: Option<&[u8]> = None;
+        for index in 0..keys.count {
+            let bad = FormatError::BadKeyTable { index };
+            let local = read_uint(self.bytes, order + index * keys.width, keys.width);
+            if local >= keys.count as u64 {
+                return Err(bad);
+            }
+            let item = read_uint(self.bytes, keys.entries + local as usize * keys.width, keys.width);
+            let name = self.string_item(item).ok_or(bad.clone())?;
+            if previous.is_some_and(|p| (p.len(), p) >= (name.len(), name)) {
+                return Err(bad);
+            }
+            if let Some(shared) = shared.filter(|_| shared_count > 0) {
+                let name = std::str::from_utf8(name).map_err(|_| bad.clone())?;
+                if shared.id_below(name, shared_count).is_some() {
+                    return Err(FormatError::AmbiguousKey { offset: item as usize });
+                }
+            }
+            previous = Some(name);
+        }
+        Ok(())
+    }
+
+    fn check_atom_table(&self) -> Result<(), FormatError> {
+        for index in 0..self.atoms.count {
+            let item = read_uint(self.bytes, self.atoms.entries + index * self.atoms.width, self.atoms.width);
+            if self.string_item(item).is_none() {
+                return Err(FormatError::BadSlot { offset: self.atoms.entries + index * self.atoms.width, reason: "atom is not a string item" });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// UTF-8 check with an inline fast path for short ASCII strings.
+#[inline]
+fn is_utf8(bytes: &[u8]) -> bool {
+    if bytes.len() <= 16 && bytes.iter().all(|&b| b < 0x80) {
+        return true;
+    }
+    simdutf8::basic::from_utf8(bytes).is_ok()
+}
