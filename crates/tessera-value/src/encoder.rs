@@ -630,35 +630,43 @@ impl<'k> Encoder<'k> {
 
     // ---------------------------------------------------------------- finish
 
-    /// Writes the tables and footer and returns the document's bytes.
+    /// Writes the tail (tables and footer) and returns the document's bytes.
     pub fn finish(mut self) -> Result<Vec<u8>, EncodeError> {
         if !self.frames.is_empty() {
             return Err(EncodeError::Incomplete("containers left open"));
         }
         let root = self.root.ok_or(EncodeError::Incomplete("no value was pushed"))?;
         let tail_start = self.out.len();
+        let key_count = self.local_keys.len() as u64;
+        let atom_count = self.atoms.len() as u64;
+        if key_count > u32::MAX as u64 || atom_count > u32::MAX as u64 {
+            return Err(EncodeError::Incomplete("more than 2^32 keys or atoms"));
+        }
         let mut tables = Vec::new();
+        let key_width = width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0) as u64));
+        let atom_width = width_of(width_code_for_unsigned(self.atoms.iter().copied().max().unwrap_or(0) as u64));
+        self.write_key_table(&mut tables, key_width);
+        for &pos in &self.atoms {
+            write_uint(&mut tables, pos as u64, atom_width);
+        }
+        let offset_width = width_of(width_code_for_unsigned((tail_start as u64).max(self.shared_count)));
         let mut flags = 0u8;
-        if !self.local_keys.is_empty() {
-            flags |= TAIL_HAS_KEYS;
-            self.write_key_table(&mut tables);
-        }
-        if !self.atoms.is_empty() {
-            flags |= TAIL_HAS_ATOMS;
-            let max = self.atoms.iter().copied().max().unwrap_or(0) as u64;
-            let code = width_code_for_unsigned(max);
-            write_varint(&mut tables, self.atoms.len() as u64);
-            tables.push(code);
-            for &pos in &self.atoms {
-                write_uint(&mut tables, pos as u64, width_of(code));
-            }
-        }
         if self.shared_count > 0 {
             flags |= TAIL_HAS_SHARED;
-            write_varint(&mut tables, self.shared_count);
+            write_uint(&mut tables, self.shared_count, offset_width);
+        }
+        if atom_count > 0 {
+            flags |= TAIL_HAS_ATOMS;
+            write_uint(&mut tables, atom_count, offset_width);
+        }
+        if key_count > 0 {
+            flags |= TAIL_HAS_KEYS;
+            write_uint(&mut tables, key_count, offset_width);
+        }
+        if key_count > 0 || atom_count > 0 {
+            tables.push(code_of_width(key_width) | (code_of_width(atom_width) << 2));
         }
         let root_width = root.width_at(tail_start);
-        let offset_width = width_of(width_code_for_unsigned(tail_start as u64));
         let fixed = 1 + tables.len() + root_width + offset_width + 1;
         let mut total = fixed + 1;
         while fixed + varint_len(total as u64) != total {
@@ -675,16 +683,12 @@ impl<'k> Encoder<'k> {
         Ok(self.out)
     }
 
-    /// Key table: count, width code, item offsets by local id, then local ids in lookup order
-    /// (by length, then bytes).
-    fn write_key_table(&self, tables: &mut Vec<u8>) {
+    /// Key table: item offsets by local id, then local ids in lookup order (by length, then
+    /// bytes), each `width` bytes.
+    fn write_key_table(&self, tables: &mut Vec<u8>, width: usize) {
         let count = self.local_keys.len();
-        let max = self.local_keys.iter().copied().max().unwrap_or(0).max(count) as u64;
-        let code = width_code_for_unsigned(max);
-        write_varint(tables, count as u64);
-        tables.push(code);
         for &pos in &self.local_keys {
-            write_uint(tables, pos as u64, width_of(code));
+            write_uint(tables, pos as u64, width);
         }
         let mut names: Vec<(&[u8], usize)> = vec![(&[][..], 0); count];
         for entry in &self.key_entries {
@@ -695,7 +699,7 @@ impl<'k> Encoder<'k> {
         }
         names.sort_unstable_by(|a, b| (a.0.len(), a.0).cmp(&(b.0.len(), b.0)));
         for (_, local) in names {
-            write_uint(tables, local as u64, width_of(code));
+            write_uint(tables, local as u64, width);
         }
     }
 }

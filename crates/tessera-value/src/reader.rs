@@ -65,7 +65,13 @@ pub(crate) struct Footer {
     pub(crate) shared_count: u64,
 }
 
-/// An opened document: the bytes, the parsed footer and the shared keys it was opened with.
+/// Most keys, atoms or shared keys a document may refer to.
+pub const TABLE_COUNT_MAX: u64 = u32::MAX as u64;
+
+/// An opened document: the bytes, where its tables are, and the shared keys it was opened with.
+///
+/// `Doc` and [`Value`] are small `Copy` handles (a [`Value`] is 72 bytes), so they are passed
+/// by value.
 ///
 /// ```
 /// use tessera_value::{from_json, Doc};
@@ -77,7 +83,13 @@ pub(crate) struct Footer {
 pub struct Doc<'a> {
     bytes: &'a [u8],
     shared: Option<&'a SharedKeys>,
-    footer: Footer,
+    keys_entries: usize,
+    atoms_entries: usize,
+    key_count: u32,
+    atom_count: u32,
+    shared_count: u32,
+    key_width: u8,
+    atom_width: u8,
     validated: bool,
 }
 
@@ -87,7 +99,7 @@ impl std::fmt::Debug for Doc<'_> {
     }
 }
 
-/// Parses and checks the footer and the table headers: O(1) apart from nothing.
+/// Parses and checks the footer (see `docs/format.md`, "Tail"): a fixed number of reads.
 pub(crate) fn parse_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     let bad = |reason| FormatError::BadFooter { reason };
     let len = bytes.len();
@@ -98,56 +110,61 @@ pub(crate) fn parse_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     }
     let root_width = width_of(last & 3);
     let offset_width = width_of((last >> 2) & 3);
-    if len < 1 + root_width + offset_width + 2 {
+    if len < 3 + root_width + offset_width {
         return Err(bad("too short"));
     }
-    let tail_start = read_uint(bytes, len - 1 - offset_width, offset_width);
     let root_slot_pos = len - 1 - offset_width - root_width;
-    let tail_start = usize::try_from(tail_start).map_err(|_| bad("tail offset"))?;
-    if tail_start >= root_slot_pos {
+    let tail_start = read_uint(bytes, len - 1 - offset_width, offset_width);
+    if tail_start >= root_slot_pos as u64 {
         return Err(bad("tail offset"));
     }
+    let tail_start = tail_start as usize;
     let tag = bytes[tail_start];
     if tag & !7 != TAG_TAIL {
         return Err(bad("no tail item at the tail offset"));
     }
-    let mut pos = tail_start + 1;
-    let (total, used) = read_varint(bytes, pos, root_slot_pos).ok_or(bad("tail length"))?;
+    let (total, used) = read_varint(bytes, tail_start + 1, root_slot_pos).ok_or(bad("tail length"))?;
     if total != (len - tail_start) as u64 {
         return Err(bad("tail length"));
     }
-    pos += used;
-    let table = |pos: &mut usize, entries_per_item: usize| -> Result<Table, FormatError> {
-        let (count, used) = read_varint(bytes, *pos, root_slot_pos).ok_or(bad("table count"))?;
-        *pos += used;
-        let code = *bytes.get(*pos).filter(|_| *pos < root_slot_pos).ok_or(bad("table width"))?;
-        if code > 3 {
-            return Err(bad("table width"));
+    let tables_start = tail_start + 1 + used;
+    // Fields before the root slot, read backwards; none may reach into the tables' start.
+    let mut cursor = root_slot_pos;
+    let mut take = |size: usize| -> Result<usize, FormatError> {
+        if cursor < tables_start + size {
+            return Err(bad("tail fields"));
         }
-        *pos += 1;
-        let width = width_of(code);
-        let size = (count as u128) * (width as u128) * (entries_per_item as u128);
-        if count == 0 || size > (root_slot_pos - *pos) as u128 {
-            return Err(bad("table size"));
-        }
-        let table = Table { entries: *pos, count: count as usize, width };
-        *pos += size as usize;
-        Ok(table)
+        cursor -= size;
+        Ok(cursor)
     };
-    let keys = if tag & TAIL_HAS_KEYS != 0 { table(&mut pos, 2)? } else { Table::default() };
-    let atoms = if tag & TAIL_HAS_ATOMS != 0 { table(&mut pos, 1)? } else { Table::default() };
-    let mut shared_count = 0;
-    if tag & TAIL_HAS_SHARED != 0 {
-        let (count, used) = read_varint(bytes, pos, root_slot_pos).ok_or(bad("shared count"))?;
-        if count == 0 {
-            return Err(bad("shared count"));
+    let (mut key_width, mut atom_width) = (1, 1);
+    if tag & (TAIL_HAS_KEYS | TAIL_HAS_ATOMS) != 0 {
+        let widths = bytes[take(1)?];
+        if widths > 15 {
+            return Err(bad("table widths"));
         }
-        shared_count = count;
-        pos += used;
+        key_width = width_of(widths);
+        atom_width = width_of(widths >> 2);
     }
-    if pos != root_slot_pos {
-        return Err(bad("tail size"));
+    let mut count = |flag: u8| -> Result<u64, FormatError> {
+        if tag & flag == 0 {
+            return Ok(0);
+        }
+        let value = read_uint(bytes, take(offset_width)?, offset_width);
+        if value == 0 || value > TABLE_COUNT_MAX {
+            return Err(bad("table count"));
+        }
+        Ok(value)
+    };
+    let key_count = count(TAIL_HAS_KEYS)?;
+    let atom_count = count(TAIL_HAS_ATOMS)?;
+    let shared_count = count(TAIL_HAS_SHARED)?;
+    let tables_size = 2 * key_count * key_width as u64 + atom_count * atom_width as u64;
+    if tables_size != (cursor - tables_start) as u64 {
+        return Err(bad("table sizes"));
     }
+    let keys = Table { entries: tables_start, count: key_count as usize, width: key_width };
+    let atoms = Table { entries: tables_start + 2 * key_count as usize * key_width, count: atom_count as usize, width: atom_width };
     let bits = read_uint(bytes, root_slot_pos, root_width);
     let root = decode_slot_checked(bits, root_width, tail_start, &atoms, bytes)
         .ok_or(FormatError::BadSlot { offset: root_slot_pos, reason: "root slot" })?;
@@ -185,6 +202,23 @@ pub(crate) fn decode_slot_checked(bits: u64, width: usize, container: usize, ato
 }
 
 impl<'a> Doc<'a> {
+    fn from_footer(bytes: &'a [u8], shared: Option<&'a SharedKeys>, footer: &Footer, validated: bool) -> Self {
+        Doc {
+            bytes,
+            shared,
+            keys_entries: footer.keys.entries,
+            atoms_entries: footer.atoms.entries,
+            key_count: footer.keys.count as u32,
+            atom_count: footer.atoms.count as u32,
+            shared_count: footer.shared_count as u32,
+            key_width: footer.keys.width as u8,
+            atom_width: footer.atoms.width as u8,
+            validated,
+        }
+    }
+}
+
+impl<'a> Doc<'a> {
     /// Checks every byte of `bytes` once, in linear time, and opens the document.
     ///
     /// After this succeeds, every accessor on the document's values is infallible. Documents
@@ -205,7 +239,7 @@ impl<'a> Doc<'a> {
         options: &crate::ValidateOptions,
     ) -> Result<Doc<'a>, FormatError> {
         let footer = crate::validate::validate(bytes, shared, options)?;
-        Ok(Doc { bytes, shared, footer, validated: true })
+        Ok(Doc::from_footer(bytes, shared, &footer, true))
     }
 
     /// Opens a document this program wrote, checking only the footer: O(1).
@@ -222,19 +256,46 @@ impl<'a> Doc<'a> {
     /// ```
     #[inline]
     pub fn from_trusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
-        Ok(Doc { bytes, shared: None, footer: parse_footer(bytes)?, validated: false })
+        Ok(Doc::from_footer(bytes, None, &parse_footer(bytes)?, false))
+    }
+
+    /// Opens a document in O(1) and, unlike [`Doc::from_trusted`], skips the UTF-8 check that
+    /// string accessors otherwise make on trusted documents.
+    ///
+    /// # Safety
+    ///
+    /// `bytes` must be a valid document: the unmodified output of an [`crate::Encoder`] (or of
+    /// [`crate::from_json`], [`crate::to_vec`], [`crate::MutableDoc`]) of this format version, or
+    /// bytes that [`Doc::from_untrusted`] accepted. Accessors on other bytes may produce `&str`
+    /// values that are not UTF-8, which is undefined behaviour.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"["x"]"#).unwrap();
+    /// // SAFETY: `bytes` is the unmodified output of the encoder.
+    /// let doc = unsafe { tessera_value::Doc::from_trusted_unchecked(&bytes, None) }.unwrap();
+    /// assert_eq!(doc.root().index(0).unwrap().as_str(), Some("x"));
+    /// ```
+    #[inline]
+    pub unsafe fn from_trusted_unchecked(bytes: &'a [u8], shared: Option<&'a SharedKeys>) -> Result<Doc<'a>, FormatError> {
+        Ok(Doc::from_footer(bytes, shared, &parse_footer(bytes)?, true))
     }
 
     /// [`Doc::from_trusted`] for a document encoded with shared keys.
     #[inline]
     pub fn from_trusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
-        Ok(Doc { bytes, shared: Some(shared), footer: parse_footer(bytes)?, validated: false })
+        Ok(Doc::from_footer(bytes, Some(shared), &parse_footer(bytes)?, false))
     }
 
     /// The root value.
     #[inline]
     pub fn root(&self) -> Value<'a> {
-        Value { doc: *self, repr: self.footer.root }
+        // The footer was checked when the document was opened: T, tail offset, root slot.
+        let len = self.bytes.len();
+        let last = self.bytes[len - 1];
+        let (root_width, offset_width) = (width_of(last & 3), width_of((last >> 2) & 3));
+        let tail_start = read_uint(self.bytes, len - 1 - offset_width, offset_width) as usize;
+        let bits = read_uint(self.bytes, len - 1 - offset_width - root_width, root_width);
+        Value { doc: *self, repr: self.decode_slot(bits, root_width, tail_start) }
     }
 
     /// The document's bytes.
@@ -254,27 +315,27 @@ impl<'a> Doc<'a> {
     }
 
     pub(crate) fn shared_count(&self) -> u64 {
-        self.footer.shared_count
+        self.shared_count as u64
     }
 
     pub(crate) fn local_key_count(&self) -> usize {
-        self.footer.keys.count
+        self.key_count as usize
     }
 
     pub(crate) fn atom_count(&self) -> usize {
-        self.footer.atoms.count
+        self.atom_count as usize
     }
 
     pub(crate) fn atom_item(&self, atom: usize) -> usize {
-        let table = &self.footer.atoms;
-        read_uint(self.bytes, table.entries + atom * table.width, table.width) as usize
+        let width = self.atom_width as usize;
+        read_uint(self.bytes, self.atoms_entries + atom * width, width) as usize
     }
 
     /// Item position of the string of local key `local`.
     #[inline]
     pub(crate) fn local_key_item(&self, local: usize) -> usize {
-        let table = &self.footer.keys;
-        read_uint(self.bytes, table.entries + local * table.width, table.width) as usize
+        let width = self.key_width as usize;
+        read_uint(self.bytes, self.keys_entries + local * width, width) as usize
     }
 
     /// Position and length of a string or binary item's content.
@@ -301,13 +362,17 @@ impl<'a> Doc<'a> {
         let (start, len) = self.blob_at(pos);
         let content = &self.bytes[start..start + len];
         if self.validated {
-            // SAFETY: `validated` is only set by `Doc::validate`, which checked that every string
-            // item of the value region is UTF-8 (validate.rs, `check_blob`). `pos` is such an item:
-            // it comes from a slot, atom or key table entry, all of which the validator checked to
-            // point at the start of a string item.
+            // SAFETY: `validated` is set by `Doc::validate`, which checked that every string
+            // item of the value region is UTF-8 (validate.rs, `check_blob`), and by
+            // `from_trusted_unchecked`, whose caller promises the same. `pos` is such an item:
+            // it comes from a slot, atom or key table entry, all of which point at the start of
+            // a string item in a valid document.
+            unsafe { std::str::from_utf8_unchecked(content) }
+        } else if crate::validate::is_utf8(content) {
+            // SAFETY: `is_utf8` just checked the bytes.
             unsafe { std::str::from_utf8_unchecked(content) }
         } else {
-            simdutf8::basic::from_utf8(content).unwrap_or("")
+            ""
         }
     }
 
@@ -339,19 +404,19 @@ impl<'a> Doc<'a> {
     /// The key id of `name` in this document, if it has one.
     #[inline]
     pub(crate) fn key_id(&self, name: &str) -> Option<u64> {
-        let shared_count = self.footer.shared_count;
+        let shared_count = self.shared_count as u64;
         if shared_count > 0 {
             if let Some(id) = self.shared.and_then(|s| s.id_below(name, shared_count)) {
                 return Some(id as u64);
             }
         }
-        let table = &self.footer.keys;
-        let order = table.entries + table.count * table.width;
+        let width = self.key_width as usize;
+        let order = self.keys_entries + self.key_count as usize * width;
         let target = (name.len(), name.as_bytes());
-        let (mut low, mut high) = (0, table.count);
+        let (mut low, mut high) = (0, self.key_count as usize);
         while low < high {
             let middle = (low + high) / 2;
-            let local = read_uint(self.bytes, order + middle * table.width, table.width) as usize;
+            let local = read_uint(self.bytes, order + middle * width, width) as usize;
             let (start, len) = self.blob_at(self.local_key_item(local));
             let probe = (len, &self.bytes[start..start + len]);
             match probe.cmp(&target) {
@@ -366,12 +431,12 @@ impl<'a> Doc<'a> {
     /// The name of key `id`, or `None` if the document has no such key.
     #[inline]
     pub(crate) fn key_name(&self, id: u64) -> Option<&'a str> {
-        let shared_count = self.footer.shared_count;
+        let shared_count = self.shared_count as u64;
         if id < shared_count {
             return self.shared.and_then(|s| s.name(id as u32));
         }
         let local = (id - shared_count) as usize;
-        if local >= self.footer.keys.count {
+        if local >= self.key_count as usize {
             return None;
         }
         Some(self.item_str(self.local_key_item(local)))

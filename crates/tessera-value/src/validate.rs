@@ -262,10 +262,18 @@ impl Validator<'_> {
     }
 }
 
-/// UTF-8 check with an inline fast path for short ASCII strings.
+/// UTF-8 check with an inline fast path for ASCII, which most strings are.
 #[inline]
-fn is_utf8(bytes: &[u8]) -> bool {
-    if bytes.len() <= 16 && bytes.iter().all(|&b| b < 0x80) {
+pub(crate) fn is_utf8(bytes: &[u8]) -> bool {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut high = 0u64;
+    for chunk in &mut chunks {
+        high |= u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    }
+    for &byte in chunks.remainder() {
+        high |= byte as u64;
+    }
+    if high & 0x8080_8080_8080_8080 == 0 {
         return true;
     }
     simdutf8::basic::from_utf8(bytes).is_ok()

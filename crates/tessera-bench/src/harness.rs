@@ -1,0 +1,139 @@
+//! Shared harness: timing with medians, the result table, and its JSON file.
+
+use serde::Serialize;
+use std::time::Instant;
+
+/// Runs `operation` `batch` times per sample, `samples` times, and returns the median time of
+/// one operation in nanoseconds.
+pub fn median_ns(samples: usize, batch: usize, mut operation: impl FnMut()) -> f64 {
+    operation(); // warm-up
+    let mut times: Vec<f64> = (0..samples)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..batch {
+                operation();
+            }
+            start.elapsed().as_nanos() as f64 / batch as f64
+        })
+        .collect();
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[times.len() / 2]
+}
+
+/// How a measured value is compared with its target.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub enum Goal {
+    /// Smaller is better: met when value <= target.
+    AtMost(f64),
+    /// Larger is better: met when value >= target.
+    AtLeast(f64),
+    /// No target: reported for information.
+    None,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub row: String,
+    pub unit: String,
+    pub tessera: f64,
+    pub peers: serde_json::Map<String, serde_json::Value>,
+    pub target: Option<String>,
+    pub met: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Table {
+    pub table: String,
+    pub machine: String,
+    pub rows: Vec<Row>,
+}
+
+impl Table {
+    pub fn new(name: &str) -> Self {
+        Table { table: name.to_owned(), machine: machine(), rows: Vec::new() }
+    }
+
+    /// Adds a row; `met` is computed here from the measured value and the goal.
+    pub fn row(&mut self, name: &str, unit: &str, tessera: f64, peers: &[(&str, f64)], goal: Goal) {
+        let (target, met) = match goal {
+            Goal::AtMost(limit) => (Some(format!("<= {limit}")), Some(tessera <= limit)),
+            Goal::AtLeast(limit) => (Some(format!(">= {limit}")), Some(tessera >= limit)),
+            Goal::None => (None, None),
+        };
+        let peers = peers.iter().map(|(name, value)| (name.to_string(), serde_json::json!(round(*value)))).collect();
+        self.rows.push(Row { row: name.to_owned(), unit: unit.to_owned(), tessera: round(tessera), peers, target, met });
+    }
+
+    /// Prints the table and writes `target/tessera-bench/<table>.json`.
+    pub fn finish(&self) -> std::io::Result<()> {
+        println!("\n{} — {}\n", self.table, self.machine);
+        println!("| row | unit | tessera | peers | target | met |");
+        println!("|---|---|---|---|---|---|");
+        for row in &self.rows {
+            let peers: Vec<String> = row
+                .peers
+                .iter()
+                .map(|(name, value)| {
+                    let value = value.as_f64().unwrap_or(f64::NAN);
+                    format!("{name} {} ({})", fmt(value), ratio(row.tessera, value))
+                })
+                .collect();
+            let met = match row.met {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "—",
+            };
+            println!(
+                "| {} | {} | {} | {} | {} | {} |",
+                row.row,
+                row.unit,
+                fmt(row.tessera),
+                if peers.is_empty() { "—".to_owned() } else { peers.join("; ") },
+                row.target.as_deref().unwrap_or("—"),
+                met
+            );
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tessera-bench");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{}.json", self.table));
+        std::fs::write(&path, serde_json::to_string_pretty(self)?)?;
+        println!("\nwritten to {}", path.canonicalize().unwrap_or(path).display());
+        Ok(())
+    }
+}
+
+fn round(value: f64) -> f64 {
+    if value.abs() >= 100.0 {
+        (value * 10.0).round() / 10.0
+    } else {
+        (value * 1000.0).round() / 1000.0
+    }
+}
+
+fn fmt(value: f64) -> String {
+    if value.abs() >= 1000.0 {
+        format!("{value:.0}")
+    } else if value.abs() >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+/// "peer is N× tessera's value".
+fn ratio(tessera: f64, peer: f64) -> String {
+    if tessera == 0.0 || !peer.is_finite() {
+        return "—".into();
+    }
+    format!("{:.2}× tessera", peer / tessera)
+}
+
+/// CPU model, core count and OS, read from the machine.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| info.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("{cpu}, {cores} cores, {}", std::env::consts::OS)
+}
