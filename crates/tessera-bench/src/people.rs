@@ -11,7 +11,8 @@ const CITIES: &[&str] = &["Orviston", "Vale", "Tilleda", "Cawood", "Yukon", "Syl
 const STATES: &[&str] = &["Nebraska", "Ohio", "Virginia", "Alaska", "Georgia", "Utah", "Maine", "Oregon", "Texas", "Iowa", "Hawaii", "Florida"];
 const SYLLABLES: &[&str] = &["zil", "la", "con", "ar", "tiq", "quo", "tex", "vel", "ox", "go", "mi", "ra", "net", "sy", "ber", "ul", "tra", "pod", "ix", "eco"];
 
-/// One person, decoded with borrowed strings where the format allows it.
+/// One person, decoded with borrowed strings where the format allows it: `Cow` for fields that
+/// may hold JSON escapes (serde_json must copy those), `&str` for tags, which never do.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Person<'a> {
@@ -47,7 +48,7 @@ pub struct Person<'a> {
     pub latitude: f64,
     pub longitude: f64,
     #[serde(borrow)]
-    pub tags: Vec<Cow<'a, str>>,
+    pub tags: Vec<&'a str>,
     #[serde(borrow)]
     pub friends: Vec<Friend<'a>>,
     #[serde(borrow)]

@@ -3,9 +3,13 @@
 //! Shapes follow serde_json's conventions, so a type reads back what [`crate::to_vec`] wrote
 //! and what the same JSON would give: enums are externally tagged (`"Variant"` or
 //! `{"Variant": …}`), `Option::None` is null, and structs are dicts.
+//!
+//! Internally each nested value is a [`Reader`]: a reference to the one [`Doc`] of the call plus
+//! the value's position, so descending costs no copy of the document handle.
 
 use crate::error::DecodeError;
-use crate::reader::{Array, Dict, Doc, Kind, Value};
+use crate::layout::*;
+use crate::reader::{Doc, Repr, Shape, Value};
 use serde::de::value::BorrowedStrDeserializer;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
@@ -21,7 +25,8 @@ use serde::forward_to_deserialize_any;
 /// assert_eq!(person, Person { name: "Ada", age: 36 });
 /// ```
 pub fn from_value<'de, T: de::Deserialize<'de>>(value: Value<'de>) -> Result<T, DecodeError> {
-    T::deserialize(value)
+    let doc = value.doc();
+    T::deserialize(Reader { doc: &doc, repr: value.repr() })
 }
 
 /// Validates `bytes` and decodes a `T` from the root.
@@ -34,21 +39,96 @@ impl<'de> de::Deserializer<'de> for Value<'de> {
     type Error = DecodeError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.kind() {
-            Kind::Null => visitor.visit_unit(),
-            Kind::Bool => visitor.visit_bool(self.as_bool().unwrap_or(false)),
-            Kind::Int => visitor.visit_i64(self.as_i64().unwrap_or(0)),
-            Kind::UInt => visitor.visit_u64(self.as_u64().unwrap_or(0)),
-            Kind::Float => visitor.visit_f64(self.as_f64().unwrap_or(0.0)),
-            Kind::String => visitor.visit_borrowed_str(self.as_str().unwrap_or("")),
-            Kind::Binary => visitor.visit_borrowed_bytes(self.as_bytes().unwrap_or(&[])),
-            Kind::Array => visitor.visit_seq(SeqAccess { array: self.as_array().expect("array"), next: 0 }),
-            Kind::Dict => visitor.visit_map(MapAccess { dict: self.as_dict().expect("dict"), next: 0, value: None }),
+        let doc = self.doc();
+        de::Deserializer::deserialize_any(Reader { doc: &doc, repr: self.repr() }, visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let doc = self.doc();
+        de::Deserializer::deserialize_option(Reader { doc: &doc, repr: self.repr() }, visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        let doc = self.doc();
+        de::Deserializer::deserialize_enum(Reader { doc: &doc, repr: self.repr() }, name, variants, visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// One value being deserialized: the document of the call and where the value is.
+#[derive(Clone, Copy)]
+struct Reader<'s, 'de> {
+    doc: &'s Doc<'de>,
+    repr: Repr,
+}
+
+impl<'de> Reader<'_, 'de> {
+    fn value(&self) -> Value<'de> {
+        Value::new(*self.doc, self.repr)
+    }
+
+    fn unexpected(&self) -> de::Unexpected<'de> {
+        let value = self.value();
+        match value.kind() {
+            crate::Kind::Null => de::Unexpected::Unit,
+            crate::Kind::Bool => de::Unexpected::Bool(value.as_bool().unwrap_or(false)),
+            crate::Kind::Int => de::Unexpected::Signed(value.as_i64().unwrap_or(0)),
+            crate::Kind::UInt => de::Unexpected::Unsigned(value.as_u64().unwrap_or(0)),
+            crate::Kind::Float => de::Unexpected::Float(value.as_f64().unwrap_or(0.0)),
+            crate::Kind::String => de::Unexpected::Str(value.as_str().unwrap_or("")),
+            crate::Kind::Binary => de::Unexpected::Bytes(value.as_bytes().unwrap_or(&[])),
+            crate::Kind::Array => de::Unexpected::Seq,
+            crate::Kind::Dict => de::Unexpected::Map,
+        }
+    }
+}
+
+impl<'s, 'de> de::Deserializer<'de> for Reader<'s, 'de> {
+    type Error = DecodeError;
+
+    #[inline]
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let pos = match self.repr {
+            Repr::Null => return visitor.visit_unit(),
+            Repr::Bool(b) => return visitor.visit_bool(b),
+            Repr::Int(v) => return visitor.visit_i64(v),
+            Repr::Item(pos) => pos,
+        };
+        let tag = self.doc.bytes()[pos];
+        if tag >= TAG_STRING {
+            return visitor.visit_borrowed_str(self.doc.item_str(pos));
+        }
+        match tag & 0xF0 {
+            0x50 => visitor.visit_seq(SeqAccess { doc: self.doc, pos, shape: self.doc.shape(pos, false), next: 0 }),
+            0x60 => visitor.visit_map(MapAccess { doc: self.doc, pos, shape: self.doc.shape(pos, true), next: 0 }),
+            _ => {
+                let value = self.value();
+                match value.kind() {
+                    crate::Kind::Int => visitor.visit_i64(value.as_i64().unwrap_or(0)),
+                    crate::Kind::UInt => visitor.visit_u64(value.as_u64().unwrap_or(0)),
+                    crate::Kind::Float => visitor.visit_f64(value.as_f64().unwrap_or(0.0)),
+                    crate::Kind::Binary => visitor.visit_borrowed_bytes(value.as_bytes().unwrap_or(&[])),
+                    _ => visitor.visit_unit(),
+                }
+            }
         }
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        if self.kind() == Kind::Null {
+        if self.repr == Repr::Null {
             visitor.visit_none()
         } else {
             visitor.visit_some(self)
@@ -65,15 +145,16 @@ impl<'de> de::Deserializer<'de> for Value<'de> {
         _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, DecodeError> {
-        if let Some(variant) = self.as_str() {
+        let value = self.value();
+        if let Some(variant) = value.as_str() {
             return visitor.visit_enum(variant.into_deserializer());
         }
-        match self.as_dict() {
+        match value.as_dict() {
             Some(dict) if dict.len() == 1 => {
                 let (variant, value) = dict.entry(0).expect("one entry");
-                visitor.visit_enum(EnumAccess { variant, value })
+                visitor.visit_enum(EnumAccess { variant, value: Reader { doc: self.doc, repr: value.repr() } })
             }
-            _ => Err(de::Error::invalid_type(unexpected(&self), &"a string or a dict with one entry (an enum)")),
+            _ => Err(de::Error::invalid_type(self.unexpected(), &"a string or a dict with one entry (an enum)")),
         }
     }
 
@@ -87,95 +168,91 @@ impl<'de> de::Deserializer<'de> for Value<'de> {
     }
 }
 
-fn unexpected<'a>(value: &Value<'a>) -> de::Unexpected<'a> {
-    match value.kind() {
-        Kind::Null => de::Unexpected::Unit,
-        Kind::Bool => de::Unexpected::Bool(value.as_bool().unwrap_or(false)),
-        Kind::Int => de::Unexpected::Signed(value.as_i64().unwrap_or(0)),
-        Kind::UInt => de::Unexpected::Unsigned(value.as_u64().unwrap_or(0)),
-        Kind::Float => de::Unexpected::Float(value.as_f64().unwrap_or(0.0)),
-        Kind::String => de::Unexpected::Str(value.as_str().unwrap_or("")),
-        Kind::Binary => de::Unexpected::Bytes(value.as_bytes().unwrap_or(&[])),
-        Kind::Array => de::Unexpected::Seq,
-        Kind::Dict => de::Unexpected::Map,
-    }
-}
-
-struct SeqAccess<'de> {
-    array: Array<'de>,
+struct SeqAccess<'s, 'de> {
+    doc: &'s Doc<'de>,
+    pos: usize,
+    shape: Shape,
     next: usize,
 }
 
-impl<'de> de::SeqAccess<'de> for SeqAccess<'de> {
+impl<'de> de::SeqAccess<'de> for SeqAccess<'_, 'de> {
     type Error = DecodeError;
 
+    #[inline]
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, DecodeError> {
-        match self.array.get(self.next) {
-            Some(value) => {
-                self.next += 1;
-                seed.deserialize(value).map(Some)
-            }
-            None => Ok(None),
+        if self.next == self.shape.len {
+            return Ok(None);
         }
+        let width = self.shape.width;
+        let bits = read_uint(self.doc.bytes(), self.shape.slots + self.next * width, width);
+        self.next += 1;
+        seed.deserialize(Reader { doc: self.doc, repr: self.doc.decode_slot(bits, width, self.pos) }).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.array.len() - self.next)
+        Some(self.shape.len - self.next)
     }
 }
 
-struct MapAccess<'de> {
-    dict: Dict<'de>,
+struct MapAccess<'s, 'de> {
+    doc: &'s Doc<'de>,
+    pos: usize,
+    shape: Shape,
     next: usize,
-    value: Option<Value<'de>>,
 }
 
-impl<'de> de::MapAccess<'de> for MapAccess<'de> {
+impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
     type Error = DecodeError;
 
+    #[inline]
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, DecodeError> {
-        match self.dict.entry(self.next) {
-            Some((key, value)) => {
-                self.next += 1;
-                self.value = Some(value);
-                seed.deserialize(BorrowedStrDeserializer::new(key)).map(Some)
-            }
-            None => Ok(None),
+        if self.next == self.shape.len {
+            return Ok(None);
         }
+        let key_width = self.shape.key_width;
+        let id = read_uint(self.doc.bytes(), self.shape.keys + self.next * key_width, key_width);
+        let name = self.doc.key_name(id).unwrap_or("");
+        seed.deserialize(BorrowedStrDeserializer::new(name)).map(Some)
     }
 
+    #[inline]
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DecodeError> {
-        let value = self.value.take().ok_or_else(|| de::Error::custom("value requested before key"))?;
-        seed.deserialize(value)
+        if self.next == self.shape.len {
+            return Err(de::Error::custom("value requested after the last entry"));
+        }
+        let width = self.shape.width;
+        let bits = read_uint(self.doc.bytes(), self.shape.slots + self.next * width, width);
+        self.next += 1;
+        seed.deserialize(Reader { doc: self.doc, repr: self.doc.decode_slot(bits, width, self.pos) })
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.dict.len() - self.next)
+        Some(self.shape.len - self.next)
     }
 }
 
-struct EnumAccess<'de> {
+struct EnumAccess<'s, 'de> {
     variant: &'de str,
-    value: Value<'de>,
+    value: Reader<'s, 'de>,
 }
 
-impl<'de> de::EnumAccess<'de> for EnumAccess<'de> {
+impl<'s, 'de> de::EnumAccess<'de> for EnumAccess<'s, 'de> {
     type Error = DecodeError;
-    type Variant = Value<'de>;
+    type Variant = Reader<'s, 'de>;
 
-    fn variant_seed<V: DeserializeSeed<'de>>(self, seed: V) -> Result<(V::Value, Value<'de>), DecodeError> {
+    fn variant_seed<V: DeserializeSeed<'de>>(self, seed: V) -> Result<(V::Value, Reader<'s, 'de>), DecodeError> {
         let variant = seed.deserialize(BorrowedStrDeserializer::<DecodeError>::new(self.variant))?;
         Ok((variant, self.value))
     }
 }
 
-impl<'de> de::VariantAccess<'de> for Value<'de> {
+impl<'de> de::VariantAccess<'de> for Reader<'_, 'de> {
     type Error = DecodeError;
 
     fn unit_variant(self) -> Result<(), DecodeError> {
-        match self.kind() {
-            Kind::Null => Ok(()),
-            _ => Err(de::Error::invalid_type(unexpected(&self), &"null (a unit variant)")),
+        match self.repr {
+            Repr::Null => Ok(()),
+            _ => Err(de::Error::invalid_type(self.unexpected(), &"null (a unit variant)")),
         }
     }
 

@@ -643,9 +643,9 @@ impl<'k> Encoder<'k> {
             return Err(EncodeError::Incomplete("more than 2^32 keys or atoms"));
         }
         let mut tables = Vec::new();
-        let key_width = width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0) as u64));
+        let key_width = width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0).max(self.local_keys.len()) as u64));
         let atom_width = width_of(width_code_for_unsigned(self.atoms.iter().copied().max().unwrap_or(0) as u64));
-        self.write_key_table(&mut tables, key_width);
+        let key_index_growth = self.write_key_table(&mut tables, key_width)?;
         for &pos in &self.atoms {
             write_uint(&mut tables, pos as u64, atom_width);
         }
@@ -664,7 +664,7 @@ impl<'k> Encoder<'k> {
             write_uint(&mut tables, key_count, offset_width);
         }
         if key_count > 0 || atom_count > 0 {
-            tables.push(code_of_width(key_width) | (code_of_width(atom_width) << 2));
+            tables.push(code_of_width(key_width) | (code_of_width(atom_width) << 2) | (key_index_growth << 4));
         }
         let root_width = root.width_at(tail_start);
         let fixed = 1 + tables.len() + root_width + offset_width + 1;
@@ -683,23 +683,57 @@ impl<'k> Encoder<'k> {
         Ok(self.out)
     }
 
-    /// Key table: item offsets by local id, then local ids in lookup order (by length, then
-    /// bytes), each `width` bytes.
-    fn write_key_table(&self, tables: &mut Vec<u8>, width: usize) {
+    /// Key table: item offsets by local id, then the hash index (slot → local id + 1, 0 for
+    /// empty), each `width` bytes. Returns the index's growth exponent.
+    fn write_key_table(&self, tables: &mut Vec<u8>, width: usize) -> Result<u8, EncodeError> {
         let count = self.local_keys.len();
+        if count == 0 {
+            return Ok(0);
+        }
         for &pos in &self.local_keys {
             write_uint(tables, pos as u64, width);
         }
-        let mut names: Vec<(&[u8], usize)> = vec![(&[][..], 0); count];
+        let mut names: Vec<&[u8]> = vec![&[][..]; count];
         for entry in &self.key_entries {
             if entry.id >= self.shared_count {
-                let local = (entry.id - self.shared_count) as usize;
-                names[local] = (&self.key_arena[entry.arena_start..entry.arena_start + entry.len], local);
+                names[(entry.id - self.shared_count) as usize] = &self.key_arena[entry.arena_start..entry.arena_start + entry.len];
             }
         }
-        names.sort_unstable_by(|a, b| (a.0.len(), a.0).cmp(&(b.0.len(), b.0)));
-        for (_, local) in names {
-            write_uint(tables, local as u64, width);
+        let hashes: Vec<u64> = names.iter().map(|name| key_hash(name)).collect();
+        let mut growth = 0;
+        loop {
+            let slots = key_index_slots(count as u64, growth) as usize;
+            if let Some(index) = build_key_index(&hashes, slots) {
+                for entry in index {
+                    write_uint(tables, entry as u64, width);
+                }
+                return Ok(growth);
+            }
+            // Some key would need more than KEY_PROBE_MAX probes: double the index.
+            if growth == KEY_INDEX_GROWTH_MAX {
+                return Err(EncodeError::KeyCollision);
+            }
+            growth += 1;
         }
     }
+}
+
+/// Linear-probing index of `hashes.len()` keys in `slots` slots, or `None` if a key would sit
+/// more than [`KEY_PROBE_MAX`] slots from its home.
+fn build_key_index(hashes: &[u64], slots: usize) -> Option<Vec<u32>> {
+    let mask = slots - 1;
+    let mut index = vec![0u32; slots];
+    for (local, &hash) in hashes.iter().enumerate() {
+        let mut slot = hash as usize & mask;
+        let mut probes = 1;
+        while index[slot] != 0 {
+            if probes == KEY_PROBE_MAX {
+                return None;
+            }
+            slot = (slot + 1) & mask;
+            probes += 1;
+        }
+        index[slot] = local as u32 + 1;
+    }
+    Some(index)
 }

@@ -54,7 +54,13 @@ pub fn from_json_with(input: &[u8], options: &JsonOptions<'_>) -> Result<Vec<u8>
     encoder.reserve(input.len() / 2 + 64);
     let mut parser = Parser { input, pos: 0, encoder, scratch: Vec::new(), open: Vec::new(), depth_max: options.depth_max.min(254) };
     parser.run()?;
-    parser.encoder.finish().map_err(|_| JsonError::at(JsonErrorKind::TooLarge, input, input.len()))
+    parser.encoder.finish().map_err(|error| {
+        let kind = match error {
+            crate::EncodeError::KeyCollision => JsonErrorKind::KeyCollision,
+            _ => JsonErrorKind::TooLarge,
+        };
+        JsonError::at(kind, input, input.len())
+    })
 }
 
 struct Parser<'i, 'k> {

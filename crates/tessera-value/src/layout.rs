@@ -63,6 +63,43 @@ pub const SPECIAL_FALSE: u64 = 1;
 /// Special payload for `true`.
 pub const SPECIAL_TRUE: u64 = 2;
 
+/// Longest probe sequence in a key table's hash index. The encoder grows the index until every
+/// key is found within this many slots, so a lookup and validation are bounded.
+pub const KEY_PROBE_MAX: usize = 8;
+
+/// Largest growth exponent of a key hash index: the index has at most 16 slots per key.
+/// Key sets that still collide (only crafted ones do) are refused by the encoder.
+pub const KEY_INDEX_GROWTH_MAX: u8 = 3;
+
+/// Number of slots of a key hash index for `key_count` keys and growth exponent `growth`:
+/// the next power of two at or above twice the key count, shifted left by `growth`.
+#[inline]
+pub const fn key_index_slots(key_count: u64, growth: u8) -> u64 {
+    (2 * key_count).next_power_of_two() << growth
+}
+
+/// The hash that places dict keys in a key table's index (specified in `docs/format.md`):
+/// start from the length; for each 8-byte little-endian word (the last one zero-padded),
+/// rotate left by 5, xor the word, multiply by `0x517cc1b727220a95`; finally fold the high
+/// half into the low half.
+#[inline]
+pub fn key_hash(bytes: &[u8]) -> u64 {
+    const MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
+    let mut hash = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        hash = (hash.rotate_left(5) ^ word).wrapping_mul(MULTIPLIER);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut buffer = [0u8; 8];
+        buffer[..rest.len()].copy_from_slice(rest);
+        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(buffer)).wrapping_mul(MULTIPLIER);
+    }
+    hash ^ (hash >> 32)
+}
+
 /// Width in bytes of a width code (0..=3 → 1, 2, 4, 8).
 #[inline(always)]
 pub const fn width_of(code: u8) -> usize {

@@ -54,15 +54,19 @@ pub(crate) struct Table {
     pub(crate) width: usize,
 }
 
-/// The parsed footer of a document: where the tables are and what the root is.
+/// Where a document's parts are, as read from its footer.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Footer {
     pub(crate) tail_start: usize,
-    pub(crate) root: Repr,
     pub(crate) root_slot_pos: usize,
+    pub(crate) root_width: usize,
+    /// Local keys: item offsets by local id, followed by the hash index.
     pub(crate) keys: Table,
+    pub(crate) key_index_log2: u8,
     pub(crate) atoms: Table,
     pub(crate) shared_count: u64,
+    /// First byte after the tail's length varint, as computed from the end.
+    pub(crate) tables_start: usize,
 }
 
 /// Most keys, atoms or shared keys a document may refer to.
@@ -70,8 +74,7 @@ pub const TABLE_COUNT_MAX: u64 = u32::MAX as u64;
 
 /// An opened document: the bytes, where its tables are, and the shared keys it was opened with.
 ///
-/// `Doc` and [`Value`] are small `Copy` handles (a [`Value`] is 72 bytes), so they are passed
-/// by value.
+/// `Doc` and [`Value`] are small `Copy` handles, passed by value.
 ///
 /// ```
 /// use tessera_value::{from_json, Doc};
@@ -90,6 +93,7 @@ pub struct Doc<'a> {
     shared_count: u32,
     key_width: u8,
     atom_width: u8,
+    key_index_log2: u8,
     validated: bool,
 }
 
@@ -99,21 +103,22 @@ impl std::fmt::Debug for Doc<'_> {
     }
 }
 
-/// Parses and checks the footer (see `docs/format.md`, "Tail"): a fixed number of reads.
-pub(crate) fn parse_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
-    let bad = |reason| FormatError::BadFooter { reason };
+const fn bad(reason: &'static str) -> FormatError {
+    FormatError::BadFooter { reason }
+}
+
+/// Reads the footer from the end of the document (see `docs/format.md`, "Tail"): a fixed
+/// number of reads, each bounds-checked, so any input gives a `Footer` or an error.
+#[inline]
+pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     let len = bytes.len();
     let &last = bytes.last().ok_or(bad("empty input"))?;
-    let version = last >> 4;
-    if version != FORMAT_VERSION {
-        return Err(FormatError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+    if last >> 4 != FORMAT_VERSION {
+        return Err(FormatError::UnsupportedVersion { found: last >> 4, supported: FORMAT_VERSION });
     }
     let root_width = width_of(last & 3);
     let offset_width = width_of((last >> 2) & 3);
-    if len < 3 + root_width + offset_width {
-        return Err(bad("too short"));
-    }
-    let root_slot_pos = len - 1 - offset_width - root_width;
+    let root_slot_pos = len.checked_sub(1 + offset_width + root_width).ok_or(bad("too short"))?;
     let tail_start = read_uint(bytes, len - 1 - offset_width, offset_width);
     if tail_start >= root_slot_pos as u64 {
         return Err(bad("tail offset"));
@@ -123,28 +128,21 @@ pub(crate) fn parse_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     if tag & !7 != TAG_TAIL {
         return Err(bad("no tail item at the tail offset"));
     }
-    let (total, used) = read_varint(bytes, tail_start + 1, root_slot_pos).ok_or(bad("tail length"))?;
-    if total != (len - tail_start) as u64 {
-        return Err(bad("tail length"));
-    }
-    let tables_start = tail_start + 1 + used;
-    // Fields before the root slot, read backwards; none may reach into the tables' start.
+    // Fields before the root slot, read backwards; none may reach the tail's first byte.
     let mut cursor = root_slot_pos;
     let mut take = |size: usize| -> Result<usize, FormatError> {
-        if cursor < tables_start + size {
-            return Err(bad("tail fields"));
-        }
-        cursor -= size;
+        cursor = cursor.checked_sub(size).filter(|&c| c > tail_start).ok_or(bad("tail fields"))?;
         Ok(cursor)
     };
-    let (mut key_width, mut atom_width) = (1, 1);
+    let (mut key_width, mut atom_width, mut growth) = (1, 1, 0);
     if tag & (TAIL_HAS_KEYS | TAIL_HAS_ATOMS) != 0 {
         let widths = bytes[take(1)?];
-        if widths > 15 {
-            return Err(bad("table widths"));
-        }
         key_width = width_of(widths);
         atom_width = width_of(widths >> 2);
+        growth = widths >> 4;
+        if growth > KEY_INDEX_GROWTH_MAX {
+            return Err(bad("key index growth"));
+        }
     }
     let mut count = |flag: u8| -> Result<u64, FormatError> {
         if tag & flag == 0 {
@@ -159,16 +157,35 @@ pub(crate) fn parse_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     let key_count = count(TAIL_HAS_KEYS)?;
     let atom_count = count(TAIL_HAS_ATOMS)?;
     let shared_count = count(TAIL_HAS_SHARED)?;
-    let tables_size = 2 * key_count * key_width as u64 + atom_count * atom_width as u64;
-    if tables_size != (cursor - tables_start) as u64 {
-        return Err(bad("table sizes"));
+    let key_index_slots = if key_count > 0 { key_index_slots(key_count, growth) } else { 0 };
+    let keys_size = (key_count + key_index_slots) * key_width as u64;
+    let atoms_size = atom_count * atom_width as u64;
+    let tables_start = (cursor as u64).checked_sub(keys_size + atoms_size).filter(|&start| start > tail_start as u64);
+    let tables_start = tables_start.ok_or(bad("table sizes"))? as usize;
+    Ok(Footer {
+        tail_start,
+        root_slot_pos,
+        root_width,
+        keys: Table { entries: tables_start, count: key_count as usize, width: key_width },
+        key_index_log2: key_index_slots.trailing_zeros() as u8,
+        atoms: Table { entries: tables_start + keys_size as usize, count: atom_count as usize, width: atom_width },
+        shared_count,
+        tables_start,
+    })
+}
+
+/// [`read_footer`], plus the checks that need more than a fixed number of reads: the tail's
+/// length varint and the root slot.
+pub(crate) fn parse_footer(bytes: &[u8]) -> Result<(Footer, Repr), FormatError> {
+    let footer = read_footer(bytes)?;
+    let (total, used) = read_varint(bytes, footer.tail_start + 1, footer.tables_start).ok_or(bad("tail length"))?;
+    if total != (bytes.len() - footer.tail_start) as u64 || footer.tail_start + 1 + used != footer.tables_start {
+        return Err(bad("tail length"));
     }
-    let keys = Table { entries: tables_start, count: key_count as usize, width: key_width };
-    let atoms = Table { entries: tables_start + 2 * key_count as usize * key_width, count: atom_count as usize, width: atom_width };
-    let bits = read_uint(bytes, root_slot_pos, root_width);
-    let root = decode_slot_checked(bits, root_width, tail_start, &atoms, bytes)
-        .ok_or(FormatError::BadSlot { offset: root_slot_pos, reason: "root slot" })?;
-    Ok(Footer { tail_start, root, root_slot_pos, keys, atoms, shared_count })
+    let bits = read_uint(bytes, footer.root_slot_pos, footer.root_width);
+    let root = decode_slot_checked(bits, footer.root_width, footer.tail_start, &footer.atoms, bytes)
+        .ok_or(FormatError::BadSlot { offset: footer.root_slot_pos, reason: "root slot" })?;
+    Ok((footer, root))
 }
 
 /// Decodes a slot, checking only what can be checked without knowing the item map.
@@ -202,6 +219,7 @@ pub(crate) fn decode_slot_checked(bits: u64, width: usize, container: usize, ato
 }
 
 impl<'a> Doc<'a> {
+    #[inline]
     fn from_footer(bytes: &'a [u8], shared: Option<&'a SharedKeys>, footer: &Footer, validated: bool) -> Self {
         Doc {
             bytes,
@@ -213,6 +231,7 @@ impl<'a> Doc<'a> {
             shared_count: footer.shared_count as u32,
             key_width: footer.keys.width as u8,
             atom_width: footer.atoms.width as u8,
+            key_index_log2: footer.key_index_log2,
             validated,
         }
     }
@@ -256,7 +275,7 @@ impl<'a> Doc<'a> {
     /// ```
     #[inline]
     pub fn from_trusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
-        Ok(Doc::from_footer(bytes, None, &parse_footer(bytes)?, false))
+        Ok(Doc::from_footer(bytes, None, &read_footer(bytes)?, false))
     }
 
     /// Opens a document in O(1) and, unlike [`Doc::from_trusted`], skips the UTF-8 check that
@@ -277,13 +296,13 @@ impl<'a> Doc<'a> {
     /// ```
     #[inline]
     pub unsafe fn from_trusted_unchecked(bytes: &'a [u8], shared: Option<&'a SharedKeys>) -> Result<Doc<'a>, FormatError> {
-        Ok(Doc::from_footer(bytes, shared, &parse_footer(bytes)?, true))
+        Ok(Doc::from_footer(bytes, shared, &parse_footer(bytes)?.0, true))
     }
 
     /// [`Doc::from_trusted`] for a document encoded with shared keys.
     #[inline]
     pub fn from_trusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
-        Ok(Doc::from_footer(bytes, Some(shared), &parse_footer(bytes)?, false))
+        Ok(Doc::from_footer(bytes, Some(shared), &read_footer(bytes)?, false))
     }
 
     /// The root value.
@@ -357,9 +376,15 @@ impl<'a> Doc<'a> {
     }
 
     /// The string item at `pos`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn item_str(&self, pos: usize) -> &'a str {
-        let (start, len) = self.blob_at(pos);
+        let tag = self.bytes[pos];
+        let (start, len) = if tag < TAG_STRING + STRING_INLINE_LEN_MAX as u8 + 1 {
+            (pos + 1, tag.wrapping_sub(TAG_STRING) as usize)
+        } else {
+            let (len, used) = read_varint_trusted(self.bytes, pos + 1);
+            (pos + 1 + used, len as usize)
+        };
         let content = &self.bytes[start..start + len];
         if self.validated {
             // SAFETY: `validated` is set by `Doc::validate`, which checked that every string
@@ -410,20 +435,23 @@ impl<'a> Doc<'a> {
                 return Some(id as u64);
             }
         }
+        if self.key_count == 0 {
+            return None;
+        }
         let width = self.key_width as usize;
-        let order = self.keys_entries + self.key_count as usize * width;
-        let target = (name.len(), name.as_bytes());
-        let (mut low, mut high) = (0, self.key_count as usize);
-        while low < high {
-            let middle = (low + high) / 2;
-            let local = read_uint(self.bytes, order + middle * width, width) as usize;
-            let (start, len) = self.blob_at(self.local_key_item(local));
-            let probe = (len, &self.bytes[start..start + len]);
-            match probe.cmp(&target) {
-                std::cmp::Ordering::Less => low = middle + 1,
-                std::cmp::Ordering::Greater => high = middle,
-                std::cmp::Ordering::Equal => return Some(shared_count + local as u64),
+        let index = self.keys_entries + self.key_count as usize * width;
+        let mask = (1usize << self.key_index_log2) - 1;
+        let mut slot = key_hash(name.as_bytes()) as usize & mask;
+        for _ in 0..KEY_PROBE_MAX {
+            let entry = read_uint(self.bytes, index + slot * width, width) as usize;
+            if entry == 0 {
+                return None;
             }
+            let (start, len) = self.blob_at(self.local_key_item(entry - 1));
+            if &self.bytes[start..start + len] == name.as_bytes() {
+                return Some(shared_count + entry as u64 - 1);
+            }
+            slot = (slot + 1) & mask;
         }
         None
     }
@@ -626,7 +654,7 @@ impl<'a> Value<'a> {
     }
 
     /// The array element `index`, if this is an array that long.
-    #[inline]
+    #[inline(always)]
     pub fn index(&self, index: usize) -> Option<Value<'a>> {
         self.as_array()?.get(index)
     }
@@ -673,6 +701,30 @@ impl std::fmt::Debug for Value<'_> {
     }
 }
 
+/// The shape of a container item: entry count, slot width, key width (0 for arrays), and the
+/// positions of its key ids and slots.
+#[derive(Clone, Copy)]
+pub(crate) struct Shape {
+    pub(crate) len: usize,
+    pub(crate) width: usize,
+    pub(crate) key_width: usize,
+    pub(crate) keys: usize,
+    pub(crate) slots: usize,
+}
+
+impl Doc<'_> {
+    /// The shape of the container at `pos` (an array if `is_dict` is false).
+    #[inline(always)]
+    pub(crate) fn shape(&self, pos: usize, is_dict: bool) -> Shape {
+        let tag = self.bytes[pos];
+        let (len, used) = read_varint_trusted(self.bytes, pos + 2);
+        let len = len as usize;
+        let keys = pos + 2 + used;
+        let key_width = if is_dict { width_of(tag >> 2) } else { 0 };
+        Shape { len, width: width_of(tag), key_width, keys, slots: keys + len * key_width }
+    }
+}
+
 /// An array inside a document.
 #[derive(Clone, Copy)]
 pub struct Array<'a> {
@@ -704,7 +756,7 @@ impl<'a> Array<'a> {
     }
 
     /// Element `index`, in O(1).
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, index: usize) -> Option<Value<'a>> {
         if index >= self.len {
             return None;
@@ -794,7 +846,7 @@ impl<'a> Dict<'a> {
         read_uint(self.doc.bytes, self.keys + index * self.key_width, self.key_width)
     }
 
-    #[inline]
+    #[inline(always)]
     fn value_at(&self, index: usize) -> Value<'a> {
         let bits = read_uint(self.doc.bytes, self.slots + index * self.width, self.width);
         Value::new(self.doc, self.doc.decode_slot(bits, self.width, self.pos))
@@ -802,6 +854,11 @@ impl<'a> Dict<'a> {
 
     #[inline]
     fn get_id(&self, id: u64) -> Option<Value<'a>> {
+        if self.key_width == 1 {
+            // Ids are unique, so the first byte equal to the id is its entry.
+            let keys = &self.doc.bytes[self.keys..self.keys + self.len];
+            return u8::try_from(id).ok().and_then(|id| memchr::memchr(id, keys)).map(|index| self.value_at(index));
+        }
         let (mut low, mut high) = (0, self.len);
         while low < high {
             let middle = (low + high) / 2;

@@ -13,9 +13,11 @@
 //!    the height of each container it points at, so nesting is bounded by the root's height.
 //! 6. Inline slots use a defined tag and special code; atom references are below the atom count.
 //! 7. Dict key ids are strictly ascending and name an existing shared or local key.
-//! 8. Key and atom table entries point at string items; the key table's lookup order is
-//!    strictly ascending by (length, bytes), so local keys are unique; no local key is also a
-//!    shared key below the document's shared count.
+//! 8. Key and atom table entries point at string items. The key hash index holds each local
+//!    key exactly once, and looking up each key's own name from its hash slot reaches it within
+//!    `KEY_PROBE_MAX` probes without meeting an equal name first, so local keys are unique and
+//!    every lookup is bounded. No local key is also a shared key below the document's shared
+//!    count.
 //!
 //! Each item is visited once and each slot once, and a pointer check is one bit lookup, so the
 //! time is linear in the input size whatever the sharing between subtrees. Memory is one bit
@@ -68,7 +70,7 @@ struct Validator<'a> {
 }
 
 pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &ValidateOptions) -> Result<Footer, FormatError> {
-    let footer = parse_footer(bytes)?;
+    let (footer, root) = parse_footer(bytes)?;
     if footer.shared_count > 0 {
         let available = shared.map_or(0, |s| s.len() as u64);
         if available < footer.shared_count {
@@ -85,9 +87,9 @@ pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &Vali
         depth_max: options.depth_max,
     };
     validator.scan()?;
-    validator.check_key_table(&footer.keys, shared, footer.shared_count)?;
+    validator.check_key_table(&footer, shared)?;
     validator.check_atom_table()?;
-    if let Repr::Item(pos) = footer.root {
+    if let Repr::Item(pos) = root {
         validator.check_target(pos, u8::MAX, footer.root_slot_pos)?;
         let height = bytes[pos] & 0xF0;
         if (height == TAG_ARRAY || height == TAG_DICT) && bytes[pos + 1] > options.depth_max {
@@ -226,27 +228,62 @@ impl Validator<'_> {
         Some(&self.bytes[start..start + len])
     }
 
-    fn check_key_table(&self, keys: &Table, shared: Option<&SharedKeys>, shared_count: u64) -> Result<(), FormatError> {
-        let order = keys.entries + keys.count * keys.width;
-        let mut previous: Option<&[u8]> = None;
-        for index in 0..keys.count {
-            let bad = FormatError::BadKeyTable { index };
-            let local = read_uint(self.bytes, order + index * keys.width, keys.width);
-            if local >= keys.count as u64 {
+    fn check_key_table(&self, footer: &Footer, shared: Option<&SharedKeys>) -> Result<(), FormatError> {
+        let keys = &footer.keys;
+        if keys.count == 0 {
+            return Ok(());
+        }
+        let index = keys.entries + keys.count * keys.width;
+        let slots = 1usize << footer.key_index_log2;
+        let entry_at = |slot: usize| read_uint(self.bytes, index + slot * keys.width, keys.width);
+        // Every local id appears exactly once in the index.
+        let mut seen = vec![false; keys.count];
+        for slot in 0..slots {
+            let entry = entry_at(slot);
+            if entry == 0 {
+                continue;
+            }
+            let local = (entry - 1) as usize;
+            if local >= keys.count || std::mem::replace(&mut seen[local], true) {
+                return Err(FormatError::BadKeyTable { index: slot });
+            }
+        }
+        if seen.iter().any(|&present| !present) {
+            return Err(FormatError::BadKeyTable { index: slots });
+        }
+        let name_of = |local: usize| {
+            let item = read_uint(self.bytes, keys.entries + local * keys.width, keys.width);
+            self.string_item(item).map(|name| (item, name))
+        };
+        for local in 0..keys.count {
+            let bad = FormatError::BadKeyTable { index: local };
+            let (item, name) = name_of(local).ok_or(bad.clone())?;
+            // The lookup that readers do must stop at this key, and at no other with its name.
+            let mut slot = key_hash(name) as usize & (slots - 1);
+            let mut found = false;
+            for _ in 0..KEY_PROBE_MAX {
+                let entry = entry_at(slot);
+                if entry == 0 {
+                    break;
+                }
+                if entry as usize - 1 == local {
+                    found = true;
+                    break;
+                }
+                if name_of(entry as usize - 1).is_some_and(|(_, other)| other == name) {
+                    break; // a duplicate name, found first
+                }
+                slot = (slot + 1) & (slots - 1);
+            }
+            if !found {
                 return Err(bad);
             }
-            let item = read_uint(self.bytes, keys.entries + local as usize * keys.width, keys.width);
-            let name = self.string_item(item).ok_or(bad.clone())?;
-            if previous.is_some_and(|p| (p.len(), p) >= (name.len(), name)) {
-                return Err(bad);
-            }
-            if let Some(shared) = shared.filter(|_| shared_count > 0) {
+            if let Some(shared) = shared.filter(|_| footer.shared_count > 0) {
                 let name = std::str::from_utf8(name).map_err(|_| bad.clone())?;
-                if shared.id_below(name, shared_count).is_some() {
+                if shared.id_below(name, footer.shared_count).is_some() {
                     return Err(FormatError::AmbiguousKey { offset: item as usize });
                 }
             }
-            previous = Some(name);
         }
         Ok(())
     }
