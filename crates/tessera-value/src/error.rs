@@ -157,6 +157,13 @@ pub enum FormatError {
         /// Offset of the key string.
         offset: usize,
     },
+    /// Shared containers make the tree under this container larger than the validator allows,
+    /// as a small document standing for an exponentially large tree would.
+    #[error("container at byte {offset} expands to too large a tree through shared subtrees")]
+    SharedContainer {
+        /// Offset of the shared container.
+        offset: usize,
+    },
     /// A count or length larger than the document.
     #[error("length at byte {offset} runs past the end of the document")]
     BadLength {

@@ -19,9 +19,17 @@
 //!    every lookup is bounded. No local key is also a shared key below the document's shared
 //!    count.
 //!
+//! 9. The tree a reader walks from the root, with every shared container expanded, has at most
+//!    `EXPANDED_ITEMS_PER_BYTE_MAX` items per byte of the document. Sharing is legal (an amend
+//!    points at unchanged subtrees, and an edit may place one original subtree twice), but a
+//!    small document can never stand for an exponentially large tree.
+//!
 //! Each item is visited once and each slot once, and a pointer check is one bit lookup, so the
-//! time is linear in the input size whatever the sharing between subtrees. Memory is one bit
-//! per input byte.
+//! time is linear in the input size whatever the sharing between subtrees. Rule 9 costs one bit
+//! per container reference during the scan; only when some container is referenced twice does
+//! a second pass sum expanded sizes bottom-up (children precede parents, so one pass in
+//! position order suffices). Memory is two bits per input byte, plus one map entry per
+//! container in that second pass.
 
 use crate::error::FormatError;
 use crate::layout::*;
@@ -64,6 +72,10 @@ struct Validator<'a> {
     bytes: &'a [u8],
     end: usize,
     starts: ItemStarts,
+    /// Containers referenced by a pointer slot so far.
+    referenced: ItemStarts,
+    /// Some container is referenced by more than one slot.
+    shared_container: bool,
     atoms: Table,
     key_id_limit: u64,
     depth_max: u8,
@@ -82,6 +94,8 @@ pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &Vali
         bytes,
         end,
         starts: ItemStarts::new(end),
+        referenced: ItemStarts::new(end),
+        shared_container: false,
         atoms: footer.atoms,
         key_id_limit: footer.shared_count + footer.keys.count as u64,
         depth_max: options.depth_max,
@@ -90,10 +104,14 @@ pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &Vali
     validator.check_key_table(&footer, shared)?;
     validator.check_atom_table()?;
     if let Repr::Item(pos) = root {
-        validator.check_target(pos, u8::MAX, footer.root_slot_pos)?;
-        let height = bytes[pos] & 0xF0;
-        if (height == TAG_ARRAY || height == TAG_DICT) && bytes[pos + 1] > options.depth_max {
-            return Err(FormatError::TooDeep { offset: pos, height: bytes[pos + 1], limit: options.depth_max });
+        validator.check_target(pos, u16::MAX, footer.root_slot_pos)?;
+        if is_container(bytes[pos]) {
+            if bytes[pos + 1] > options.depth_max {
+                return Err(FormatError::TooDeep { offset: pos, height: bytes[pos + 1], limit: options.depth_max });
+            }
+            if validator.shared_container {
+                validator.check_expanded_size(pos)?;
+            }
         }
     }
     Ok(footer)
@@ -200,7 +218,11 @@ impl Validator<'_> {
             // Atom entries are checked (as string items) in check_atom_table.
             let is_pointer = bits & SLOT_POINTER_MASK == 0;
             if let (Repr::Item(target), true) = (repr, is_pointer) {
-                self.check_target(target, height, slot_pos)?;
+                self.check_target(target, height as u16, slot_pos)?;
+                if is_container(self.bytes[target]) {
+                    self.shared_container |= self.referenced.contains(target);
+                    self.referenced.set(target);
+                }
             }
         }
         Ok(slots + count * width)
@@ -208,13 +230,50 @@ impl Validator<'_> {
 
     /// A pointer target must be an earlier value item, and a container lower than its parent.
     #[inline]
-    fn check_target(&self, target: usize, parent_height: u8, slot_pos: usize) -> Result<(), FormatError> {
+    fn check_target(&self, target: usize, parent_height: u16, slot_pos: usize) -> Result<(), FormatError> {
         if !self.starts.contains(target) {
             return Err(FormatError::BadSlot { offset: slot_pos, reason: "pointer not at the start of an earlier item" });
         }
-        let tag = self.bytes[target] & 0xF0;
-        if (tag == TAG_ARRAY || tag == TAG_DICT) && self.bytes[target + 1] >= parent_height {
-            return Err(FormatError::TooDeep { offset: target, height: self.bytes[target + 1], limit: parent_height });
+        if is_container(self.bytes[target]) && self.bytes[target + 1] as u16 >= parent_height {
+            let limit = parent_height.min(255) as u8;
+            return Err(FormatError::TooDeep { offset: target, height: self.bytes[target + 1], limit });
+        }
+        Ok(())
+    }
+
+    /// Rule 9: sums the expanded size of every container, in position order, and bounds the
+    /// root's.
+    fn check_expanded_size(&self, root: usize) -> Result<(), FormatError> {
+        let limit = (self.bytes.len() as u64).saturating_mul(EXPANDED_ITEMS_PER_BYTE_MAX);
+        let mut sizes: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
+        for (word_index, &word) in self.starts.words.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let pos = word_index * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let tag = self.bytes[pos];
+                if !is_container(tag) {
+                    continue;
+                }
+                let is_dict = tag & 0xF0 == TAG_DICT;
+                // The scan checked this container's extent, so these reads are in bounds.
+                let (count, used) = read_varint(self.bytes, pos + 2, self.end).ok_or(FormatError::BadLength { offset: pos })?;
+                let width = width_of(tag);
+                let slots = pos + 2 + used + if is_dict { count as usize * width_of(tag >> 2) } else { 0 };
+                let mut size = 1u64;
+                for index in 0..count as usize {
+                    let bits = read_uint(self.bytes, slots + index * width, width);
+                    let child = if bits & SLOT_POINTER_MASK == 0 { sizes.get(&(pos - (bits >> 1) as usize)).copied() } else { None };
+                    size = size.saturating_add(child.unwrap_or(1));
+                }
+                if size > limit {
+                    return Err(FormatError::SharedContainer { offset: pos });
+                }
+                sizes.insert(pos, size);
+                if pos == root {
+                    return Ok(());
+                }
+            }
         }
         Ok(())
     }
@@ -297,6 +356,14 @@ impl Validator<'_> {
         }
         Ok(())
     }
+}
+
+/// Rule 9's bound on the expanded tree, in items per byte of the document.
+pub const EXPANDED_ITEMS_PER_BYTE_MAX: u64 = 4;
+
+#[inline(always)]
+fn is_container(tag: u8) -> bool {
+    matches!(tag & 0xF0, TAG_ARRAY | TAG_DICT)
 }
 
 /// UTF-8 check with an inline fast path for ASCII, which most strings are.

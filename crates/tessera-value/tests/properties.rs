@@ -1,0 +1,253 @@
+//! Property tests against a naive model of values.
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use tessera_value::*;
+
+/// The model: what a document should contain.
+#[derive(Debug, Clone)]
+enum Model {
+    Null,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(String),
+    Bin(Vec<u8>),
+    Array(Vec<Model>),
+    /// Unique keys, in insertion order.
+    Dict(Vec<(String, Model)>),
+}
+
+fn key_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec!["a", "b", "name", "age", "x", "", "é", "a.b", "long key with spaces"]).prop_map(String::from),
+        "[a-z]{1,12}",
+        any::<String>(),
+    ]
+}
+
+fn model_strategy() -> impl Strategy<Value = Model> {
+    let leaf = prop_oneof![
+        Just(Model::Null),
+        any::<bool>().prop_map(Model::Bool),
+        any::<i64>().prop_map(Model::Int),
+        (-5000i64..5000).prop_map(Model::Int),
+        (i64::MAX as u64 + 1..=u64::MAX).prop_map(Model::UInt),
+        any::<f64>().prop_map(Model::Float),
+        any::<f32>().prop_map(|f| Model::Float(f as f64)),
+        prop::sample::select(vec!["", "x", "repeat me", "repeat me please, I am long enough to matter"]).prop_map(|s| Model::Str(s.into())),
+        any::<String>().prop_map(Model::Str),
+        prop::collection::vec(any::<u8>(), 0..40).prop_map(Model::Bin),
+    ];
+    leaf.prop_recursive(6, 200, 12, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..12).prop_map(Model::Array),
+            prop::collection::vec((key_strategy(), inner), 0..12).prop_map(|entries| {
+                let mut seen = std::collections::HashSet::new();
+                Model::Dict(entries.into_iter().filter(|(k, _)| seen.insert(k.clone())).collect())
+            }),
+        ]
+    })
+}
+
+fn encode(model: &Model, encoder: &mut Encoder<'_>) {
+    match model {
+        Model::Null => encoder.push_null().unwrap(),
+        Model::Bool(b) => encoder.push_bool(*b).unwrap(),
+        Model::Int(v) => encoder.push_i64(*v).unwrap(),
+        Model::UInt(v) => encoder.push_u64(*v).unwrap(),
+        Model::Float(v) => encoder.push_f64(*v).unwrap(),
+        Model::Str(s) => encoder.push_str(s).unwrap(),
+        Model::Bin(b) => encoder.push_bytes(b).unwrap(),
+        Model::Array(items) => {
+            encoder.begin_array().unwrap();
+            items.iter().for_each(|item| encode(item, encoder));
+            encoder.end_array().unwrap();
+        }
+        Model::Dict(entries) => {
+            encoder.begin_dict().unwrap();
+            for (key, value) in entries {
+                encoder.key(key).unwrap();
+                encode(value, encoder);
+            }
+            encoder.end_dict().unwrap();
+        }
+    }
+}
+
+fn to_bytes(model: &Model) -> Vec<u8> {
+    let mut encoder = Encoder::new();
+    encode(model, &mut encoder);
+    encoder.finish().unwrap()
+}
+
+/// Asserts that `value` holds exactly what `model` says.
+fn check(value: Value<'_>, model: &Model) {
+    match model {
+        Model::Null => assert_eq!(value.kind(), Kind::Null),
+        Model::Bool(b) => assert_eq!(value.as_bool(), Some(*b)),
+        Model::Int(v) => {
+            assert_eq!(value.kind(), Kind::Int);
+            assert_eq!(value.as_i64(), Some(*v));
+        }
+        Model::UInt(v) => {
+            assert_eq!(value.kind(), Kind::UInt);
+            assert_eq!(value.as_u64(), Some(*v));
+        }
+        Model::Float(v) => {
+            assert_eq!(value.kind(), Kind::Float);
+            assert_eq!(value.as_f64().unwrap().to_bits(), v.to_bits(), "float stored exactly");
+        }
+        Model::Str(s) => assert_eq!(value.as_str(), Some(s.as_str())),
+        Model::Bin(b) => assert_eq!(value.as_bytes(), Some(b.as_slice())),
+        Model::Array(items) => {
+            let array = value.as_array().expect("array");
+            assert_eq!(array.len(), items.len());
+            assert!(array.get(items.len()).is_none());
+            for (index, item) in items.iter().enumerate() {
+                check(array.get(index).unwrap(), item);
+            }
+        }
+        Model::Dict(entries) => {
+            let dict = value.as_dict().expect("dict");
+            assert_eq!(dict.len(), entries.len());
+            for (key, item) in entries {
+                check(dict.get(key).unwrap_or_else(|| panic!("key {key:?} missing")), item);
+                check(dict.get_key(&DictKey::new(key)).unwrap(), item);
+            }
+            assert!(dict.get("\u{0}no such key\u{0}").is_none());
+            let stored: BTreeMap<&str, ()> = dict.iter().map(|(k, _)| (k, ())).collect();
+            let expected: BTreeMap<&str, ()> = entries.iter().map(|(k, _)| (k.as_str(), ())).collect();
+            assert_eq!(stored, expected);
+        }
+    }
+}
+
+fn json_value_strategy() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value as J;
+    let leaf = prop_oneof![
+        Just(J::Null),
+        any::<bool>().prop_map(J::Bool),
+        any::<i64>().prop_map(|v| J::from(v)),
+        any::<u64>().prop_map(|v| J::from(v)),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| J::from(f)),
+        any::<String>().prop_map(J::String),
+    ];
+    leaf.prop_recursive(5, 100, 10, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..10).prop_map(J::Array),
+            prop::collection::btree_map(key_strategy(), inner, 0..10).prop_map(|m| J::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn has_float(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Number(n) => n.is_f64(),
+        serde_json::Value::Array(items) => items.iter().any(has_float),
+        serde_json::Value::Object(map) => map.values().any(has_float),
+        _ => false,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn encode_validate_read_round_trips(model in model_strategy()) {
+        let bytes = to_bytes(&model);
+        let doc = Doc::from_untrusted(&bytes).expect("encoder output validates");
+        check(doc.root(), &model);
+        check(Doc::from_trusted(&bytes).unwrap().root(), &model);
+        // Deep equality is reflexive, and a copy into a new document is equal.
+        prop_assert!(doc.root() == doc.root());
+        let mut copy = Encoder::new();
+        copy.push_value(doc.root()).unwrap();
+        let copied = copy.finish().unwrap();
+        prop_assert!(Doc::from_untrusted(&copied).unwrap().root() == doc.root());
+    }
+
+    #[test]
+    fn json_to_binary_to_json_matches_serde_json(value in json_value_strategy(), pretty in any::<bool>()) {
+        let text = if pretty { serde_json::to_string_pretty(&value).unwrap() } else { serde_json::to_string(&value).unwrap() };
+        let bytes = from_json(text.as_bytes()).unwrap();
+        let root = Doc::from_untrusted(&bytes).unwrap().root();
+        let back: serde_json::Value = serde_json::from_str(&root.to_json()).unwrap();
+        prop_assert_eq!(&back, &value);
+        // Decoding through serde gives the same view, and so does encoding through serde.
+        let decoded: serde_json::Value = from_value(root).unwrap();
+        prop_assert_eq!(&decoded, &value);
+        let serialized = to_vec(&value).unwrap();
+        prop_assert!(Doc::from_untrusted(&serialized).unwrap().root() == root);
+        // Canonical output is serde_json's sorted-key output (whose float exponents are
+        // written `e+N` where ryu writes `eN`, so floats are compared as values).
+        let canonical = root.to_json_canonical();
+        if has_float(&value) {
+            prop_assert_eq!(serde_json::from_str::<serde_json::Value>(&canonical).unwrap(), value);
+        } else {
+            prop_assert_eq!(canonical, serde_json::to_string(&value).unwrap());
+        }
+    }
+
+    #[test]
+    fn corrupt_bytes_never_panic(model in model_strategy(), edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4), cut in any::<prop::sample::Index>()) {
+        let bytes = to_bytes(&model);
+        let mut corrupt = bytes.clone();
+        for (index, byte) in &edits {
+            let at = index.index(corrupt.len());
+            corrupt[at] = *byte;
+        }
+        for input in [&corrupt[..], &bytes[..cut.index(bytes.len())]] {
+            if let Ok(doc) = Doc::from_untrusted(input) {
+                // Whatever validates must be readable in full without a panic.
+                let root = doc.root();
+                let _ = root.to_json();
+                let _ = root.to_json_pretty();
+                let _ = from_value::<serde_json::Value>(root);
+                prop_assert!(root == root);
+            }
+        }
+    }
+
+    #[test]
+    fn amend_equals_a_fresh_encode(model in model_strategy(), key in key_strategy(), new_value in model_strategy()) {
+        let bytes = to_bytes(&model);
+        let doc = Doc::from_untrusted(&bytes).unwrap();
+        let mut edit = MutableDoc::new(doc);
+        let root = edit.root_mut();
+        let edited = match model {
+            Model::Dict(_) => root.set(&key, Mutable::from(doc.root())).is_ok(),
+            Model::Array(_) => root.push(Mutable::from(doc.root())).is_ok(),
+            _ => false,
+        };
+        // Also replace a nested value with a new one where there is one.
+        let _ = edit.root_mut().index_mut(0).map(|slot| slot.map(|slot| *slot = Mutable::Original(Doc::from_untrusted(&to_bytes(&new_value)).map(|_| doc.root()).unwrap())));
+        let fresh = edit.encode().unwrap();
+        let amended = edit.amend().unwrap();
+        prop_assert!(amended.starts_with(&bytes));
+        let fresh_doc = Doc::from_untrusted(&fresh).unwrap();
+        let amended_doc = Doc::from_untrusted(&amended).expect("amended document validates");
+        prop_assert!(fresh_doc.root() == amended_doc.root());
+        if !edited {
+            prop_assert!(fresh_doc.root() == doc.root());
+        }
+    }
+
+    #[test]
+    fn shared_keys_are_used_and_required(model in model_strategy(), table_keys in prop::collection::vec(key_strategy(), 0..6)) {
+        let mut shared = SharedKeys::new();
+        for key in &table_keys {
+            shared.add(key).unwrap();
+        }
+        let mut encoder = Encoder::with_shared_keys(&shared);
+        encode(&model, &mut encoder);
+        let bytes = encoder.finish().unwrap();
+        let doc = Doc::from_untrusted_with_keys(&bytes, &shared).unwrap();
+        check(doc.root(), &model);
+        if !shared.is_empty() {
+            let missing = Doc::from_untrusted(&bytes);
+            prop_assert!(matches!(missing, Err(FormatError::MissingSharedKeys { .. })), "{:?}", missing);
+        }
+    }
+}
