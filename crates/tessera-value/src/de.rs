@@ -212,7 +212,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
         let key_width = self.shape.key_width;
         let id = read_uint(self.doc.bytes(), self.shape.keys + self.next * key_width, key_width);
         let name = self.doc.key_name(id).unwrap_or("");
-        seed.deserialize(BorrowedStrDeserializer::new(name)).map(Some)
+        seed.deserialize(KeyDeserializer(name)).map(Some)
     }
 
     #[inline]
@@ -228,6 +228,53 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
 
     fn size_hint(&self) -> Option<usize> {
         Some(self.shape.len - self.next)
+    }
+}
+
+/// A dict key. Keys are strings; integer and boolean map keys (which [`crate::to_vec`] writes
+/// as their text, as serde_json does) are parsed back from it.
+struct KeyDeserializer<'de>(&'de str);
+
+macro_rules! parse_key {
+    ($($method:ident => $visit:ident: $type:ty),*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+            match self.0.parse::<$type>() {
+                Ok(value) => visitor.$visit(value),
+                Err(_) => visitor.visit_borrowed_str(self.0),
+            }
+        }
+    )*};
+}
+
+impl<'de> de::Deserializer<'de> for KeyDeserializer<'de> {
+    type Error = DecodeError;
+
+    #[inline]
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_borrowed_str(self.0)
+    }
+
+    parse_key!(deserialize_bool => visit_bool: bool, deserialize_i8 => visit_i8: i8, deserialize_i16 => visit_i16: i16,
+        deserialize_i32 => visit_i32: i32, deserialize_i64 => visit_i64: i64, deserialize_i128 => visit_i128: i128,
+        deserialize_u8 => visit_u8: u8, deserialize_u16 => visit_u16: u16, deserialize_u32 => visit_u32: u32,
+        deserialize_u64 => visit_u64: u64, deserialize_u128 => visit_u128: u128);
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        visitor.visit_enum(self.0.into_deserializer())
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, DecodeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    forward_to_deserialize_any! {
+        f32 f64 char str string bytes byte_buf option unit unit_struct seq tuple tuple_struct map struct
+        identifier ignored_any
     }
 }
 

@@ -413,7 +413,12 @@ impl<'a> Doc<'a> {
     #[inline(always)]
     pub(crate) fn decode_slot(&self, bits: u64, width: usize, container: usize) -> Repr {
         if bits & SLOT_POINTER_MASK == 0 {
-            return Repr::Item(container.wrapping_sub((bits >> 1) as usize));
+            // Distance 0 only occurs in corrupt trusted bytes; reading it as null keeps every
+            // path strictly backwards, so even a corrupt document has no cycles to loop on.
+            return match bits >> 1 {
+                0 => Repr::Null,
+                distance => Repr::Item(container.wrapping_sub(distance as usize)),
+            };
         }
         match bits & 7 {
             SLOT_INT => Repr::Int(sign_extend(bits, width) >> 3),
@@ -718,7 +723,7 @@ impl Doc<'_> {
     pub(crate) fn shape(&self, pos: usize, is_dict: bool) -> Shape {
         let tag = self.bytes[pos];
         let (len, used) = read_varint_trusted(self.bytes, pos + 2);
-        let len = len as usize;
+        let len = len.min(self.bytes.len() as u64) as usize;
         let keys = pos + 2 + used;
         let key_width = if is_dict { width_of(tag >> 2) } else { 0 };
         Shape { len, width: width_of(tag), key_width, keys, slots: keys + len * key_width }
@@ -740,6 +745,9 @@ impl<'a> Array<'a> {
     fn at(doc: Doc<'a>, pos: usize) -> Self {
         let tag = doc.bytes[pos];
         let (len, used) = read_varint_trusted(doc.bytes, pos + 2);
+        // A valid container never has more entries than the document has bytes; clamping keeps
+        // corrupt trusted bytes from asking for absurd allocations.
+        let len = len.min(doc.bytes.len() as u64);
         Array { doc, pos, len: len as usize, width: width_of(tag), slots: pos + 2 + used }
     }
 
@@ -794,6 +802,9 @@ impl<'a> Dict<'a> {
     fn at(doc: Doc<'a>, pos: usize) -> Self {
         let tag = doc.bytes[pos];
         let (len, used) = read_varint_trusted(doc.bytes, pos + 2);
+        // A valid container never has more entries than the document has bytes; clamping keeps
+        // corrupt trusted bytes from asking for absurd allocations.
+        let len = len.min(doc.bytes.len() as u64);
         let len = len as usize;
         let key_width = width_of(tag >> 2);
         let keys = pos + 2 + used;
