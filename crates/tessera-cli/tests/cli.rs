@@ -1,0 +1,64 @@
+//! The `tessera` binary, run as a user would.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn tessera(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tessera runs");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn json_to_binary_and_back_through_files_and_pipes() {
+    let dir = std::env::temp_dir().join(format!("tessera-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json_path = dir.join("in.json");
+    let bin_path = dir.join("out.bin");
+    std::fs::write(&json_path, br#"{"b": [1, 2.5, "x"], "a": null}"#).unwrap();
+
+    let out = tessera(&["json2bin", json_path.to_str().unwrap(), bin_path.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tessera(&["bin2json", bin_path.to_str().unwrap()], b"");
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "{\"b\":[1,2.5,\"x\"],\"a\":null}\n");
+    let out = tessera(&["bin2json", "--canonical", bin_path.to_str().unwrap()], b"");
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "{\"a\":null,\"b\":[1,2.5,\"x\"]}\n");
+
+    // stdin to stdout, then pretty from stdin
+    let binary = tessera(&["json2bin", "-", "-"], b"[true, {\"k\": \"v\"}]");
+    assert!(binary.status.success());
+    let out = tessera(&["bin2json", "--pretty", "-"], &binary.stdout);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "[\n  true,\n  {\n    \"k\": \"v\"\n  }\n]\n");
+
+    let out = tessera(&["validate", bin_path.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn malformed_input_exits_1_with_the_error() {
+    let out = tessera(&["json2bin", "-", "-"], b"[1,\n 01]");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid number at line 2 column 3"));
+    assert!(out.stdout.is_empty());
+
+    let out = tessera(&["validate", "-"], b"definitely not a document");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid"));
+
+    let out = tessera(&["bin2json", "-"], b"\x00");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn missing_file_exits_2() {
+    let out = tessera(&["validate", "/nonexistent/file.bin"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+}
