@@ -85,6 +85,41 @@ struct Frame {
 
 const NO_ENTRY: u32 = u32::MAX;
 
+/// Dicts up to this many entries are sorted by insertion sort.
+const INSERTION_SORT_LEN_MAX: usize = 32;
+
+/// Appends the slots of a container at `container_pos`, each `width` bytes.
+#[inline]
+fn write_slots(out: &mut Vec<u8>, slots: &[Slot], container_pos: usize, width: usize) {
+    match width {
+        1 => out.extend(slots.iter().map(|slot| slot.bits_at(container_pos) as u8)),
+        2 => write_fixed::<2>(out, slots.iter().map(|slot| slot.bits_at(container_pos))),
+        4 => write_fixed::<4>(out, slots.iter().map(|slot| slot.bits_at(container_pos))),
+        _ => write_fixed::<8>(out, slots.iter().map(|slot| slot.bits_at(container_pos))),
+    }
+}
+
+/// Appends dict key ids, each `width` bytes.
+#[inline]
+fn write_key_ids(out: &mut Vec<u8>, keys: &[u64], width: usize) {
+    match width {
+        1 => out.extend(keys.iter().map(|&key| key as u8)),
+        2 => write_fixed::<2>(out, keys.iter().copied()),
+        4 => write_fixed::<4>(out, keys.iter().copied()),
+        _ => write_fixed::<8>(out, keys.iter().copied()),
+    }
+}
+
+/// Appends the low `W` bytes of each value, little-endian, with fixed-size copies.
+#[inline(always)]
+fn write_fixed<const W: usize>(out: &mut Vec<u8>, values: impl ExactSizeIterator<Item = u64>) {
+    let start = out.len();
+    out.resize(start + values.len() * W, 0);
+    for (chunk, value) in out[start..].chunks_exact_mut(W).zip(values) {
+        chunk.copy_from_slice(&value.to_le_bytes()[..W]);
+    }
+}
+
 #[derive(Clone, Copy)]
 struct KeyEntry {
     hash: u64,
@@ -203,9 +238,14 @@ impl<'k> Encoder<'k> {
         }
     }
 
-    /// Reserves output capacity, e.g. the size of the JSON being converted.
+    /// Reserves output capacity, e.g. for the size of the JSON being converted.
     pub fn reserve(&mut self, bytes: usize) {
         self.out.reserve(bytes);
+        // About one distinct string per 48 bytes of output, in JSON-like data.
+        let strings = bytes / 48;
+        let entries = &self.string_entries;
+        self.string_index.reserve(strings, |&i| entries[i as usize].hash);
+        self.string_entries.reserve(strings);
     }
 
     /// Starts an encoder whose output is `doc`'s bytes followed by an appended part: values of
@@ -309,11 +349,7 @@ impl<'k> Encoder<'k> {
         self.out.push(TAG_ARRAY | code_of_width(width));
         self.out.push(height);
         write_varint(&mut self.out, count as u64);
-        self.out.reserve(count * width);
-        for index in frame.slots_start..self.slots.len() {
-            let bits = self.slots[index].bits_at(pos);
-            write_uint(&mut self.out, bits, width);
-        }
+        write_slots(&mut self.out, &self.slots[frame.slots_start..], pos, width);
         self.slots.truncate(frame.slots_start);
         Ok(Slot::pointer(pos, height))
     }
@@ -333,14 +369,8 @@ impl<'k> Encoder<'k> {
         self.out.push(TAG_DICT | code_of_width(width) | (code_of_width(key_width) << 2));
         self.out.push(height);
         write_varint(&mut self.out, count as u64);
-        self.out.reserve(count * (width + key_width));
-        for &key in keys {
-            write_uint(&mut self.out, key, key_width);
-        }
-        for index in frame.slots_start..self.slots.len() {
-            let bits = self.slots[index].bits_at(pos);
-            write_uint(&mut self.out, bits, width);
-        }
+        write_key_ids(&mut self.out, keys, key_width);
+        write_slots(&mut self.out, &self.slots[frame.slots_start..], pos, width);
         self.slots.truncate(frame.slots_start);
         self.slot_keys.truncate(frame.keys_start);
         Ok(Slot::pointer(pos, height))
@@ -348,6 +378,10 @@ impl<'k> Encoder<'k> {
 
     /// Sorts a dict's entries by key id; of repeated keys the last one stays.
     fn sort_dict_entries(&mut self, frame: Frame) {
+        let count = self.slot_keys.len() - frame.keys_start;
+        if count <= INSERTION_SORT_LEN_MAX && self.sort_small_dict(frame) {
+            return;
+        }
         self.scratch.clear();
         for (index, &key) in self.slot_keys[frame.keys_start..].iter().enumerate() {
             self.scratch.push((key, self.slots[frame.slots_start + index]));
@@ -369,6 +403,26 @@ impl<'k> Encoder<'k> {
             self.slot_keys.push(key);
             self.slots.push(slot);
         }
+    }
+
+    /// Insertion sort in place, for small dicts, which are usually nearly sorted (one key
+    /// first seen in a nested dict is out of place). Returns false, leaving the entries
+    /// sorted, if a key repeats; the general path then drops the repeats.
+    fn sort_small_dict(&mut self, frame: Frame) -> bool {
+        let keys = &mut self.slot_keys[frame.keys_start..];
+        let slots = &mut self.slots[frame.slots_start..];
+        for next in 1..keys.len() {
+            let (key, slot) = (keys[next], slots[next]);
+            let mut at = next;
+            while at > 0 && keys[at - 1] > key {
+                keys[at] = keys[at - 1];
+                slots[at] = slots[at - 1];
+                at -= 1;
+            }
+            keys[at] = key;
+            slots[at] = slot;
+        }
+        keys.windows(2).all(|pair| pair[0] < pair[1])
     }
 
     // ---------------------------------------------------------------- keys

@@ -51,7 +51,7 @@ pub fn from_json_with(input: &[u8], options: &JsonOptions<'_>) -> Result<Vec<u8>
         Some(shared) => Encoder::with_shared_keys(shared),
         None => Encoder::new(),
     };
-    encoder.reserve(input.len() / 2 + 64);
+    encoder.reserve(input.len() / 4 * 3 + 64);
     let mut parser = Parser { input, pos: 0, encoder, scratch: Vec::new(), open: Vec::new(), depth_max: options.depth_max.min(254) };
     parser.run()?;
     parser.encoder.finish().map_err(|error| {
