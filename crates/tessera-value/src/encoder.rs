@@ -137,6 +137,49 @@ struct StringEntry {
     atom: u32,
 }
 
+const EMPTY_ENTRY: StringEntry = StringEntry { hash: 0, item_pos: usize::MAX, content_pos: 0, len: 0, atom: NO_ENTRY };
+
+/// Smallest and largest number of entries of the string cache.
+const STRING_CACHE_LEN_MIN: usize = 64;
+const STRING_CACHE_LEN_MAX: usize = 1 << 20;
+
+/// The strings written so far, for de-duplication: a direct-mapped cache indexed by hash, so a
+/// lookup is one probe and an insert one store. A string whose entry was overwritten by another
+/// with the same index is written again when it recurs: de-duplication is best-effort, and the
+/// cache doubles whenever it has taken twice as many inserts as it has entries, so in practice
+/// only strings that do not recur are ever lost from it.
+struct StringCache {
+    entries: Vec<StringEntry>,
+    inserts: usize,
+}
+
+impl StringCache {
+    fn with_len(len: usize) -> Self {
+        let len = len.clamp(STRING_CACHE_LEN_MIN, STRING_CACHE_LEN_MAX).next_power_of_two();
+        StringCache { entries: vec![EMPTY_ENTRY; len], inserts: 0 }
+    }
+
+    #[inline(always)]
+    fn slot(&mut self, hash: u64) -> &mut StringEntry {
+        let mask = self.entries.len() - 1;
+        &mut self.entries[hash as usize & mask]
+    }
+
+    #[inline]
+    fn insert(&mut self, entry: StringEntry) {
+        *self.slot(entry.hash) = entry;
+        self.inserts += 1;
+        if self.inserts > 2 * self.entries.len() && self.entries.len() < STRING_CACHE_LEN_MAX {
+            let doubled = vec![EMPTY_ENTRY; self.entries.len() * 2];
+            let old = std::mem::replace(&mut self.entries, doubled);
+            for entry in old.into_iter().filter(|e| e.item_pos != usize::MAX) {
+                *self.slot(entry.hash) = entry;
+            }
+            self.inserts = 0;
+        }
+    }
+}
+
 fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut hasher = rustc_hash::FxHasher::default();
     if bytes.len() <= HASH_FULL_LEN_MAX {
@@ -187,8 +230,7 @@ pub struct Encoder<'k> {
     /// Item position of each local key, by local id.
     local_keys: Vec<usize>,
     // string values
-    string_index: HashTable<u32>,
-    string_entries: Vec<StringEntry>,
+    strings: StringCache,
     atoms: Vec<usize>,
     scratch: Vec<(u64, Slot)>,
     /// Amend mode: items below this position belong to the original document.
@@ -229,8 +271,7 @@ impl<'k> Encoder<'k> {
             key_arena: Vec::new(),
             key_next: vec![NO_ENTRY],
             local_keys: Vec::new(),
-            string_index: HashTable::new(),
-            string_entries: Vec::new(),
+            strings: StringCache::with_len(STRING_CACHE_LEN_MIN),
             atoms: Vec::new(),
             scratch: Vec::new(),
             original_len: 0,
@@ -241,11 +282,10 @@ impl<'k> Encoder<'k> {
     /// Reserves output capacity, e.g. for the size of the JSON being converted.
     pub fn reserve(&mut self, bytes: usize) {
         self.out.reserve(bytes);
-        // About one distinct string per 48 bytes of output, in JSON-like data.
-        let strings = bytes / 48;
-        let entries = &self.string_entries;
-        self.string_index.reserve(strings, |&i| entries[i as usize].hash);
-        self.string_entries.reserve(strings);
+        // About one distinct string per 32 bytes of output, in JSON-like data.
+        if bytes / 32 > self.strings.entries.len() {
+            self.strings = StringCache::with_len(bytes / 32);
+        }
     }
 
     /// Starts an encoder whose output is `doc`'s bytes followed by an appended part: values of
@@ -627,21 +667,17 @@ impl<'k> Encoder<'k> {
     /// The slot for a string whose bytes are UTF-8 (checked by the caller).
     pub(crate) fn string_slot(&mut self, bytes: &[u8]) -> Slot {
         let hash = hash_bytes(bytes);
-        let (entries, out) = (&self.string_entries, &self.out);
-        let found = self.string_index.find(hash, |&i| {
-            let entry = entries[i as usize];
-            &out[entry.content_pos..entry.content_pos + entry.len] == bytes
-        });
-        let Some(&entry_index) = found else {
+        let out_len = self.out.len();
+        let entry = self.strings.slot(hash);
+        let hit = entry.hash == hash
+            && entry.item_pos != usize::MAX
+            && &self.out[entry.content_pos..entry.content_pos + entry.len] == bytes;
+        if !hit {
             let (item_pos, content_pos) = self.write_string_item(bytes);
-            let entry_index = self.string_entries.len() as u32;
-            self.string_entries.push(StringEntry { hash, item_pos, content_pos, len: bytes.len(), atom: NO_ENTRY });
-            let entries = &self.string_entries;
-            self.string_index.insert_unique(hash, entry_index, |&i| entries[i as usize].hash);
+            self.strings.insert(StringEntry { hash, item_pos, content_pos, len: bytes.len(), atom: NO_ENTRY });
             return Slot::pointer(item_pos, 0);
-        };
-        let entry = &mut self.string_entries[entry_index as usize];
-        if self.out.len() - entry.item_pos < NEAR_DISTANCE_MAX {
+        }
+        if out_len - entry.item_pos < NEAR_DISTANCE_MAX {
             return Slot::pointer(entry.item_pos, 0);
         }
         if entry.atom != NO_ENTRY {
@@ -650,7 +686,7 @@ impl<'k> Encoder<'k> {
         if entry.content_pos - entry.item_pos + entry.len <= ATOM_ENTRY_COST {
             // Cheaper to write again; later repeats will point at the new copy.
             let (item_pos, content_pos) = self.write_string_item(bytes);
-            let entry = &mut self.string_entries[entry_index as usize];
+            let entry = self.strings.slot(hash);
             entry.item_pos = item_pos;
             entry.content_pos = content_pos;
             return Slot::pointer(item_pos, 0);
