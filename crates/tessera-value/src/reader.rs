@@ -109,7 +109,7 @@ const fn bad(reason: &'static str) -> FormatError {
 
 /// Reads the footer from the end of the document (see `docs/format.md`, "Tail"): a fixed
 /// number of reads, each bounds-checked, so any input gives a `Footer` or an error.
-#[inline]
+#[inline(always)]
 pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     let len = bytes.len();
     let &last = bytes.last().ok_or(bad("empty input"))?;
@@ -273,7 +273,7 @@ impl<'a> Doc<'a> {
     /// let doc = Doc::from_trusted(&bytes).unwrap();
     /// assert_eq!(doc.root().index(1).unwrap().as_i64(), Some(20));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn from_trusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
         Ok(Doc::from_footer(bytes, None, &read_footer(bytes)?, false))
     }
@@ -306,7 +306,7 @@ impl<'a> Doc<'a> {
     }
 
     /// The root value.
-    #[inline]
+    #[inline(always)]
     pub fn root(&self) -> Value<'a> {
         // The footer was checked when the document was opened: T, tail offset, root slot.
         let len = self.bytes.len();
