@@ -93,9 +93,9 @@ pub fn key_hash(bytes: &[u8]) -> u64 {
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
-        let mut buffer = [0u8; 8];
-        buffer[..rest.len()].copy_from_slice(rest);
-        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(buffer)).wrapping_mul(MULTIPLIER);
+        // The zero-padded last group, assembled without a variable-length copy.
+        let word = rest.iter().rev().fold(0u64, |word, &byte| (word << 8) | byte as u64);
+        hash = (hash.rotate_left(5) ^ word).wrapping_mul(MULTIPLIER);
     }
     hash ^ (hash >> 32)
 }
@@ -202,6 +202,9 @@ pub fn read_varint_trusted(bytes: &[u8], pos: usize) -> (u64, usize) {
     if first < 0x80 {
         return (first as u64, 1);
     }
+    if let Some(&second) = bytes.get(pos + 1).filter(|&&b| b < 0x80) {
+        return ((first & 0x7F) as u64 | (second as u64) << 7, 2);
+    }
     read_varint(bytes, pos, bytes.len()).unwrap_or((0, 1))
 }
 
@@ -305,6 +308,23 @@ mod tests {
         assert_eq!(int_slot_width((1 << 60) - 1), Some(8));
         assert_eq!(int_slot_width(1 << 60), None);
         assert_eq!(int_slot_width(i64::MIN), None);
+    }
+
+    #[test]
+    fn key_hash_pads_the_last_group_with_zeros() {
+        // The specification in docs/format.md, computed the long way.
+        fn reference(bytes: &[u8]) -> u64 {
+            let mut hash = bytes.len() as u64;
+            for group in bytes.chunks(8) {
+                let mut padded = [0u8; 8];
+                padded[..group.len()].copy_from_slice(group);
+                hash = (hash.rotate_left(5) ^ u64::from_le_bytes(padded)).wrapping_mul(0x517c_c1b7_2722_0a95);
+            }
+            hash ^ (hash >> 32)
+        }
+        for text in ["", "a", "name", "12345678", "123456789", "a longer key than sixteen bytes"] {
+            assert_eq!(key_hash(text.as_bytes()), reference(text.as_bytes()), "{text}");
+        }
     }
 
     #[test]

@@ -345,13 +345,14 @@ impl<'a> Doc<'a> {
         self.atom_count as usize
     }
 
+    #[inline(always)]
     pub(crate) fn atom_item(&self, atom: usize) -> usize {
         let width = self.atom_width as usize;
         read_uint(self.bytes, self.atoms_entries + atom * width, width) as usize
     }
 
     /// Item position of the string of local key `local`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn local_key_item(&self, local: usize) -> usize {
         let width = self.key_width as usize;
         read_uint(self.bytes, self.keys_entries + local * width, width) as usize
@@ -453,7 +454,7 @@ impl<'a> Doc<'a> {
                 return None;
             }
             let (start, len) = self.blob_at(self.local_key_item(entry - 1));
-            if &self.bytes[start..start + len] == name.as_bytes() {
+            if short_equal(&self.bytes[start..start + len], name.as_bytes()) {
                 return Some(shared_count + entry as u64 - 1);
             }
             slot = (slot + 1) & mask;
@@ -462,7 +463,7 @@ impl<'a> Doc<'a> {
     }
 
     /// The name of key `id`, or `None` if the document has no such key.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key_name(&self, id: u64) -> Option<&'a str> {
         let shared_count = self.shared_count as u64;
         if id < shared_count {
@@ -474,6 +475,12 @@ impl<'a> Doc<'a> {
         }
         Some(self.item_str(self.local_key_item(local)))
     }
+}
+
+/// Byte-string equality that avoids a `memcmp` call for the short strings keys usually are.
+#[inline(always)]
+fn short_equal(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && if a.len() <= 16 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
 }
 
 /// One value inside a document. Cheap to copy; borrows the document's bytes.
@@ -868,7 +875,9 @@ impl<'a> Dict<'a> {
         if self.key_width == 1 {
             // Ids are unique, so the first byte equal to the id is its entry.
             let keys = &self.doc.bytes[self.keys..self.keys + self.len];
-            return u8::try_from(id).ok().and_then(|id| memchr::memchr(id, keys)).map(|index| self.value_at(index));
+            let id = u8::try_from(id).ok()?;
+            let index = if keys.len() <= 32 { keys.iter().position(|&key| key == id) } else { memchr::memchr(id, keys) };
+            return index.map(|index| self.value_at(index));
         }
         let (mut low, mut high) = (0, self.len);
         while low < high {
