@@ -16,61 +16,99 @@ pub(crate) enum Step<'p> {
 /// Longest path accepted, in steps.
 pub(crate) const PATH_STEPS_MAX: usize = 256;
 
-pub(crate) fn parse(path: &str) -> Result<Vec<Step<'_>>, PathError> {
-    let bytes = path.as_bytes();
-    let mut steps = Vec::new();
-    let mut pos = 0;
-    let mut expect_key = true; // at the start or after '.'
-    while pos < bytes.len() {
-        if steps.len() >= PATH_STEPS_MAX {
-            return Err(PathError { column: pos + 1, reason: "too many steps" });
+/// The steps of a path, parsed as they are taken (no allocation).
+pub(crate) struct Steps<'p> {
+    path: &'p str,
+    pos: usize,
+    /// At the start or after a '.', where a key must come.
+    expect_key: bool,
+    count: usize,
+}
+
+impl<'p> Steps<'p> {
+    pub(crate) fn new(path: &'p str) -> Self {
+        Steps { path, pos: 0, expect_key: true, count: 0 }
+    }
+
+    fn error(&mut self, column: usize, reason: &'static str) -> Option<Result<Step<'p>, PathError>> {
+        self.pos = self.path.len(); // stop after an error
+        Some(Err(PathError { column, reason }))
+    }
+
+    /// After a step: accept the end, `[`, or `.` followed by a key.
+    fn after_step(&mut self) -> Result<(), PathError> {
+        let bytes = self.path.as_bytes();
+        self.expect_key = false;
+        match bytes.get(self.pos) {
+            None | Some(b'[') => Ok(()),
+            Some(b'.') => {
+                self.pos += 1;
+                self.expect_key = true;
+                if self.pos == bytes.len() {
+                    return Err(PathError { column: self.pos + 1, reason: "expected a key after '.'" });
+                }
+                Ok(())
+            }
+            Some(_) => Err(PathError { column: self.pos + 1, reason: "expected '.' or '[' after ']'" }),
         }
-        match bytes[pos] {
+    }
+}
+
+impl<'p> Iterator for Steps<'p> {
+    type Item = Result<Step<'p>, PathError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.path.as_bytes();
+        if self.pos >= bytes.len() {
+            return None;
+        }
+        if self.count >= PATH_STEPS_MAX {
+            return self.error(self.pos + 1, "too many steps");
+        }
+        self.count += 1;
+        match bytes[self.pos] {
             b'[' => {
-                let digits_start = pos + 1;
+                let digits_start = self.pos + 1;
                 let mut end = digits_start;
                 while end < bytes.len() && bytes[end].is_ascii_digit() {
                     end += 1;
                 }
                 if end == digits_start || bytes.get(end) != Some(&b']') {
-                    return Err(PathError { column: end + 1, reason: "expected digits and ']'" });
+                    return self.error(end + 1, "expected digits and ']'");
                 }
-                let index = path[digits_start..end].parse().map_err(|_| PathError { column: digits_start + 1, reason: "index too large" })?;
-                steps.push(Step::Index(index));
-                pos = end + 1;
-                expect_key = false;
-                match bytes.get(pos) {
-                    None | Some(b'[') => {}
-                    Some(b'.') => {
-                        pos += 1;
-                        expect_key = true;
-                        if pos == bytes.len() {
-                            return Err(PathError { column: pos + 1, reason: "expected a key after '.'" });
-                        }
-                    }
-                    Some(_) => return Err(PathError { column: pos + 1, reason: "expected '.' or '[' after ']'" }),
+                let Ok(index) = self.path[digits_start..end].parse() else {
+                    return self.error(digits_start + 1, "index too large");
+                };
+                self.pos = end + 1;
+                match self.after_step() {
+                    Ok(()) => Some(Ok(Step::Index(index))),
+                    Err(error) => self.error(error.column, error.reason),
                 }
             }
-            b'.' => return Err(PathError { column: pos + 1, reason: "empty key" }),
-            _ if expect_key => {
-                let start = pos;
-                while pos < bytes.len() && bytes[pos] != b'.' && bytes[pos] != b'[' {
-                    pos += 1;
+            b'.' => self.error(self.pos + 1, "empty key"),
+            _ if self.expect_key => {
+                let start = self.pos;
+                while self.pos < bytes.len() && bytes[self.pos] != b'.' && bytes[self.pos] != b'[' {
+                    self.pos += 1;
                 }
-                steps.push(Step::Key(&path[start..pos]));
-                expect_key = false;
-                if bytes.get(pos) == Some(&b'.') {
-                    pos += 1;
-                    expect_key = true;
-                    if pos == bytes.len() {
-                        return Err(PathError { column: pos + 1, reason: "expected a key after '.'" });
-                    }
+                let key = &self.path[start..self.pos];
+                if bytes.get(self.pos) == Some(&b'[') {
+                    self.expect_key = false;
+                    return Some(Ok(Step::Key(key)));
+                }
+                match self.after_step() {
+                    Ok(()) => Some(Ok(Step::Key(key))),
+                    Err(error) => self.error(error.column, error.reason),
                 }
             }
-            _ => return Err(PathError { column: pos + 1, reason: "expected '.' or '['" }),
+            _ => self.error(self.pos + 1, "expected '.' or '['"),
         }
     }
-    Ok(steps)
+}
+
+/// All steps of a path, or the first error.
+pub(crate) fn parse(path: &str) -> Result<Vec<Step<'_>>, PathError> {
+    Steps::new(path).collect()
 }
 
 #[cfg(test)]

@@ -676,18 +676,16 @@ impl<'a> Value<'a> {
     /// Segments are dict keys separated by `.` and array indexes in brackets. Returns
     /// `Ok(None)` when a step does not exist.
     pub fn path(&self, path: &str) -> Result<Option<Value<'a>>, crate::PathError> {
-        let mut current = *self;
-        for step in crate::path::parse(path)? {
-            let next = match step {
-                crate::path::Step::Key(key) => current.get(key),
-                crate::path::Step::Index(index) => current.index(index),
+        let mut current = Some(*self);
+        for step in crate::path::Steps::new(path) {
+            // After a missing step, keep parsing so that a malformed path is always an error.
+            current = match (step?, current) {
+                (crate::path::Step::Key(key), Some(value)) => value.get(key),
+                (crate::path::Step::Index(index), Some(value)) => value.index(index),
+                (_, None) => None,
             };
-            match next {
-                Some(value) => current = value,
-                None => return Ok(None),
-            }
         }
-        Ok(Some(current))
+        Ok(current)
     }
 
     /// Number of elements or entries of a container, 0 for a scalar.

@@ -333,6 +333,8 @@ fn paths_reach_nested_values() {
     assert!(root.path("friends.name").unwrap().is_none());
     assert_eq!(root.path("").unwrap().unwrap().kind(), Kind::Dict);
     assert_eq!(root.path("friends[").unwrap_err().column, 9);
+    // A malformed path is an error even when an earlier step is missing.
+    assert_eq!(root.path("missing..x").unwrap_err().column, 9);
 }
 
 #[test]
