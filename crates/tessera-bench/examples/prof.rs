@@ -9,7 +9,7 @@ fn main() {
     let start = std::time::Instant::now();
     match which.as_str() {
         "decode" => for _ in 0..2000 { let doc = Doc::from_trusted(&binary).unwrap(); black_box(from_value::<Vec<people::Person>>(doc.root()).unwrap()); },
-        "convert" => for _ in 0..2000 { black_box(from_json(&json).unwrap()); },
+        "convert" => for _ in 0..std::env::var("ITER").map_or(2000, |v| v.parse().unwrap()) { black_box(from_json(&json).unwrap()); },
         "validate" => for _ in 0..20000 { black_box(Doc::from_untrusted(&binary).unwrap()); },
         "lookup" => { let root = Doc::from_trusted(&binary).unwrap().root(); for _ in 0..50_000_000 { black_box(black_box(root).index(123).unwrap().get(black_box("name")).unwrap()); } },
         "open" => for _ in 0..100_000_000 { black_box(Doc::from_trusted(black_box(&binary)).unwrap().root()); },

@@ -73,15 +73,6 @@ struct Parser<'i, 'k> {
     depth_max: u8,
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// Bytes of `word` equal to zero get their high bit set (exact for the lowest such byte).
-#[inline(always)]
-fn zero_bytes(word: u64) -> u64 {
-    word.wrapping_sub(ONES) & !word & HIGHS
-}
-
 impl<'i, 'k> Parser<'i, 'k> {
     fn error(&self, kind: JsonErrorKind) -> JsonError {
         JsonError::at(kind, self.input, self.pos)
@@ -246,32 +237,9 @@ impl<'i, 'k> Parser<'i, 'k> {
     #[inline]
     fn string(&mut self) -> Result<Span, JsonError> {
         let start = self.pos;
-        let mut pos = start;
-        let mut high_bits = 0u64;
         let input = self.input;
-        loop {
-            if let Some(chunk) = input.get(pos..pos + 8) {
-                let word = u64::from_le_bytes(chunk.try_into().unwrap());
-                let specials = zero_bytes(word ^ (ONES * b'"' as u64))
-                    | zero_bytes(word ^ (ONES * b'\\' as u64))
-                    | (word.wrapping_sub(ONES * 0x20) & !word & HIGHS);
-                if specials == 0 {
-                    high_bits |= word & HIGHS;
-                    pos += 8;
-                    continue;
-                }
-                let index = (specials.trailing_zeros() / 8) as usize;
-                let before = if index == 0 { 0 } else { u64::MAX >> (64 - 8 * index) };
-                high_bits |= word & HIGHS & before;
-                pos += index;
-            } else {
-                while pos < input.len() && !matches!(input[pos], b'"' | b'\\' | 0..=0x1F) {
-                    high_bits |= (input[pos] & 0x80) as u64;
-                    pos += 1;
-                }
-            }
-            break;
-        }
+        let (pos, has_high_bytes) = find_string_end(input, start);
+        let high_bits = has_high_bytes as u64;
         match input.get(pos) {
             Some(b'"') => {
                 if high_bits != 0 && simdutf8::basic::from_utf8(&input[start..pos]).is_err() {
@@ -457,6 +425,49 @@ impl<'i, 'k> Parser<'i, 'k> {
     }
 }
 
+/// The first `"`, `\\` or control byte at or after `pos` (or the input's length), and whether a
+/// byte >= 0x80 comes before it.
+#[inline(always)]
+fn find_string_end(input: &[u8], mut pos: usize) -> (usize, bool) {
+    let mut high = false;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86_64 baseline, so these intrinsics are always
+        // available. Every load reads 16 bytes at `pos`, and the loop runs only while
+        // `pos + 16 <= input.len()`, so no load leaves the slice.
+        unsafe {
+            let quote = _mm_set1_epi8(b'"' as i8);
+            let backslash = _mm_set1_epi8(b'\\' as i8);
+            let control_max = _mm_set1_epi8(0x1F);
+            while pos + 16 <= input.len() {
+                let bytes = _mm_loadu_si128(input.as_ptr().add(pos) as *const __m128i);
+                let specials = _mm_or_si128(
+                    _mm_or_si128(_mm_cmpeq_epi8(bytes, quote), _mm_cmpeq_epi8(bytes, backslash)),
+                    _mm_cmpeq_epi8(_mm_max_epu8(bytes, control_max), control_max),
+                );
+                let special_mask = _mm_movemask_epi8(specials) as u32;
+                let high_mask = _mm_movemask_epi8(bytes) as u32;
+                if special_mask != 0 {
+                    let index = special_mask.trailing_zeros();
+                    high |= high_mask & ((1u32 << index) - 1) != 0;
+                    return (pos + index as usize, high);
+                }
+                high |= high_mask != 0;
+                pos += 16;
+            }
+        }
+    }
+    while let Some(&byte) = input.get(pos) {
+        if matches!(byte, b'"' | b'\\' | 0..=0x1F) {
+            break;
+        }
+        high |= byte >= 0x80;
+        pos += 1;
+    }
+    (pos, high)
+}
+
 /// Where a parsed string's bytes are: in the input, or decoded into the scratch buffer.
 #[derive(Clone, Copy)]
 enum Span {
@@ -470,6 +481,41 @@ impl Span {
         match *self {
             Span::Input(start, end) => &input[start..end],
             Span::Scratch => scratch,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_string_end;
+
+    /// The plain definition `find_string_end` must agree with.
+    fn reference(input: &[u8], start: usize) -> (usize, bool) {
+        let end = input[start..].iter().position(|&b| matches!(b, b'"' | b'\\' | 0..=0x1F)).map_or(input.len(), |p| start + p);
+        (end, input[start..end].iter().any(|&b| b >= 0x80))
+    }
+
+    #[test]
+    fn string_end_matches_the_reference_at_every_offset() {
+        for len in 0..48 {
+            for special_at in 0..=len {
+                for &special in &[b'"', b'\\', 0x00, 0x1F, b'a'] {
+                    for high_at in [None, Some(0), Some(special_at.saturating_sub(1)), Some(len.saturating_sub(1)), Some(special_at + 1)] {
+                        let mut input = vec![b'x'; len + 2];
+                        if special_at < input.len() {
+                            input[special_at] = special;
+                        }
+                        if let Some(at) = high_at.filter(|&at| at < input.len() && at != special_at) {
+                            input[at] = 0xC3;
+                        }
+                        for start in [0, 1, 3] {
+                            if start <= input.len() {
+                                assert_eq!(find_string_end(&input, start), reference(&input, start), "{input:?} from {start}");
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }
