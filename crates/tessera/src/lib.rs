@@ -15,3 +15,8 @@
 
 /// The binary document format: encoder, zero-copy reader, validator, JSON and serde.
 pub use tessera_value as value;
+
+/// The README's examples, compiled and run by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
