@@ -497,7 +497,7 @@ mod tests {
 
     #[test]
     fn string_end_matches_the_reference_at_every_offset() {
-        for len in 0..48 {
+        for len in 0usize..48 {
             for special_at in 0..=len {
                 for &special in &[b'"', b'\\', 0x00, 0x1F, b'a'] {
                     for high_at in [None, Some(0), Some(special_at.saturating_sub(1)), Some(len.saturating_sub(1)), Some(special_at + 1)] {
