@@ -1,5 +1,9 @@
 //! `format`: the binary format against Fleece's table and against JSON parsers and
 //! MessagePack/CBOR (`../shared/seeds/003_*.txt`, issue "Binary document format").
+//!
+//! Fleece itself is not built here; its figures on this machine (81 % size, ~1.3 GB/s
+//! validation, 61–85 ns lookup) come from the issue and are quoted in the README, not in the
+//! JSON's `peers`, which holds only what this run measured.
 
 use crate::harness::{median_ns, Goal, Table};
 use crate::people::Person;
@@ -34,7 +38,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         "size vs minified JSON",
         "%",
         percent(binary.len()),
-        &[("rmp-serde", percent(msgpack.len())), ("ciborium", percent(cbor.len())), ("fleece (seed, measured by the issue)", 81.0)],
+        &[("rmp-serde", percent(msgpack.len())), ("ciborium", percent(cbor.len()))],
         Goal::AtMost(75.0),
     );
 
@@ -77,7 +81,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         "validate untrusted",
         "GB/s of binary",
         binary.len() as f64 / validate_ns,
-        &[("fleece (seed, measured by the issue)", 1.3)],
+        &[],
         Goal::AtLeast(3.0),
     );
     let open_ns = median_ns(samples, 100_000, || {
@@ -107,9 +111,10 @@ pub fn run(options: &Options) -> std::io::Result<()> {
             "look up [123].name",
             "ns",
             lookup_ns,
-            &[("serde_json", serde_value_ns), ("sonic-rs", sonic_lookup_ns), ("tessera path(\"[123].name\")", path_ns)],
+            &[("serde_json", serde_value_ns), ("sonic-rs", sonic_lookup_ns)],
             Goal::AtMost(25.0),
         );
+        table.row("look up path(\"[123].name\")", "ns", path_ns, &[], Goal::None);
 
         let key_names = ["name", "age", "email", "company", "isActive", "balance", "tags", "friends", "latitude", "_id"];
         let keys: Vec<DictKey> = key_names.iter().map(|name| DictKey::new(name)).collect();
@@ -196,10 +201,12 @@ pub fn run(options: &Options) -> std::io::Result<()> {
             "amend one field: bytes appended",
             "bytes",
             (amended.len() - binary.len()) as f64,
-            &[("tessera full re-encode", reencoded.len() as f64)],
+            &[],
             Goal::None,
         );
-        table.row("amend one field: time", "µs", amend_ns / 1e3, &[("tessera full re-encode", reencode_ns / 1e3)], Goal::None);
+        table.row("full re-encode after the same edit: bytes", "bytes", reencoded.len() as f64, &[], Goal::None);
+        table.row("amend one field: time", "µs", amend_ns / 1e3, &[], Goal::None);
+        table.row("full re-encode after the same edit: time", "µs", reencode_ns / 1e3, &[], Goal::None);
     }
     table.finish()
 }

@@ -477,6 +477,26 @@ impl<'a> Doc<'a> {
     }
 }
 
+/// The first position of `needle` in a short `haystack`, eight bytes at a time.
+#[inline(always)]
+fn find_byte(haystack: &[u8], needle: u8) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let pattern = ONES * needle as u64;
+    let mut chunks = haystack.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let difference = u64::from_le_bytes(chunk.try_into().expect("8 bytes")) ^ pattern;
+        // The lowest flagged byte is exact: it is the first byte equal to the needle.
+        let zero = difference.wrapping_sub(ONES) & !difference & HIGHS;
+        if zero != 0 {
+            return Some(offset + (zero.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    chunks.remainder().iter().position(|&byte| byte == needle).map(|index| offset + index)
+}
+
 /// Byte-string equality that avoids a `memcmp` call for the short strings keys usually are.
 #[inline(always)]
 fn short_equal(a: &[u8], b: &[u8]) -> bool {
@@ -874,7 +894,7 @@ impl<'a> Dict<'a> {
             // Ids are unique, so the first byte equal to the id is its entry.
             let keys = &self.doc.bytes[self.keys..self.keys + self.len];
             let id = u8::try_from(id).ok()?;
-            let index = if keys.len() <= 32 { keys.iter().position(|&key| key == id) } else { memchr::memchr(id, keys) };
+            let index = if keys.len() <= 64 { find_byte(keys, id) } else { memchr::memchr(id, keys) };
             return index.map(|index| self.value_at(index));
         }
         let (mut low, mut high) = (0, self.len);
@@ -942,5 +962,26 @@ impl DictKey {
 impl Clone for DictKey {
     fn clone(&self) -> Self {
         DictKey { name: self.name.clone(), cached_id: AtomicU64::new(self.cached_id.load(Ordering::Relaxed)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_byte;
+
+    #[test]
+    fn find_byte_matches_position_at_every_offset() {
+        for len in 0usize..40 {
+            for at in 0..=len {
+                for other in [0u8, 1, 0x7F, 0x80, 0xFF] {
+                    let mut haystack = vec![other; len];
+                    let needle = other.wrapping_add(1);
+                    if at < len {
+                        haystack[at] = needle;
+                    }
+                    assert_eq!(find_byte(&haystack, needle), haystack.iter().position(|&b| b == needle));
+                }
+            }
+        }
     }
 }
