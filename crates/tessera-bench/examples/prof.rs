@@ -26,7 +26,7 @@ fn main() {
             }
             black_box(total);
         },
-        "decode_unchecked" => for _ in 0..2000 { let doc = unsafe { Doc::from_trusted_unchecked(&binary, None) }.unwrap(); black_box(from_value::<Vec<people::Person>>(doc.root()).unwrap()); },
+        "decode_unchecked" => for _ in 0..std::env::var("ITER").map_or(2000, |v| v.parse().unwrap()) { let doc = unsafe { Doc::from_trusted_unchecked(&binary, None) }.unwrap(); black_box(from_value::<Vec<people::Person>>(doc.root()).unwrap()); },
         "serde_value" => { let v: serde_json::Value = serde_json::from_slice(&json).unwrap(); let t = std::time::Instant::now(); for _ in 0..2000 { black_box(<Vec<people::Person> as serde::Deserialize>::deserialize(&v).unwrap()); } eprintln!("from serde_json::Value: {:?}", t.elapsed() / 2000); },
         "serde_text" => { let t = std::time::Instant::now(); for _ in 0..2000 { black_box(serde_json::from_slice::<Vec<people::Person>>(&json).unwrap()); } eprintln!("from text: {:?}", t.elapsed() / 2000); },
         _ => {}
