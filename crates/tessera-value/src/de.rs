@@ -183,10 +183,9 @@ impl<'de> de::SeqAccess<'de> for SeqAccess<'_, 'de> {
         if self.next == self.shape.len {
             return Ok(None);
         }
-        let width = self.shape.width;
-        let bits = read_uint(self.doc.bytes(), self.shape.slots + self.next * width, width);
+        let repr = self.doc.slot(self.pos, &self.shape, self.next);
         self.next += 1;
-        seed.deserialize(Reader { doc: self.doc, repr: self.doc.decode_slot(bits, width, self.pos) }).map(Some)
+        seed.deserialize(Reader { doc: self.doc, repr }).map(Some)
     }
 
     fn size_hint(&self) -> Option<usize> {
@@ -209,9 +208,7 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
         if self.next == self.shape.len {
             return Ok(None);
         }
-        let key_width = self.shape.key_width;
-        let id = read_uint(self.doc.bytes(), self.shape.keys + self.next * key_width, key_width);
-        let name = self.doc.key_name(id).unwrap_or("");
+        let name = self.doc.key_name(self.doc.key_at(&self.shape, self.next)).unwrap_or("");
         seed.deserialize(KeyDeserializer(name)).map(Some)
     }
 
@@ -220,10 +217,9 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
         if self.next == self.shape.len {
             return Err(de::Error::custom("value requested after the last entry"));
         }
-        let width = self.shape.width;
-        let bits = read_uint(self.doc.bytes(), self.shape.slots + self.next * width, width);
+        let repr = self.doc.slot(self.pos, &self.shape, self.next);
         self.next += 1;
-        seed.deserialize(Reader { doc: self.doc, repr: self.doc.decode_slot(bits, width, self.pos) })
+        seed.deserialize(Reader { doc: self.doc, repr })
     }
 
     fn size_hint(&self) -> Option<usize> {

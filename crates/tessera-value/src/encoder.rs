@@ -376,7 +376,7 @@ impl<'k> Encoder<'k> {
             width = width.max(slot.width_at(pos));
             height = height.max(slot.height);
         }
-        if height >= HEIGHT_MAX {
+        if height == HEIGHT_MAX {
             return Err(EncodeError::TooDeep(HEIGHT_MAX));
         }
         Ok((width, height + 1))

@@ -127,15 +127,12 @@ impl<'i, 'k> Parser<'i, 'k> {
                     self.pos += 1;
                     self.skip_whitespace();
                     let closing = if is_object { b'}' } else { b']' };
-                    let (begin, end): (fn(&mut Encoder<'k>) -> _, fn(&mut Encoder<'k>) -> _) = if is_object {
-                        (Encoder::begin_dict, Encoder::end_dict)
-                    } else {
-                        (Encoder::begin_array, Encoder::end_array)
-                    };
-                    begin(&mut self.encoder).map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                    let opened = if is_object { self.encoder.begin_dict() } else { self.encoder.begin_array() };
+                    opened.map_err(|_| self.error(JsonErrorKind::TooDeep))?;
                     if self.peek() == Some(closing) {
                         self.pos += 1;
-                        end(&mut self.encoder).map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                        let closed = if is_object { self.encoder.end_dict() } else { self.encoder.end_array() };
+                        closed.map_err(|_| self.error(JsonErrorKind::TooDeep))?;
                     } else {
                         self.open.push(is_object);
                         if is_object {
@@ -147,7 +144,7 @@ impl<'i, 'k> Parser<'i, 'k> {
                 b'"' => {
                     self.pos += 1;
                     let bytes = self.string()?;
-                    let slot = self.encoder.string_slot(bytes.as_bytes(&self.input, &self.scratch));
+                    let slot = self.encoder.string_slot(bytes.as_bytes(self.input, &self.scratch));
                     self.place(slot)?;
                 }
                 b't' => self.literal(b"true", |e| e.push_bool(true))?,
@@ -206,7 +203,7 @@ impl<'i, 'k> Parser<'i, 'k> {
         }
         self.pos += 1;
         let key = self.string()?;
-        let key = key.as_bytes(&self.input, &self.scratch);
+        let key = key.as_bytes(self.input, &self.scratch);
         // SAFETY: `string()` returns only spans it checked to be UTF-8: raw runs pass
         // `simdutf8` when they contain a byte >= 0x80, and escapes are decoded from `char`s.
         let key = unsafe { std::str::from_utf8_unchecked(key) };
@@ -374,13 +371,7 @@ impl<'i, 'k> Parser<'i, 'k> {
         }
         let mut is_float = false;
         if input.get(pos) == Some(&b'.') {
-            pos += 1;
-            if !matches!(input.get(pos), Some(b'0'..=b'9')) {
-                return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
-            }
-            while matches!(input.get(pos), Some(b'0'..=b'9')) {
-                pos += 1;
-            }
+            pos = self.digits(pos + 1)?;
             is_float = true;
         }
         if matches!(input.get(pos), Some(b'e' | b'E')) {
@@ -388,12 +379,7 @@ impl<'i, 'k> Parser<'i, 'k> {
             if matches!(input.get(pos), Some(b'+' | b'-')) {
                 pos += 1;
             }
-            if !matches!(input.get(pos), Some(b'0'..=b'9')) {
-                return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
-            }
-            while matches!(input.get(pos), Some(b'0'..=b'9')) {
-                pos += 1;
-            }
+            pos = self.digits(pos)?;
             is_float = true;
         }
         // A digit right after a leading zero ("01") is not JSON.
@@ -401,7 +387,9 @@ impl<'i, 'k> Parser<'i, 'k> {
             return Err(self.error_at(JsonErrorKind::InvalidNumber, digits_start + 1));
         }
         self.pos = pos;
-        let slot = if !is_float && !overflow && !(negative && magnitude == 0) {
+        // `-0` is the double -0.0; an overflowing integer becomes a double.
+        let is_integer = !(is_float || overflow || (negative && magnitude == 0));
+        let slot = if is_integer {
             if !negative {
                 match i64::try_from(magnitude) {
                     Ok(value) => self.encoder.int_slot(value),
@@ -416,6 +404,17 @@ impl<'i, 'k> Parser<'i, 'k> {
             self.float_slot(start, pos)?
         };
         self.place(slot)
+    }
+
+    /// One or more digits at `pos`; returns the position after them.
+    fn digits(&self, mut pos: usize) -> Result<usize, JsonError> {
+        if !matches!(self.input.get(pos), Some(b'0'..=b'9')) {
+            return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
+        }
+        while matches!(self.input.get(pos), Some(b'0'..=b'9')) {
+            pos += 1;
+        }
+        Ok(pos)
     }
 
     fn float_slot(&mut self, start: usize, end: usize) -> Result<crate::encoder::Slot, JsonError> {

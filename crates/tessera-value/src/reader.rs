@@ -748,10 +748,25 @@ impl Doc<'_> {
     pub(crate) fn shape(&self, pos: usize, is_dict: bool) -> Shape {
         let tag = self.bytes[pos];
         let (len, used) = read_varint_trusted(self.bytes, pos + 2);
+        // A valid container never has more entries than the document has bytes; clamping keeps
+        // corrupt trusted bytes from asking for absurd allocations.
         let len = len.min(self.bytes.len() as u64) as usize;
         let keys = pos + 2 + used;
         let key_width = if is_dict { width_of(tag >> 2) } else { 0 };
         Shape { len, width: width_of(tag), key_width, keys, slots: keys + len * key_width }
+    }
+
+    /// Slot `index` of the container at `pos` with this shape.
+    #[inline(always)]
+    pub(crate) fn slot(&self, pos: usize, shape: &Shape, index: usize) -> Repr {
+        let bits = read_uint(self.bytes, shape.slots + index * shape.width, shape.width);
+        self.decode_slot(bits, shape.width, pos)
+    }
+
+    /// Key id `index` of the dict with this shape.
+    #[inline(always)]
+    pub(crate) fn key_at(&self, shape: &Shape, index: usize) -> u64 {
+        read_uint(self.bytes, shape.keys + index * shape.key_width, shape.key_width)
     }
 }
 
@@ -768,12 +783,8 @@ pub struct Array<'a> {
 impl<'a> Array<'a> {
     #[inline(always)]
     fn at(doc: Doc<'a>, pos: usize) -> Self {
-        let tag = doc.bytes[pos];
-        let (len, used) = read_varint_trusted(doc.bytes, pos + 2);
-        // A valid container never has more entries than the document has bytes; clamping keeps
-        // corrupt trusted bytes from asking for absurd allocations.
-        let len = len.min(doc.bytes.len() as u64);
-        Array { doc, pos, len: len as usize, width: width_of(tag), slots: pos + 2 + used }
+        let shape = doc.shape(pos, false);
+        Array { doc, pos, len: shape.len, width: shape.width, slots: shape.slots }
     }
 
     /// Number of elements.
@@ -825,15 +836,8 @@ pub struct Dict<'a> {
 impl<'a> Dict<'a> {
     #[inline(always)]
     fn at(doc: Doc<'a>, pos: usize) -> Self {
-        let tag = doc.bytes[pos];
-        let (len, used) = read_varint_trusted(doc.bytes, pos + 2);
-        // A valid container never has more entries than the document has bytes; clamping keeps
-        // corrupt trusted bytes from asking for absurd allocations.
-        let len = len.min(doc.bytes.len() as u64);
-        let len = len as usize;
-        let key_width = width_of(tag >> 2);
-        let keys = pos + 2 + used;
-        Dict { doc, pos, len, width: width_of(tag), key_width, keys, slots: keys + len * key_width }
+        let shape = doc.shape(pos, true);
+        Dict { doc, pos, len: shape.len, width: shape.width, key_width: shape.key_width, keys: shape.keys, slots: shape.slots }
     }
 
     /// Number of entries.

@@ -129,9 +129,9 @@ fn json_value_strategy() -> impl Strategy<Value = serde_json::Value> {
     let leaf = prop_oneof![
         Just(J::Null),
         any::<bool>().prop_map(J::Bool),
-        any::<i64>().prop_map(|v| J::from(v)),
-        any::<u64>().prop_map(|v| J::from(v)),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| J::from(f)),
+        any::<i64>().prop_map(J::from),
+        any::<u64>().prop_map(J::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(J::from),
         any::<String>().prop_map(J::String),
     ];
     leaf.prop_recursive(5, 100, 10, |inner| {
@@ -221,8 +221,12 @@ proptest! {
             Model::Array(_) => root.push(Mutable::from(doc.root())).is_ok(),
             _ => false,
         };
-        // Also replace a nested value with a new one where there is one.
-        let _ = edit.root_mut().index_mut(0).map(|slot| slot.map(|slot| *slot = Mutable::Original(Doc::from_untrusted(&to_bytes(&new_value)).map(|_| doc.root()).unwrap())));
+        // Also replace the first element or entry, where there is one, with a new value.
+        let replacement = to_bytes(&new_value);
+        let replacement_doc = Doc::from_untrusted(&replacement).unwrap();
+        if let Ok(Some(first)) = edit.root_mut().index_mut(0) {
+            *first = Mutable::Original(replacement_doc.root());
+        }
         let fresh = edit.encode().unwrap();
         let amended = edit.amend().unwrap();
         prop_assert!(amended.starts_with(&bytes));
