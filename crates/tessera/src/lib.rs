@@ -1,9 +1,9 @@
 //! tessera: an embedded, typed, reactive data store.
 //!
 //! One database file holds typed collections, field-decomposed documents and a dictionary,
-//! all stored in one zero-copy binary format. The format is available now as [`value`]; the
-//! storage engine, collections, live queries, documents and the dictionary are being built on
-//! top of it (see the README's roadmap).
+//! all stored in one zero-copy binary format ([`value`]) on one storage core ([`store`]: LMDB,
+//! transactions, durability levels, the change feed). Collections, live queries, documents and
+//! the dictionary build on these two.
 //!
 //! ```
 //! use tessera::value::{from_json, Doc};
@@ -12,6 +12,13 @@
 //! assert_eq!(doc.root().get("title").unwrap().as_str(), Some("hello"));
 //! ```
 #![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod error;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use store::{Change, ChangeBatch, ChangeKind, ChangeStream, Db, DbOptions, Durability, FeedEvent, Keyspace, ReadTxn, WriteTxn};
 
 /// The binary document format: encoder, zero-copy reader, validator, JSON and serde.
 pub use tessera_value as value;

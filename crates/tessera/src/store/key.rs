@@ -1,0 +1,191 @@
+//! Order-preserving ("memcomparable") key encoding: the bytes of two encoded keys compare as
+//! the keys themselves do, so LMDB's byte order sorts composite keys and serves ranges.
+//!
+//! - Unsigned integers: big-endian. Signed integers: big-endian with the sign bit flipped.
+//! - Floats: the IEEE bits, all inverted for negatives and sign bit flipped for positives, so
+//!   the order is `f64::total_cmp` (-0.0 before +0.0); every NaN is written as the positive
+//!   quiet NaN, after +infinity.
+//! - `bool`: one byte, 0 or 1.
+//! - Strings and bytes: each 0x00 written as 0x00 0xFF, then the terminator 0x00 0x01. A
+//!   prefix sorts first, and the part is self-delimiting, so tuples compose.
+//! - Tuples: their parts one after the other; fixed-width parts need no delimiter.
+//!
+//! A keyspace's keys should all have the same shape: parts carry no type tag.
+
+/// A value that can be part of an order-preserving key.
+///
+/// ```
+/// use tessera::store::key::{encode, KeyPart};
+/// assert!(encode(&(-5i64, "b")) < encode(&(3i64, "a")));
+/// assert!(encode(&"ab") < encode(&"abc"));
+/// assert!(encode(&-1.5f64) < encode(&0.0f64));
+/// ```
+pub trait KeyPart {
+    /// Appends this part's encoding.
+    fn encode_key(&self, out: &mut Vec<u8>);
+}
+
+/// Encodes a key.
+pub fn encode<K: KeyPart + ?Sized>(key: &K) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16);
+    key.encode_key(&mut out);
+    out
+}
+
+macro_rules! unsigned {
+    ($($type:ty),*) => {$(
+        impl KeyPart for $type {
+            fn encode_key(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_be_bytes());
+            }
+        }
+    )*};
+}
+unsigned!(u8, u16, u32, u64, u128);
+
+macro_rules! signed {
+    ($($type:ty => $unsigned:ty),*) => {$(
+        impl KeyPart for $type {
+            fn encode_key(&self, out: &mut Vec<u8>) {
+                let flipped = (*self as $unsigned) ^ (1 << (<$unsigned>::BITS - 1));
+                out.extend_from_slice(&flipped.to_be_bytes());
+            }
+        }
+    )*};
+}
+signed!(i8 => u8, i16 => u16, i32 => u32, i64 => u64, i128 => u128);
+
+impl KeyPart for f64 {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        let bits = if self.is_nan() { f64::NAN.to_bits() & !(1 << 63) } else { self.to_bits() };
+        let ordered = if bits >> 63 == 1 { !bits } else { bits ^ (1 << 63) };
+        out.extend_from_slice(&ordered.to_be_bytes());
+    }
+}
+
+impl KeyPart for f32 {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        let bits = if self.is_nan() { f32::NAN.to_bits() & !(1 << 31) } else { self.to_bits() };
+        let ordered = if bits >> 31 == 1 { !bits } else { bits ^ (1 << 31) };
+        out.extend_from_slice(&ordered.to_be_bytes());
+    }
+}
+
+impl KeyPart for bool {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        out.push(*self as u8);
+    }
+}
+
+impl KeyPart for [u8] {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        out.reserve(self.len() + 2);
+        for &byte in self {
+            out.push(byte);
+            if byte == 0 {
+                out.push(0xFF);
+            }
+        }
+        out.extend_from_slice(&[0x00, 0x01]);
+    }
+}
+
+impl KeyPart for str {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        self.as_bytes().encode_key(out);
+    }
+}
+
+impl KeyPart for String {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        self.as_bytes().encode_key(out);
+    }
+}
+
+impl KeyPart for Vec<u8> {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        self.as_slice().encode_key(out);
+    }
+}
+
+impl<T: KeyPart + ?Sized> KeyPart for &T {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        (**self).encode_key(out);
+    }
+}
+
+macro_rules! tuple {
+    ($($name:ident)+) => {
+        impl<$($name: KeyPart),+> KeyPart for ($($name,)+) {
+            #[allow(non_snake_case)]
+            fn encode_key(&self, out: &mut Vec<u8>) {
+                let ($($name,)+) = self;
+                $($name.encode_key(out);)+
+            }
+        }
+    };
+}
+tuple!(A);
+tuple!(A B);
+tuple!(A B C);
+tuple!(A B C D);
+tuple!(A B C D E);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::cmp::Ordering;
+
+    fn same_order<T: KeyPart>(a: &T, b: &T, expected: Ordering) -> Result<(), TestCaseError> {
+        prop_assert_eq!(encode(a).cmp(&encode(b)), expected);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn integers(a: i64, b: i64, c: u64, d: u64, e: i8, f: i8) {
+            same_order(&a, &b, a.cmp(&b))?;
+            same_order(&c, &d, c.cmp(&d))?;
+            same_order(&e, &f, e.cmp(&f))?;
+        }
+
+        #[test]
+        fn floats(a: f64, b: f64, c: f32, d: f32) {
+            let canonical = |x: f64| if x.is_nan() { f64::NAN } else { x };
+            same_order(&a, &b, canonical(a).total_cmp(&canonical(b)))?;
+            let canonical = |x: f32| if x.is_nan() { f32::NAN } else { x };
+            same_order(&c, &d, canonical(c).total_cmp(&canonical(d)))?;
+        }
+
+        #[test]
+        fn strings_and_bytes(a in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0xFFu8), any::<u8>()], 0..8),
+                             b in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0xFFu8), any::<u8>()], 0..8),
+                             s: String, t: String) {
+            same_order(&a, &b, a.cmp(&b))?;
+            same_order(&s, &t, s.cmp(&t))?;
+        }
+
+        #[test]
+        fn tuples(a: (String, i32, bool), b: (String, i32, bool), c: (Vec<u8>, f64), d: (Vec<u8>, f64)) {
+            same_order(&a, &b, a.cmp(&b))?;
+            let canonical = |x: f64| if x.is_nan() { f64::NAN } else { x };
+            let expected = c.0.cmp(&d.0).then(canonical(c.1).total_cmp(&canonical(d.1)));
+            same_order(&c, &d, expected)?;
+        }
+    }
+
+    #[test]
+    fn special_values_sort_where_documented() {
+        let order = [f64::NEG_INFINITY, -1.0, -0.0, 0.0, 1e-300, 1.0, f64::INFINITY, f64::NAN];
+        for pair in order.windows(2) {
+            assert!(encode(&pair[0]) < encode(&pair[1]), "{pair:?}");
+        }
+        assert_eq!(encode(&f64::NAN), encode(&-f64::NAN));
+        assert!(encode(&"a") < encode(&"a\0"));
+        assert!(encode(&("a", 2u8)) < encode(&("a\0", 1u8)));
+        assert!(encode(&i64::MIN) < encode(&-1i64) && encode(&-1i64) < encode(&0i64));
+    }
+}

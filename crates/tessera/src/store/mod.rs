@@ -1,0 +1,334 @@
+//! The storage core: one database file on LMDB, transactions, durability, the change feed.
+//!
+//! Everything tessera stores lives in one LMDB environment, in named *keyspaces* (LMDB named
+//! databases). A [`Db::write`] transaction can touch any number of keyspaces and commits
+//! atomically; every commit is announced once, in order, on the change feed.
+//!
+//! The map size is managed here: the file starts small, and when LMDB reports the map full the
+//! transaction is rolled back, the map doubled (up to [`DbOptions::map_size_max_bytes`]) and
+//! the transaction run again. That is why `write` takes an `FnMut`.
+//!
+//! See `docs/storage.md` for the durability guarantees and the multi-process rules.
+
+pub mod key;
+
+mod feed;
+mod sync;
+mod txn;
+
+pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
+pub use sync::Durability;
+pub use txn::{ReadTxn, WriteTxn};
+
+use crate::error::{Error, Result};
+use feed::Feed;
+use heed::types::Bytes;
+use heed::{EnvFlags, EnvOpenOptions, WithoutTls};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use sync::Syncer;
+
+/// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
+pub const STORAGE_FORMAT_VERSION: u32 = 1;
+
+/// Name of the metadata keyspace.
+const META_KEYSPACE: &str = "tessera.meta";
+/// Metadata key of the format version (u32, big-endian).
+const META_VERSION_KEY: &[u8] = b"format_version";
+/// Prefix of keyspaces tessera keeps for itself.
+const INTERNAL_PREFIX: &str = "tessera.";
+/// Longest keyspace name.
+pub const KEYSPACE_NAME_LEN_MAX: usize = 255;
+
+/// Options for [`Db::open_with`]. Every field has a default; build with struct update syntax.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use tessera::{Db, DbOptions, Durability};
+/// let db = Db::open_with(dir.path().join("db"), DbOptions {
+///     durability: Durability::BUFFERED,
+///     map_size_max_bytes: 1 << 30,
+///     ..DbOptions::default()
+/// })?;
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// Durability of `write` unless a transaction asks for another.
+    pub durability: Durability,
+    /// Initial map size; the map grows by doubling as needed.
+    pub map_size_initial_bytes: u64,
+    /// Largest the map (and so the file) may grow; past it writes fail with `Error::MapFull`.
+    pub map_size_max_bytes: u64,
+    /// Most keyspaces (LMDB named databases) the file can hold.
+    pub keyspaces_max: u32,
+    /// Most concurrent read transactions, across all processes.
+    pub readers_max: u32,
+    /// Capacity of each change-feed listener's queue, in commits.
+    pub listener_queue_batches: usize,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            durability: Durability::Immediate,
+            map_size_initial_bytes: 1 << 20,
+            map_size_max_bytes: 1 << 40,
+            keyspaces_max: 4096,
+            readers_max: 126,
+            listener_queue_batches: LISTENER_QUEUE_BATCHES_DEFAULT,
+        }
+    }
+}
+
+/// A named keyspace: an ordered map from byte keys to byte values inside the database.
+#[derive(Clone)]
+pub struct Keyspace {
+    pub(crate) name: Arc<str>,
+    pub(crate) handle: heed::Database<Bytes, Bytes>,
+}
+
+impl Keyspace {
+    /// The keyspace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Keyspace({:?})", self.name)
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) env: heed::Env<WithoutTls>,
+    pub(crate) path: PathBuf,
+    pub(crate) options: DbOptions,
+    /// Serializes writers (LMDB allows one), so that environment flags can be switched per
+    /// transaction and the map resized between transactions.
+    pub(crate) writer: Mutex<()>,
+    /// Entered by every read transaction and closed while the map is resized: LMDB requires
+    /// that no transaction of this process is open during a resize.
+    pub(crate) resize_gate: txn::ResizeGate,
+    keyspaces: Mutex<HashMap<Arc<str>, Keyspace>>,
+    pub(crate) feed: Arc<Feed>,
+    pub(crate) syncer: Arc<Syncer>,
+}
+
+/// An open database: cheap to clone, `Send` and `Sync`.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("app.tessera"))?;
+/// let notes = db.keyspace("notes")?;
+/// db.write(|tx| tx.put(&notes, b"greeting", b"hello"))?;
+/// let value = db.read(|tx| Ok(tx.get(&notes, b"greeting")?.map(<[u8]>::to_vec)))?;
+/// assert_eq!(value.as_deref(), Some(&b"hello"[..]));
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) inner: Arc<Inner>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Db {
+    /// Opens the database at `path` (one file, plus `path-lock`), creating it if missing.
+    pub fn open(path: impl AsRef<Path>) -> Result<Db> {
+        Db::open_with(path, DbOptions::default())
+    }
+
+    /// Opens the database with options.
+    pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db> {
+        let path = path.as_ref().to_path_buf();
+        let env = open_env(&path, &options)?;
+        let flush_env = env.clone();
+        let syncer = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())));
+        let inner = Arc::new(Inner {
+            env,
+            path,
+            feed: Feed::start(options.listener_queue_batches),
+            options,
+            writer: Mutex::new(()),
+            resize_gate: txn::ResizeGate::default(),
+            keyspaces: Mutex::new(HashMap::new()),
+            syncer,
+        });
+        let db = Db { inner };
+        db.check_or_write_version()?;
+        Ok(db)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Checks the format version of an existing database, or records it in a new one.
+    fn check_or_write_version(&self) -> Result<()> {
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let env = &self.inner.env;
+        let existing = {
+            let read = self.read_txn()?;
+            let txn = read.raw();
+            let main: Option<heed::Database<Bytes, Bytes>> = env.open_database(txn, None).map_err(|e| Error::from_heed(e, ceiling))?;
+            let has_entries = match main {
+                Some(main) => !main.is_empty(txn).map_err(|e| Error::from_heed(e, ceiling))?,
+                None => false,
+            };
+            let meta: Option<heed::Database<Bytes, Bytes>> =
+                env.open_database(txn, Some(META_KEYSPACE)).map_err(|e| Error::from_heed(e, ceiling))?;
+            let version = match meta {
+                Some(meta) => meta.get(txn, META_VERSION_KEY).map_err(|e| Error::from_heed(e, ceiling))?.map(<[u8]>::to_vec),
+                None => None,
+            };
+            (has_entries, version)
+        };
+        match existing {
+            (_, Some(version)) => {
+                let found = <[u8; 4]>::try_from(version.as_slice()).map(u32::from_be_bytes).map_err(|_| Error::Corrupted("format version record".into()))?;
+                if found > STORAGE_FORMAT_VERSION {
+                    return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
+                }
+                Ok(())
+            }
+            (true, None) => Err(Error::ForeignDatabase { path: self.inner.path.clone() }),
+            (false, None) => {
+                let meta = self.internal_keyspace(META_KEYSPACE)?;
+                self.write_with(Durability::Immediate, |tx| tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes()))
+            }
+        }
+    }
+
+    /// The keyspace `name`, created if missing. Names starting with `tessera.` are reserved.
+    pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        if name.is_empty() || name.len() > KEYSPACE_NAME_LEN_MAX || name.starts_with(INTERNAL_PREFIX) {
+            return Err(Error::Storage(format!("invalid keyspace name {name:?}: 1..={KEYSPACE_NAME_LEN_MAX} bytes, not starting with {INTERNAL_PREFIX:?}")));
+        }
+        self.internal_keyspace(name)
+    }
+
+    /// A keyspace for tessera's own modules (no name restriction).
+    pub(crate) fn internal_keyspace(&self, name: &str) -> Result<Keyspace> {
+        if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
+            return Ok(keyspace.clone());
+        }
+        let name: Arc<str> = name.into();
+        let mut created = None;
+        self.write_with(Durability::Immediate, |tx| {
+            let handle = self.inner.env.create_database(tx.raw(), Some(&name)).map_err(|e| tx.note_error(e))?;
+            created = Some(handle);
+            Ok(())
+        })?;
+        let keyspace = Keyspace { name: name.clone(), handle: created.expect("created in the transaction") };
+        lock(&self.inner.keyspaces).insert(name, keyspace.clone());
+        Ok(keyspace)
+    }
+
+    /// Runs `read` on a consistent snapshot (MVCC: writers are never blocked).
+    pub fn read<T>(&self, read: impl FnOnce(&ReadTxn<'_>) -> Result<T>) -> Result<T> {
+        let txn = self.read_txn()?;
+        read(&txn)
+    }
+
+    /// Opens a read transaction; it may be moved to another thread. Long-lived read
+    /// transactions keep old pages alive (the file grows) and delay map resizes: keep them short.
+    pub fn read_txn(&self) -> Result<ReadTxn<'_>> {
+        ReadTxn::begin(&self.inner)
+    }
+
+    /// Runs `write` in a transaction with the database's default durability: commits when it
+    /// returns `Ok`, rolls back when it returns `Err` or panics (the panic continues).
+    ///
+    /// `write` may run more than once: when the map is full, the transaction is rolled back,
+    /// the map grown, and `write` called again.
+    pub fn write<T>(&self, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
+        self.write_with(self.inner.options.durability, write)
+    }
+
+    /// [`Db::write`] with the given durability for this transaction.
+    pub fn write_with<T>(&self, durability: Durability, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
+        txn::run_write(&self.inner, durability, write)
+    }
+
+    /// Flushes every commit so far to stable storage.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.syncer.sync_all().map_err(Error::Storage)
+    }
+
+    /// Subscribes to the change feed: one event per commit from now on.
+    pub fn subscribe(&self) -> ChangeStream {
+        self.inner.feed.subscribe()
+    }
+
+    /// Calls `listener` on a thread of its own for each commit from now on. A panicking
+    /// listener is removed; writers and other listeners are not affected.
+    pub fn on_commit(&self, mut listener: impl FnMut(&FeedEvent) + Send + 'static) {
+        let stream = self.subscribe();
+        std::thread::Builder::new()
+            .name("tessera-listener".into())
+            .spawn(move || {
+                for event in stream {
+                    let call = std::panic::AssertUnwindSafe(|| listener(&event));
+                    if std::panic::catch_unwind(call).is_err() {
+                        return; // dropping the stream unsubscribes
+                    }
+                }
+            })
+            .expect("spawn a listener thread");
+    }
+
+    /// Bytes the map currently spans (the file grows up to this).
+    pub fn map_size_bytes(&self) -> u64 {
+        self.inner.env.info().map_size as u64
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Buffered commits are flushed when the last handle goes; a failure here cannot be
+        // returned, which is why `Db::sync` exists.
+        let _ = self.syncer.sync_all();
+        self.syncer.stop();
+        self.feed.close();
+    }
+}
+
+fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut open_options = EnvOpenOptions::new().read_txn_without_tls();
+    let initial = options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16);
+    // An existing file larger than the initial map is opened at its own size.
+    let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    open_options
+        .map_size(round_to_page(initial.max(existing)) as usize)
+        .max_dbs(options.keyspaces_max)
+        .max_readers(options.readers_max);
+    // SAFETY: NO_SUB_DIR makes `path` the data file. NO_META_SYNC keeps LMDB's ordering of
+    // data before meta page while leaving the meta flush to the group-commit syncer; this is
+    // safe for integrity (LMDB documents that only the last transactions may be lost).
+    unsafe {
+        open_options.flags(EnvFlags::NO_SUB_DIR | EnvFlags::NO_META_SYNC);
+    }
+    // SAFETY: heed requires that the same file is not opened twice in one process through
+    // different `Env`s (it checks and returns `EnvAlreadyOpened`) and that the file is not
+    // modified other than through LMDB; tessera only touches it through this environment.
+    let env = unsafe { open_options.open(path) };
+    env.map_err(|error| match error {
+        heed::Error::Mdb(heed::MdbError::Invalid | heed::MdbError::VersionMismatch) => Error::NotADatabase { path: path.to_path_buf() },
+        heed::Error::EnvAlreadyOpened => Error::AlreadyOpen(path.to_path_buf()),
+        other => Error::from_heed(other, options.map_size_max_bytes),
+    })
+}
+
+/// Map sizes are whole pages (LMDB rounds them anyway; 64 KiB covers every page size).
+fn round_to_page(bytes: u64) -> u64 {
+    bytes.div_ceil(1 << 16) << 16
+}

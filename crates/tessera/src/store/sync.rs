@@ -1,0 +1,171 @@
+//! Durability: group commit for `Immediate` transactions and the background syncer for
+//! `Buffered` ones.
+//!
+//! The environment runs with LMDB's `MDB_NOMETASYNC`: a normal commit flushes the data pages
+//! (inside the commit) but not the meta page that makes them current. An `Immediate` commit
+//! then waits for [`Syncer::sync_through`] its sequence number, which flushes the meta page
+//! outside the write lock. Writers that commit while a flush is under way wait for the next
+//! one, which covers all of them: one flush serves every concurrent committer.
+//!
+//! A `Buffered` commit is made with `MDB_NOSYNC` (nothing flushed at commit). The syncer thread
+//! flushes at the earliest deadline among unflushed commits.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How durable a commit is before `write` returns. See `docs/storage.md` for what each level
+/// guarantees on a process kill and on power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Flushed to stable storage before `write` returns. Concurrent committers share flushes.
+    Immediate,
+    /// Atomic, visible and safe from a process kill at once; flushed to stable storage in the
+    /// background within `max_delay`.
+    Buffered {
+        /// Longest time a commit stays unflushed.
+        max_delay: Duration,
+    },
+}
+
+impl Durability {
+    /// `Buffered` with the default delay of 100 ms.
+    pub const BUFFERED: Durability = Durability::Buffered { max_delay: Duration::from_millis(100) };
+}
+
+struct State {
+    /// Highest sequence known to be on stable storage.
+    synced: u64,
+    /// A flush is running.
+    flushing: bool,
+    /// Earliest deadline among buffered commits not yet flushed.
+    deadline: Option<Instant>,
+    stopped: bool,
+    /// Last flush error, reported to the next waiter.
+    error: Option<String>,
+}
+
+pub(crate) struct Syncer {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Highest committed sequence.
+    committed: AtomicU64,
+    flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>,
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Syncer {
+    pub(crate) fn start(flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>) -> Arc<Syncer> {
+        let syncer = Arc::new(Syncer {
+            state: Mutex::new(State { synced: 0, flushing: false, deadline: None, stopped: false, error: None }),
+            changed: Condvar::new(),
+            committed: AtomicU64::new(0),
+            flush,
+        });
+        let background = Arc::downgrade(&syncer);
+        std::thread::Builder::new()
+            .name("tessera-sync".into())
+            .spawn(move || loop {
+                let Some(syncer) = background.upgrade() else { return };
+                if !syncer.background_step() {
+                    return;
+                }
+            })
+            .expect("spawn the sync thread");
+        syncer
+    }
+
+    /// Records a commit. `buffered_delay` is `Some` for a buffered commit.
+    pub(crate) fn committed(&self, sequence: u64, buffered_delay: Option<Duration>) {
+        self.committed.fetch_max(sequence, Ordering::AcqRel);
+        if let Some(delay) = buffered_delay {
+            let deadline = Instant::now() + delay;
+            let mut state = lock(&self.state);
+            if state.deadline.is_none_or(|current| deadline < current) {
+                state.deadline = Some(deadline);
+                self.changed.notify_all();
+            }
+        }
+    }
+
+    /// Returns once everything up to `sequence` is on stable storage.
+    pub(crate) fn sync_through(&self, sequence: u64) -> Result<(), String> {
+        let mut state = lock(&self.state);
+        loop {
+            if state.synced >= sequence {
+                return Ok(());
+            }
+            if let Some(error) = state.error.take() {
+                return Err(error);
+            }
+            if state.flushing {
+                state = self.changed.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
+                continue;
+            }
+            state.flushing = true;
+            let target = self.committed.load(Ordering::Acquire);
+            drop(state);
+            let result = (self.flush)();
+            state = lock(&self.state);
+            state.flushing = false;
+            match result {
+                Ok(()) => {
+                    state.synced = state.synced.max(target);
+                    if state.deadline.is_some() && self.committed.load(Ordering::Acquire) <= target {
+                        state.deadline = None;
+                    }
+                }
+                Err(error) => state.error = Some(error),
+            }
+            self.changed.notify_all();
+        }
+    }
+
+    /// Flushes everything committed so far.
+    pub(crate) fn sync_all(&self) -> Result<(), String> {
+        self.sync_through(self.committed.load(Ordering::Acquire))
+    }
+
+    /// One round of the background thread: wait for a deadline, flush. False once stopped.
+    fn background_step(&self) -> bool {
+        let mut state = lock(&self.state);
+        loop {
+            if state.stopped {
+                return false;
+            }
+            match state.deadline {
+                None => {
+                    let (next, _) = self.changed.wait_timeout(state, Duration::from_millis(500)).unwrap_or_else(|p| p.into_inner());
+                    state = next;
+                    // Return to let the thread notice that the database was dropped.
+                    if state.deadline.is_none() {
+                        return true;
+                    }
+                }
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if deadline > now {
+                        let (next, _) = self.changed.wait_timeout(state, deadline - now).unwrap_or_else(|p| p.into_inner());
+                        state = next;
+                        continue;
+                    }
+                    state.deadline = None;
+                    drop(state);
+                    let target = self.committed.load(Ordering::Acquire);
+                    if let Err(error) = self.sync_through(target) {
+                        lock(&self.state).error = Some(error);
+                    }
+                    return true;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        lock(&self.state).stopped = true;
+        self.changed.notify_all();
+    }
+}

@@ -1,0 +1,381 @@
+//! Read and write transactions, the write path (map growth and retry, durability, change
+//! recording) and the gate that keeps read transactions out of the way of a map resize.
+
+use super::feed::{Change, ChangeBatch, ChangeKind};
+use super::sync::Durability;
+use super::{Inner, Keyspace};
+use crate::error::{Error, Result};
+use heed::{EnvFlags, WithoutTls};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// Largest key LMDB accepts with its default build.
+pub const KEY_LEN_MAX: usize = 511;
+
+/// How long a map resize waits for read transactions of other threads to finish.
+const RESIZE_WAIT_MAX: Duration = Duration::from_secs(30);
+
+thread_local! {
+    /// Read transactions opened on this thread and not yet dropped.
+    static READERS_ON_THIS_THREAD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Read transactions enter the gate; a map resize closes it and waits until they have left.
+#[derive(Default)]
+pub(crate) struct ResizeGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    readers: usize,
+    resizing: bool,
+}
+
+impl ResizeGate {
+    fn enter(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        while state.resizing {
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        state.readers += 1;
+        READERS_ON_THIS_THREAD.with(|count| count.set(count.get() + 1));
+    }
+
+    fn leave(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.readers -= 1;
+        READERS_ON_THIS_THREAD.with(|count| count.set(count.get().saturating_sub(1)));
+        self.changed.notify_all();
+    }
+
+    /// Runs `resize` with no read transaction open in this process.
+    fn exclusive<T>(&self, resize: impl FnOnce() -> Result<T>) -> Result<T> {
+        if READERS_ON_THIS_THREAD.with(Cell::get) > 0 {
+            return Err(Error::Storage("the map must grow, but this thread holds a read transaction: drop it before writing".into()));
+        }
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.resizing = true;
+        let deadline = std::time::Instant::now() + RESIZE_WAIT_MAX;
+        while state.readers > 0 {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                state.resizing = false;
+                self.changed.notify_all();
+                return Err(Error::Storage("the map must grow, but read transactions stayed open for 30 s".into()));
+            }
+            state = self.changed.wait_timeout(state, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        let result = resize();
+        state.resizing = false;
+        self.changed.notify_all();
+        result
+    }
+}
+
+/// A read-only snapshot of the database. It may be sent to another thread.
+pub struct ReadTxn<'db> {
+    txn: heed::RoTxn<'db, WithoutTls>,
+    inner: &'db Inner,
+}
+
+impl<'db> ReadTxn<'db> {
+    pub(crate) fn begin(inner: &'db Inner) -> Result<ReadTxn<'db>> {
+        loop {
+            inner.resize_gate.enter();
+            match inner.env.read_txn() {
+                Ok(txn) => return Ok(ReadTxn { txn, inner }),
+                Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
+                    inner.resize_gate.leave();
+                    let _writer = lock(&inner.writer);
+                    adopt_resized_map(inner)?;
+                }
+                Err(error) => {
+                    inner.resize_gate.leave();
+                    return Err(Error::from_heed(error, inner.options.map_size_max_bytes));
+                }
+            }
+        }
+    }
+
+    fn error(&self, error: heed::Error) -> Error {
+        Error::from_heed(error, self.inner.options.map_size_max_bytes)
+    }
+
+    pub(crate) fn raw(&self) -> &heed::RoTxn<'db, WithoutTls> {
+        &self.txn
+    }
+
+    /// The value of `key`, borrowed from the database's pages (valid for this transaction).
+    pub fn get(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+        keyspace.handle.get(&self.txn, key).map_err(|e| self.error(e))
+    }
+
+    /// The entries with keys in `range`, in key order, read lazily.
+    pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
+        let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
+        let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| self.error(e))?;
+        Ok(Entries { iter: Box::new(iter), ceiling: self.inner.options.map_size_max_bytes })
+    }
+
+    /// The entries whose keys start with `prefix`, in key order.
+    pub fn prefix<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<Entries<'t>> {
+        let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| self.error(e))?;
+        Ok(Entries { iter: Box::new(iter), ceiling: self.inner.options.map_size_max_bytes })
+    }
+
+    /// Number of entries in the keyspace.
+    pub fn len(&self, keyspace: &Keyspace) -> Result<u64> {
+        keyspace.handle.len(&self.txn).map_err(|e| self.error(e))
+    }
+
+    /// The snapshot's sequence: the sequence of the last commit it sees.
+    pub fn sequence(&self) -> u64 {
+        self.txn.id() as u64
+    }
+}
+
+impl Drop for ReadTxn<'_> {
+    fn drop(&mut self) {
+        self.inner.resize_gate.leave();
+    }
+}
+
+type RawEntries<'t> = dyn Iterator<Item = heed::Result<(&'t [u8], &'t [u8])>> + 't;
+
+/// Entries of a keyspace, in key order.
+pub struct Entries<'t> {
+    iter: Box<RawEntries<'t>>,
+    ceiling: u64,
+}
+
+impl<'t> Iterator for Entries<'t> {
+    type Item = Result<(&'t [u8], &'t [u8])>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let ceiling = self.ceiling;
+        self.iter.next().map(|entry| entry.map_err(|e| Error::from_heed(e, ceiling)))
+    }
+}
+
+/// Changes recorded in a write transaction (only while someone listens to the feed).
+#[derive(Default)]
+struct ChangeLog {
+    changes: Vec<Change>,
+    /// Position in `changes` of each (keyspace, key) changed so far.
+    positions: HashMap<(Arc<str>, Box<[u8]>), usize>,
+}
+
+impl ChangeLog {
+    fn record(&mut self, keyspace: &Arc<str>, key: &[u8], old: Option<Box<[u8]>>, new: Option<Box<[u8]>>) {
+        let slot = (keyspace.clone(), Box::<[u8]>::from(key));
+        match self.positions.get(&slot) {
+            Some(&position) => self.changes[position].new = new,
+            None => {
+                self.positions.insert(slot, self.changes.len());
+                let kind = ChangeKind::Insert; // set in `finish`
+                self.changes.push(Change { keyspace: keyspace.clone(), key: key.into(), kind, old, new });
+            }
+        }
+    }
+
+    /// The net changes: a key written back to its old value, or inserted then deleted, drops out.
+    fn finish(self) -> Vec<Change> {
+        self.changes
+            .into_iter()
+            .filter_map(|mut change| {
+                change.kind = match (&change.old, &change.new) {
+                    (None, Some(_)) => ChangeKind::Insert,
+                    (Some(old), Some(new)) if old != new => ChangeKind::Update,
+                    (Some(_), None) => ChangeKind::Delete,
+                    _ => return None,
+                };
+                Some(change)
+            })
+            .collect()
+    }
+}
+
+/// A write transaction: see [`crate::Db::write`].
+pub struct WriteTxn<'db> {
+    txn: heed::RwTxn<'db>,
+    inner: &'db Inner,
+    log: Option<ChangeLog>,
+    /// LMDB reported the map full: the transaction will be rolled back and run again.
+    map_full: bool,
+}
+
+impl<'db> WriteTxn<'db> {
+    pub(crate) fn raw(&mut self) -> &mut heed::RwTxn<'db> {
+        &mut self.txn
+    }
+
+    /// Translates a heed error, remembering a full map for the retry loop.
+    pub(crate) fn note_error(&mut self, error: heed::Error) -> Error {
+        if matches!(error, heed::Error::Mdb(heed::MdbError::MapFull)) {
+            self.map_full = true;
+        }
+        Error::from_heed(error, self.inner.options.map_size_max_bytes)
+    }
+
+    fn check_key(key: &[u8]) -> Result<()> {
+        if key.is_empty() || key.len() > KEY_LEN_MAX {
+            return Err(Error::KeySize { len: key.len(), max: KEY_LEN_MAX });
+        }
+        Ok(())
+    }
+
+    fn old_value(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<Box<[u8]>>> {
+        match keyspace.handle.get(&self.txn, key) {
+            Ok(value) => Ok(value.map(Box::from)),
+            Err(error) => Err(self.note_error(error)),
+        }
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
+        Self::check_key(key)?;
+        let old = if self.log.is_some() { self.old_value(keyspace, key)? } else { None };
+        if let Err(error) = keyspace.handle.put(&mut self.txn, key, value) {
+            return Err(self.note_error(error));
+        }
+        if let Some(log) = &mut self.log {
+            log.record(&keyspace.name, key, old, Some(value.into()));
+        }
+        Ok(())
+    }
+
+    /// Removes `key`; returns whether it existed.
+    pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
+        Self::check_key(key)?;
+        let old = if self.log.is_some() { self.old_value(keyspace, key)? } else { None };
+        let existed = match keyspace.handle.delete(&mut self.txn, key) {
+            Ok(existed) => existed,
+            Err(error) => return Err(self.note_error(error)),
+        };
+        if let (Some(log), true) = (&mut self.log, existed) {
+            log.record(&keyspace.name, key, old, None);
+        }
+        Ok(existed)
+    }
+
+    /// The value of `key` as this transaction sees it.
+    pub fn get(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+        keyspace.handle.get(&self.txn, key).map_err(|e| Error::from_heed(e, self.inner.options.map_size_max_bytes))
+    }
+
+    /// The entries with keys in `range` as this transaction sees them, in key order.
+    pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start_bound().cloned(), range.end_bound().cloned());
+        let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?;
+        Ok(Entries { iter: Box::new(iter), ceiling })
+    }
+
+    /// The sequence this transaction will have when it commits.
+    pub fn sequence(&self) -> u64 {
+        self.txn.id() as u64
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The write path: see [`crate::Db::write`].
+pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
+    let ceiling = inner.options.map_size_max_bytes;
+    let writer = lock(&inner.writer);
+    let (value, sequence) = loop {
+        let txn = match inner.env.write_txn() {
+            Ok(txn) => txn,
+            Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
+                adopt_resized_map(inner)?;
+                continue;
+            }
+            Err(error) => return Err(Error::from_heed(error, ceiling)),
+        };
+        let mut txn = WriteTxn { txn, inner, log: inner.feed.has_listeners().then(ChangeLog::default), map_full: false };
+        let result = write(&mut txn);
+        if txn.map_full {
+            drop(txn); // rolls back
+            grow_map(inner)?;
+            continue;
+        }
+        let value = result?; // on Err, dropping `txn` rolls back
+        let sequence = txn.txn.id() as u64;
+        let log = txn.log.take();
+        let buffered = matches!(durability, Durability::Buffered { .. });
+        match commit(inner, txn.txn, buffered) {
+            Ok(()) => {}
+            Err(heed::Error::Mdb(heed::MdbError::MapFull)) => {
+                grow_map(inner)?;
+                continue;
+            }
+            Err(error) => return Err(Error::from_heed(error, ceiling)),
+        }
+        let delay = match durability {
+            Durability::Buffered { max_delay } => Some(max_delay),
+            Durability::Immediate => None,
+        };
+        inner.syncer.committed(sequence, delay);
+        if let Some(log) = log {
+            let changes = log.finish();
+            if !changes.is_empty() {
+                // Published while the writer lock is held, so batches queue in commit order;
+                // the delivery thread hands them to listeners after the lock is released.
+                inner.feed.publish(ChangeBatch { sequence, changes });
+            }
+        }
+        break (value, sequence);
+    };
+    drop(writer);
+    if durability == Durability::Immediate {
+        inner.syncer.sync_through(sequence).map_err(Error::Storage)?;
+    }
+    Ok(value)
+}
+
+/// Commits with LMDB's flush switched off for a buffered transaction.
+fn commit(inner: &Inner, txn: heed::RwTxn<'_>, buffered: bool) -> heed::Result<()> {
+    if !buffered {
+        return txn.commit();
+    }
+    // SAFETY: environment flags may not be changed concurrently from several threads; every
+    // change happens here, under `inner.writer`, which the caller holds.
+    unsafe { inner.env.set_flags(EnvFlags::NO_SYNC, heed::FlagSetMode::Enable)? };
+    let result = txn.commit();
+    // SAFETY: as above.
+    let restored = unsafe { inner.env.set_flags(EnvFlags::NO_SYNC, heed::FlagSetMode::Disable) };
+    result.and(restored)
+}
+
+/// Doubles the map, up to the ceiling. Called with the writer lock held and no write
+/// transaction open.
+fn grow_map(inner: &Inner) -> Result<()> {
+    let ceiling = inner.options.map_size_max_bytes;
+    let current = inner.env.info().map_size as u64;
+    if current >= ceiling {
+        return Err(Error::MapFull { ceiling_bytes: ceiling });
+    }
+    let grown = super::round_to_page(current.saturating_mul(2)).min(ceiling);
+    inner.resize_gate.exclusive(|| {
+        // SAFETY: LMDB requires that no transaction of this process is open: the caller holds
+        // the writer lock with no write transaction, and the gate has no reader.
+        unsafe { inner.env.resize(grown as usize) }.map_err(|e| Error::from_heed(e, ceiling))
+    })
+}
+
+/// Adopts a map size another process set (after `MDB_MAP_RESIZED`). The caller holds the
+/// writer lock.
+fn adopt_resized_map(inner: &Inner) -> Result<()> {
+    inner.resize_gate.exclusive(|| {
+        // SAFETY: no transaction of this process is open (the gate has no reader and callers
+        // hold no write transaction); a size of 0 adopts the size in the file.
+        unsafe { inner.env.resize(0) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))
+    })
+}

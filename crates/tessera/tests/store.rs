@@ -1,0 +1,338 @@
+//! The storage core: opening, transactions, map growth, errors and the change feed.
+
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+use tessera::{ChangeKind, Db, DbOptions, Durability, Error, FeedEvent};
+
+fn temp() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test.tessera");
+    (dir, path)
+}
+
+fn get(db: &Db, keyspace: &tessera::Keyspace, key: &[u8]) -> Option<Vec<u8>> {
+    db.read(|tx| Ok(tx.get(keyspace, key)?.map(<[u8]>::to_vec))).unwrap()
+}
+
+#[test]
+fn creates_a_single_file_and_reopens_it() {
+    let (_dir, path) = temp();
+    {
+        let db = Db::open(&path).unwrap();
+        let notes = db.keyspace("notes").unwrap();
+        db.write(|tx| tx.put(&notes, b"a", b"1")).unwrap();
+    }
+    assert!(path.is_file(), "the database is one file");
+    let db = Db::open(&path).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    assert_eq!(get(&db, &notes, b"a").as_deref(), Some(&b"1"[..]));
+}
+
+#[test]
+fn keyspace_names_are_checked() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    for bad in ["", "tessera.meta", &"x".repeat(256)] {
+        assert!(matches!(db.keyspace(bad), Err(Error::Storage(_))), "{bad:?}");
+    }
+    assert!(db.keyspace(&"x".repeat(255)).is_ok());
+}
+
+#[test]
+fn err_and_panic_roll_back_and_leave_the_database_usable() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let result: tessera::Result<()> = db.write(|tx| {
+        tx.put(&ks, b"rolled back", b"x")?;
+        Err(Error::Storage("the caller changed its mind".into()))
+    });
+    assert!(result.is_err());
+    assert_eq!(get(&db, &ks, b"rolled back"), None);
+
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        db.write(|tx| -> tessera::Result<()> {
+            tx.put(&ks, b"panicked", b"x")?;
+            panic!("boom")
+        })
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(get(&db, &ks, b"panicked"), None);
+    db.write(|tx| tx.put(&ks, b"after", b"ok")).unwrap();
+    assert_eq!(get(&db, &ks, b"after").as_deref(), Some(&b"ok"[..]));
+}
+
+#[test]
+fn one_transaction_spans_keyspaces_atomically() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let (a, b) = (db.keyspace("a").unwrap(), db.keyspace("b").unwrap());
+    let _ = db.write(|tx| -> tessera::Result<()> {
+        tx.put(&a, b"k", b"1")?;
+        tx.put(&b, b"k", b"2")?;
+        Err(Error::Storage("abort".into()))
+    });
+    assert_eq!((get(&db, &a, b"k"), get(&db, &b, b"k")), (None, None));
+    db.write(|tx| {
+        tx.put(&a, b"k", b"1")?;
+        tx.put(&b, b"k", b"2")
+    })
+    .unwrap();
+    assert_eq!((get(&db, &a, b"k").unwrap(), get(&db, &b, b"k").unwrap()), (b"1".to_vec(), b"2".to_vec()));
+}
+
+#[test]
+fn snapshots_are_isolated_and_readers_do_not_block_writers() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    db.write(|tx| tx.put(&ks, b"k", b"old")).unwrap();
+    let snapshot = db.read_txn().unwrap();
+    // A writer on another thread commits while the snapshot is open.
+    let writer = {
+        let (db, ks) = (db.clone(), ks.clone());
+        std::thread::spawn(move || db.write(|tx| tx.put(&ks, b"k", b"new")).unwrap())
+    };
+    writer.join().unwrap();
+    assert_eq!(snapshot.get(&ks, b"k").unwrap(), Some(&b"old"[..]));
+    // The read transaction can move to another thread.
+    let moved = std::thread::scope(|scope| scope.spawn(move || snapshot.get(&ks, b"k").unwrap().map(<[u8]>::to_vec)).join().unwrap());
+    assert_eq!(moved.as_deref(), Some(&b"old"[..]));
+    assert_eq!(get(&db, &db.keyspace("ks").unwrap(), b"k").as_deref(), Some(&b"new"[..]));
+}
+
+#[test]
+fn range_and_prefix_scans_are_ordered() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    db.write(|tx| {
+        for i in (0u32..100).rev() {
+            tx.put(&ks, &i.to_be_bytes(), &[i as u8])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let keys: Vec<u32> = db
+        .read(|tx| tx.range(&ks, &10u32.to_be_bytes()[..]..&20u32.to_be_bytes()[..])?.map(|e| e.map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap()))).collect())
+        .unwrap();
+    assert_eq!(keys, (10..20).collect::<Vec<_>>());
+    let count = db.read(|tx| Ok(tx.prefix(&ks, &[0, 0, 0])?.count())).unwrap();
+    assert_eq!(count, 100);
+    assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 100);
+}
+
+#[test]
+fn the_map_grows_by_itself_and_stops_at_the_ceiling() {
+    let (_dir, path) = temp();
+    let options = DbOptions { map_size_initial_bytes: 1 << 16, map_size_max_bytes: 8 << 20, ..DbOptions::default() };
+    let db = Db::open_with(&path, options).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let initial = db.map_size_bytes();
+    let value = vec![7u8; 1000];
+    db.write(|tx| {
+        for i in 0u32..2000 {
+            tx.put(&ks, &i.to_be_bytes(), &value)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert!(db.map_size_bytes() > initial, "grew from {initial} to {}", db.map_size_bytes());
+    assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 2000);
+
+    // Past the ceiling: a typed error, nothing of the transaction written, the database usable.
+    let big = vec![1u8; 1 << 20];
+    let result = db.write(|tx| {
+        for i in 0u32..16 {
+            tx.put(&ks, &(10_000 + i).to_be_bytes(), &big)?;
+        }
+        Ok(())
+    });
+    assert!(matches!(result, Err(Error::MapFull { ceiling_bytes }) if ceiling_bytes == 8 << 20), "{result:?}");
+    assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 2000);
+    db.write(|tx| tx.put(&ks, b"small", b"still works")).unwrap();
+    assert_eq!(get(&db, &ks, b"small").as_deref(), Some(&b"still works"[..]));
+}
+
+#[test]
+fn key_size_is_checked() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    assert!(matches!(db.write(|tx| tx.put(&ks, b"", b"x")), Err(Error::KeySize { len: 0, .. })));
+    assert!(matches!(db.write(|tx| tx.put(&ks, &[1; 512], b"x")), Err(Error::KeySize { len: 512, .. })));
+    assert!(db.write(|tx| tx.put(&ks, &[1; 511], b"x")).is_ok());
+}
+
+#[test]
+fn foreign_and_damaged_files_give_typed_errors() {
+    let (dir, path) = temp();
+    std::fs::write(&path, vec![0xA5; 64 * 1024]).unwrap();
+    assert!(matches!(Db::open(&path), Err(Error::NotADatabase { .. })));
+    let sqlite = dir.path().join("sqlite.db");
+    let mut header = b"SQLite format 3\0".to_vec();
+    header.resize(8192, 0);
+    std::fs::write(&sqlite, header).unwrap();
+    assert!(matches!(Db::open(&sqlite), Err(Error::NotADatabase { .. }) | Err(Error::Corrupted(_))));
+
+    // An LMDB file written by someone else.
+    let foreign = dir.path().join("foreign.mdb");
+    {
+        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(4).flags(heed::EnvFlags::NO_SUB_DIR).open(&foreign) }.unwrap();
+        let mut txn = env.write_txn().unwrap();
+        let table: heed::Database<heed::types::Bytes, heed::types::Bytes> = env.create_database(&mut txn, Some("theirs")).unwrap();
+        table.put(&mut txn, b"k", b"v").unwrap();
+        txn.commit().unwrap();
+        env.prepare_for_closing().wait();
+    }
+    assert!(matches!(Db::open(&foreign), Err(Error::ForeignDatabase { .. })));
+}
+
+#[test]
+fn a_newer_format_version_is_refused() {
+    let (_dir, path) = temp();
+    drop(Db::open(&path).unwrap());
+    {
+        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(8).flags(heed::EnvFlags::NO_SUB_DIR).open(&path) }.unwrap();
+        let mut txn = env.write_txn().unwrap();
+        let meta: heed::Database<heed::types::Bytes, heed::types::Bytes> = env.create_database(&mut txn, Some("tessera.meta")).unwrap();
+        meta.put(&mut txn, b"format_version", &99u32.to_be_bytes()).unwrap();
+        txn.commit().unwrap();
+        env.prepare_for_closing().wait();
+    }
+    assert!(matches!(Db::open(&path), Err(Error::UnsupportedVersion { found: 99, supported: 1 })));
+}
+
+#[test]
+fn opening_twice_in_one_process_is_a_typed_error() {
+    let (_dir, path) = temp();
+    let _db = Db::open(&path).unwrap();
+    assert!(matches!(Db::open(&path), Err(Error::AlreadyOpen(_))));
+}
+
+#[test]
+fn the_feed_reports_each_commit_once_in_order_with_old_and_new_values() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    db.write(|tx| tx.put(&ks, b"existing", b"1")).unwrap();
+    let stream = db.subscribe();
+    db.write(|tx| {
+        tx.put(&ks, b"new", b"a")?;
+        tx.put(&ks, b"existing", b"2")?;
+        tx.put(&ks, b"existing", b"3")?; // twice in one transaction: one change
+        tx.put(&ks, b"gone", b"x")?;
+        tx.delete(&ks, b"gone")?; // inserted then deleted: no change
+        Ok(())
+    })
+    .unwrap();
+    db.write(|tx| tx.delete(&ks, b"new").map(|_| ())).unwrap();
+    db.write(|tx| tx.put(&ks, b"existing", b"3")).unwrap(); // unchanged: no batch
+    let _ = db.write(|tx| -> tessera::Result<()> {
+        tx.put(&ks, b"rolled", b"back")?;
+        Err(Error::Storage("abort".into()))
+    });
+    db.write(|tx| tx.put(&ks, b"last", b"z")).unwrap();
+
+    let batch = |event: Option<FeedEvent>| match event {
+        Some(FeedEvent::Batch(batch)) => batch,
+        other => panic!("expected a batch, got {other:?}"),
+    };
+    let first = batch(stream.recv_timeout(Duration::from_secs(5)));
+    let kinds: Vec<_> = first.changes.iter().map(|c| (&*c.key, c.kind, c.old.as_deref(), c.new.as_deref())).collect();
+    assert_eq!(kinds, vec![(&b"new"[..], ChangeKind::Insert, None, Some(&b"a"[..])), (&b"existing"[..], ChangeKind::Update, Some(&b"1"[..]), Some(&b"3"[..]))]);
+    assert_eq!(&*first.changes[0].keyspace, "ks");
+    let second = batch(stream.recv_timeout(Duration::from_secs(5)));
+    assert_eq!((second.changes[0].kind, second.changes[0].old.as_deref()), (ChangeKind::Delete, Some(&b"a"[..])));
+    let third = batch(stream.recv_timeout(Duration::from_secs(5)));
+    assert_eq!(&*third.changes[0].key, b"last");
+    assert!(first.sequence < second.sequence && second.sequence < third.sequence);
+    assert!(stream.recv_timeout(Duration::from_millis(100)).is_none());
+}
+
+#[test]
+fn concurrent_writers_are_delivered_in_commit_order() {
+    let (_dir, path) = temp();
+    let db = Db::open_with(&path, DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() }).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let stream = db.subscribe();
+    let barrier = Arc::new(Barrier::new(4));
+    let handles: Vec<_> = (0..4u8)
+        .map(|thread| {
+            let (db, ks, barrier) = (db.clone(), ks.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for i in 0..50u8 {
+                    db.write(|tx| tx.put(&ks, &[thread, i], &[i])).unwrap();
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    let mut sequences = Vec::new();
+    while sequences.len() < 200 {
+        match stream.recv_timeout(Duration::from_secs(5)) {
+            Some(FeedEvent::Batch(batch)) => sequences.push(batch.sequence),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(sequences.windows(2).all(|w| w[0] < w[1]), "delivered in commit order");
+}
+
+#[test]
+fn a_slow_listener_lags_instead_of_stalling_writers() {
+    let (_dir, path) = temp();
+    let options = DbOptions { listener_queue_batches: 4, durability: Durability::BUFFERED, ..DbOptions::default() };
+    let db = Db::open_with(&path, options).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let slow = db.subscribe(); // never read during the writes
+    for i in 0u32..50 {
+        db.write(|tx| tx.put(&ks, &i.to_be_bytes(), b"v")).unwrap();
+    }
+    db.write(|tx| tx.put(&ks, b"marker", b"v")).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut batches = 0;
+    let mut missed = 0;
+    while let Some(event) = slow.recv_timeout(Duration::from_millis(200)) {
+        match event {
+            FeedEvent::Batch(_) => batches += 1,
+            FeedEvent::Lagged { missed: count } => missed += count,
+        }
+    }
+    assert_eq!(batches, 4, "the queue held its capacity");
+    assert!(missed > 0, "the listener was told it lagged");
+}
+
+#[test]
+fn a_panicking_listener_is_removed_without_affecting_others() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    db.on_commit(|_| panic!("listener bug"));
+    let healthy = db.subscribe();
+    for i in 0u8..3 {
+        db.write(|tx| tx.put(&ks, &[i], b"v")).unwrap();
+    }
+    for _ in 0..3 {
+        assert!(matches!(healthy.recv_timeout(Duration::from_secs(5)), Some(FeedEvent::Batch(_))));
+    }
+}
+
+#[test]
+fn durability_levels_commit_and_sync() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    db.write_with(Durability::Immediate, |tx| tx.put(&ks, b"i", b"1")).unwrap();
+    db.write_with(Durability::Buffered { max_delay: Duration::from_millis(10) }, |tx| tx.put(&ks, b"b", b"2")).unwrap();
+    db.sync().unwrap();
+    // Concurrent immediate writers all return, each after its commit is flushed.
+    let handles: Vec<_> = (0..8u8)
+        .map(|i| {
+            let (db, ks) = (db.clone(), ks.clone());
+            std::thread::spawn(move || db.write(|tx| tx.put(&ks, &[b'c', i], b"v")).unwrap())
+        })
+        .collect();
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 10);
+}
