@@ -169,3 +169,58 @@ impl Syncer {
         self.changed.notify_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn concurrent_committers_share_flushes() {
+        let flushes = Arc::new(AtomicUsize::new(0));
+        let counter = flushes.clone();
+        let syncer = Syncer::start(Box::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20)); // a slow disk
+            Ok(())
+        }));
+        let committers = 16u64;
+        let barrier = Arc::new(std::sync::Barrier::new(committers as usize));
+        let handles: Vec<_> = (1..=committers)
+            .map(|sequence| {
+                let (syncer, barrier) = (syncer.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    syncer.committed(sequence, None);
+                    syncer.sync_through(sequence).unwrap();
+                })
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        let count = flushes.load(Ordering::SeqCst);
+        assert!(count < committers as usize / 2, "{committers} committers needed {count} flushes");
+        syncer.stop();
+    }
+
+    #[test]
+    fn buffered_commits_are_flushed_within_their_delay_and_errors_are_reported() {
+        let flushes = Arc::new(AtomicUsize::new(0));
+        let counter = flushes.clone();
+        let syncer = Syncer::start(Box::new(move || {
+            let count = counter.fetch_add(1, Ordering::SeqCst);
+            if count == 1 {
+                Err("disk on fire".into())
+            } else {
+                Ok(())
+            }
+        }));
+        syncer.committed(1, Some(Duration::from_millis(20)));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(flushes.load(Ordering::SeqCst), 1, "flushed once, by the background thread");
+        // The next flush fails: the error reaches the caller instead of being swallowed.
+        syncer.committed(2, None);
+        assert_eq!(syncer.sync_through(2), Err("disk on fire".into()));
+        assert_eq!(syncer.sync_through(2), Ok(()));
+        syncer.stop();
+    }
+}
