@@ -27,6 +27,13 @@ pub enum Goal {
     AtMost(f64),
     /// Larger is better: met when value >= target.
     AtLeast(f64),
+    /// At most `factor` times a peer's value measured in the same run (smaller is better).
+    AtMostTimesPeer {
+        /// The peer's name in the row's peers.
+        peer: &'static str,
+        /// Allowed factor.
+        factor: f64,
+    },
     /// No target: reported for information.
     None,
 }
@@ -58,6 +65,10 @@ impl Table {
         let (target, met) = match goal {
             Goal::AtMost(limit) => (Some(format!("<= {limit}")), Some(tessera <= limit)),
             Goal::AtLeast(limit) => (Some(format!(">= {limit}")), Some(tessera >= limit)),
+            Goal::AtMostTimesPeer { peer, factor } => {
+                let base = peers.iter().find(|(name, _)| *name == peer).map(|(_, value)| *value).expect("the goal's peer is in the row");
+                (Some(format!("<= {factor} x {peer} ({})", fmt(base * factor))), Some(tessera <= base * factor))
+            }
             Goal::None => (None, None),
         };
         let peers = peers.iter().map(|(name, value)| (name.to_string(), serde_json::json!(round(*value)))).collect();

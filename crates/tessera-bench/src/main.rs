@@ -3,6 +3,7 @@
 mod format;
 mod harness;
 mod people;
+mod store;
 
 use clap::{Parser, Subcommand};
 
@@ -24,10 +25,17 @@ enum TableName {
         #[arg(long, default_value_t = 31)]
         samples: usize,
     },
+    /// The storage core against raw heed, and the WCDB ceiling chart with SQLite.
+    Store {
+        /// Samples per measurement (the median is reported).
+        #[arg(long, default_value_t = 21)]
+        samples: usize,
+    },
 }
 
 fn main() -> std::io::Result<()> {
     match Cli::parse().table {
         TableName::Format { json, samples } => format::run(&format::Options { json, samples }),
+        TableName::Store { samples } => store::run(&store::Options { samples }),
     }
 }

@@ -61,7 +61,9 @@ pub struct DbOptions {
     pub map_size_initial_bytes: u64,
     /// Largest the map (and so the file) may grow; past it writes fail with `Error::MapFull`.
     pub map_size_max_bytes: u64,
-    /// Most keyspaces (LMDB named databases) the file can hold.
+    /// Most keyspaces (LMDB named databases) the file can hold. LMDB clears a table of this
+    /// size at the start of every transaction, so each allowed keyspace costs about 1 ns per
+    /// transaction: keep it near what the application needs.
     pub keyspaces_max: u32,
     /// Most concurrent read transactions, across all processes.
     pub readers_max: u32,
@@ -75,7 +77,7 @@ impl Default for DbOptions {
             durability: Durability::Immediate,
             map_size_initial_bytes: 1 << 20,
             map_size_max_bytes: 1 << 40,
-            keyspaces_max: 4096,
+            keyspaces_max: 128,
             readers_max: 126,
             listener_queue_batches: LISTENER_QUEUE_BATCHES_DEFAULT,
         }
@@ -115,6 +117,7 @@ pub(crate) struct Inner {
     keyspaces: Mutex<HashMap<Arc<str>, Keyspace>>,
     pub(crate) feed: Arc<Feed>,
     pub(crate) syncer: Arc<Syncer>,
+    sync_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// An open database: cheap to clone, `Send` and `Sync`.
@@ -148,7 +151,7 @@ impl Db {
         let path = path.as_ref().to_path_buf();
         let env = open_env(&path, &options)?;
         let flush_env = env.clone();
-        let syncer = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())));
+        let (syncer, sync_thread) = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())));
         let inner = Arc::new(Inner {
             env,
             path,
@@ -158,6 +161,7 @@ impl Db {
             resize_gate: txn::ResizeGate::default(),
             keyspaces: Mutex::new(HashMap::new()),
             syncer,
+            sync_thread: Mutex::new(Some(sync_thread)),
         });
         let db = Db { inner };
         db.check_or_write_version()?;
@@ -295,6 +299,11 @@ impl Drop for Inner {
         // returned, which is why `Db::sync` exists.
         let _ = self.syncer.sync_all();
         self.syncer.stop();
+        // The sync thread holds the environment while it runs: wait for it, so that the file is
+        // closed (and can be opened again) when the last handle is gone.
+        if let Some(thread) = lock(&self.sync_thread).take() {
+            let _ = thread.join();
+        }
         self.feed.close();
     }
 }

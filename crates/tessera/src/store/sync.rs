@@ -58,7 +58,9 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 }
 
 impl Syncer {
-    pub(crate) fn start(flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>) -> Arc<Syncer> {
+    /// Starts the background thread; join it after [`Syncer::stop`] so that nothing outlives
+    /// the database (the flush closure holds the environment).
+    pub(crate) fn start(flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>) -> (Arc<Syncer>, std::thread::JoinHandle<()>) {
         let syncer = Arc::new(Syncer {
             state: Mutex::new(State { synced: 0, flushing: false, deadline: None, stopped: false, error: None }),
             changed: Condvar::new(),
@@ -66,7 +68,7 @@ impl Syncer {
             flush,
         });
         let background = Arc::downgrade(&syncer);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("tessera-sync".into())
             .spawn(move || loop {
                 let Some(syncer) = background.upgrade() else { return };
@@ -75,7 +77,7 @@ impl Syncer {
                 }
             })
             .expect("spawn the sync thread");
-        syncer
+        (syncer, thread)
     }
 
     /// Records a commit. `buffered_delay` is `Some` for a buffered commit.
@@ -179,7 +181,7 @@ mod tests {
     fn concurrent_committers_share_flushes() {
         let flushes = Arc::new(AtomicUsize::new(0));
         let counter = flushes.clone();
-        let syncer = Syncer::start(Box::new(move || {
+        let (syncer, _thread) = Syncer::start(Box::new(move || {
             counter.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(20)); // a slow disk
             Ok(())
@@ -206,7 +208,7 @@ mod tests {
     fn buffered_commits_are_flushed_within_their_delay_and_errors_are_reported() {
         let flushes = Arc::new(AtomicUsize::new(0));
         let counter = flushes.clone();
-        let syncer = Syncer::start(Box::new(move || {
+        let (syncer, _thread) = Syncer::start(Box::new(move || {
             let count = counter.fetch_add(1, Ordering::SeqCst);
             if count == 1 {
                 Err("disk on fire".into())

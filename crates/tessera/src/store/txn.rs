@@ -9,6 +9,7 @@ use heed::{EnvFlags, WithoutTls};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -24,33 +25,46 @@ thread_local! {
 }
 
 /// Read transactions enter the gate; a map resize closes it and waits until they have left.
+///
+/// The reader's path is two atomic operations: count in, then check that no resize has closed
+/// the gate (both `SeqCst`, so a reader and a resizer cannot both miss each other: either the
+/// reader sees the gate closed and backs out, or the resizer sees the reader and waits).
 #[derive(Default)]
 pub(crate) struct ResizeGate {
-    state: Mutex<GateState>,
+    readers: AtomicUsize,
+    closed: AtomicBool,
+    /// Held while closing the gate; waited on by resizers and blocked readers.
+    waiters: Mutex<()>,
     changed: Condvar,
-}
-
-#[derive(Default)]
-struct GateState {
-    readers: usize,
-    resizing: bool,
 }
 
 impl ResizeGate {
     fn enter(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        while state.resizing {
-            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        loop {
+            self.readers.fetch_add(1, Ordering::SeqCst);
+            if !self.closed.load(Ordering::SeqCst) {
+                READERS_ON_THIS_THREAD.with(|count| count.set(count.get() + 1));
+                return;
+            }
+            self.leave_raw();
+            let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            while self.closed.load(Ordering::SeqCst) {
+                guard = self.changed.wait(guard).unwrap_or_else(|p| p.into_inner());
+            }
         }
-        state.readers += 1;
-        READERS_ON_THIS_THREAD.with(|count| count.set(count.get() + 1));
+    }
+
+    fn leave_raw(&self) {
+        self.readers.fetch_sub(1, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            let _guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            self.changed.notify_all();
+        }
     }
 
     fn leave(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.readers -= 1;
         READERS_ON_THIS_THREAD.with(|count| count.set(count.get().saturating_sub(1)));
-        self.changed.notify_all();
+        self.leave_raw();
     }
 
     /// Runs `resize` with no read transaction open in this process.
@@ -58,21 +72,24 @@ impl ResizeGate {
         if READERS_ON_THIS_THREAD.with(Cell::get) > 0 {
             return Err(Error::Storage("the map must grow, but this thread holds a read transaction: drop it before writing".into()));
         }
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.resizing = true;
+        let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        self.closed.store(true, Ordering::SeqCst);
         let deadline = std::time::Instant::now() + RESIZE_WAIT_MAX;
-        while state.readers > 0 {
+        let reopen = |guard| {
+            self.closed.store(false, Ordering::SeqCst);
+            self.changed.notify_all();
+            drop(guard);
+        };
+        while self.readers.load(Ordering::SeqCst) > 0 {
             let now = std::time::Instant::now();
             if now >= deadline {
-                state.resizing = false;
-                self.changed.notify_all();
+                reopen(guard);
                 return Err(Error::Storage("the map must grow, but read transactions stayed open for 30 s".into()));
             }
-            state = self.changed.wait_timeout(state, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+            guard = self.changed.wait_timeout(guard, (deadline - now).min(Duration::from_millis(10))).unwrap_or_else(|p| p.into_inner()).0;
         }
         let result = resize();
-        state.resizing = false;
-        self.changed.notify_all();
+        reopen(guard);
         result
     }
 }
