@@ -94,3 +94,4 @@ impl Error {
         }
     }
 }
+

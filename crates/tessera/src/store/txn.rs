@@ -136,13 +136,13 @@ impl<'db> ReadTxn<'db> {
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
         let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| self.error(e))?;
-        Ok(Entries { iter: Box::new(iter), ceiling: self.inner.options.map_size_max_bytes })
+        Ok(Entries { iter: RawEntries::Range(iter), ceiling: self.inner.options.map_size_max_bytes })
     }
 
     /// The entries whose keys start with `prefix`, in key order.
     pub fn prefix<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<Entries<'t>> {
         let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| self.error(e))?;
-        Ok(Entries { iter: Box::new(iter), ceiling: self.inner.options.map_size_max_bytes })
+        Ok(Entries { iter: RawEntries::Prefix(iter), ceiling: self.inner.options.map_size_max_bytes })
     }
 
     /// Number of entries in the keyspace.
@@ -162,20 +162,27 @@ impl Drop for ReadTxn<'_> {
     }
 }
 
-type RawEntries<'t> = dyn Iterator<Item = heed::Result<(&'t [u8], &'t [u8])>> + 't;
+enum RawEntries<'t> {
+    Range(heed::RoRange<'t, heed::types::Bytes, heed::types::Bytes>),
+    Prefix(heed::RoPrefix<'t, heed::types::Bytes, heed::types::Bytes>),
+}
 
-/// Entries of a keyspace, in key order.
+/// Entries of a keyspace, in key order, read lazily from the snapshot's pages.
 pub struct Entries<'t> {
-    iter: Box<RawEntries<'t>>,
+    iter: RawEntries<'t>,
     ceiling: u64,
 }
 
 impl<'t> Iterator for Entries<'t> {
     type Item = Result<(&'t [u8], &'t [u8])>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        let ceiling = self.ceiling;
-        self.iter.next().map(|entry| entry.map_err(|e| Error::from_heed(e, ceiling)))
+        let entry = match &mut self.iter {
+            RawEntries::Range(range) => range.next(),
+            RawEntries::Prefix(prefix) => prefix.next(),
+        }?;
+        Some(entry.map_err(|e| Error::from_heed(e, self.ceiling)))
     }
 }
 
@@ -290,7 +297,7 @@ impl<'db> WriteTxn<'db> {
         let ceiling = self.inner.options.map_size_max_bytes;
         let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start_bound().cloned(), range.end_bound().cloned());
         let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?;
-        Ok(Entries { iter: Box::new(iter), ceiling })
+        Ok(Entries { iter: RawEntries::Range(iter), ceiling })
     }
 
     /// The sequence this transaction will have when it commits.
