@@ -77,8 +77,53 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// ENOSPC on Linux and macOS.
 const NO_SPACE: i32 = 28;
+/// EIO: LMDB reports a short write (what a full disk gives it) as an I/O error.
+const IO_ERROR: i32 = 5;
+/// Below this much free space, an EIO from a write is taken to mean the disk is full.
+const FREE_BYTES_FULL_MAX: u64 = 4 << 20;
+
+/// Free bytes on the file system holding `path`, if the platform can tell.
+fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let directory = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let c_path = std::ffi::CString::new(directory.as_os_str().as_bytes()).ok()?;
+        let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: `c_path` is a valid NUL-terminated string and `stats` points to writable
+        // memory of the right type; statvfs initializes it when it returns 0.
+        let status = unsafe { libc::statvfs(c_path.as_ptr(), stats.as_mut_ptr()) };
+        if status != 0 {
+            return None;
+        }
+        // SAFETY: statvfs returned 0, so `stats` is initialized.
+        let stats = unsafe { stats.assume_init() };
+        // The field types differ between platforms (u64 on Linux, u32 and c_ulong elsewhere).
+        #[allow(clippy::unnecessary_cast)]
+        Some(stats.f_bavail as u64 * stats.f_frsize as u64)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
 
 impl Error {
+    /// Translates a heed error from a write: an EIO on a nearly full file system is a full
+    /// disk (LMDB turns a short write into EIO).
+    pub(crate) fn from_heed_write(error: heed::Error, ceiling_bytes: u64, path: &std::path::Path) -> Error {
+        let is_eio = match &error {
+            heed::Error::Io(io) => io.raw_os_error() == Some(IO_ERROR),
+            heed::Error::Mdb(heed::MdbError::Other(code)) => *code == IO_ERROR,
+            _ => false,
+        };
+        if is_eio && free_bytes(path).is_some_and(|free| free < FREE_BYTES_FULL_MAX) {
+            return Error::DiskFull;
+        }
+        Error::from_heed(error, ceiling_bytes)
+    }
+
     /// Translates a heed error. `MapFull` is handled by the write path before it gets here.
     pub(crate) fn from_heed(error: heed::Error, ceiling_bytes: u64) -> Error {
         use heed::MdbError;

@@ -9,7 +9,7 @@
 //! listener whose receiver is dropped, or whose callback panicked, is removed.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -196,10 +196,8 @@ impl ChangeStream {
         if let Some(event) = self.queued() {
             return Some(event);
         }
-        match self.receiver.recv_timeout(timeout) {
-            Ok(event) => Some(event),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        // A timeout and a closed database both end the wait with `None`.
+        self.receiver.recv_timeout(timeout).ok()
     }
 
     /// The next event if one is ready.

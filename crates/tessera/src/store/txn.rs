@@ -340,7 +340,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
                 grow_map(inner)?;
                 continue;
             }
-            Err(error) => return Err(Error::from_heed(error, ceiling)),
+            Err(error) => return Err(Error::from_heed_write(error, ceiling, &inner.path)),
         }
         let delay = match durability {
             Durability::Buffered { max_delay } => Some(max_delay),
