@@ -336,3 +336,12 @@ fn durability_levels_commit_and_sync() {
     handles.into_iter().for_each(|h| h.join().unwrap());
     assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 10);
 }
+
+#[test]
+fn a_relative_file_name_opens_in_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::env::set_current_dir(dir.path()).unwrap();
+    let db = Db::open("relative.tessera").unwrap();
+    assert_eq!(db.path(), dir.path().canonicalize().unwrap().join("relative.tessera"));
+    assert!(dir.path().join("relative.tessera").is_file());
+}

@@ -148,7 +148,8 @@ impl Db {
 
     /// Opens the database with options.
     pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db> {
-        let path = path.as_ref().to_path_buf();
+        // heed resolves the file's directory, which a bare relative file name does not have.
+        let path = std::path::absolute(path.as_ref())?;
         let env = open_env(&path, &options)?;
         let flush_env = env.clone();
         let (syncer, sync_thread) = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())));
