@@ -61,6 +61,9 @@ pub enum Error {
     /// A value could not be encoded.
     #[error(transparent)]
     Encode(#[from] tessera_value::EncodeError),
+    /// A key path (`friends[0].name`) did not parse.
+    #[error(transparent)]
+    Path(#[from] tessera_value::PathError),
     /// A value could not be decoded into the requested type.
     #[error(transparent)]
     Decode(#[from] tessera_value::DecodeError),
