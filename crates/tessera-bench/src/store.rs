@@ -33,7 +33,10 @@ impl Heed {
         options.map_size(4 << 30).max_dbs(DbOptions::default().keyspaces_max);
         // SAFETY: a fresh file used by this process only.
         unsafe {
-            let flags = if no_sync { EnvFlags::NO_SUB_DIR | EnvFlags::NO_SYNC } else { EnvFlags::NO_SUB_DIR };
+            let mut flags = if no_sync { EnvFlags::NO_SUB_DIR | EnvFlags::NO_SYNC } else { EnvFlags::NO_SUB_DIR };
+            if DbOptions::default().write_map {
+                flags |= EnvFlags::WRITE_MAP;
+            }
             options.flags(flags);
         }
         // SAFETY: as above.
@@ -60,8 +63,12 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     let blob = vec![0xABu8; BLOB_LEN];
     let overhead = Goal::AtMostTimesPeer { peer: "heed", factor: 1.10 };
 
-    let db = Db::open_with(dir.path().join("tessera"), DbOptions { map_size_initial_bytes: 1 << 30, ..DbOptions::default() }).unwrap();
+    // One database per default durability, as an application would open it.
+    let buffered = Durability::Buffered { max_delay: Duration::from_millis(100) };
+    let db = Db::open_with(dir.path().join("tessera"), DbOptions { map_size_initial_bytes: 1 << 30, durability: buffered, ..DbOptions::default() }).unwrap();
     let ks = db.keyspace("table").unwrap();
+    let db_immediate = Db::open_with(dir.path().join("tessera-immediate"), DbOptions::default()).unwrap();
+    let ks_immediate = db_immediate.keyspace("table").unwrap();
     let heed_sync = Heed::open(dir.path(), "heed-sync", false);
     let heed_nosync = Heed::open(dir.path(), "heed-nosync", true);
     let mut counter = 0u64;
@@ -69,7 +76,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     // ---- single-key write transactions
     let tessera_immediate = median_ns(samples, 20, || {
         counter += 1;
-        db.write_with(Durability::Immediate, |tx| tx.put(&ks, &key(counter), &blob)).unwrap();
+        db_immediate.write(|tx| tx.put(&ks_immediate, &key(counter), &blob)).unwrap();
     });
     let heed_immediate = median_ns(samples, 20, || {
         counter += 1;
@@ -91,10 +98,9 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         overhead,
     );
 
-    let buffered = Durability::Buffered { max_delay: Duration::from_millis(100) };
     let tessera_buffered = median_ns(samples, 2000, || {
         counter += 1;
-        db.write_with(buffered, |tx| tx.put(&ks, &key(counter), &blob)).unwrap();
+        db.write(|tx| tx.put(&ks, &key(counter), &blob)).unwrap();
     });
     let heed_buffered = median_ns(samples, 2000, || {
         counter += 1;
@@ -119,7 +125,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     let tessera_batch = median_ns(samples, 5, || {
         let base = counter;
         counter += 1000;
-        db.write_with(buffered, |tx| {
+        db.write(|tx| {
             for i in base..base + 1000 {
                 tx.put(&ks, &key(i), &blob)?;
             }
@@ -152,7 +158,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
 
     // ---- reads: fill 100,000 rows in each store
     let rows = 100_000u64;
-    db.write_with(buffered, |tx| {
+    db.write(|tx| {
         for i in 0..rows {
             tx.put(&ks, &key(1 << 40 | i), &blob)?;
         }
@@ -271,7 +277,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     let tessera_write = median_ns(samples.min(11), 1, || {
         let start = base;
         base += writes;
-        db.write_with(buffered, |tx| {
+        db.write(|tx| {
             for i in start..start + writes {
                 tx.put(&ks, &key(i), &blob)?;
             }
@@ -311,7 +317,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
                 scope.spawn(move || {
                     let origin = (round << 44) | (thread << 40);
                     for chunk in 0..per_thread / batch {
-                        db.write_with(buffered, |tx| {
+                        db.write(|tx| {
                             for i in 0..batch {
                                 tx.put(ks, &key(origin + chunk * batch + i), blob)?;
                             }

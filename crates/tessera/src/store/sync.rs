@@ -50,6 +50,12 @@ pub(crate) struct Syncer {
     changed: Condvar,
     /// Highest committed sequence.
     committed: AtomicU64,
+    /// A buffered commit is waiting for a flush (so later ones need not take the lock, unless
+    /// they ask for an earlier deadline than the shortest delay seen).
+    flush_pending: std::sync::atomic::AtomicBool,
+    /// Shortest `max_delay` seen, in nanoseconds: a commit with a delay no shorter than this
+    /// cannot move a pending deadline earlier.
+    shortest_delay_nanos: AtomicU64,
     flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>,
 }
 
@@ -65,6 +71,8 @@ impl Syncer {
             state: Mutex::new(State { synced: 0, flushing: false, deadline: None, stopped: false, error: None }),
             changed: Condvar::new(),
             committed: AtomicU64::new(0),
+            flush_pending: std::sync::atomic::AtomicBool::new(false),
+            shortest_delay_nanos: AtomicU64::new(u64::MAX),
             flush,
         });
         let background = Arc::downgrade(&syncer);
@@ -82,8 +90,17 @@ impl Syncer {
 
     /// Records a commit. `buffered_delay` is `Some` for a buffered commit.
     pub(crate) fn committed(&self, sequence: u64, buffered_delay: Option<Duration>) {
-        self.committed.fetch_max(sequence, Ordering::AcqRel);
+        // SeqCst here and in `background_step`: a commit that takes the fast path must be seen
+        // by the flush that cleared `flush_pending` (store-then-load on both sides).
+        self.committed.fetch_max(sequence, Ordering::SeqCst);
         if let Some(delay) = buffered_delay {
+            let nanos = delay.as_nanos().min(u64::MAX as u128) as u64;
+            let shortest = self.shortest_delay_nanos.fetch_min(nanos, Ordering::AcqRel);
+            // Fast path: a flush is already due no later than this commit needs.
+            if self.flush_pending.load(Ordering::SeqCst) && nanos >= shortest {
+                return;
+            }
+            self.flush_pending.store(true, Ordering::SeqCst);
             let deadline = Instant::now() + delay;
             let mut state = lock(&self.state);
             if state.deadline.is_none_or(|current| deadline < current) {
@@ -114,12 +131,8 @@ impl Syncer {
             state = lock(&self.state);
             state.flushing = false;
             match result {
-                Ok(()) => {
-                    state.synced = state.synced.max(target);
-                    if state.deadline.is_some() && self.committed.load(Ordering::Acquire) <= target {
-                        state.deadline = None;
-                    }
-                }
+                // A pending buffered deadline is left to the background thread, which owns it.
+                Ok(()) => state.synced = state.synced.max(target),
                 Err(error) => state.error = Some(error),
             }
             self.changed.notify_all();
@@ -155,8 +168,11 @@ impl Syncer {
                         continue;
                     }
                     state.deadline = None;
+                    // Cleared before reading `committed`: a commit after this point takes the
+                    // slow path and sets a new deadline, so it is never left unflushed.
+                    self.flush_pending.store(false, Ordering::SeqCst);
                     drop(state);
-                    let target = self.committed.load(Ordering::Acquire);
+                    let target = self.committed.load(Ordering::SeqCst);
                     if let Err(error) = self.sync_through(target) {
                         lock(&self.state).error = Some(error);
                     }

@@ -364,17 +364,21 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
     Ok(value)
 }
 
-/// Commits with LMDB's flush switched off for a buffered transaction.
+/// Commits with LMDB's flush switched off for a buffered transaction. The environment's
+/// standing flags match the database's default durability, so only a transaction that asks
+/// for the other level switches them (and back).
 fn commit(inner: &Inner, txn: heed::RwTxn<'_>, buffered: bool) -> heed::Result<()> {
-    if !buffered {
+    let default_buffered = matches!(inner.options.durability, Durability::Buffered { .. });
+    if buffered == default_buffered {
         return txn.commit();
     }
+    let mode = |on: bool| if on { heed::FlagSetMode::Enable } else { heed::FlagSetMode::Disable };
     // SAFETY: environment flags may not be changed concurrently from several threads; every
-    // change happens here, under `inner.writer`, which the caller holds.
-    unsafe { inner.env.set_flags(EnvFlags::NO_SYNC, heed::FlagSetMode::Enable)? };
+    // change happens here or at open, under `inner.writer`, which the caller holds.
+    unsafe { inner.env.set_flags(EnvFlags::NO_SYNC, mode(buffered))? };
     let result = txn.commit();
     // SAFETY: as above.
-    let restored = unsafe { inner.env.set_flags(EnvFlags::NO_SYNC, heed::FlagSetMode::Disable) };
+    let restored = unsafe { inner.env.set_flags(EnvFlags::NO_SYNC, mode(default_buffered)) };
     result.and(restored)
 }
 
@@ -387,11 +391,47 @@ fn grow_map(inner: &Inner) -> Result<()> {
         return Err(Error::MapFull { ceiling_bytes: ceiling });
     }
     let grown = super::round_to_page(current.saturating_mul(2)).min(ceiling);
+    // Reserve the disk blocks first: if the disk cannot hold the larger map, the map stays as
+    // it was and the write fails cleanly.
+    reserve_bytes(inner, grown)?;
     inner.resize_gate.exclusive(|| {
         // SAFETY: LMDB requires that no transaction of this process is open: the caller holds
         // the writer lock with no write transaction, and the gate has no reader.
         unsafe { inner.env.resize(grown as usize) }.map_err(|e| Error::from_heed(e, ceiling))
     })
+}
+
+/// With `write_map`, reserves disk blocks for the whole current map.
+pub(crate) fn reserve_file(inner: &Inner) -> Result<()> {
+    reserve_bytes(inner, inner.env.info().map_size as u64)
+}
+
+/// With `write_map`, makes sure the file has blocks allocated for its first `bytes` bytes, so
+/// that writing through the memory map can never meet a full disk (which would be SIGBUS).
+fn reserve_bytes(inner: &Inner, bytes: u64) -> Result<()> {
+    if !inner.options.write_map {
+        return Ok(());
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&inner.path)?;
+        // SAFETY: `file` is an open descriptor for the duration of the call; posix_fallocate
+        // only allocates blocks and never changes the file's existing contents.
+        let status = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
+        match status {
+            0 => Ok(()),
+            libc::ENOSPC | libc::EFBIG | libc::EDQUOT => Err(Error::DiskFull),
+            // File systems without fallocate: nothing to reserve through, carry on.
+            libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+            other => Err(Error::Io(std::io::Error::from_raw_os_error(other))),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = bytes;
+        Ok(())
+    }
 }
 
 /// Adopts a map size another process set (after `MDB_MAP_RESIZED`). The caller holds the
@@ -401,5 +441,6 @@ fn adopt_resized_map(inner: &Inner) -> Result<()> {
         // SAFETY: no transaction of this process is open (the gate has no reader and callers
         // hold no write transaction); a size of 0 adopts the size in the file.
         unsafe { inner.env.resize(0) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))
-    })
+    })?;
+    reserve_file(inner)
 }
