@@ -61,6 +61,18 @@ pub enum Error {
     /// A value could not be encoded.
     #[error(transparent)]
     Encode(#[from] tessera_value::EncodeError),
+    /// A document's field could not be encoded or decoded.
+    #[error("document {collection}/{id:?}, field `{field}`: {message}")]
+    DocumentField {
+        /// The document collection.
+        collection: String,
+        /// The document's id.
+        id: String,
+        /// The field (empty when the whole value is at fault).
+        field: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A key path (`friends[0].name`) did not parse.
     #[error(transparent)]
     Path(#[from] tessera_value::PathError),

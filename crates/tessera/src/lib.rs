@@ -14,9 +14,11 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod documents;
 mod error;
 pub mod store;
 
+pub use documents::{Document, Documents, DocumentsOptions, Field, FieldTransform};
 pub use error::{Error, Result};
 pub use store::{Change, ChangeBatch, ChangeKind, ChangeStream, Db, DbOptions, Durability, FeedEvent, Keyspace, ReadTxn, WriteTxn};
 

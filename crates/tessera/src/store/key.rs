@@ -114,6 +114,43 @@ impl<T: KeyPart + ?Sized> KeyPart for &T {
     }
 }
 
+/// Reads an escaped string or bytes part (as `[u8]::encode_key` writes it) from the start of
+/// `encoded`; returns the bytes and the rest, or `None` if the part is malformed or unterminated.
+///
+/// ```
+/// use tessera::store::key::{decode_bytes, encode};
+/// let key = encode(&("a\0b", 7u8));
+/// let (text, rest) = decode_bytes(&key).unwrap();
+/// assert_eq!((text.as_slice(), rest), (&b"a\0b"[..], &[7u8][..]));
+/// ```
+pub fn decode_bytes(encoded: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut out = Vec::with_capacity(encoded.len());
+    let mut index = 0;
+    while index < encoded.len() {
+        let byte = encoded[index];
+        if byte != 0 {
+            out.push(byte);
+            index += 1;
+            continue;
+        }
+        match encoded.get(index + 1)? {
+            0xFF => out.push(0),
+            0x01 => return Some((out, &encoded[index + 2..])),
+            _ => return None,
+        }
+        index += 2;
+    }
+    None
+}
+
+/// The bytes every key whose first part starts with `prefix` begins with: the escaped prefix
+/// without its terminator.
+pub fn part_prefix(prefix: &[u8]) -> Vec<u8> {
+    let mut out = encode(prefix);
+    out.truncate(out.len() - 2);
+    out
+}
+
 macro_rules! tuple {
     ($($name:ident)+) => {
         impl<$($name: KeyPart),+> KeyPart for ($($name,)+) {
@@ -174,6 +211,20 @@ mod tests {
             let canonical = |x: f64| if x.is_nan() { f64::NAN } else { x };
             let expected = c.0.cmp(&d.0).then(canonical(c.1).total_cmp(&canonical(d.1)));
             same_order(&c, &d, expected)?;
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn escaped_parts_decode_back(bytes in prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0xFFu8), any::<u8>()], 0..16), tail: u32) {
+            let key = encode(&(bytes.clone(), tail));
+            let (decoded, rest) = decode_bytes(&key).unwrap();
+            prop_assert_eq!(decoded, bytes.clone());
+            prop_assert_eq!(rest, &tail.to_be_bytes()[..]);
+            // Every key whose part starts with a prefix of `bytes` begins with part_prefix.
+            for cut in 0..=bytes.len() {
+                prop_assert!(key.starts_with(&part_prefix(&bytes[..cut])));
+            }
         }
     }
 

@@ -18,7 +18,7 @@ mod txn;
 
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub use sync::Durability;
-pub use txn::{ReadTxn, WriteTxn};
+pub use txn::{Entries, ReadTxn, WriteTxn};
 
 use crate::error::{Error, Result};
 use feed::Feed;

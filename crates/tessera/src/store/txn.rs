@@ -139,8 +139,12 @@ impl<'db> ReadTxn<'db> {
         Ok(Entries { iter: RawEntries::Range(iter), ceiling: self.inner.options.map_size_max_bytes })
     }
 
-    /// The entries whose keys start with `prefix`, in key order.
+    /// The entries whose keys start with `prefix`, in key order (all of them for an empty
+    /// prefix).
     pub fn prefix<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<Entries<'t>> {
+        if prefix.is_empty() {
+            return self.range(keyspace, ..);
+        }
         let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| self.error(e))?;
         Ok(Entries { iter: RawEntries::Prefix(iter), ceiling: self.inner.options.map_size_max_bytes })
     }
@@ -298,6 +302,17 @@ impl<'db> WriteTxn<'db> {
         let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start_bound().cloned(), range.end_bound().cloned());
         let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?;
         Ok(Entries { iter: RawEntries::Range(iter), ceiling })
+    }
+
+    /// The entries whose keys start with `prefix` as this transaction sees them, in key order
+    /// (all of them for an empty prefix).
+    pub fn prefix<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<Entries<'t>> {
+        if prefix.is_empty() {
+            return self.range(keyspace, ..);
+        }
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
+        Ok(Entries { iter: RawEntries::Prefix(iter), ceiling })
     }
 
     /// The sequence this transaction will have when it commits.

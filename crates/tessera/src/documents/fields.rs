@@ -1,0 +1,313 @@
+//! Splitting a value into per-field documents, and assembling it back.
+
+use super::{Document, PATH_SEPARATOR};
+use crate::error::{Error, Result};
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Visitor};
+use serde::ser::{self, Serialize};
+use tessera_value::{Doc, EncodeError, Encoder};
+
+/// The key suffix of field `name`: the name itself, or for deep documents the names along the
+/// dotted path separated by 0x00.
+pub(crate) fn path_of(name: &str, deep: bool) -> Result<Vec<u8>> {
+    if name.is_empty() || name.as_bytes().contains(&PATH_SEPARATOR) {
+        return Err(Error::Storage(format!("invalid field name {name:?}: empty or containing NUL")));
+    }
+    if !deep {
+        return Ok(name.as_bytes().to_vec());
+    }
+    Ok(name.split('.').collect::<Vec<_>>().join("\0").into_bytes())
+}
+
+/// The display name of a stored path (`a.b.c`).
+fn display_name(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).replace('\0', ".")
+}
+
+pub(crate) fn transform_out<T>(document: &Document<T>, name: &str, bytes: Vec<u8>) -> Vec<u8> {
+    match &document.collection.options.transform {
+        Some(transform) => transform.encode(name, bytes),
+        None => bytes,
+    }
+}
+
+fn field_error<T>(document: &Document<T>, field: &str, message: impl std::fmt::Display) -> Error {
+    Error::DocumentField { collection: document.collection.name.to_string(), id: document.id.to_string(), field: field.to_owned(), message: message.to_string() }
+}
+
+/// A stored field's bytes, with the transform reversed.
+fn transform_in<'b, T>(document: &Document<T>, name: &str, bytes: &'b [u8]) -> Result<std::borrow::Cow<'b, [u8]>> {
+    match &document.collection.options.transform {
+        Some(transform) => transform.decode(name, bytes).map(std::borrow::Cow::Owned).map_err(|message| field_error(document, name, message)),
+        None => Ok(std::borrow::Cow::Borrowed(bytes)),
+    }
+}
+
+/// Decodes one stored field into `V`.
+pub(crate) fn decode_field<T, V: DeserializeOwned>(document: &Document<T>, name: &str, stored: &[u8]) -> Result<V> {
+    let bytes = transform_in(document, name, stored)?;
+    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, name, error))?;
+    tessera_value::from_value(doc.root()).map_err(|error| field_error(document, name, error))
+}
+
+// ------------------------------------------------------------------------------- encoding
+
+/// Encodes `value` as (key, bytes) per field.
+pub(crate) fn encode<T: Serialize>(document: &Document<T>, value: &T) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut split = Vec::new();
+    value.serialize(Splitter { out: &mut split }).map_err(|error| field_error(document, "", error))?;
+    let mut encoded = Vec::with_capacity(split.len());
+    for (name, bytes) in split {
+        if name.is_empty() || name.as_bytes().contains(&PATH_SEPARATOR) || (document.collection.options.deep && name.contains('.')) {
+            return Err(field_error(document, &name, "field names must be non-empty, without NUL (or '.' in deep documents)"));
+        }
+        if document.collection.options.deep {
+            expand_deep(document, name.into_bytes(), bytes, &mut encoded)?;
+        } else {
+            let bytes = transform_out(document, &name, bytes);
+            encoded.push((document.field_key(name.as_bytes())?, bytes));
+        }
+    }
+    Ok(encoded)
+}
+
+/// Deep decomposition: a non-empty dict becomes one key per entry, recursively.
+fn expand_deep<T>(document: &Document<T>, path: Vec<u8>, bytes: Vec<u8>, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+    let doc = Doc::from_trusted(&bytes)?;
+    match doc.root().as_dict().filter(|dict| !dict.is_empty()) {
+        None => {
+            let name = display_name(&path);
+            let bytes = transform_out(document, &name, bytes);
+            out.push((document.field_key(&path)?, bytes));
+        }
+        Some(dict) => {
+            for (child, value) in dict.iter() {
+                if child.is_empty() || child.contains('.') || child.as_bytes().contains(&PATH_SEPARATOR) {
+                    return Err(field_error(document, &display_name(&path), format!("nested key {child:?} cannot be a deep field name")));
+                }
+                let mut encoder = Encoder::new();
+                encoder.push_value(value)?;
+                let mut child_path = path.clone();
+                child_path.push(PATH_SEPARATOR);
+                child_path.extend_from_slice(child.as_bytes());
+                expand_deep(document, child_path, encoder.finish()?, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A serializer that accepts a struct or a map with string keys and encodes each field value
+/// as its own document.
+struct Splitter<'o> {
+    out: &'o mut Vec<(String, Vec<u8>)>,
+}
+
+struct SplitFields<'o> {
+    out: &'o mut Vec<(String, Vec<u8>)>,
+    key: Option<String>,
+}
+
+fn not_a_record() -> EncodeError {
+    EncodeError::Message("a document must serialize as a struct or a map with string keys".into())
+}
+
+macro_rules! refuse {
+    ($($method:ident($($arg:ty),*)),*) => {$(
+        fn $method(self, $(_: $arg),*) -> Result<(), EncodeError> {
+            Err(not_a_record())
+        }
+    )*};
+}
+
+impl<'o> ser::Serializer for Splitter<'o> {
+    type Ok = ();
+    type Error = EncodeError;
+    type SerializeSeq = ser::Impossible<(), EncodeError>;
+    type SerializeTuple = ser::Impossible<(), EncodeError>;
+    type SerializeTupleStruct = ser::Impossible<(), EncodeError>;
+    type SerializeTupleVariant = ser::Impossible<(), EncodeError>;
+    type SerializeMap = SplitFields<'o>;
+    type SerializeStruct = SplitFields<'o>;
+    type SerializeStructVariant = ser::Impossible<(), EncodeError>;
+
+    refuse!(serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
+        serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64), serialize_f32(f32),
+        serialize_f64(f64), serialize_char(char), serialize_str(&str), serialize_bytes(&[u8]), serialize_none(),
+        serialize_unit(), serialize_unit_struct(&'static str), serialize_unit_variant(&'static str, u32, &'static str));
+
+    fn serialize_some<V: Serialize + ?Sized>(self, value: &V) -> Result<(), EncodeError> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_struct<V: Serialize + ?Sized>(self, _name: &'static str, value: &V) -> Result<(), EncodeError> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<V: Serialize + ?Sized>(self, _: &'static str, _: u32, _: &'static str, _: &V) -> Result<(), EncodeError> {
+        Err(not_a_record())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, EncodeError> {
+        Err(not_a_record())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, EncodeError> {
+        Err(not_a_record())
+    }
+    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, EncodeError> {
+        Err(not_a_record())
+    }
+    fn serialize_tuple_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> Result<Self::SerializeTupleVariant, EncodeError> {
+        Err(not_a_record())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<SplitFields<'o>, EncodeError> {
+        Ok(SplitFields { out: self.out, key: None })
+    }
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<SplitFields<'o>, EncodeError> {
+        Ok(SplitFields { out: self.out, key: None })
+    }
+    fn serialize_struct_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> Result<Self::SerializeStructVariant, EncodeError> {
+        Err(not_a_record())
+    }
+}
+
+impl ser::SerializeStruct for SplitFields<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_field<V: Serialize + ?Sized>(&mut self, name: &'static str, value: &V) -> Result<(), EncodeError> {
+        self.out.push((name.to_owned(), tessera_value::to_vec(value)?));
+        Ok(())
+    }
+    fn end(self) -> Result<(), EncodeError> {
+        Ok(())
+    }
+}
+
+impl ser::SerializeMap for SplitFields<'_> {
+    type Ok = ();
+    type Error = EncodeError;
+    fn serialize_key<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<(), EncodeError> {
+        let bytes = tessera_value::to_vec(key)?;
+        let doc = Doc::from_trusted(&bytes).map_err(|e| EncodeError::Message(e.to_string()))?;
+        let name = doc.root().as_str().ok_or_else(not_a_record)?.to_owned();
+        self.key = Some(name);
+        Ok(())
+    }
+    fn serialize_value<V: Serialize + ?Sized>(&mut self, value: &V) -> Result<(), EncodeError> {
+        let name = self.key.take().ok_or_else(not_a_record)?;
+        self.out.push((name, tessera_value::to_vec(value)?));
+        Ok(())
+    }
+    fn end(self) -> Result<(), EncodeError> {
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------- decoding
+
+/// Decodes a document from the entries of its prefix scan (full keys and stored bytes);
+/// `None` if there are none.
+pub(crate) fn decode<'e, T: DeserializeOwned>(document: &Document<T>, entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>) -> Result<Option<T>> {
+    let prefix_len = document.prefix.len();
+    let mut stored: Vec<(&[u8], std::borrow::Cow<'_, [u8]>)> = Vec::with_capacity(8);
+    for entry in entries {
+        let (stored_key, bytes) = entry?;
+        let path = &stored_key[prefix_len..];
+        let bytes = match &document.collection.options.transform {
+            Some(_) => transform_in(document, &display_name(path), bytes)?,
+            None => std::borrow::Cow::Borrowed(bytes),
+        };
+        stored.push((path, bytes));
+    }
+    if stored.is_empty() {
+        return Ok(None);
+    }
+    if document.collection.options.deep {
+        return decode_deep(document, &stored).map(Some);
+    }
+    let mut fields = Vec::with_capacity(stored.len());
+    for (path, bytes) in &stored {
+        let name = std::str::from_utf8(path).map_err(|_| field_error(document, &display_name(path), "field name is not UTF-8"))?;
+        let doc = Doc::from_untrusted(bytes).map_err(|error| field_error(document, name, error))?;
+        fields.push((name, doc.root()));
+    }
+    let mut failed_field = None;
+    let result = T::deserialize(FieldsDeserializer { fields: &fields, failed_field: &mut failed_field });
+    result.map(Some).map_err(|error| field_error(document, failed_field.unwrap_or(""), error))
+}
+
+/// Deep documents: the leaves are assembled into one nested document, then decoded.
+fn decode_deep<T: DeserializeOwned>(document: &Document<T>, stored: &[(&[u8], std::borrow::Cow<'_, [u8]>)]) -> Result<T> {
+    let mut encoder = Encoder::new();
+    encoder.begin_dict()?;
+    let mut open: Vec<&[u8]> = Vec::new(); // names of the dicts open below the root
+    for (path, bytes) in stored {
+        let segments: Vec<&[u8]> = path.split(|&b| b == PATH_SEPARATOR).collect();
+        let (leaf, parents) = segments.split_last().expect("split yields at least one segment");
+        let common = open.iter().zip(parents).take_while(|(a, b)| a == b).count();
+        while open.len() > common {
+            encoder.end_dict()?;
+            open.pop();
+        }
+        for name in &parents[common..] {
+            encoder.key(std::str::from_utf8(name).map_err(|_| field_error(document, &display_name(path), "not UTF-8"))?)?;
+            encoder.begin_dict()?;
+            open.push(name);
+        }
+        let leaf_name = std::str::from_utf8(leaf).map_err(|_| field_error(document, &display_name(path), "not UTF-8"))?;
+        let doc = Doc::from_untrusted(bytes).map_err(|error| field_error(document, &display_name(path), error))?;
+        encoder.key(leaf_name)?;
+        encoder.push_value(doc.root())?;
+    }
+    while open.pop().is_some() {
+        encoder.end_dict()?;
+    }
+    encoder.end_dict()?;
+    let bytes = encoder.finish()?;
+    let doc = Doc::from_trusted(&bytes)?;
+    tessera_value::from_value(doc.root()).map_err(|error| field_error(document, "", error))
+}
+
+/// The stored fields as a map, for serde: missing fields take their defaults, unknown ones are
+/// ignored by the derived code, and the field being read when an error occurs is recorded.
+/// `T: DeserializeOwned` deserializes from any lifetime, so the values are handed over as the
+/// format's own zero-copy deserializers, borrowing from the read transaction.
+struct FieldsDeserializer<'f, 'v> {
+    fields: &'f [(&'v str, tessera_value::Value<'v>)],
+    failed_field: &'f mut Option<&'v str>,
+}
+
+impl<'f, 'v> de::Deserializer<'v> for FieldsDeserializer<'f, 'v> {
+    type Error = tessera_value::DecodeError;
+
+    fn deserialize_any<V: Visitor<'v>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        visitor.visit_map(FieldsMap { fields: self.fields, next: 0, failed_field: self.failed_field })
+    }
+
+    serde::forward_to_deserialize_any! {
+        <W: Visitor<'v>>
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+struct FieldsMap<'f, 'v> {
+    fields: &'f [(&'v str, tessera_value::Value<'v>)],
+    next: usize,
+    failed_field: &'f mut Option<&'v str>,
+}
+
+impl<'v> de::MapAccess<'v> for FieldsMap<'_, 'v> {
+    type Error = tessera_value::DecodeError;
+
+    fn next_key_seed<K: DeserializeSeed<'v>>(&mut self, seed: K) -> Result<Option<K::Value>, Self::Error> {
+        let Some(&(name, _)) = self.fields.get(self.next) else { return Ok(None) };
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'v>>(&mut self, seed: V) -> Result<V::Value, Self::Error> {
+        let (name, value) = self.fields[self.next];
+        self.next += 1;
+        let result = seed.deserialize(value);
+        if result.is_err() {
+            *self.failed_field = Some(name);
+        }
+        result
+    }
+}

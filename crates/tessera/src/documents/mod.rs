@@ -1,0 +1,315 @@
+//! Field-decomposed documents: a typed value stored as one key per field, so that one field can
+//! be written, read and observed without touching the rest.
+//!
+//! **Key layout.** A document's key prefix is its id in the order-preserving encoding of
+//! `store::key` (bytes with 0x00 escaped, then a terminator), so no id is a prefix of another's
+//! keys (`"a:"` and `"a"` never collide) and ids list in order. A field's key is the prefix
+//! followed by the field's name (deep decomposition: the names along the path, separated by
+//! 0x00). A document's fields are found by one prefix scan over its own keys: the cost follows
+//! the document, not the store.
+//!
+//! **Values.** Each field is one tessera binary document, written by the serde serializer, so
+//! names come from serde (`rename` is respected on every path). Reading, a missing field takes
+//! its serde default (or `None`), an unknown stored field is ignored, and a field that fails to
+//! decode is an error that names the document and the field.
+//!
+//! **Atomicity.** `set` removes the old fields and writes the new ones in one transaction, and
+//! every operation has an `_in` form that joins a caller's `db.write` transaction. LMDB's single
+//! writer makes two handles to one document exclude each other, and the database's one change
+//! feed lets each see the other's writes.
+
+mod fields;
+mod observe;
+
+pub use observe::{DocumentStream, FieldStream};
+
+use crate::error::{Error, Result};
+use crate::store::{key, Db, Durability, Entries, Keyspace, ReadTxn, WriteTxn};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Separator between the names of a deep field path in a key.
+const PATH_SEPARATOR: u8 = 0;
+
+/// A per-field bytes-in, bytes-out hook (encryption, compression), applied on every path that
+/// writes or reads a field.
+pub trait FieldTransform: Send + Sync {
+    /// Transforms a field's encoded value before it is stored.
+    fn encode(&self, field: &str, bytes: Vec<u8>) -> Vec<u8>;
+    /// Reverses [`FieldTransform::encode`]; an `Err` becomes a decode error for that field.
+    fn decode(&self, field: &str, bytes: &[u8]) -> std::result::Result<Vec<u8>, String>;
+}
+
+/// Options for [`Db::documents_with`].
+#[derive(Clone)]
+pub struct DocumentsOptions {
+    /// Durability of this collection's writes (MMKV-class `Buffered` by default).
+    pub durability: Durability,
+    /// Store nested structs and maps as one key per leaf (`a.b.c`) instead of one per
+    /// top-level field.
+    pub deep: bool,
+    /// Per-field transform.
+    pub transform: Option<Arc<dyn FieldTransform>>,
+}
+
+impl Default for DocumentsOptions {
+    fn default() -> Self {
+        DocumentsOptions { durability: Durability::BUFFERED, deep: false, transform: None }
+    }
+}
+
+impl std::fmt::Debug for DocumentsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocumentsOptions").field("durability", &self.durability).field("deep", &self.deep).field("transform", &self.transform.is_some()).finish()
+    }
+}
+
+pub(crate) struct Collection {
+    pub(crate) db: Db,
+    pub(crate) keyspace: Keyspace,
+    pub(crate) name: Arc<str>,
+    pub(crate) options: DocumentsOptions,
+}
+
+/// A collection of documents with its own keyspace. Cheap to clone.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq, Clone)]
+/// struct Profile { name: String, age: u32 }
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let profiles = db.documents("profiles")?;
+/// let ada = profiles.document::<Profile>("ada");
+/// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+/// ada.update_field("age", &37u32)?;               // one key, no read
+/// assert_eq!(ada.get()?, Some(Profile { name: "Ada".into(), age: 37 }));
+/// assert_eq!(ada.field::<u32>("age").get()?, Some(37));
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Documents {
+    collection: Arc<Collection>,
+}
+
+impl Db {
+    /// The document collection `name`, with default options.
+    pub fn documents(&self, name: &str) -> Result<Documents> {
+        self.documents_with(name, DocumentsOptions::default())
+    }
+
+    /// The document collection `name`, with options.
+    pub fn documents_with(&self, name: &str, options: DocumentsOptions) -> Result<Documents> {
+        let keyspace = self.internal_keyspace(&format!("tessera.documents.{name}"))?;
+        Ok(Documents { collection: Arc::new(Collection { db: self.clone(), keyspace, name: name.into(), options }) })
+    }
+}
+
+impl Documents {
+    /// A handle on the document `id` (which need not exist yet).
+    pub fn document<T: Serialize + DeserializeOwned>(&self, id: &str) -> Document<T> {
+        Document { collection: self.collection.clone(), id: id.into(), prefix: key::encode(id), _type: PhantomData }
+    }
+
+    /// Ids of the documents whose id starts with `prefix`, in order.
+    pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+        let raw = key::part_prefix(prefix.as_bytes());
+        self.collection.db.read(|tx| collect_ids(tx.prefix(&self.collection.keyspace, &raw)?, |_| true))
+    }
+
+    /// Ids of the documents with `start <= id < end`, in order.
+    pub fn ids_in_range(&self, start: &str, end: &str) -> Result<Vec<String>> {
+        let (from, to) = (key::encode(start), key::encode(end));
+        self.collection.db.read(|tx| collect_ids(tx.range(&self.collection.keyspace, &from[..]..&to[..])?, |_| true))
+    }
+
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.collection.name
+    }
+}
+
+fn collect_ids(entries: Entries<'_>, keep: impl Fn(&str) -> bool) -> Result<Vec<String>> {
+    let mut ids: Vec<String> = Vec::new();
+    for entry in entries {
+        let (stored_key, _) = entry?;
+        let (id, _) = key::decode_bytes(stored_key).ok_or_else(|| Error::Corrupted("document key".into()))?;
+        let id = String::from_utf8(id).map_err(|_| Error::Corrupted("document id is not UTF-8".into()))?;
+        if ids.last() != Some(&id) && keep(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// One document of type `T`. Handles are cheap; two handles to one id are the same document.
+pub struct Document<T> {
+    pub(crate) collection: Arc<Collection>,
+    pub(crate) id: Arc<str>,
+    pub(crate) prefix: Vec<u8>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Document<T> {
+    fn clone(&self) -> Self {
+        Document { collection: self.collection.clone(), id: self.id.clone(), prefix: self.prefix.clone(), _type: PhantomData }
+    }
+}
+
+impl<T> Document<T> {
+    /// The key of field `path` (names separated by 0x00 for deep fields).
+    pub(crate) fn field_key(&self, path: &[u8]) -> Result<Vec<u8>> {
+        let mut stored_key = Vec::with_capacity(self.prefix.len() + path.len());
+        stored_key.extend_from_slice(&self.prefix);
+        stored_key.extend_from_slice(path);
+        Ok(stored_key)
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Document<T> {
+    /// The document's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn write<R>(&self, mut write: impl FnMut(&mut WriteTxn<'_>) -> Result<R>) -> Result<R> {
+        self.collection.db.write_with(self.collection.options.durability, |tx| write(tx))
+    }
+
+    /// The document, or `None` if it has no field stored.
+    pub fn get(&self) -> Result<Option<T>> {
+        self.collection.db.read(|tx| self.get_in(tx))
+    }
+
+    /// [`Document::get`] inside a read transaction.
+    pub fn get_in(&self, tx: &ReadTxn<'_>) -> Result<Option<T>> {
+        fields::decode(self, tx.prefix(&self.collection.keyspace, &self.prefix)?)
+    }
+
+    /// [`Document::get`] inside a write transaction (sees its uncommitted writes).
+    pub fn get_in_write(&self, tx: &WriteTxn<'_>) -> Result<Option<T>> {
+        fields::decode(self, tx.prefix(&self.collection.keyspace, &self.prefix)?)
+    }
+
+    /// Replaces the document: the old fields go and the new ones arrive in one transaction.
+    pub fn set(&self, value: &T) -> Result<()> {
+        let encoded = fields::encode(self, value)?;
+        self.write(|tx| self.write_fields(tx, &encoded))
+    }
+
+    /// [`Document::set`] inside a caller's write transaction.
+    pub fn set_in(&self, tx: &mut WriteTxn<'_>, value: &T) -> Result<()> {
+        let encoded = fields::encode(self, value)?;
+        self.write_fields(tx, &encoded)
+    }
+
+    fn write_fields(&self, tx: &mut WriteTxn<'_>, encoded: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        // Remove the stored fields the new value does not have (the others are overwritten).
+        let stale: Vec<Vec<u8>> = tx
+            .prefix(&self.collection.keyspace, &self.prefix)?
+            .filter_map(|entry| match entry {
+                Ok((stored_key, _)) if !encoded.iter().any(|(new_key, _)| new_key.as_slice() == stored_key) => Some(Ok(stored_key.to_vec())),
+                Ok(_) => None,
+                Err(error) => Some(Err(error)),
+            })
+            .collect::<Result<_>>()?;
+        for stored_key in &stale {
+            tx.delete(&self.collection.keyspace, stored_key)?;
+        }
+        for (field_key, bytes) in encoded {
+            tx.put(&self.collection.keyspace, field_key, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Atomic read-modify-write. Returns the new value, or `None` (nothing written) if the
+    /// document does not exist.
+    pub fn update(&self, mut change: impl FnMut(T) -> T) -> Result<Option<T>> {
+        self.write(|tx| {
+            let Some(current) = self.get_in_write(tx)? else { return Ok(None) };
+            let updated = change(current);
+            let encoded = fields::encode(self, &updated)?;
+            self.write_fields(tx, &encoded)?;
+            Ok(Some(updated))
+        })
+    }
+
+    /// Writes one field: one key, no read. `name` is the serde name of the field (for deep
+    /// documents, a path such as `address.city`).
+    pub fn update_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<()> {
+        let (field_key, bytes) = self.encode_field(name, value)?;
+        self.write(|tx| tx.put(&self.collection.keyspace, &field_key, &bytes))
+    }
+
+    /// [`Document::update_field`] inside a caller's write transaction.
+    pub fn update_field_in<V: Serialize + ?Sized>(&self, tx: &mut WriteTxn<'_>, name: &str, value: &V) -> Result<()> {
+        let (field_key, bytes) = self.encode_field(name, value)?;
+        tx.put(&self.collection.keyspace, &field_key, &bytes)
+    }
+
+    fn encode_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<(Vec<u8>, Vec<u8>)> {
+        let path = fields::path_of(name, self.collection.options.deep)?;
+        let bytes = fields::transform_out(self, name, tessera_value::to_vec(value)?);
+        Ok((self.field_key(&path)?, bytes))
+    }
+
+    /// A handle on one field, with `get` and `set`.
+    pub fn field<V: Serialize + DeserializeOwned>(&self, name: &str) -> Field<T, V> {
+        Field { document: self.clone(), name: name.into(), _type: PhantomData }
+    }
+
+    /// Removes the document; returns whether it existed.
+    pub fn delete(&self) -> Result<bool> {
+        self.write(|tx| self.delete_in(tx))
+    }
+
+    /// [`Document::delete`] inside a caller's write transaction.
+    pub fn delete_in(&self, tx: &mut WriteTxn<'_>) -> Result<bool> {
+        let keys: Vec<Vec<u8>> = tx.prefix(&self.collection.keyspace, &self.prefix)?.map(|entry| entry.map(|(k, _)| k.to_vec())).collect::<Result<_>>()?;
+        for stored_key in &keys {
+            tx.delete(&self.collection.keyspace, stored_key)?;
+        }
+        Ok(!keys.is_empty())
+    }
+
+    /// True if the document has at least one field stored.
+    pub fn exists(&self) -> Result<bool> {
+        self.collection.db.read(|tx| Ok(tx.prefix(&self.collection.keyspace, &self.prefix)?.next().transpose()?.is_some()))
+    }
+
+    /// A stream of the document's value: one event per commit that touches it (not one per
+    /// field), `None` once deleted.
+    pub fn observe(&self) -> DocumentStream<T> {
+        DocumentStream::new(self.clone())
+    }
+
+    /// A stream of one field's value, reported only when it changes.
+    pub fn observe_field<V: DeserializeOwned>(&self, name: &str) -> Result<FieldStream<V>> {
+        FieldStream::new(self, name)
+    }
+}
+
+/// A handle on one field of a document: the counterpart of a Kotlin property delegate.
+pub struct Field<T, V> {
+    document: Document<T>,
+    name: Arc<str>,
+    _type: PhantomData<fn() -> V>,
+}
+
+impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> Field<T, V> {
+    /// The field's value, or `None` if it is not stored.
+    pub fn get(&self) -> Result<Option<V>> {
+        let path = fields::path_of(&self.name, self.document.collection.options.deep)?;
+        let field_key = self.document.field_key(&path)?;
+        self.document.collection.db.read(|tx| match tx.get(&self.document.collection.keyspace, &field_key)? {
+            Some(bytes) => fields::decode_field(&self.document, &self.name, bytes).map(Some),
+            None => Ok(None),
+        })
+    }
+
+    /// Writes the field (one key, no read).
+    pub fn set(&self, value: &V) -> Result<()> {
+        self.document.update_field(&self.name, value)
+    }
+}

@@ -1,0 +1,292 @@
+//! Field-decomposed documents: every operation, the key layout, decoding rules, observation,
+//! transforms, deep decomposition and transactions.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera::{Db, DocumentsOptions, Error, FieldTransform};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Profile {
+    id: i64,
+    name: String,
+    #[serde(rename = "e-mail")]
+    email: String,
+    age: i32,
+    active: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    nickname: Option<String>,
+}
+
+fn ada() -> Profile {
+    Profile { id: 1, name: "Ada".into(), email: "ada@example.com".into(), age: 36, active: true, nickname: Some("Countess".into()) }
+}
+
+fn open() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("docs.tessera")).unwrap();
+    (dir, db)
+}
+
+#[test]
+fn set_get_exists_delete() {
+    let (_dir, db) = open();
+    let profiles = db.documents("profiles").unwrap();
+    let doc = profiles.document::<Profile>("ada");
+    assert_eq!(doc.get().unwrap(), None);
+    assert!(!doc.exists().unwrap());
+    doc.set(&ada()).unwrap();
+    assert_eq!(doc.get().unwrap(), Some(ada()));
+    assert!(doc.exists().unwrap());
+    assert!(doc.delete().unwrap());
+    assert!(!doc.delete().unwrap());
+    assert_eq!(doc.get().unwrap(), None);
+}
+
+#[test]
+fn set_replaces_every_field_atomically() {
+    let (_dir, db) = open();
+    let doc = db.documents("profiles").unwrap().document::<Profile>("ada");
+    doc.set(&ada()).unwrap();
+    let plain = Profile { nickname: None, ..ada() };
+    doc.set(&plain).unwrap(); // `nickname` is not serialized: its stored key must go
+    assert_eq!(doc.get().unwrap(), Some(plain));
+    assert_eq!(doc.field::<String>("nickname").get().unwrap(), None);
+}
+
+#[test]
+fn update_is_a_read_modify_write_and_skips_missing_documents() {
+    let (_dir, db) = open();
+    let doc = db.documents("profiles").unwrap().document::<Profile>("ada");
+    assert_eq!(doc.update(|p| p).unwrap(), None);
+    assert_eq!(doc.get().unwrap(), None, "nothing written for a missing document");
+    doc.set(&ada()).unwrap();
+    let updated = doc.update(|mut p| {
+        p.age += 1;
+        p
+    });
+    assert_eq!(updated.unwrap().unwrap().age, 37);
+    assert_eq!(doc.get().unwrap().unwrap().age, 37);
+}
+
+#[test]
+fn single_fields_by_name_and_by_handle_use_serde_names() {
+    let (_dir, db) = open();
+    let doc = db.documents("profiles").unwrap().document::<Profile>("ada");
+    doc.set(&ada()).unwrap();
+    doc.update_field("e-mail", "ada@lovelace.org").unwrap(); // the renamed name, on every path
+    assert_eq!(doc.get().unwrap().unwrap().email, "ada@lovelace.org");
+    let age = doc.field::<i32>("age");
+    age.set(&40).unwrap();
+    assert_eq!(age.get().unwrap(), Some(40));
+    assert_eq!(doc.get().unwrap().unwrap().age, 40);
+    assert!(matches!(doc.update_field("", &1), Err(Error::Storage(_))));
+    assert!(matches!(doc.update_field("a\0b", &1), Err(Error::Storage(_))));
+}
+
+#[test]
+fn ids_never_collide_and_list_in_order() {
+    let (_dir, db) = open();
+    let profiles = db.documents("profiles").unwrap();
+    for id in ["a", "a:", "a\0", "ab", "b", ""] {
+        profiles.document::<Profile>(id).set(&Profile { name: id.into(), ..ada() }).unwrap();
+    }
+    for id in ["a", "a:", "a\0", "ab", "b", ""] {
+        assert_eq!(profiles.document::<Profile>(id).get().unwrap().unwrap().name, id, "{id:?}");
+    }
+    assert!(profiles.document::<Profile>("a").delete().unwrap());
+    assert_eq!(profiles.document::<Profile>("a:").get().unwrap().unwrap().name, "a:");
+    assert_eq!(profiles.ids_with_prefix("a").unwrap(), vec!["a\0", "a:", "ab"]);
+    assert_eq!(profiles.ids_in_range("a", "b").unwrap(), vec!["a\0", "a:", "ab"]);
+    assert_eq!(profiles.ids_with_prefix("").unwrap(), vec!["", "a\0", "a:", "ab", "b"]);
+    // Another collection has its own keyspace.
+    assert_eq!(db.documents("others").unwrap().ids_with_prefix("").unwrap(), Vec::<String>::new());
+}
+
+#[test]
+fn missing_fields_default_unknown_fields_are_ignored_and_bad_fields_are_named() {
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Narrow {
+        name: String,
+        #[serde(default)]
+        score: u32,
+    }
+    let (_dir, db) = open();
+    let profiles = db.documents("profiles").unwrap();
+    profiles.document::<Profile>("ada").set(&ada()).unwrap();
+    let narrow = profiles.document::<Narrow>("ada").get().unwrap().unwrap();
+    assert_eq!(narrow, Narrow { name: "Ada".into(), score: 0 });
+
+    profiles.document::<Profile>("ada").update_field("age", "not a number").unwrap();
+    match profiles.document::<Profile>("ada").get() {
+        Err(Error::DocumentField { collection, id, field, message }) => {
+            assert_eq!((collection.as_str(), id.as_str(), field.as_str()), ("profiles", "ada", "age"));
+            assert!(message.contains("invalid type"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn observe_reports_one_event_per_commit_that_touches_the_document() {
+    let (_dir, db) = open();
+    let profiles = db.documents("profiles").unwrap();
+    let doc = profiles.document::<Profile>("ada");
+    let other = profiles.document::<Profile>("alan");
+    let mut stream = doc.observe();
+    doc.set(&ada()).unwrap(); // five fields, one commit, one event
+    other.set(&ada()).unwrap(); // another document: no event
+    doc.update_field("age", &50).unwrap();
+    doc.delete().unwrap();
+    let timeout = Duration::from_secs(5);
+    assert_eq!(stream.recv_timeout(timeout).unwrap().unwrap(), Some(ada()));
+    assert_eq!(stream.recv_timeout(timeout).unwrap().unwrap().unwrap().age, 50);
+    assert_eq!(stream.recv_timeout(timeout).unwrap().unwrap(), None);
+    assert!(stream.recv_timeout(Duration::from_millis(100)).is_none());
+}
+
+#[test]
+fn observe_field_reports_distinct_changes_of_that_field_only() {
+    let (_dir, db) = open();
+    let doc = db.documents("profiles").unwrap().document::<Profile>("ada");
+    doc.set(&ada()).unwrap();
+    let mut ages = doc.observe_field::<i32>("age").unwrap();
+    doc.update_field("name", "Augusta").unwrap(); // another field
+    doc.update_field("age", &36).unwrap(); // same value: not reported
+    doc.update_field("age", &37).unwrap();
+    doc.set(&Profile { age: 37, name: "Ada".into(), ..ada() }).unwrap(); // age unchanged
+    doc.set(&Profile { age: 38, ..ada() }).unwrap();
+    doc.delete().unwrap();
+    let timeout = Duration::from_secs(5);
+    assert_eq!(ages.recv_timeout(timeout).unwrap().unwrap(), Some(37));
+    assert_eq!(ages.recv_timeout(timeout).unwrap().unwrap(), Some(38));
+    assert_eq!(ages.recv_timeout(timeout).unwrap().unwrap(), None);
+    assert!(ages.recv_timeout(Duration::from_millis(100)).is_none());
+}
+
+#[test]
+fn two_handles_see_each_others_writes() {
+    let (_dir, db) = open();
+    let first = db.documents("profiles").unwrap().document::<Profile>("ada");
+    let second = db.documents("profiles").unwrap().document::<Profile>("ada");
+    let mut stream = second.observe();
+    first.set(&ada()).unwrap();
+    assert_eq!(second.get().unwrap(), Some(ada()));
+    assert_eq!(stream.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), Some(ada()));
+    // Concurrent read-modify-writes through two handles exclude each other: no lost update.
+    std::thread::scope(|scope| {
+        for handle in [&first, &second] {
+            scope.spawn(move || {
+                for _ in 0..100 {
+                    handle.update(|mut p| {
+                        p.age += 1;
+                        p
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(first.get().unwrap().unwrap().age, 36 + 200);
+}
+
+struct Xor;
+
+impl FieldTransform for Xor {
+    fn encode(&self, _field: &str, bytes: Vec<u8>) -> Vec<u8> {
+        let mut out: Vec<u8> = bytes.into_iter().map(|b| b ^ 0x5A).collect();
+        out.push(0x42); // a marker byte, checked on the way back
+        out
+    }
+    fn decode(&self, field: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        match bytes.split_last() {
+            Some((0x42, body)) => Ok(body.iter().map(|b| b ^ 0x5A).collect()),
+            _ => Err(format!("{field}: not written through this transform")),
+        }
+    }
+}
+
+#[test]
+fn transforms_apply_on_every_path() {
+    let (_dir, db) = open();
+    let options = DocumentsOptions { transform: Some(Arc::new(Xor)), ..DocumentsOptions::default() };
+    let secret = db.documents_with("secret", options).unwrap();
+    let doc = secret.document::<Profile>("ada");
+    doc.set(&ada()).unwrap();
+    doc.update_field("age", &41).unwrap();
+    assert_eq!(doc.field::<i32>("age").get().unwrap(), Some(41));
+    assert_eq!(doc.get().unwrap(), Some(Profile { age: 41, ..ada() }));
+    // The same keyspace read without the transform: the stored bytes are not plain documents.
+    let plain = db.documents("secret").unwrap().document::<Profile>("ada");
+    assert!(matches!(plain.get(), Err(Error::DocumentField { .. })));
+    // And bytes written without it fail the transform's check, naming the field.
+    plain.update_field("age", &1).unwrap();
+    match doc.get() {
+        Err(Error::DocumentField { field, message, .. }) => assert!(field == "age" && message.contains("not written through"), "{field}: {message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn deep_decomposition_stores_one_key_per_leaf() {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Address {
+        city: String,
+        zip: String,
+    }
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Person {
+        name: String,
+        address: Address,
+        tags: Vec<String>,
+    }
+    let (_dir, db) = open();
+    let deep = db.documents_with("people", DocumentsOptions { deep: true, ..DocumentsOptions::default() }).unwrap();
+    let doc = deep.document::<Person>("ada");
+    let person = Person { name: "Ada".into(), address: Address { city: "London".into(), zip: "N1".into() }, tags: vec!["math".into()] };
+    doc.set(&person).unwrap();
+    assert_eq!(doc.get().unwrap(), Some(person.clone()));
+    doc.update_field("address.city", "Cambridge").unwrap();
+    assert_eq!(doc.field::<String>("address.city").get().unwrap().as_deref(), Some("Cambridge"));
+    let mut city_changes = doc.observe_field::<String>("address.city").unwrap();
+    doc.update_field("address.zip", "CB1").unwrap(); // a sibling leaf: not reported
+    doc.update_field("address.city", "Oxford").unwrap();
+    assert_eq!(city_changes.recv_timeout(Duration::from_secs(5)).unwrap().unwrap().as_deref(), Some("Oxford"));
+    let read = doc.get().unwrap().unwrap();
+    assert_eq!(read.address, Address { city: "Oxford".into(), zip: "CB1".into() });
+}
+
+#[test]
+fn documents_join_a_database_transaction() {
+    let (_dir, db) = open();
+    let doc = db.documents("profiles").unwrap().document::<Profile>("ada");
+    let audit = db.keyspace("audit").unwrap();
+    let _ = db.write(|tx| -> tessera::Result<()> {
+        doc.set_in(tx, &ada())?;
+        tx.put(&audit, b"ada", b"created")?;
+        Err(Error::Storage("abort".into()))
+    });
+    assert_eq!(doc.get().unwrap(), None);
+    db.write(|tx| {
+        doc.set_in(tx, &ada())?;
+        doc.update_field_in(tx, "age", &99)?;
+        assert_eq!(doc.get_in_write(tx)?.unwrap().age, 99);
+        tx.put(&audit, b"ada", b"created")
+    })
+    .unwrap();
+    assert_eq!(doc.get().unwrap().unwrap().age, 99);
+    let was_there = db.write(|tx| doc.delete_in(tx)).unwrap();
+    assert!(was_there);
+}
+
+#[test]
+fn values_that_are_not_records_are_refused() {
+    let (_dir, db) = open();
+    let docs = db.documents("misc").unwrap();
+    assert!(matches!(docs.document::<Vec<u32>>("list").set(&vec![1, 2]), Err(Error::DocumentField { .. })));
+    assert!(matches!(docs.document::<u32>("number").set(&7), Err(Error::DocumentField { .. })));
+    // Maps with string keys are records.
+    let map = docs.document::<std::collections::BTreeMap<String, u32>>("map");
+    map.set(&[("x".to_string(), 1)].into_iter().collect()).unwrap();
+    assert_eq!(map.get().unwrap().unwrap()["x"], 1);
+}
