@@ -1,5 +1,6 @@
 //! `cargo run --release -p tessera-bench -- <table>`: one subcommand per seed table.
 
+mod documents;
 mod format;
 mod harness;
 mod people;
@@ -25,6 +26,18 @@ enum TableName {
         #[arg(long, default_value_t = 31)]
         samples: usize,
     },
+    /// Field-decomposed documents against raw heed doing the same work by hand.
+    Documents {
+        /// Timed iterations per row (the median and 95th percentile are reported).
+        #[arg(long, default_value_t = 20_000)]
+        iterations: usize,
+        /// Untimed iterations before each row.
+        #[arg(long, default_value_t = 2_000)]
+        warmup: usize,
+        /// Other documents in the store for the second half of the table.
+        #[arg(long, default_value_t = 100_000)]
+        others: usize,
+    },
     /// The storage core against raw heed, and the WCDB ceiling chart with SQLite.
     Store {
         /// Samples per measurement (the median is reported).
@@ -37,5 +50,6 @@ fn main() -> std::io::Result<()> {
     match Cli::parse().table {
         TableName::Format { json, samples } => format::run(&format::Options { json, samples }),
         TableName::Store { samples } => store::run(&store::Options { samples }),
+        TableName::Documents { iterations, warmup, others } => documents::run(&documents::Options { iterations, warmup, others }),
     }
 }

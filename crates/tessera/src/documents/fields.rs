@@ -53,15 +53,16 @@ pub(crate) fn decode_field<T, V: DeserializeOwned>(document: &Document<T>, name:
 
 /// Encodes `value` as (key, bytes) per field.
 pub(crate) fn encode<T: Serialize>(document: &Document<T>, value: &T) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut split = Vec::new();
+    let mut split = Vec::with_capacity(8);
     value.serialize(Splitter { out: &mut split }).map_err(|error| field_error(document, "", error))?;
+    let deep = document.collection.options.deep;
     let mut encoded = Vec::with_capacity(split.len());
     for (name, bytes) in split {
-        if name.is_empty() || name.as_bytes().contains(&PATH_SEPARATOR) || (document.collection.options.deep && name.contains('.')) {
+        if name.is_empty() || name.as_bytes().contains(&PATH_SEPARATOR) || (deep && name.contains('.')) {
             return Err(field_error(document, &name, "field names must be non-empty, without NUL (or '.' in deep documents)"));
         }
-        if document.collection.options.deep {
-            expand_deep(document, name.into_bytes(), bytes, &mut encoded)?;
+        if deep {
+            expand_deep(document, name.as_bytes().to_vec(), bytes, &mut encoded)?;
         } else {
             let bytes = transform_out(document, &name, bytes);
             encoded.push((document.field_key(name.as_bytes())?, bytes));
@@ -98,12 +99,15 @@ fn expand_deep<T>(document: &Document<T>, path: Vec<u8>, bytes: Vec<u8>, out: &m
 
 /// A serializer that accepts a struct or a map with string keys and encodes each field value
 /// as its own document.
+/// Field names: borrowed for struct fields (no allocation), owned for map keys.
+type FieldName = std::borrow::Cow<'static, str>;
+
 struct Splitter<'o> {
-    out: &'o mut Vec<(String, Vec<u8>)>,
+    out: &'o mut Vec<(FieldName, Vec<u8>)>,
 }
 
 struct SplitFields<'o> {
-    out: &'o mut Vec<(String, Vec<u8>)>,
+    out: &'o mut Vec<(FieldName, Vec<u8>)>,
     key: Option<String>,
 }
 
@@ -171,7 +175,7 @@ impl ser::SerializeStruct for SplitFields<'_> {
     type Ok = ();
     type Error = EncodeError;
     fn serialize_field<V: Serialize + ?Sized>(&mut self, name: &'static str, value: &V) -> Result<(), EncodeError> {
-        self.out.push((name.to_owned(), tessera_value::to_vec(value)?));
+        self.out.push((FieldName::Borrowed(name), tessera_value::to_vec(value)?));
         Ok(())
     }
     fn end(self) -> Result<(), EncodeError> {
@@ -191,7 +195,7 @@ impl ser::SerializeMap for SplitFields<'_> {
     }
     fn serialize_value<V: Serialize + ?Sized>(&mut self, value: &V) -> Result<(), EncodeError> {
         let name = self.key.take().ok_or_else(not_a_record)?;
-        self.out.push((name, tessera_value::to_vec(value)?));
+        self.out.push((FieldName::Owned(name), tessera_value::to_vec(value)?));
         Ok(())
     }
     fn end(self) -> Result<(), EncodeError> {
@@ -205,11 +209,13 @@ impl ser::SerializeMap for SplitFields<'_> {
 /// `None` if there are none.
 pub(crate) fn decode<'e, T: DeserializeOwned>(document: &Document<T>, entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>) -> Result<Option<T>> {
     let prefix_len = document.prefix.len();
+    let options = &document.collection.options;
+    // Bytes kept alive for the values: borrowed from the snapshot, or owned after a transform.
     let mut stored: Vec<(&[u8], std::borrow::Cow<'_, [u8]>)> = Vec::with_capacity(8);
     for entry in entries {
         let (stored_key, bytes) = entry?;
         let path = &stored_key[prefix_len..];
-        let bytes = match &document.collection.options.transform {
+        let bytes = match &options.transform {
             Some(_) => transform_in(document, &display_name(path), bytes)?,
             None => std::borrow::Cow::Borrowed(bytes),
         };
@@ -218,7 +224,7 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(document: &Document<T>, entries: i
     if stored.is_empty() {
         return Ok(None);
     }
-    if document.collection.options.deep {
+    if options.deep {
         return decode_deep(document, &stored).map(Some);
     }
     let mut fields = Vec::with_capacity(stored.len());

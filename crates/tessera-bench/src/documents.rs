@@ -1,0 +1,231 @@
+//! `documents`: the seed's Documents table (`../shared/seeds/000_*.txt`): typed documents stored
+//! one key per field, against raw heed doing the same work by hand — the same keys, the same
+//! per-field encoding, the same prefix scan — with none of the library's machinery.
+
+use crate::harness::{Goal, Table};
+use heed::types::Bytes;
+use heed::{EnvFlags, EnvOpenOptions};
+use serde::{Deserialize, Serialize};
+use std::hint::black_box;
+use std::time::Instant;
+use tessera::store::key;
+use tessera::{Db, DbOptions, Durability};
+use tessera_value::{from_value, to_vec, Doc};
+
+pub struct Options {
+    pub iterations: usize,
+    pub warmup: usize,
+    pub others: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Profile {
+    id: i64,
+    name: String,
+    email: String,
+    age: i32,
+    active: bool,
+}
+
+fn profile(i: u64) -> Profile {
+    Profile { id: i as i64, name: format!("Person {i}"), email: format!("person{i}@example.com"), age: 20 + (i % 50) as i32, active: i % 2 == 0 }
+}
+
+/// Median and 95th percentile of single-operation timings, in µs.
+struct Timing {
+    median: f64,
+    p95: f64,
+}
+
+fn time(iterations: usize, warmup: usize, mut operation: impl FnMut(u64)) -> Timing {
+    for i in 0..warmup {
+        operation(i as u64);
+    }
+    let mut samples: Vec<f64> = (0..iterations)
+        .map(|i| {
+            let start = Instant::now();
+            operation((warmup + i) as u64);
+            start.elapsed().as_nanos() as f64 / 1e3
+        })
+        .collect();
+    samples.sort_by(|a, b| a.total_cmp(b));
+    Timing { median: samples[samples.len() / 2], p95: samples[samples.len() * 95 / 100] }
+}
+
+/// Raw heed, by hand: same configuration as tessera's defaults with Buffered durability.
+struct Raw {
+    env: heed::Env,
+    table: heed::Database<Bytes, Bytes>,
+}
+
+const FIELDS: [&str; 5] = ["id", "name", "email", "age", "active"];
+
+impl Raw {
+    fn open(path: &std::path::Path) -> Raw {
+        let mut options = EnvOpenOptions::new();
+        options.map_size(1 << 32).max_dbs(DbOptions::default().keyspaces_max);
+        // SAFETY: a fresh file used by this process only.
+        unsafe { options.flags(EnvFlags::NO_SUB_DIR | EnvFlags::NO_META_SYNC | EnvFlags::NO_SYNC | EnvFlags::WRITE_MAP) };
+        // SAFETY: as above.
+        let env = unsafe { options.open(path) }.unwrap();
+        let mut txn = env.write_txn().unwrap();
+        let table = env.create_database(&mut txn, Some("documents")).unwrap();
+        txn.commit().unwrap();
+        Raw { env, table }
+    }
+
+    fn field_key(prefix: &[u8], field: &str) -> Vec<u8> {
+        let mut stored = prefix.to_vec();
+        stored.extend_from_slice(field.as_bytes());
+        stored
+    }
+
+    fn encode(value: &Profile) -> [(&'static str, Vec<u8>); 5] {
+        [
+            ("id", to_vec(&value.id).unwrap()),
+            ("name", to_vec(&value.name).unwrap()),
+            ("email", to_vec(&value.email).unwrap()),
+            ("age", to_vec(&value.age).unwrap()),
+            ("active", to_vec(&value.active).unwrap()),
+        ]
+    }
+
+    fn write_fields(&self, txn: &mut heed::RwTxn, prefix: &[u8], value: &Profile) {
+        let fields = Raw::encode(value);
+        let stale: Vec<Vec<u8>> = self
+            .table
+            .prefix_iter(txn, prefix)
+            .unwrap()
+            .map(|e| e.unwrap().0.to_vec())
+            .filter(|k| !FIELDS.iter().any(|f| k[prefix.len()..] == *f.as_bytes()))
+            .collect();
+        for stored in stale {
+            self.table.delete(txn, &stored).unwrap();
+        }
+        for (field, bytes) in fields {
+            self.table.put(txn, &Raw::field_key(prefix, field), &bytes).unwrap();
+        }
+    }
+
+    fn set(&self, id: &str, value: &Profile) {
+        let prefix = key::encode(id);
+        let mut txn = self.env.write_txn().unwrap();
+        self.write_fields(&mut txn, &prefix, value);
+        txn.commit().unwrap();
+    }
+
+    fn read_fields(&self, txn: &heed::RoTxn, prefix: &[u8]) -> Option<Profile> {
+        let (mut id, mut name, mut email, mut age, mut active) = (None, None, None, None, None);
+        for entry in self.table.prefix_iter(txn, prefix).unwrap() {
+            let (stored, bytes) = entry.unwrap();
+            let root = Doc::from_untrusted(bytes).unwrap().root();
+            match &stored[prefix.len()..] {
+                b"id" => id = Some(from_value(root).unwrap()),
+                b"name" => name = Some(from_value(root).unwrap()),
+                b"email" => email = Some(from_value(root).unwrap()),
+                b"age" => age = Some(from_value(root).unwrap()),
+                b"active" => active = Some(from_value(root).unwrap()),
+                _ => {}
+            }
+        }
+        Some(Profile { id: id?, name: name?, email: email?, age: age?, active: active? })
+    }
+
+    fn get(&self, id: &str) -> Option<Profile> {
+        let prefix = key::encode(id);
+        let txn = self.env.read_txn().unwrap();
+        self.read_fields(&txn, &prefix)
+    }
+
+    fn update(&self, id: &str, change: impl FnOnce(Profile) -> Profile) {
+        let prefix = key::encode(id);
+        let mut txn = self.env.write_txn().unwrap();
+        let current = self.read_fields(&txn, &prefix).unwrap();
+        self.write_fields(&mut txn, &prefix, &change(current));
+        txn.commit().unwrap();
+    }
+
+    fn update_field<V: Serialize>(&self, id: &str, field: &str, value: &V) {
+        let stored = Raw::field_key(&key::encode(id), field);
+        let bytes = to_vec(value).unwrap();
+        let mut txn = self.env.write_txn().unwrap();
+        self.table.put(&mut txn, &stored, &bytes).unwrap();
+        txn.commit().unwrap();
+    }
+
+    fn delete(&self, id: &str) {
+        let prefix = key::encode(id);
+        let mut txn = self.env.write_txn().unwrap();
+        let keys: Vec<Vec<u8>> = self.table.prefix_iter(&txn, &prefix).unwrap().map(|e| e.unwrap().0.to_vec()).collect();
+        for stored in keys {
+            self.table.delete(&mut txn, &stored).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+}
+
+pub fn run(options: &Options) -> std::io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut table = Table::new("documents");
+    let db = Db::open_with(dir.path().join("tessera"), DbOptions { durability: Durability::BUFFERED, map_size_initial_bytes: 1 << 28, ..DbOptions::default() }).unwrap();
+    let documents = db.documents("profiles").unwrap();
+    let raw = Raw::open(&dir.path().join("heed"));
+
+    let store_sizes: Vec<usize> = if options.others == 0 { vec![0] } else { vec![0, options.others] };
+    for others in store_sizes {
+        if others > 0 {
+            // Fill both stores with other documents: the cost must not grow with the store.
+            db.write(|tx| {
+                for i in 0..others as u64 {
+                    documents.document::<Profile>(&format!("other-{i:07}")).set_in(tx, &profile(i))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            let mut txn = raw.env.write_txn().unwrap();
+            for i in 0..others as u64 {
+                raw.write_fields(&mut txn, &key::encode(&format!("other-{i:07}")), &profile(i));
+            }
+            txn.commit().unwrap();
+        }
+        let suffix = if others == 0 { String::new() } else { format!(", {others} other documents in the store") };
+        let (n, w) = (options.iterations, options.warmup);
+        let doc = documents.document::<Profile>("bench");
+        let age = doc.field::<i32>("age");
+        doc.set(&profile(0)).unwrap();
+        raw.set("bench", &profile(0));
+
+        let rows: [(&str, Option<f64>, Timing, Timing); 6] = [
+            ("set (5 fields)", Some(5.0), time(n, w, |i| doc.set(&profile(i)).unwrap()), time(n, w, |i| raw.set("bench", &profile(i)))),
+            ("get (5 fields)", Some(2.0), time(n, w, |_| drop(black_box(doc.get().unwrap()))), time(n, w, |_| drop(black_box(raw.get("bench"))))),
+            (
+                "update {} (full get + set)",
+                None,
+                time(n, w, |i| drop(doc.update(|p| Profile { age: i as i32, ..p }).unwrap())),
+                time(n, w, |i| raw.update("bench", |p| Profile { age: i as i32, ..p })),
+            ),
+            ("update_field (1 field)", Some(2.0), time(n, w, |i| doc.update_field("age", &(i as i32)).unwrap()), time(n, w, |i| raw.update_field("bench", "age", &(i as i32)))),
+            (
+                "delete (including a set)",
+                None,
+                time(n, w, |i| {
+                    doc.set(&profile(i)).unwrap();
+                    doc.delete().unwrap();
+                }),
+                time(n, w, |i| {
+                    raw.set("bench", &profile(i));
+                    raw.delete("bench");
+                }),
+            ),
+            ("field handle write", None, time(n, w, |i| age.set(&(i as i32)).unwrap()), time(n, w, |i| raw.update_field("bench", "age", &(i as i32)))),
+        ];
+        for (name, absolute, ours, theirs) in rows {
+            table.row(&format!("{name}{suffix}"), "µs", ours.median, &[("heed", theirs.median)], Goal::AtMostTimesPeer { peer: "heed", factor: 1.25 });
+            if let Some(limit) = absolute {
+                table.row(&format!("{name}{suffix}, absolute"), "µs", ours.median, &[], Goal::AtMost(limit));
+            }
+            table.row(&format!("{name}{suffix}, p95"), "µs", ours.p95, &[("heed", theirs.p95)], Goal::None);
+        }
+    }
+    table.finish()
+}
