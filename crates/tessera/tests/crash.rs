@@ -107,3 +107,66 @@ fn killed_writers_lose_nothing_acknowledged_immediate() {
 fn killed_writers_lose_nothing_acknowledged_buffered() {
     run_crashes("buffered");
 }
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Counters {
+    a: u64,
+    b: u64,
+    c: u64,
+    d: String,
+}
+
+fn counters(n: u64) -> Counters {
+    Counters { a: n, b: n, c: n, d: format!("{n}").repeat(100) }
+}
+
+/// The child for the documents crash test: sets a whole document, over and over.
+#[test]
+#[ignore = "run by the crash tests as a child process"]
+fn crash_child_documents() {
+    let path = std::env::var(CHILD_PATH).expect("run by crash tests");
+    let db = Db::open(&path).unwrap();
+    let doc = db.documents("crash").unwrap().document::<Counters>("doc");
+    let mut n = doc.get().unwrap().map_or(0, |c| c.a);
+    loop {
+        n += 1;
+        doc.set(&counters(n)).unwrap();
+        println!("ack {n}");
+    }
+}
+
+/// A whole-document `set` is one transaction: a kill never leaves a mix of old and new fields.
+#[test]
+fn killed_document_writers_never_leave_a_partial_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("documents.tessera");
+    let mut rng = fastrand::Rng::with_seed(7);
+    let iterations: usize = std::env::var("TESSERA_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(200) / 4;
+    let mut acknowledged = 0;
+    for iteration in 0..iterations {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["crash_child_documents", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(CHILD_PATH, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (sender, receiver) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for n in stdout.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok())) {
+                let _ = sender.send(n);
+            }
+        });
+        acknowledged = acknowledged.max(receiver.recv_timeout(Duration::from_secs(20)).expect("the child acknowledges a set"));
+        std::thread::sleep(Duration::from_micros(rng.u64(0..10_000)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        reader.join().unwrap();
+        acknowledged = acknowledged.max(receiver.try_iter().max().unwrap_or(0));
+        let db = Db::open(&path).unwrap();
+        let stored = db.documents("crash").unwrap().document::<Counters>("doc").get().unwrap().expect("a document");
+        assert_eq!(stored, counters(stored.a), "iteration {iteration}: a partial document");
+        assert!(stored.a >= acknowledged, "iteration {iteration}: acknowledged set {acknowledged} lost");
+    }
+}
