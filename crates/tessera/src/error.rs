@@ -73,6 +73,16 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A dictionary value is not of the type it was read as.
+    #[error("dictionary {dictionary:?}, key {key:?}: {message}")]
+    DictionaryValue {
+        /// The dictionary.
+        dictionary: String,
+        /// The key.
+        key: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A key path (`friends[0].name`) did not parse.
     #[error(transparent)]
     Path(#[from] tessera_value::PathError),

@@ -14,10 +14,12 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod dictionary;
 pub mod documents;
 mod error;
 pub mod store;
 
+pub use dictionary::{DictEvent, DictStream, DictTxn, Dictionary, DictionaryOptions};
 pub use documents::{Document, Documents, DocumentsOptions, Field, FieldTransform};
 pub use error::{Error, Result};
 pub use store::{Change, ChangeBatch, ChangeKind, ChangeStream, Db, DbOptions, Durability, FeedEvent, Keyspace, ReadTxn, WriteTxn};

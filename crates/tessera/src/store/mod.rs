@@ -124,6 +124,9 @@ pub(crate) struct Inner {
     pub(crate) feed: Arc<Feed>,
     pub(crate) syncer: Arc<Syncer>,
     sync_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// State that modules above the store share per database (one dictionary cache per name),
+    /// held weakly so that it goes when its last handle does.
+    shared_state: Mutex<HashMap<String, std::sync::Weak<dyn std::any::Any + Send + Sync>>>,
 }
 
 /// An open database: cheap to clone, `Send` and `Sync`.
@@ -169,6 +172,7 @@ impl Db {
             keyspaces: Mutex::new(HashMap::new()),
             syncer,
             sync_thread: Mutex::new(Some(sync_thread)),
+            shared_state: Mutex::new(HashMap::new()),
         });
         let db = Db { inner };
         txn::reserve_file(&db.inner)?;
@@ -293,6 +297,15 @@ impl Db {
                 }
             })
             .expect("spawn a listener thread");
+    }
+
+    /// Per-database state of a module above the store, if still alive.
+    pub(crate) fn shared_state(&self, name: &str) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
+        lock(&self.inner.shared_state).get(name).and_then(std::sync::Weak::upgrade)
+    }
+
+    pub(crate) fn set_shared_state(&self, name: &str, state: std::sync::Weak<dyn std::any::Any + Send + Sync>) {
+        lock(&self.inner.shared_state).insert(name.to_owned(), state);
     }
 
     /// Bytes the map currently spans (the file grows up to this).

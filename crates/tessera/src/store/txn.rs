@@ -228,6 +228,9 @@ impl ChangeLog {
     }
 }
 
+/// Work to do once a transaction has committed, still under the writer lock.
+pub(crate) type AfterCommit = Box<dyn FnOnce() + Send>;
+
 /// A write transaction: see [`crate::Db::write`].
 pub struct WriteTxn<'db> {
     txn: heed::RwTxn<'db>,
@@ -235,11 +238,18 @@ pub struct WriteTxn<'db> {
     log: Option<ChangeLog>,
     /// LMDB reported the map full: the transaction will be rolled back and run again.
     map_full: bool,
+    after_commit: Vec<AfterCommit>,
 }
 
 impl<'db> WriteTxn<'db> {
     pub(crate) fn raw(&mut self) -> &mut heed::RwTxn<'db> {
         &mut self.txn
+    }
+
+    /// Runs `work` after this transaction commits, before the writer lock is released (so no
+    /// other transaction can come between the commit and `work`). Dropped on rollback.
+    pub(crate) fn after_commit(&mut self, work: AfterCommit) {
+        self.after_commit.push(work);
     }
 
     /// Translates a heed error, remembering a full map for the retry loop.
@@ -338,7 +348,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed(error, ceiling)),
         };
-        let mut txn = WriteTxn { txn, inner, log: inner.feed.has_listeners().then(ChangeLog::default), map_full: false };
+        let mut txn = WriteTxn { txn, inner, log: inner.feed.has_listeners().then(ChangeLog::default), map_full: false, after_commit: Vec::new() };
         let result = write(&mut txn);
         if txn.map_full {
             drop(txn); // rolls back
@@ -348,6 +358,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         let value = result?; // on Err, dropping `txn` rolls back
         let sequence = txn.txn.id() as u64;
         let log = txn.log.take();
+        let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
         match commit(inner, txn.txn, buffered) {
             Ok(()) => {}
@@ -362,6 +373,9 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             Durability::Immediate => None,
         };
         inner.syncer.committed(sequence, delay);
+        for work in after_commit {
+            work();
+        }
         if let Some(log) = log {
             let changes = log.finish();
             if !changes.is_empty() {

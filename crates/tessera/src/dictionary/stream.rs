@@ -1,0 +1,102 @@
+//! Subscriptions to one dictionary key through the database's change bus.
+
+use super::{keys, Dictionary};
+use crate::error::Result;
+use crate::store::{ChangeStream, FeedEvent};
+use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// What happened to a subscribed key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DictEvent<T> {
+    /// The value when the subscription started (`None`: absent).
+    Initial(Option<T>),
+    /// A new value reached storage.
+    Updated(T),
+    /// The key was removed from storage.
+    Deleted,
+}
+
+/// A stream of [`DictEvent`]s for one key; iterating blocks, dropping unsubscribes.
+pub struct DictStream<T> {
+    dictionary: Dictionary,
+    key: String,
+    changes: ChangeStream,
+    initial: Option<Result<Option<T>>>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> DictStream<T> {
+    pub(super) fn new(dictionary: Dictionary, key: &str) -> Result<Self> {
+        let changes = dictionary.inner.db.subscribe();
+        let initial = Some(dictionary.get::<T>(key));
+        Ok(DictStream { dictionary, key: key.to_owned(), changes, initial, _type: PhantomData })
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Result<T> {
+        let inner = &self.dictionary.inner;
+        let doc = tessera_value::Doc::from_untrusted(bytes).map_err(|error| inner.value_error(&self.key, error))?;
+        tessera_value::from_value(doc.root()).map_err(|error| inner.value_error(&self.key, error))
+    }
+
+    fn handle(&mut self, event: FeedEvent) -> Option<Result<DictEvent<T>>> {
+        let keyspace = self.dictionary.inner.keyspace.name().to_owned();
+        match event {
+            FeedEvent::Batch(batch) => {
+                let mut outcome = None;
+                for change in batch.changes.iter().filter(|c| *c.keyspace == *keyspace) {
+                    match &change.new {
+                        Some(record) => {
+                            if let Some(bytes) = keys::matches(&self.key, &change.key, record) {
+                                outcome = Some(self.decode(bytes).map(DictEvent::Updated));
+                            }
+                        }
+                        None => {
+                            let held = change.old.as_deref().is_some_and(|old| keys::matches(&self.key, &change.key, old).is_some());
+                            if held || (change.old.is_none() && keys::may_hold(&self.key, &change.key)) {
+                                outcome = Some(Ok(DictEvent::Deleted));
+                            }
+                        }
+                    }
+                }
+                outcome
+            }
+            FeedEvent::Lagged { .. } => Some(self.dictionary.get::<T>(&self.key).map(|value| match value {
+                Some(value) => DictEvent::Updated(value),
+                None => DictEvent::Deleted,
+            })),
+        }
+    }
+
+    /// The next event, waiting at most `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<DictEvent<T>>> {
+        if let Some(initial) = self.initial.take() {
+            return Some(initial.map(DictEvent::Initial));
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            let event = self.changes.recv_timeout(left)?;
+            if let Some(outcome) = self.handle(event) {
+                return Some(outcome);
+            }
+        }
+    }
+}
+
+impl<T: DeserializeOwned> Iterator for DictStream<T> {
+    type Item = Result<DictEvent<T>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(initial) = self.initial.take() {
+            return Some(initial.map(DictEvent::Initial));
+        }
+        loop {
+            let event = self.changes.next()?;
+            if let Some(outcome) = self.handle(event) {
+                return Some(outcome);
+            }
+        }
+    }
+}

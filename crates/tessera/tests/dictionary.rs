@@ -1,0 +1,257 @@
+//! The dictionary: typed values, the cache, write-behind, flush, transactions, keys and
+//! subscriptions.
+
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use tessera::{Db, DictEvent, DictionaryOptions, Error, FeedEvent};
+
+fn open(dir: &tempfile::TempDir) -> Db {
+    Db::open(dir.path().join("dict.tessera")).unwrap()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Settings {
+    theme: String,
+    font_size: u16,
+    recent: Vec<String>,
+}
+
+#[test]
+fn typed_values_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    dict.set("bool", &true).unwrap();
+    dict.set("int", &-42i64).unwrap();
+    dict.set("float", &1.5f64).unwrap();
+    dict.set("string", "hello").unwrap();
+    dict.set("bytes", &serde_bytes_like(b"\x00\x01")).unwrap();
+    let settings = Settings { theme: "dark".into(), font_size: 14, recent: vec!["a".into()] };
+    dict.set("settings", &settings).unwrap();
+    assert_eq!(dict.get::<bool>("bool").unwrap(), Some(true));
+    assert_eq!(dict.get::<i64>("int").unwrap(), Some(-42));
+    assert_eq!(dict.get::<f64>("float").unwrap(), Some(1.5));
+    assert_eq!(dict.get::<String>("string").unwrap().as_deref(), Some("hello"));
+    assert_eq!(dict.get::<Settings>("settings").unwrap(), Some(settings));
+    assert_eq!(dict.get::<u8>("missing").unwrap(), None);
+    assert!(dict.contains("int").unwrap() && !dict.contains("missing").unwrap());
+    // Raw binary-format values, read in place.
+    let theme = dict.with_value("settings", |value| value.and_then(|v| v.get("theme")).and_then(|t| t.as_str().map(str::to_owned))).unwrap();
+    assert_eq!(theme.as_deref(), Some("dark"));
+    assert!(dict.with_value("bytes", |value| value.and_then(|v| v.as_bytes().map(<[u8]>::to_vec))).unwrap() == Some(b"\x00\x01".to_vec()));
+    dict.remove("int").unwrap();
+    assert_eq!(dict.get::<i64>("int").unwrap(), None);
+}
+
+fn serde_bytes_like(bytes: &[u8]) -> impl Serialize + '_ {
+    struct Bytes<'a>(&'a [u8]);
+    impl Serialize for Bytes<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.serialize_bytes(self.0)
+        }
+    }
+    Bytes(bytes)
+}
+
+#[test]
+fn a_value_read_as_another_type_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    dict.set("count", &7u32).unwrap();
+    match dict.get::<String>("count") {
+        Err(Error::DictionaryValue { dictionary, key, message }) => {
+            assert_eq!((dictionary.as_str(), key.as_str()), ("default", "count"));
+            assert!(message.contains("invalid type"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    dict.set("settings", &vec![1, 2]).unwrap();
+    assert!(matches!(dict.get::<Settings>("settings"), Err(Error::DictionaryValue { .. })));
+}
+
+#[test]
+fn empty_and_very_long_keys_work_and_list_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    let long_a = format!("{}a", "k".repeat(2000));
+    let long_b = format!("{}b", "k".repeat(2000)); // shares a 2000-byte prefix with long_a
+    for (key, value) in [("", 0u32), ("b", 2), ("a", 1), (long_a.as_str(), 3), (long_b.as_str(), 4)] {
+        dict.set(key, &value).unwrap();
+    }
+    dict.flush().unwrap();
+    drop(dict);
+    drop(db);
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    assert_eq!(dict.get::<u32>("").unwrap(), Some(0));
+    assert_eq!(dict.get::<u32>(&long_a).unwrap(), Some(3));
+    assert_eq!(dict.get::<u32>(&long_b).unwrap(), Some(4));
+    assert_eq!(dict.keys().unwrap(), vec!["".to_string(), "a".into(), "b".into(), long_a.clone(), long_b.clone()]);
+    dict.remove(&long_a).unwrap();
+    dict.flush().unwrap();
+    drop(dict);
+    drop(db);
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    assert_eq!(dict.get::<u32>(&long_a).unwrap(), None);
+    assert_eq!(dict.get::<u32>(&long_b).unwrap(), Some(4));
+}
+
+#[test]
+fn writes_are_behind_and_unchanged_writes_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary_with("behind", DictionaryOptions { flush_interval_ms: 200, ..DictionaryOptions::default() }).unwrap();
+    let feed = db.subscribe();
+    for i in 0..100u32 {
+        dict.set(&format!("k{i}"), &i).unwrap();
+    }
+    dict.set("k0", &0u32).unwrap(); // unchanged
+    assert_eq!(dict.get::<u32>("k99").unwrap(), Some(99), "visible at once from the cache");
+    assert!(feed.try_recv().is_none(), "not yet written: set never waits on disk");
+    dict.flush().unwrap();
+    let batch = match feed.recv_timeout(Duration::from_secs(5)) {
+        Some(FeedEvent::Batch(batch)) => batch,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(batch.changes.len(), 100, "one transaction for all pending writes");
+    dict.set("k1", &1u32).unwrap(); // equal to what is stored: nothing to write
+    dict.flush().unwrap();
+    assert!(feed.recv_timeout(Duration::from_millis(300)).is_none());
+}
+
+#[test]
+fn dropping_with_pending_writes_flushes_them_and_handles_share_a_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open(&dir);
+        let first = db.dictionary_with("shared", DictionaryOptions { flush_interval_ms: 60_000, ..DictionaryOptions::default() }).unwrap();
+        let second = db.dictionary_with("shared", DictionaryOptions::default()).unwrap();
+        first.set("k", &"v").unwrap();
+        assert_eq!(second.get::<String>("k").unwrap().as_deref(), Some("v"));
+    }
+    let db = open(&dir);
+    assert_eq!(db.dictionary_with("shared", DictionaryOptions::default()).unwrap().get::<String>("k").unwrap().as_deref(), Some("v"));
+}
+
+#[test]
+fn a_bounded_cache_evicts_and_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary_with("bounded", DictionaryOptions { entries_max: Some(64), shards: 4, ..DictionaryOptions::default() }).unwrap();
+    for i in 0..1000u32 {
+        dict.set(&i.to_string(), &i).unwrap();
+    }
+    dict.flush().unwrap();
+    for i in (0..1000u32).rev() {
+        assert_eq!(dict.get::<u32>(&i.to_string()).unwrap(), Some(i));
+    }
+    assert_eq!(dict.keys().unwrap().len(), 1000);
+}
+
+#[test]
+fn clear_removes_stored_and_pending_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    dict.set("stored", &1).unwrap();
+    dict.flush().unwrap();
+    dict.set("pending", &2).unwrap();
+    dict.clear().unwrap();
+    assert_eq!(dict.keys().unwrap(), Vec::<String>::new());
+    assert_eq!(dict.get::<i32>("stored").unwrap(), None);
+    dict.flush().unwrap();
+    assert_eq!(dict.get::<i32>("pending").unwrap(), None);
+}
+
+#[test]
+fn transactional_writes_commit_with_the_rest_and_supersede_pending_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    let audit = db.keyspace("audit").unwrap();
+    let _ = db.write(|tx| -> tessera::Result<()> {
+        tx.dictionary(&dict).set("balance", &100)?;
+        tx.put(&audit, b"deposit", b"100")?;
+        Err(Error::Storage("rolled back".into()))
+    });
+    assert_eq!(dict.get::<i32>("balance").unwrap(), None, "a rolled-back write never reaches the cache");
+    dict.set("balance", &1).unwrap(); // pending, older than the transaction below
+    db.write(|tx| {
+        let mut balances = tx.dictionary(&dict);
+        assert_eq!(balances.get::<i32>("balance")?, Some(1), "the transaction sees the pending value");
+        balances.set("balance", &100)?;
+        tx.put(&audit, b"deposit", b"100")
+    })
+    .unwrap();
+    assert_eq!(dict.get::<i32>("balance").unwrap(), Some(100));
+    dict.flush().unwrap();
+    drop(dict);
+    drop(db);
+    let db = open(&dir);
+    assert_eq!(db.dictionary().unwrap().get::<i32>("balance").unwrap(), Some(100), "the older pending write did not overwrite it");
+}
+
+#[test]
+fn subscriptions_see_initial_updated_and_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary_with("subs", DictionaryOptions { flush_interval_ms: 5, ..DictionaryOptions::default() }).unwrap();
+    dict.set("volume", &3u8).unwrap();
+    let mut events = dict.subscribe::<u8>("volume").unwrap();
+    let timeout = Duration::from_secs(5);
+    assert_eq!(events.recv_timeout(timeout).unwrap().unwrap(), DictEvent::Initial(Some(3)));
+    dict.set("other", &1u8).unwrap();
+    dict.set("volume", &7u8).unwrap();
+    assert_eq!(events.recv_timeout(timeout).unwrap().unwrap(), DictEvent::Updated(7));
+    dict.remove("volume").unwrap();
+    assert_eq!(events.recv_timeout(timeout).unwrap().unwrap(), DictEvent::Deleted);
+}
+
+/// The child for `flush_makes_every_threads_writes_durable`: writes from four threads, flushes,
+/// says so, and waits to be killed (so no drop-time flush can help).
+#[test]
+#[ignore = "run by flush_makes_every_threads_writes_durable as a child process"]
+fn flush_child() {
+    let path = std::env::var("TESSERA_DICT_CHILD_PATH").unwrap();
+    let db = Db::open(&path).unwrap();
+    let dict = db.dictionary_with("flush", DictionaryOptions { flush_interval_ms: 600_000, ..DictionaryOptions::default() }).unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..4u32 {
+            let dict = dict.clone();
+            scope.spawn(move || {
+                for i in 0..1000u32 {
+                    dict.set(&format!("{thread}-{i}"), &i).unwrap();
+                }
+            });
+        }
+    });
+    dict.flush().unwrap();
+    println!("flushed");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn flush_makes_every_threads_writes_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flush.tessera");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["flush_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("TESSERA_DICT_CHILD_PATH", &path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    // The test harness may print "test flush_child ... " on the same line.
+    assert!(stdout.lines().map_while(Result::ok).any(|line| line.ends_with("flushed")));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let db = Db::open(&path).unwrap();
+    let dict = db.dictionary_with("flush", DictionaryOptions::default()).unwrap();
+    assert_eq!(dict.keys().unwrap().len(), 4000);
+    assert_eq!(dict.get::<u32>("3-999").unwrap(), Some(999));
+}
