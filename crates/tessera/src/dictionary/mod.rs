@@ -64,6 +64,9 @@ struct Entry {
     pending: u64,
 }
 
+/// A pending write taken for a flush: key, value (`None`: remove) and its write sequence.
+type PendingWrite = (Arc<str>, Option<Arc<[u8]>>, u64);
+
 #[derive(Default)]
 struct Shard {
     entries: HashMap<Arc<str>, Entry>,
@@ -71,6 +74,7 @@ struct Shard {
     dirty: Vec<Arc<str>>,
 }
 
+#[derive(Default)]
 struct Flusher {
     /// A flush was asked for (by `flush` or the first pending write).
     requested: bool,
@@ -89,11 +93,7 @@ struct FlusherShared {
     changed: Condvar,
 }
 
-impl Default for Flusher {
-    fn default() -> Self {
-        Flusher { requested: false, stopped: false, flushed: 0, error: None }
-    }
-}
+
 
 pub(crate) struct DictInner {
     db: Db,
@@ -248,7 +248,7 @@ impl DictInner {
     fn flush_pending(&self) -> Result<()> {
         let target = self.sequence.load(Ordering::SeqCst);
         self.has_pending.store(false, Ordering::SeqCst);
-        let mut batch: Option<Vec<(Arc<str>, Option<Arc<[u8]>>, u64)>> = None;
+        let mut batch: Option<Vec<PendingWrite>> = None;
         let result = self.db.write_with(Durability::BUFFERED, |tx| {
             // Collected under the writer lock, once even if the transaction is retried.
             let batch = batch.get_or_insert_with(|| self.take_pending());
@@ -281,7 +281,7 @@ impl DictInner {
     }
 
     /// Takes every pending entry, marking it clean.
-    fn take_pending(&self) -> Vec<(Arc<str>, Option<Arc<[u8]>>, u64)> {
+    fn take_pending(&self) -> Vec<PendingWrite> {
         let mut batch = Vec::new();
         for shard in self.shards.iter() {
             let mut shard = lock(shard);
