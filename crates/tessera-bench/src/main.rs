@@ -1,5 +1,6 @@
 //! `cargo run --release -p tessera-bench -- <table>`: one subcommand per seed table.
 
+mod dictionary;
 mod documents;
 mod format;
 mod harness;
@@ -26,6 +27,12 @@ enum TableName {
         #[arg(long, default_value_t = 31)]
         samples: usize,
     },
+    /// The dictionary: Dflat's WorkspaceDictionary table, with peers.
+    Dictionary {
+        /// Rounds of the whole table (medians are reported).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Field-decomposed documents against raw heed doing the same work by hand.
     Documents {
         /// Timed iterations per row (the median and 95th percentile are reported).
@@ -50,6 +57,7 @@ fn main() -> std::io::Result<()> {
     match Cli::parse().table {
         TableName::Format { json, samples } => format::run(&format::Options { json, samples }),
         TableName::Store { samples } => store::run(&store::Options { samples }),
+        TableName::Dictionary { rounds } => dictionary::run(&dictionary::Options { rounds }),
         TableName::Documents { iterations, warmup, others } => documents::run(&documents::Options { iterations, warmup, others }),
     }
 }

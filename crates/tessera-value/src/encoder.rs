@@ -135,9 +135,11 @@ struct StringEntry {
     content_pos: usize,
     len: usize,
     atom: u32,
+    /// The cache generation that wrote the entry: entries of earlier documents are dead.
+    generation: u32,
 }
 
-const EMPTY_ENTRY: StringEntry = StringEntry { hash: 0, item_pos: usize::MAX, content_pos: 0, len: 0, atom: NO_ENTRY };
+const EMPTY_ENTRY: StringEntry = StringEntry { hash: 0, item_pos: usize::MAX, content_pos: 0, len: 0, atom: NO_ENTRY, generation: 0 };
 
 /// Smallest and largest number of entries of the string cache.
 const STRING_CACHE_LEN_MIN: usize = 64;
@@ -151,28 +153,56 @@ const STRING_CACHE_LEN_MAX: usize = 1 << 20;
 struct StringCache {
     entries: Vec<StringEntry>,
     inserts: usize,
+    /// Bumped when the encoder is reused for another document (starts at 1).
+    generation: u32,
 }
 
 impl StringCache {
     fn with_len(len: usize) -> Self {
         let len = len.clamp(STRING_CACHE_LEN_MIN, STRING_CACHE_LEN_MAX).next_power_of_two();
-        StringCache { entries: vec![EMPTY_ENTRY; len], inserts: 0 }
+        StringCache { entries: vec![EMPTY_ENTRY; len], inserts: 0, generation: 1 }
+    }
+
+    /// Forgets every entry, keeping the table.
+    fn reset(&mut self) {
+        self.inserts = 0;
+        self.generation = self.generation.wrapping_add(1);
+        if self.generation == 0 {
+            self.entries.fill(EMPTY_ENTRY);
+            self.generation = 1;
+        }
+    }
+
+    #[inline(always)]
+    fn is_live(&self, entry: &StringEntry) -> bool {
+        entry.generation == self.generation && entry.item_pos != usize::MAX
+    }
+
+    /// No entries yet: small documents (a record, a dictionary value) often have no string to
+    /// de-duplicate, and should not pay for the table.
+    fn empty() -> Self {
+        StringCache { entries: Vec::new(), inserts: 0, generation: 1 }
     }
 
     #[inline(always)]
     fn slot(&mut self, hash: u64) -> &mut StringEntry {
+        if self.entries.is_empty() {
+            self.entries = vec![EMPTY_ENTRY; STRING_CACHE_LEN_MIN];
+        }
         let mask = self.entries.len() - 1;
         &mut self.entries[hash as usize & mask]
     }
 
     #[inline]
-    fn insert(&mut self, entry: StringEntry) {
+    fn insert(&mut self, mut entry: StringEntry) {
+        entry.generation = self.generation;
         *self.slot(entry.hash) = entry;
         self.inserts += 1;
         if self.inserts > 2 * self.entries.len() && self.entries.len() < STRING_CACHE_LEN_MAX {
             let doubled = vec![EMPTY_ENTRY; self.entries.len() * 2];
             let old = std::mem::replace(&mut self.entries, doubled);
-            for entry in old.into_iter().filter(|e| e.item_pos != usize::MAX) {
+            let generation = self.generation;
+            for entry in old.into_iter().filter(|e| e.item_pos != usize::MAX && e.generation == generation) {
                 *self.slot(entry.hash) = entry;
             }
             self.inserts = 0;
@@ -233,6 +263,10 @@ pub struct Encoder<'k> {
     strings: StringCache,
     atoms: Vec<usize>,
     scratch: Vec<(u64, Slot)>,
+    /// Reused buffers for the tail: tables, key hashes, key index.
+    tail_scratch: Vec<u8>,
+    hash_scratch: Vec<u64>,
+    index_scratch: Vec<u32>,
     /// Amend mode: items below this position belong to the original document.
     original_len: usize,
     original_ptr: usize,
@@ -269,11 +303,14 @@ impl<'k> Encoder<'k> {
             key_index: HashTable::new(),
             key_entries: Vec::new(),
             key_arena: Vec::new(),
-            key_next: vec![NO_ENTRY],
+            key_next: Vec::new(),
             local_keys: Vec::new(),
-            strings: StringCache::with_len(STRING_CACHE_LEN_MIN),
+            strings: StringCache::empty(),
             atoms: Vec::new(),
             scratch: Vec::new(),
+            tail_scratch: Vec::new(),
+            hash_scratch: Vec::new(),
+            index_scratch: Vec::new(),
             original_len: 0,
             original_ptr: 0,
         }
@@ -296,6 +333,7 @@ impl<'k> Encoder<'k> {
         enc.out = doc.bytes().to_vec();
         enc.original_len = doc.bytes().len();
         enc.original_ptr = doc.bytes().as_ptr() as usize;
+        enc.key_next.push(NO_ENTRY); // the "dict start" hint, before one slot per entry
         for local in 0..doc.local_key_count() {
             let item_pos = doc.local_key_item(local);
             let name = doc.item_str(item_pos);
@@ -493,6 +531,9 @@ impl<'k> Encoder<'k> {
     fn key_entry(&mut self, name: &str, previous: u32) -> u32 {
         let bytes = name.as_bytes();
         let hint_slot = if previous == NO_ENTRY { 0 } else { previous as usize + 1 };
+        if self.key_next.is_empty() {
+            self.key_next.push(NO_ENTRY); // the "dict start" hint
+        }
         let predicted = self.key_next[hint_slot];
         if predicted != NO_ENTRY {
             let entry = self.key_entries[predicted as usize];
@@ -668,13 +709,15 @@ impl<'k> Encoder<'k> {
     pub(crate) fn string_slot(&mut self, bytes: &[u8]) -> Slot {
         let hash = hash_bytes(bytes);
         let out_len = self.out.len();
+        let live = {
+            let entry = *self.strings.slot(hash);
+            self.strings.is_live(&entry).then_some(entry)
+        };
         let entry = self.strings.slot(hash);
-        let hit = entry.hash == hash
-            && entry.item_pos != usize::MAX
-            && &self.out[entry.content_pos..entry.content_pos + entry.len] == bytes;
+        let hit = live.is_some_and(|live| live.hash == hash && &self.out[live.content_pos..live.content_pos + live.len] == bytes);
         if !hit {
             let (item_pos, content_pos) = self.write_string_item(bytes);
-            self.strings.insert(StringEntry { hash, item_pos, content_pos, len: bytes.len(), atom: NO_ENTRY });
+            self.strings.insert(StringEntry { hash, item_pos, content_pos, len: bytes.len(), atom: NO_ENTRY, generation: 0 });
             return Slot::pointer(item_pos, 0);
         }
         if out_len - entry.item_pos < NEAR_DISTANCE_MAX {
@@ -722,6 +765,47 @@ impl<'k> Encoder<'k> {
 
     /// Writes the tail (tables and footer) and returns the document's bytes.
     pub fn finish(mut self) -> Result<Vec<u8>, EncodeError> {
+        self.finish_reuse()
+    }
+
+    /// Forgets the document under construction, keeping every buffer's capacity.
+    pub(crate) fn reset(&mut self) {
+        self.out.clear();
+        self.frames.clear();
+        self.slots.clear();
+        self.slot_keys.clear();
+        self.root = None;
+        self.key_index.clear();
+        self.key_entries.clear();
+        self.key_arena.clear();
+        self.key_next.clear();
+        self.local_keys.clear();
+        self.strings.reset();
+        self.atoms.clear();
+        self.scratch.clear();
+        self.original_len = 0;
+        self.original_ptr = 0;
+    }
+
+    /// [`Encoder::finish`] that leaves the encoder ready for another document, its buffers
+    /// kept (used by [`crate::to_vec`] through a per-thread encoder).
+    pub(crate) fn finish_reuse(&mut self) -> Result<Vec<u8>, EncodeError> {
+        let result = self.write_tail();
+        let bytes = match result {
+            Ok(()) => {
+                let capacity = self.out.len();
+                std::mem::replace(&mut self.out, Vec::with_capacity(capacity))
+            }
+            Err(error) => {
+                self.reset();
+                return Err(error);
+            }
+        };
+        self.reset();
+        Ok(bytes)
+    }
+
+    fn write_tail(&mut self) -> Result<(), EncodeError> {
         if !self.frames.is_empty() {
             return Err(EncodeError::Incomplete("containers left open"));
         }
@@ -732,7 +816,8 @@ impl<'k> Encoder<'k> {
         if key_count > u32::MAX as u64 || atom_count > u32::MAX as u64 {
             return Err(EncodeError::Incomplete("more than 2^32 keys or atoms"));
         }
-        let mut tables = Vec::new();
+        let mut tables = std::mem::take(&mut self.tail_scratch);
+        tables.clear();
         let key_width = width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0).max(self.local_keys.len()) as u64));
         let atom_width = width_of(width_code_for_unsigned(self.atoms.iter().copied().max().unwrap_or(0) as u64));
         let key_index_growth = self.write_key_table(&mut tables, key_width)?;
@@ -770,12 +855,13 @@ impl<'k> Encoder<'k> {
         write_uint(&mut self.out, tail_start as u64, offset_width);
         self.out.push((FORMAT_VERSION << 4) | (code_of_width(offset_width) << 2) | code_of_width(root_width));
         debug_assert_eq!(self.out.len(), tail_start + total);
-        Ok(self.out)
+        self.tail_scratch = tables;
+        Ok(())
     }
 
     /// Key table: item offsets by local id, then the hash index (slot → local id + 1, 0 for
     /// empty), each `width` bytes. Returns the index's growth exponent.
-    fn write_key_table(&self, tables: &mut Vec<u8>, width: usize) -> Result<u8, EncodeError> {
+    fn write_key_table(&mut self, tables: &mut Vec<u8>, width: usize) -> Result<u8, EncodeError> {
         let count = self.local_keys.len();
         if count == 0 {
             return Ok(0);
@@ -783,18 +869,19 @@ impl<'k> Encoder<'k> {
         for &pos in &self.local_keys {
             write_uint(tables, pos as u64, width);
         }
-        let mut names: Vec<&[u8]> = vec![&[][..]; count];
+        // Local ids are handed out in entry order, so the local entries in order are by id.
+        self.hash_scratch.clear();
         for entry in &self.key_entries {
             if entry.id >= self.shared_count {
-                names[(entry.id - self.shared_count) as usize] = &self.key_arena[entry.arena_start..entry.arena_start + entry.len];
+                self.hash_scratch.push(key_hash(&self.key_arena[entry.arena_start..entry.arena_start + entry.len]));
             }
         }
-        let hashes: Vec<u64> = names.iter().map(|name| key_hash(name)).collect();
+        debug_assert_eq!(self.hash_scratch.len(), count);
         let mut growth = 0;
         loop {
             let slots = key_index_slots(count as u64, growth) as usize;
-            if let Some(index) = build_key_index(&hashes, slots) {
-                for entry in index {
+            if build_key_index(&self.hash_scratch, slots, &mut self.index_scratch) {
+                for &entry in &self.index_scratch {
                     write_uint(tables, entry as u64, width);
                 }
                 return Ok(growth);
@@ -808,22 +895,23 @@ impl<'k> Encoder<'k> {
     }
 }
 
-/// Linear-probing index of `hashes.len()` keys in `slots` slots, or `None` if a key would sit
-/// more than [`KEY_PROBE_MAX`] slots from its home.
-fn build_key_index(hashes: &[u64], slots: usize) -> Option<Vec<u32>> {
+/// Linear-probing index of `hashes.len()` keys in `slots` slots, written into `index`; false
+/// if a key would sit more than [`KEY_PROBE_MAX`] slots from its home.
+fn build_key_index(hashes: &[u64], slots: usize, index: &mut Vec<u32>) -> bool {
     let mask = slots - 1;
-    let mut index = vec![0u32; slots];
+    index.clear();
+    index.resize(slots, 0);
     for (local, &hash) in hashes.iter().enumerate() {
         let mut slot = hash as usize & mask;
         let mut probes = 1;
         while index[slot] != 0 {
             if probes == KEY_PROBE_MAX {
-                return None;
+                return false;
             }
             slot = (slot + 1) & mask;
             probes += 1;
         }
         index[slot] = local as u32 + 1;
     }
-    Some(index)
+    true
 }

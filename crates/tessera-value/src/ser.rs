@@ -18,9 +18,26 @@ use serde::ser::{self, Serialize};
 /// assert_eq!(doc.root().to_json(), r#"{"x":1,"y":-2}"#);
 /// ```
 pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> {
-    let mut encoder = Encoder::new();
-    value.serialize(&mut encoder)?;
-    encoder.finish()
+    thread_local! {
+        /// A per-thread encoder whose buffers are reused: encoding a small value then costs
+        /// one allocation, for the result.
+        static ENCODER: std::cell::RefCell<Encoder<'static>> = std::cell::RefCell::new(Encoder::new());
+    }
+    ENCODER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut encoder) => {
+            if let Err(error) = value.serialize(&mut *encoder) {
+                encoder.reset();
+                return Err(error);
+            }
+            encoder.finish_reuse()
+        }
+        // Called from inside a `Serialize` impl that is itself being encoded: use a fresh one.
+        Err(_) => {
+            let mut encoder = Encoder::new();
+            value.serialize(&mut encoder)?;
+            encoder.finish()
+        }
+    })
 }
 
 /// [`to_vec`] with dict keys taken from a shared-key table where possible.

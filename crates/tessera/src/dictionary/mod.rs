@@ -69,7 +69,7 @@ type PendingWrite = (Arc<str>, Option<Arc<[u8]>>, u64);
 
 #[derive(Default)]
 struct Shard {
-    entries: HashMap<Arc<str>, Entry>,
+    entries: rustc_hash::FxHashMap<Arc<str>, Entry>,
     /// Keys with a pending write (entries whose `pending` is non-zero, possibly stale).
     dirty: Vec<Arc<str>>,
 }
@@ -250,7 +250,8 @@ impl DictInner {
         self.has_pending.store(false, Ordering::SeqCst);
         let mut batch: Option<Vec<PendingWrite>> = None;
         let result = self.db.write_with(Durability::BUFFERED, |tx| {
-            // Collected under the writer lock, once even if the transaction is retried.
+            // Collected under the writer lock, once even if the transaction is retried, and
+            // written in key order, which LMDB's B-tree takes fastest.
             let batch = batch.get_or_insert_with(|| self.take_pending());
             for (key, value, _) in batch.iter() {
                 match value {
