@@ -2,8 +2,8 @@
 //!
 //! It opens (or creates) the database `tour.tessera`, or the path given as the first argument,
 //! and shows each capability that has landed so far: the zero-copy binary format, the storage
-//! core (transactions, durability, the change feed, order-preserving keys) and field-decomposed
-//! documents.
+//! core (transactions, durability, the change feed, order-preserving keys), field-decomposed
+//! documents and the dictionary.
 
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
@@ -162,7 +162,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("    ids starting with \"gr\": {:?}", profiles.ids_with_prefix("gr")?);
-    println!("\ncollections, live queries and the dictionary build on this; see the README.");
+
+    // 13. The dictionary: typed values from a sharded cache, written behind, transactional.
+    let settings = db.dictionary()?;
+    settings.set("theme", "dark")?;                               // returns at once
+    settings.set("font size", &14u16)?;
+    println!("13. dictionary: theme = {:?}, font size = {:?}", settings.get::<String>("theme")?, settings.get::<u16>("font size")?);
+    println!("    reading \"theme\" as a number is an error, not None: {}", settings.get::<u16>("theme").is_err());
+    db.write(|tx| {
+        tx.dictionary(&settings).set("last visit", &101u64)?;    // commits with the rest
+        tx.put(&counters, b"visits", &102u64.to_be_bytes())
+    })?;
+    settings.flush()?;                                            // durable, from every thread
+    println!("    keys: {:?}", settings.keys()?);
+    println!("\ntyped collections and live queries build on this; see the README.");
     Ok(())
 }
 
