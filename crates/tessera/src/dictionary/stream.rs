@@ -20,10 +20,14 @@ pub enum DictEvent<T> {
 
 /// A stream of [`DictEvent`]s for one key; iterating blocks, dropping unsubscribes.
 pub struct DictStream<T> {
-    dictionary: Dictionary,
-    key: String,
     changes: ChangeStream,
     initial: Option<Result<Option<T>>>,
+    state: KeyState<T>,
+}
+
+struct KeyState<T> {
+    dictionary: Dictionary,
+    key: String,
     _type: PhantomData<fn() -> T>,
 }
 
@@ -31,9 +35,32 @@ impl<T: DeserializeOwned> DictStream<T> {
     pub(super) fn new(dictionary: Dictionary, key: &str) -> Result<Self> {
         let changes = dictionary.inner.db.subscribe();
         let initial = Some(dictionary.get::<T>(key));
-        Ok(DictStream { dictionary, key: key.to_owned(), changes, initial, _type: PhantomData })
+        Ok(DictStream { changes, initial, state: KeyState { dictionary, key: key.to_owned(), _type: PhantomData } })
     }
 
+    /// The next event, waiting at most `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<DictEvent<T>>> {
+        if let Some(initial) = self.initial.take() {
+            return Some(initial.map(DictEvent::Initial));
+        }
+        let state = &mut self.state;
+        self.changes.wait_for(Some(timeout), |event| state.handle(event))
+    }
+}
+
+impl<T: DeserializeOwned> Iterator for DictStream<T> {
+    type Item = Result<DictEvent<T>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(initial) = self.initial.take() {
+            return Some(initial.map(DictEvent::Initial));
+        }
+        let state = &mut self.state;
+        self.changes.wait_for(None, |event| state.handle(event))
+    }
+}
+
+impl<T: DeserializeOwned> KeyState<T> {
     fn decode(&self, bytes: &[u8]) -> Result<T> {
         let inner = &self.dictionary.inner;
         let doc = tessera_value::Doc::from_untrusted(bytes).map_err(|error| inner.value_error(&self.key, error))?;
@@ -66,37 +93,6 @@ impl<T: DeserializeOwned> DictStream<T> {
                 Some(value) => DictEvent::Updated(value),
                 None => DictEvent::Deleted,
             })),
-        }
-    }
-
-    /// The next event, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<DictEvent<T>>> {
-        if let Some(initial) = self.initial.take() {
-            return Some(initial.map(DictEvent::Initial));
-        }
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.checked_duration_since(std::time::Instant::now())?;
-            let event = self.changes.recv_timeout(left)?;
-            if let Some(outcome) = self.handle(event) {
-                return Some(outcome);
-            }
-        }
-    }
-}
-
-impl<T: DeserializeOwned> Iterator for DictStream<T> {
-    type Item = Result<DictEvent<T>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(initial) = self.initial.take() {
-            return Some(initial.map(DictEvent::Initial));
-        }
-        loop {
-            let event = self.changes.next()?;
-            if let Some(outcome) = self.handle(event) {
-                return Some(outcome);
-            }
         }
     }
 }

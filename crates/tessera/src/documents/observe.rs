@@ -15,8 +15,12 @@ use std::time::Duration;
 /// every event is the document exactly as that commit left it, with no read from storage. Only
 /// after missing commits (a full queue, `FeedEvent::Lagged`) does it read the document again.
 pub struct DocumentStream<T> {
-    document: Document<T>,
     changes: ChangeStream,
+    state: DocumentState<T>,
+}
+
+struct DocumentState<T> {
+    document: Document<T>,
     /// Full key → stored bytes of the document's fields, as of `sequence`.
     fields: BTreeMap<Vec<u8>, Vec<u8>>,
     sequence: u64,
@@ -27,13 +31,30 @@ pub struct DocumentStream<T> {
 impl<T: Serialize + DeserializeOwned> DocumentStream<T> {
     pub(crate) fn new(document: Document<T>) -> Self {
         let changes = document.collection.db.subscribe(); // first, so no commit falls between
-        let mut stream = DocumentStream { document, changes, fields: BTreeMap::new(), sequence: 0, pending_error: None };
-        if let Err(error) = stream.reload() {
-            stream.pending_error = Some(error);
+        let mut state = DocumentState { document, fields: BTreeMap::new(), sequence: 0, pending_error: None };
+        if let Err(error) = state.reload() {
+            state.pending_error = Some(error);
         }
-        stream
+        DocumentStream { changes, state }
     }
 
+    /// The next value, waiting at most `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<Option<T>>> {
+        let state = &mut self.state;
+        self.changes.wait_for(Some(timeout), |event| state.handle(event))
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Iterator for DocumentStream<T> {
+    type Item = Result<Option<T>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let state = &mut self.state;
+        self.changes.wait_for(None, |event| state.handle(event))
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> DocumentState<T> {
     /// Reads the stored fields afresh.
     fn reload(&mut self) -> Result<()> {
         let collection = &self.document.collection;
@@ -84,41 +105,20 @@ impl<T: Serialize + DeserializeOwned> DocumentStream<T> {
         }
         touched
     }
-
-    /// The next value, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<Option<T>>> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.checked_duration_since(std::time::Instant::now())?;
-            let event = self.changes.recv_timeout(left)?;
-            if let Some(value) = self.handle(event) {
-                return Some(value);
-            }
-        }
-    }
-}
-
-impl<T: Serialize + DeserializeOwned> Iterator for DocumentStream<T> {
-    type Item = Result<Option<T>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let event = self.changes.next()?;
-            if let Some(value) = self.handle(event) {
-                return Some(value);
-            }
-        }
-    }
 }
 
 /// The values of one field, reported only when its stored bytes change (see
 /// [`Document::observe_field`]).
 pub struct FieldStream<V> {
+    changes: ChangeStream,
+    state: FieldState<V>,
+}
+
+struct FieldState<V> {
     document: Document<()>,
     name: String,
     field_key: Vec<u8>,
     last: Option<Option<Vec<u8>>>,
-    changes: ChangeStream,
     _type: std::marker::PhantomData<fn() -> V>,
 }
 
@@ -129,8 +129,27 @@ impl<V: DeserializeOwned> FieldStream<V> {
         let untyped = Document { collection: document.collection.clone(), id: document.id.clone(), prefix: document.prefix.clone(), _type: std::marker::PhantomData };
         // Start from the stored value, so that only changes are reported.
         let current = document.collection.db.read(|tx| Ok(tx.get(&document.collection.keyspace, &field_key)?.map(<[u8]>::to_vec)))?;
-        Ok(FieldStream { document: untyped, name: name.into(), field_key, last: Some(current), changes, _type: std::marker::PhantomData })
+        let state = FieldState { document: untyped, name: name.into(), field_key, last: Some(current), _type: std::marker::PhantomData };
+        Ok(FieldStream { changes, state })
     }
+
+    /// The next changed value, waiting at most `timeout`.
+    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<Option<V>>> {
+        let state = &mut self.state;
+        self.changes.wait_for(Some(timeout), |event| state.handle(event))
+    }
+}
+
+impl<V: DeserializeOwned> Iterator for FieldStream<V> {
+    type Item = Result<Option<V>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let state = &mut self.state;
+        self.changes.wait_for(None, |event| state.handle(event))
+    }
+}
+
+impl<V: DeserializeOwned> FieldState<V> {
 
     fn handle(&mut self, event: FeedEvent) -> Option<Result<Option<V>>> {
         let stored = match event {
@@ -152,30 +171,5 @@ impl<V: DeserializeOwned> FieldStream<V> {
             Some(bytes) => fields::decode_field(&self.document, &self.name, &bytes).map(Some),
             None => Ok(None),
         })
-    }
-
-    /// The next changed value, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<Option<V>>> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.checked_duration_since(std::time::Instant::now())?;
-            let event = self.changes.recv_timeout(left)?;
-            if let Some(value) = self.handle(event) {
-                return Some(value);
-            }
-        }
-    }
-}
-
-impl<V: DeserializeOwned> Iterator for FieldStream<V> {
-    type Item = Result<Option<V>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let event = self.changes.next()?;
-            if let Some(value) = self.handle(event) {
-                return Some(value);
-            }
-        }
     }
 }
