@@ -17,6 +17,7 @@
 pub mod dictionary;
 pub mod documents;
 mod error;
+pub mod query;
 pub mod store;
 
 pub use dictionary::{DictEvent, DictStream, DictTxn, Dictionary, DictionaryOptions};

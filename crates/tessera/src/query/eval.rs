@@ -1,0 +1,186 @@
+//! Evaluation of an expression on a record, read in place from its binary bytes.
+
+use super::{ArithOp, CompareOp, Expr, Literal, StringOp, Truth};
+use std::cmp::Ordering;
+use tessera_value::{Kind, Value};
+
+/// A value an expression produces. Containers and binary data are `Other`: they can be tested
+/// for NULL but not compared.
+#[derive(Debug, Clone, PartialEq)]
+enum Operand<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    Other,
+}
+
+fn from_value(value: Value<'_>) -> Operand<'_> {
+    match value.kind() {
+        Kind::Null => Operand::Null,
+        Kind::Bool => Operand::Bool(value.as_bool().unwrap_or(false)),
+        Kind::Int => Operand::Int(value.as_i64().unwrap_or(0)),
+        Kind::UInt => Operand::Float(value.as_u64().unwrap_or(0) as f64),
+        Kind::Float => Operand::Float(value.as_f64().unwrap_or(f64::NAN)),
+        Kind::String => Operand::Str(value.as_str().unwrap_or("")),
+        Kind::Binary | Kind::Array | Kind::Dict => Operand::Other,
+    }
+}
+
+fn from_literal(literal: &Literal) -> Operand<'_> {
+    match literal {
+        Literal::Null => Operand::Null,
+        Literal::Bool(b) => Operand::Bool(*b),
+        Literal::Int(i) => Operand::Int(*i),
+        Literal::Float(x) => Operand::Float(*x),
+        Literal::Str(s) => Operand::Str(s),
+    }
+}
+
+/// Orders two non-NULL operands of comparable kinds; `None` for kinds that do not compare.
+fn order(a: &Operand<'_>, b: &Operand<'_>) -> Option<Ordering> {
+    match (a, b) {
+        (Operand::Int(x), Operand::Int(y)) => Some(x.cmp(y)),
+        (Operand::Int(x), Operand::Float(y)) => (*x as f64).partial_cmp(y),
+        (Operand::Float(x), Operand::Int(y)) => x.partial_cmp(&(*y as f64)),
+        (Operand::Float(x), Operand::Float(y)) => x.partial_cmp(y),
+        (Operand::Str(x), Operand::Str(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        (Operand::Bool(x), Operand::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+fn compare(a: &Operand<'_>, op: CompareOp, b: &Operand<'_>) -> Truth {
+    if matches!(a, Operand::Null) || matches!(b, Operand::Null) {
+        return Truth::Unknown;
+    }
+    let Some(ordering) = order(a, b) else {
+        // NaN against a number: every comparison is false except `!=`.
+        let numbers = matches!(a, Operand::Int(_) | Operand::Float(_)) && matches!(b, Operand::Int(_) | Operand::Float(_));
+        return if numbers { Truth::from_bool(op == CompareOp::Ne) } else { Truth::Unknown };
+    };
+    Truth::from_bool(match op {
+        CompareOp::Eq => ordering == Ordering::Equal,
+        CompareOp::Ne => ordering != Ordering::Equal,
+        CompareOp::Lt => ordering == Ordering::Less,
+        CompareOp::Le => ordering != Ordering::Greater,
+        CompareOp::Gt => ordering == Ordering::Greater,
+        CompareOp::Ge => ordering != Ordering::Less,
+    })
+}
+
+fn arithmetic<'a>(a: Operand<'a>, op: ArithOp, b: Operand<'a>) -> Operand<'a> {
+    match (a, b) {
+        (Operand::Int(x), Operand::Int(y)) => {
+            let result = match op {
+                ArithOp::Add => x.checked_add(y),
+                ArithOp::Sub => x.checked_sub(y),
+                ArithOp::Rem => x.checked_rem(y),
+            };
+            // Overflow or a zero divisor gives NULL rather than a wrong number.
+            result.map_or(Operand::Null, Operand::Int)
+        }
+        (Operand::Int(x), Operand::Float(y)) => float_arithmetic(x as f64, op, y),
+        (Operand::Float(x), Operand::Int(y)) => float_arithmetic(x, op, y as f64),
+        (Operand::Float(x), Operand::Float(y)) => float_arithmetic(x, op, y),
+        _ => Operand::Null,
+    }
+}
+
+fn float_arithmetic<'a>(x: f64, op: ArithOp, y: f64) -> Operand<'a> {
+    match op {
+        ArithOp::Add => Operand::Float(x + y),
+        ArithOp::Sub => Operand::Float(x - y),
+        ArithOp::Rem if y == 0.0 => Operand::Null,
+        ArithOp::Rem => Operand::Float(x % y),
+    }
+}
+
+impl Expr {
+    /// The truth of this predicate for `record`. Only [`Truth::True`] matches.
+    pub fn eval(&self, record: Value<'_>) -> Truth {
+        match self {
+            Expr::Compare(a, op, b) => compare(&a.operand(record), *op, &b.operand(record)),
+            Expr::Between(a, low, high) => {
+                let value = a.operand(record);
+                compare(&value, CompareOp::Ge, &low.operand(record)).and(compare(&value, CompareOp::Le, &high.operand(record)))
+            }
+            Expr::In(a, list, negated) => {
+                let value = a.operand(record);
+                if value == Operand::Null {
+                    return Truth::Unknown;
+                }
+                let mut truth = Truth::False;
+                for literal in list {
+                    truth = truth.or(compare(&value, CompareOp::Eq, &from_literal(literal)));
+                }
+                if *negated {
+                    truth.not()
+                } else {
+                    truth
+                }
+            }
+            Expr::IsNull(a, negated) => Truth::from_bool((a.operand(record) == Operand::Null) != *negated),
+            Expr::Str(a, op, text) => match a.operand(record) {
+                Operand::Str(value) => Truth::from_bool(match op {
+                    StringOp::StartsWith => value.starts_with(text.as_str()),
+                    StringOp::EndsWith => value.ends_with(text.as_str()),
+                    StringOp::Contains => value.contains(text.as_str()),
+                }),
+                _ => Truth::Unknown,
+            },
+            Expr::Variant(path, variant) => match lookup(record, path) {
+                None => Truth::Unknown,
+                Some(value) if value.kind() == Kind::Null => Truth::Unknown,
+                Some(value) => Truth::from_bool(match (value.as_str(), value.as_dict()) {
+                    (Some(name), _) => name == variant,
+                    (None, Some(dict)) => dict.len() == 1 && dict.entry(0).is_some_and(|(key, _)| key == variant),
+                    _ => false,
+                }),
+            },
+            Expr::And(a, b) => {
+                let left = a.eval(record);
+                if left == Truth::False {
+                    return Truth::False;
+                }
+                left.and(b.eval(record))
+            }
+            Expr::Or(a, b) => {
+                let left = a.eval(record);
+                if left == Truth::True {
+                    return Truth::True;
+                }
+                left.or(b.eval(record))
+            }
+            Expr::Not(a) => a.eval(record).not(),
+            // A value used as a predicate: a boolean is its own truth; anything else is unknown.
+            Expr::Field(_) | Expr::Literal(_) | Expr::Arith(..) => match self.operand(record) {
+                Operand::Bool(b) => Truth::from_bool(b),
+                _ => Truth::Unknown,
+            },
+        }
+    }
+
+    fn operand<'a>(&'a self, record: Value<'a>) -> Operand<'a> {
+        match self {
+            Expr::Field(path) => lookup(record, path).map_or(Operand::Null, from_value),
+            Expr::Literal(literal) => from_literal(literal),
+            Expr::Arith(a, op, b) => arithmetic(a.operand(record), *op, b.operand(record)),
+            predicate => match predicate.eval(record) {
+                Truth::True => Operand::Bool(true),
+                Truth::False => Operand::Bool(false),
+                Truth::Unknown => Operand::Null,
+            },
+        }
+    }
+}
+
+/// The value at a dotted field path; `None` when a step is missing.
+fn lookup<'a>(record: Value<'a>, path: &str) -> Option<Value<'a>> {
+    let mut current = record;
+    for step in path.split('.') {
+        current = current.get(step)?;
+    }
+    Some(current)
+}

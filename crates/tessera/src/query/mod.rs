@@ -1,0 +1,339 @@
+//! Query expressions: a predicate language with SQL's three-valued logic, built in Rust or
+//! parsed from text, evaluated directly on a record's stored binary bytes.
+//!
+//! ```
+//! use tessera::query::{field, Expr, Truth};
+//! let query = field("priority").gt(2500).and(field("tag").starts_with("a"));
+//! assert_eq!(query, Expr::parse(r#"priority > 2500 and tag starts_with "a""#).unwrap());
+//!
+//! let record = tessera::value::from_json(br#"{"priority": 3000, "tag": "alpha"}"#).unwrap();
+//! let root = tessera::value::Doc::from_untrusted(&record).unwrap().root();
+//! assert_eq!(query.eval(root), Truth::True);
+//! // A comparison with a missing field is unknown, and only TRUE matches.
+//! assert_eq!(field("missing").gt(1).eval(root), Truth::Unknown);
+//! assert_eq!(field("missing").gt(1).not().eval(root), Truth::Unknown);
+//! assert_eq!(field("missing").is_null().eval(root), Truth::True);
+//! ```
+//!
+//! **Semantics.** A field is read by its dotted path; a missing field and JSON `null` are both
+//! NULL. A comparison, string test, membership test or arithmetic with a NULL operand is
+//! UNKNOWN (arithmetic yields NULL); `is_null` is never UNKNOWN. `not`, `and` and `or` follow
+//! Kleene's logic (FALSE wins an `and`, TRUE wins an `or`, otherwise UNKNOWN wins). Numbers
+//! compare by value whether stored as integers or floats; strings compare by bytes; comparing
+//! values of different kinds (a number with a string) is UNKNOWN at run time, and a type error
+//! when the query is checked against a schema.
+
+mod eval;
+mod parse;
+
+pub use parse::ParseError;
+
+use std::fmt;
+
+/// A query's truth value under three-valued logic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Truth {
+    /// The predicate holds: the record matches.
+    True,
+    /// The predicate does not hold.
+    False,
+    /// The predicate involves NULL: the record does not match, and `not` keeps it unknown.
+    Unknown,
+}
+
+impl Truth {
+    /// Kleene negation.
+    pub fn not(self) -> Truth {
+        match self {
+            Truth::True => Truth::False,
+            Truth::False => Truth::True,
+            Truth::Unknown => Truth::Unknown,
+        }
+    }
+
+    /// Kleene conjunction.
+    pub fn and(self, other: Truth) -> Truth {
+        match (self, other) {
+            (Truth::False, _) | (_, Truth::False) => Truth::False,
+            (Truth::True, Truth::True) => Truth::True,
+            _ => Truth::Unknown,
+        }
+    }
+
+    /// Kleene disjunction.
+    pub fn or(self, other: Truth) -> Truth {
+        match (self, other) {
+            (Truth::True, _) | (_, Truth::True) => Truth::True,
+            (Truth::False, Truth::False) => Truth::False,
+            _ => Truth::Unknown,
+        }
+    }
+
+    fn from_bool(value: bool) -> Truth {
+        if value {
+            Truth::True
+        } else {
+            Truth::False
+        }
+    }
+}
+
+/// A constant in a query.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// NULL.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(String),
+}
+
+macro_rules! literal_from {
+    ($($type:ty => $variant:ident $(as $cast:ty)?),*) => {$(
+        impl From<$type> for Literal {
+            fn from(value: $type) -> Literal {
+                Literal::$variant(value $(as $cast)?)
+            }
+        }
+    )*};
+}
+literal_from!(bool => Bool, i64 => Int, i32 => Int as i64, u32 => Int as i64, i16 => Int as i64, u8 => Int as i64, f64 => Float, f32 => Float as f64, String => Str);
+
+impl From<&str> for Literal {
+    fn from(value: &str) -> Literal {
+        Literal::Str(value.to_owned())
+    }
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// An arithmetic operator (Dflat's `+ - %`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `%` (remainder; NULL when dividing by zero)
+    Rem,
+}
+
+/// A string test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StringOp {
+    /// `starts_with`
+    StartsWith,
+    /// `ends_with`
+    EndsWith,
+    /// `contains`
+    Contains,
+}
+
+/// A query expression. Build it with [`field`] and the methods below, or parse it with
+/// [`Expr::parse`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// A field's value, by dotted path (`pos.x`).
+    Field(String),
+    /// A constant.
+    Literal(Literal),
+    /// Arithmetic on two values.
+    Arith(Box<Expr>, ArithOp, Box<Expr>),
+    /// A comparison.
+    Compare(Box<Expr>, CompareOp, Box<Expr>),
+    /// `value between low and high` (inclusive).
+    Between(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `value in (…)`, or `not in` when the flag is set.
+    In(Box<Expr>, Vec<Literal>, bool),
+    /// `value is null`, or `is not null` when the flag is set.
+    IsNull(Box<Expr>, bool),
+    /// A string test against a constant.
+    Str(Box<Expr>, StringOp, String),
+    /// `field is Variant`: the field holds that variant of an externally tagged enum.
+    Variant(String, String),
+    /// Kleene `and`.
+    And(Box<Expr>, Box<Expr>),
+    /// Kleene `or`.
+    Or(Box<Expr>, Box<Expr>),
+    /// Kleene `not`.
+    Not(Box<Expr>),
+}
+
+/// The field at a dotted path, to build a query from.
+pub fn field(path: &str) -> Expr {
+    Expr::Field(path.to_owned())
+}
+
+impl Expr {
+    fn compare(self, op: CompareOp, other: impl Into<Expr>) -> Expr {
+        Expr::Compare(Box::new(self), op, Box::new(other.into()))
+    }
+
+    /// `self == other`
+    pub fn eq(self, other: impl Into<Expr>) -> Expr {
+        self.compare(CompareOp::Eq, other)
+    }
+    /// `self != other`
+    pub fn ne(self, other: impl Into<Expr>) -> Expr {
+        self.compare(CompareOp::Ne, other)
+    }
+    /// `self < other`
+    pub fn lt(self, other: impl Into<Expr>) -> Expr {
+        self.compare(CompareOp::Lt, other)
+    }
+    /// `self <= other`
+    pub fn le(self, other: impl Into<Expr>) -> Expr {
+        self.compare(CompareOp::Le, other)
+    }
+    /// `self > other`
+    pub fn gt(self, other: impl Into<Expr>) -> Expr {
+        self.compare(CompareOp::Gt, other)
+    }
+    /// `self >= other`
+    pub fn ge(self, other: impl Into<Expr>) -> Expr {
+        self.compare(CompareOp::Ge, other)
+    }
+    /// `low <= self <= high`
+    pub fn between(self, low: impl Into<Expr>, high: impl Into<Expr>) -> Expr {
+        Expr::Between(Box::new(self), Box::new(low.into()), Box::new(high.into()))
+    }
+    /// `self in (values…)`
+    pub fn is_in(self, values: impl IntoIterator<Item = impl Into<Literal>>) -> Expr {
+        Expr::In(Box::new(self), values.into_iter().map(Into::into).collect(), false)
+    }
+    /// `self not in (values…)`
+    pub fn not_in(self, values: impl IntoIterator<Item = impl Into<Literal>>) -> Expr {
+        Expr::In(Box::new(self), values.into_iter().map(Into::into).collect(), true)
+    }
+    /// `self is null` (missing or null)
+    pub fn is_null(self) -> Expr {
+        Expr::IsNull(Box::new(self), false)
+    }
+    /// `self is not null`
+    pub fn is_not_null(self) -> Expr {
+        Expr::IsNull(Box::new(self), true)
+    }
+    /// `self starts_with prefix`
+    pub fn starts_with(self, prefix: &str) -> Expr {
+        Expr::Str(Box::new(self), StringOp::StartsWith, prefix.to_owned())
+    }
+    /// `self ends_with suffix`
+    pub fn ends_with(self, suffix: &str) -> Expr {
+        Expr::Str(Box::new(self), StringOp::EndsWith, suffix.to_owned())
+    }
+    /// `self contains part`
+    pub fn contains(self, part: &str) -> Expr {
+        Expr::Str(Box::new(self), StringOp::Contains, part.to_owned())
+    }
+    /// The field holds enum variant `variant` (a string, or a dict whose one key is it). On
+    /// anything but a field the test is FALSE.
+    pub fn is_variant(self, variant: &str) -> Expr {
+        match self {
+            Expr::Field(path) => Expr::Variant(path, variant.to_owned()),
+            _ => Expr::Literal(Literal::Bool(false)),
+        }
+    }
+    /// `self + other`
+    pub fn add(self, other: impl Into<Expr>) -> Expr {
+        Expr::Arith(Box::new(self), ArithOp::Add, Box::new(other.into()))
+    }
+    /// `self - other`
+    pub fn sub(self, other: impl Into<Expr>) -> Expr {
+        Expr::Arith(Box::new(self), ArithOp::Sub, Box::new(other.into()))
+    }
+    /// `self % other`
+    pub fn rem(self, other: impl Into<Expr>) -> Expr {
+        Expr::Arith(Box::new(self), ArithOp::Rem, Box::new(other.into()))
+    }
+    /// Kleene `self and other`
+    pub fn and(self, other: Expr) -> Expr {
+        Expr::And(Box::new(self), Box::new(other))
+    }
+    /// Kleene `self or other`
+    pub fn or(self, other: Expr) -> Expr {
+        Expr::Or(Box::new(self), Box::new(other))
+    }
+    /// Kleene `not self`
+    #[allow(clippy::should_implement_trait)]
+    pub fn not(self) -> Expr {
+        Expr::Not(Box::new(self))
+    }
+}
+
+impl<T: Into<Literal>> From<T> for Expr {
+    fn from(value: T) -> Expr {
+        Expr::Literal(value.into())
+    }
+}
+
+impl fmt::Display for Literal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Literal::Null => f.write_str("null"),
+            Literal::Bool(b) => write!(f, "{b}"),
+            Literal::Int(i) => write!(f, "{i}"),
+            Literal::Float(x) if x.fract() == 0.0 && x.is_finite() => write!(f, "{x:.1}"),
+            Literal::Float(x) => write!(f, "{x}"),
+            Literal::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    /// The query in the text syntax [`Expr::parse`] reads, fully parenthesized.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let compare = |op: &CompareOp| match op {
+            CompareOp::Eq => "==",
+            CompareOp::Ne => "!=",
+            CompareOp::Lt => "<",
+            CompareOp::Le => "<=",
+            CompareOp::Gt => ">",
+            CompareOp::Ge => ">=",
+        };
+        match self {
+            Expr::Field(path) => f.write_str(path),
+            Expr::Literal(literal) => write!(f, "{literal}"),
+            Expr::Arith(a, op, b) => write!(f, "({a} {} {b})", match op {
+                ArithOp::Add => "+",
+                ArithOp::Sub => "-",
+                ArithOp::Rem => "%",
+            }),
+            Expr::Compare(a, op, b) => write!(f, "({a} {} {b})", compare(op)),
+            Expr::Between(a, low, high) => write!(f, "({a} between {low} and {high})"),
+            Expr::In(a, list, negated) => {
+                let items: Vec<String> = list.iter().map(ToString::to_string).collect();
+                write!(f, "({a} {}in ({}))", if *negated { "not " } else { "" }, items.join(", "))
+            }
+            Expr::IsNull(a, negated) => write!(f, "({a} is {}null)", if *negated { "not " } else { "" }),
+            Expr::Str(a, op, text) => write!(f, "({a} {} {text:?})", match op {
+                StringOp::StartsWith => "starts_with",
+                StringOp::EndsWith => "ends_with",
+                StringOp::Contains => "contains",
+            }),
+            Expr::Variant(path, variant) => write!(f, "({path} is {variant})"),
+            Expr::And(a, b) => write!(f, "({a} and {b})"),
+            Expr::Or(a, b) => write!(f, "({a} or {b})"),
+            Expr::Not(a) => write!(f, "(not {a})"),
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Query expressions against a naive oracle: random records and random expressions, evaluated
+//! on the binary bytes and, independently, on serde_json's view of the same record. Three-valued
+//! logic included. Also: the text syntax round-trips, and parse errors point at the column.
+
+use proptest::prelude::*;
+use serde_json::{json, Value as Json};
+use tessera::query::{field, ArithOp, CompareOp, Expr, Literal, StringOp, Truth};
+
+// ------------------------------------------------------------------------------ the oracle
+
+#[derive(Debug, Clone, PartialEq)]
+enum V {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Other,
+}
+
+fn json_value(record: &Json, path: &str) -> V {
+    let mut current = record;
+    for step in path.split('.') {
+        match current.get(step) {
+            Some(next) => current = next,
+            None => return V::Null,
+        }
+    }
+    match current {
+        Json::Null => V::Null,
+        Json::Bool(b) => V::Bool(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => V::Int(i),
+            None => V::Float(n.as_f64().unwrap()),
+        },
+        Json::String(s) => V::Str(s.clone()),
+        _ => V::Other,
+    }
+}
+
+fn literal(l: &Literal) -> V {
+    match l {
+        Literal::Null => V::Null,
+        Literal::Bool(b) => V::Bool(*b),
+        Literal::Int(i) => V::Int(*i),
+        Literal::Float(f) => V::Float(*f),
+        Literal::Str(s) => V::Str(s.clone()),
+    }
+}
+
+fn as_f64(v: &V) -> Option<f64> {
+    match v {
+        V::Int(i) => Some(*i as f64),
+        V::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// `Some(true/false)` or `None` for unknown.
+fn cmp(a: &V, op: CompareOp, b: &V) -> Option<bool> {
+    use std::cmp::Ordering::*;
+    let ordering = match (a, b) {
+        (V::Null, _) | (_, V::Null) => return None,
+        (V::Int(x), V::Int(y)) => x.cmp(y),
+        (V::Str(x), V::Str(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (V::Bool(x), V::Bool(y)) => x.cmp(y),
+        _ => match (as_f64(a), as_f64(b)) {
+            (Some(x), Some(y)) => match x.partial_cmp(&y) {
+                Some(o) => o,
+                None => return Some(op == CompareOp::Ne),
+            },
+            _ => return None,
+        },
+    };
+    Some(match op {
+        CompareOp::Eq => ordering == Equal,
+        CompareOp::Ne => ordering != Equal,
+        CompareOp::Lt => ordering == Less,
+        CompareOp::Le => ordering != Greater,
+        CompareOp::Gt => ordering == Greater,
+        CompareOp::Ge => ordering != Less,
+    })
+}
+
+fn kleene_and(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    }
+}
+
+fn kleene_or(a: Option<bool>, b: Option<bool>) -> Option<bool> {
+    match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    }
+}
+
+fn value(e: &Expr, r: &Json) -> V {
+    match e {
+        Expr::Field(p) => json_value(r, p),
+        Expr::Literal(l) => literal(l),
+        Expr::Arith(a, op, b) => match (value(a, r), value(b, r)) {
+            (V::Int(x), V::Int(y)) => match op {
+                ArithOp::Add => x.checked_add(y).map_or(V::Null, V::Int),
+                ArithOp::Sub => x.checked_sub(y).map_or(V::Null, V::Int),
+                ArithOp::Rem => x.checked_rem(y).map_or(V::Null, V::Int),
+            },
+            (x, y) => match (as_f64(&x), as_f64(&y)) {
+                (Some(x), Some(y)) => match op {
+                    ArithOp::Add => V::Float(x + y),
+                    ArithOp::Sub => V::Float(x - y),
+                    ArithOp::Rem if y == 0.0 => V::Null,
+                    ArithOp::Rem => V::Float(x % y),
+                },
+                _ => V::Null,
+            },
+        },
+        predicate => match truth(predicate, r) {
+            Some(b) => V::Bool(b),
+            None => V::Null,
+        },
+    }
+}
+
+fn truth(e: &Expr, r: &Json) -> Option<bool> {
+    match e {
+        Expr::Compare(a, op, b) => cmp(&value(a, r), *op, &value(b, r)),
+        Expr::Between(a, lo, hi) => {
+            let v = value(a, r);
+            kleene_and(cmp(&v, CompareOp::Ge, &value(lo, r)), cmp(&v, CompareOp::Le, &value(hi, r)))
+        }
+        Expr::In(a, list, negated) => {
+            let v = value(a, r);
+            if v == V::Null {
+                return None;
+            }
+            let found = list.iter().fold(Some(false), |acc, l| kleene_or(acc, cmp(&v, CompareOp::Eq, &literal(l))));
+            if *negated {
+                found.map(|b| !b)
+            } else {
+                found
+            }
+        }
+        Expr::IsNull(a, negated) => Some((value(a, r) == V::Null) != *negated),
+        Expr::Str(a, op, text) => match value(a, r) {
+            V::Str(s) => Some(match op {
+                StringOp::StartsWith => s.starts_with(text.as_str()),
+                StringOp::EndsWith => s.ends_with(text.as_str()),
+                StringOp::Contains => s.contains(text.as_str()),
+            }),
+            _ => None,
+        },
+        Expr::Variant(path, variant) => {
+            let mut current = r;
+            for step in path.split('.') {
+                current = current.get(step)?;
+            }
+            match current {
+                Json::Null => None,
+                Json::String(s) => Some(s == variant),
+                Json::Object(map) => Some(map.len() == 1 && map.contains_key(variant)),
+                _ => Some(false),
+            }
+        }
+        Expr::And(a, b) => kleene_and(truth(a, r), truth(b, r)),
+        Expr::Or(a, b) => kleene_or(truth(a, r), truth(b, r)),
+        Expr::Not(a) => truth(a, r).map(|b| !b),
+        other => match value(other, r) {
+            V::Bool(b) => Some(b),
+            _ => None,
+        },
+    }
+}
+
+fn to_truth(t: Option<bool>) -> Truth {
+    match t {
+        Some(true) => Truth::True,
+        Some(false) => Truth::False,
+        None => Truth::Unknown,
+    }
+}
+
+// ------------------------------------------------------------------------------ strategies
+
+fn record() -> impl Strategy<Value = Json> {
+    let number = prop_oneof![(-5i64..5).prop_map(Json::from), (-5.0f64..5.0).prop_map(|f| json!((f * 2.0).round() / 2.0)), Just(json!(i64::MAX))];
+    let text = prop::sample::select(vec!["", "a", "ab", "ba", "abc", "b"]).prop_map(Json::from);
+    let maybe = |s: BoxedStrategy<Json>| prop_oneof![3 => s.prop_map(Some), 1 => Just(Some(Json::Null)), 1 => Just(None)];
+    (
+        maybe(number.clone().boxed()),
+        maybe(number.clone().boxed()),
+        maybe(text.boxed()),
+        maybe(prop_oneof![Just(json!("X")), Just(json!({"Y": 1})), Just(json!({"Y": 1, "Z": 2})), Just(json!(3))].boxed()),
+        maybe(number.prop_map(|n| json!({ "x": n })).boxed()),
+        maybe(any::<bool>().prop_map(Json::from).boxed()),
+    )
+        .prop_map(|(a, b, s, e, n, t)| {
+            let mut map = serde_json::Map::new();
+            for (key, v) in [("a", a), ("b", b), ("s", s), ("e", e), ("n", n), ("t", t)] {
+                if let Some(v) = v {
+                    map.insert(key.into(), v);
+                }
+            }
+            Json::Object(map)
+        })
+}
+
+fn literal_strategy() -> impl Strategy<Value = Literal> {
+    prop_oneof![
+        (-5i64..5).prop_map(Literal::Int),
+        (-10i32..10).prop_map(|h| Literal::Float(h as f64 / 2.0)),
+        prop::sample::select(vec!["", "a", "ab", "b"]).prop_map(Literal::from),
+        any::<bool>().prop_map(Literal::Bool),
+        Just(Literal::Null),
+    ]
+}
+
+fn value_expr() -> impl Strategy<Value = Expr> {
+    let leaf = prop_oneof![
+        prop::sample::select(vec!["a", "b", "s", "n.x", "t", "e", "missing"]).prop_map(field),
+        literal_strategy().prop_map(Expr::Literal),
+    ];
+    leaf.prop_recursive(2, 8, 2, |inner| {
+        (inner.clone(), prop::sample::select(vec![ArithOp::Add, ArithOp::Sub, ArithOp::Rem]), inner).prop_map(|(a, op, b)| Expr::Arith(Box::new(a), op, Box::new(b)))
+    })
+}
+
+fn predicate() -> impl Strategy<Value = Expr> {
+    let compare = prop::sample::select(vec![CompareOp::Eq, CompareOp::Ne, CompareOp::Lt, CompareOp::Le, CompareOp::Gt, CompareOp::Ge]);
+    let leaf = prop_oneof![
+        (value_expr(), compare, value_expr()).prop_map(|(a, op, b)| Expr::Compare(Box::new(a), op, Box::new(b))),
+        (value_expr(), value_expr(), value_expr()).prop_map(|(a, lo, hi)| a.between(lo, hi)),
+        (value_expr(), prop::collection::vec(literal_strategy(), 1..4), any::<bool>()).prop_map(|(a, l, n)| Expr::In(Box::new(a), l, n)),
+        (value_expr(), any::<bool>()).prop_map(|(a, n)| Expr::IsNull(Box::new(a), n)),
+        (value_expr(), prop::sample::select(vec![StringOp::StartsWith, StringOp::EndsWith, StringOp::Contains]), prop::sample::select(vec!["", "a", "b"]))
+            .prop_map(|(a, op, t)| Expr::Str(Box::new(a), op, t.into())),
+        prop::sample::select(vec!["X", "Y", "Z"]).prop_map(|v| field("e").is_variant(v)),
+        value_expr(),
+    ];
+    leaf.prop_recursive(4, 24, 2, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| a.and(b)),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| a.or(b)),
+            inner.prop_map(Expr::not),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn evaluation_on_binary_bytes_matches_the_oracle(expr in predicate(), records in prop::collection::vec(record(), 1..6)) {
+        for record in &records {
+            let bytes = tessera::value::to_vec(record).unwrap();
+            let root = tessera::value::Doc::from_untrusted(&bytes).unwrap().root();
+            prop_assert_eq!(expr.eval(root), to_truth(truth(&expr, record)), "{} on {}", expr, record);
+        }
+    }
+
+    #[test]
+    fn the_text_syntax_round_trips(expr in predicate()) {
+        let text = expr.to_string();
+        prop_assert_eq!(Expr::parse(&text).unwrap(), expr, "{}", text);
+    }
+}
+
+#[test]
+fn three_valued_logic_tables() {
+    use Truth::*;
+    let all = [True, False, Unknown];
+    for a in all {
+        for b in all {
+            let and = match (a, b) {
+                (False, _) | (_, False) => False,
+                (True, True) => True,
+                _ => Unknown,
+            };
+            assert_eq!(a.and(b), and);
+            assert_eq!(a.or(b), a.not().and(b.not()).not(), "De Morgan holds in Kleene logic");
+        }
+    }
+    assert_eq!(Unknown.not(), Unknown);
+}
+
+#[test]
+fn parse_errors_name_the_column() {
+    for (text, column) in [
+        ("priority >", 11),
+        ("priority > 1 and", 17),
+        ("priority = 1", 10),
+        ("(a > 1", 7),
+        ("a > 1)", 6),
+        ("tag starts_with 3", 17),
+        ("a between 1 2", 13),
+        ("a not 1", 7),
+        (r#"s == "unterminated"#, 6),
+        ("a is not X", 10),
+        ("a..b > 1", 1),
+        ("a > 1 $", 7),
+    ] {
+        let error = Expr::parse(text).expect_err(text);
+        assert_eq!(error.column, column, "{text}: {error}");
+    }
+    let deep = format!("{}a{}", "(".repeat(500), ")".repeat(500));
+    assert!(Expr::parse(&deep).is_err(), "nesting is bounded");
+}
+
+#[test]
+fn dflat_style_queries_read_naturally() {
+    let query = Expr::parse(r#"priority > 2500 and tag starts_with "a""#).unwrap();
+    assert_eq!(query, field("priority").gt(2500).and(field("tag").starts_with("a")));
+    let query = Expr::parse(r#"content is Image or (priority + 1) % 2 == 0 and color in ("Red", "Blue")"#).unwrap();
+    assert_eq!(query, field("content").is_variant("Image").or(field("priority").add(1).rem(2).eq(0).and(field("color").is_in(["Red", "Blue"]))));
+}
