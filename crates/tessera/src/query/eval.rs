@@ -116,7 +116,7 @@ impl Expr {
                     truth = truth.or(compare(&value, CompareOp::Eq, &from_literal(literal)));
                 }
                 if *negated {
-                    truth.not()
+                    !truth
                 } else {
                     truth
                 }
@@ -153,7 +153,7 @@ impl Expr {
                 }
                 left.or(b.eval(record))
             }
-            Expr::Not(a) => a.eval(record).not(),
+            Expr::Not(a) => !a.eval(record),
             // A value used as a predicate: a boolean is its own truth; anything else is unknown.
             Expr::Field(_) | Expr::Literal(_) | Expr::Arith(..) => match self.operand(record) {
                 Operand::Bool(b) => Truth::from_bool(b),

@@ -11,7 +11,7 @@
 //! assert_eq!(query.eval(root), Truth::True);
 //! // A comparison with a missing field is unknown, and only TRUE matches.
 //! assert_eq!(field("missing").gt(1).eval(root), Truth::Unknown);
-//! assert_eq!(field("missing").gt(1).not().eval(root), Truth::Unknown);
+//! assert_eq!((!field("missing").gt(1)).eval(root), Truth::Unknown);
 //! assert_eq!(field("missing").is_null().eval(root), Truth::True);
 //! ```
 //!
@@ -41,16 +41,20 @@ pub enum Truth {
     Unknown,
 }
 
-impl Truth {
-    /// Kleene negation.
-    pub fn not(self) -> Truth {
+impl std::ops::Not for Truth {
+    type Output = Truth;
+
+    /// Kleene negation: UNKNOWN stays UNKNOWN.
+    fn not(self) -> Truth {
         match self {
             Truth::True => Truth::False,
             Truth::False => Truth::True,
             Truth::Unknown => Truth::Unknown,
         }
     }
+}
 
+impl Truth {
     /// Kleene conjunction.
     pub fn and(self, other: Truth) -> Truth {
         match (self, other) {
@@ -253,18 +257,6 @@ impl Expr {
             _ => Expr::Literal(Literal::Bool(false)),
         }
     }
-    /// `self + other`
-    pub fn add(self, other: impl Into<Expr>) -> Expr {
-        Expr::Arith(Box::new(self), ArithOp::Add, Box::new(other.into()))
-    }
-    /// `self - other`
-    pub fn sub(self, other: impl Into<Expr>) -> Expr {
-        Expr::Arith(Box::new(self), ArithOp::Sub, Box::new(other.into()))
-    }
-    /// `self % other`
-    pub fn rem(self, other: impl Into<Expr>) -> Expr {
-        Expr::Arith(Box::new(self), ArithOp::Rem, Box::new(other.into()))
-    }
     /// Kleene `self and other`
     pub fn and(self, other: Expr) -> Expr {
         Expr::And(Box::new(self), Box::new(other))
@@ -273,9 +265,28 @@ impl Expr {
     pub fn or(self, other: Expr) -> Expr {
         Expr::Or(Box::new(self), Box::new(other))
     }
-    /// Kleene `not self`
-    #[allow(clippy::should_implement_trait)]
-    pub fn not(self) -> Expr {
+}
+
+macro_rules! arithmetic_operator {
+    ($($trait:ident $method:ident => $op:ident),*) => {$(
+        impl<T: Into<Expr>> std::ops::$trait<T> for Expr {
+            type Output = Expr;
+
+            /// Arithmetic in a query: NULL if an operand is NULL or not a number, on overflow,
+            /// or (for `%`) when dividing by zero.
+            fn $method(self, other: T) -> Expr {
+                Expr::Arith(Box::new(self), ArithOp::$op, Box::new(other.into()))
+            }
+        }
+    )*};
+}
+arithmetic_operator!(Add add => Add, Sub sub => Sub, Rem rem => Rem);
+
+impl std::ops::Not for Expr {
+    type Output = Expr;
+
+    /// Kleene `not`.
+    fn not(self) -> Expr {
         Expr::Not(Box::new(self))
     }
 }

@@ -197,7 +197,7 @@ impl Parser<'_> {
 
     fn not(&mut self) -> Result<Expr, ParseError> {
         if self.keyword("not") {
-            return self.nested(|parser| Ok(parser.not()?.not()));
+            return self.nested(|parser| Ok(!parser.not()?));
         }
         self.predicate()
     }
@@ -316,7 +316,7 @@ impl Expr {
     /// ```
     /// use tessera::query::{field, Expr};
     /// let parsed = Expr::parse(r#"priority > 2500 and not (tag starts_with "a" or tag is null)"#).unwrap();
-    /// assert_eq!(parsed, field("priority").gt(2500).and(field("tag").starts_with("a").or(field("tag").is_null()).not()));
+    /// assert_eq!(parsed, field("priority").gt(2500).and(!field("tag").starts_with("a").or(field("tag").is_null())));
     /// assert_eq!(Expr::parse("priority >").unwrap_err().column, 11);
     /// ```
     pub fn parse(text: &str) -> Result<Expr, ParseError> {
