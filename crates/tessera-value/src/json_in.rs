@@ -496,9 +496,12 @@ mod tests {
 
     #[test]
     fn string_end_matches_the_reference_at_every_offset() {
-        for len in 0usize..48 {
+        // Under Miri (which emulates every SIMD instruction) a smaller sweep still crosses the
+        // 16-byte boundaries.
+        let (lengths, specials): (usize, &[u8]) = if cfg!(miri) { (20, &[b'"', 0x1F]) } else { (48, &[b'"', b'\\', 0x00, 0x1F, b'a']) };
+        for len in 0..lengths {
             for special_at in 0..=len {
-                for &special in &[b'"', b'\\', 0x00, 0x1F, b'a'] {
+                for &special in specials {
                     for high_at in [None, Some(0), Some(special_at.saturating_sub(1)), Some(len.saturating_sub(1)), Some(special_at + 1)] {
                         let mut input = vec![b'x'; len + 2];
                         if special_at < input.len() {
