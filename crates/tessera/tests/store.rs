@@ -308,7 +308,7 @@ fn a_panicking_listener_is_removed_without_affecting_others() {
     let (_dir, path) = temp();
     let db = Db::open(&path).unwrap();
     let ks = db.keyspace("ks").unwrap();
-    db.on_commit(|_| panic!("listener bug"));
+    db.on_commit(|_| panic!("listener bug")).unwrap();
     let healthy = db.subscribe();
     for i in 0u8..3 {
         db.write(|tx| tx.put(&ks, &[i], b"v")).unwrap();

@@ -80,7 +80,7 @@ pub(crate) struct Feed {
 
 impl Feed {
     /// Starts the delivery thread.
-    pub(crate) fn start(queue_batches: usize) -> Arc<Feed> {
+    pub(crate) fn start(queue_batches: usize) -> std::io::Result<Arc<Feed>> {
         let (sender, receiver) = mpsc::channel::<Arc<ChangeBatch>>();
         let feed = Arc::new(Feed {
             listeners: Mutex::new(Vec::new()),
@@ -96,9 +96,8 @@ impl Feed {
                     let Some(feed) = weak.upgrade() else { return };
                     feed.deliver(&batch);
                 }
-            })
-            .expect("spawn the change-feed thread");
-        feed
+            })?;
+        Ok(feed)
     }
 
     /// True if someone listens, so that writers record changes.

@@ -161,11 +161,11 @@ impl Db {
         let path = std::path::absolute(path.as_ref())?;
         let env = open_env(&path, &options)?;
         let flush_env = env.clone();
-        let (syncer, sync_thread) = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())));
+        let (syncer, sync_thread) = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())))?;
         let inner = Arc::new(Inner {
             env,
             path,
-            feed: Feed::start(options.listener_queue_batches),
+            feed: Feed::start(options.listener_queue_batches)?,
             options,
             writer: Mutex::new(()),
             resize_gate: txn::ResizeGate::default(),
@@ -241,7 +241,8 @@ impl Db {
             created = Some(handle);
             Ok(())
         })?;
-        let keyspace = Keyspace { name: name.clone(), handle: created.expect("created in the transaction") };
+        let handle = created.ok_or_else(|| Error::Storage("keyspace creation did not run".into()))?;
+        let keyspace = Keyspace { name: name.clone(), handle };
         lock(&self.inner.keyspaces).insert(name, keyspace.clone());
         Ok(keyspace)
     }
@@ -284,7 +285,7 @@ impl Db {
 
     /// Calls `listener` on a thread of its own for each commit from now on. A panicking
     /// listener is removed; writers and other listeners are not affected.
-    pub fn on_commit(&self, mut listener: impl FnMut(&FeedEvent) + Send + 'static) {
+    pub fn on_commit(&self, mut listener: impl FnMut(&FeedEvent) + Send + 'static) -> Result<()> {
         let stream = self.subscribe();
         std::thread::Builder::new()
             .name("tessera-listener".into())
@@ -295,8 +296,8 @@ impl Db {
                         return; // dropping the stream unsubscribes
                     }
                 }
-            })
-            .expect("spawn a listener thread");
+            })?;
+        Ok(())
     }
 
     /// Per-database state of a module above the store, if still alive.

@@ -66,7 +66,7 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 impl Syncer {
     /// Starts the background thread; join it after [`Syncer::stop`] so that nothing outlives
     /// the database (the flush closure holds the environment).
-    pub(crate) fn start(flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>) -> (Arc<Syncer>, std::thread::JoinHandle<()>) {
+    pub(crate) fn start(flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>) -> std::io::Result<(Arc<Syncer>, std::thread::JoinHandle<()>)> {
         let syncer = Arc::new(Syncer {
             state: Mutex::new(State { synced: 0, flushing: false, deadline: None, stopped: false, error: None }),
             changed: Condvar::new(),
@@ -84,8 +84,8 @@ impl Syncer {
                     return;
                 }
             })
-            .expect("spawn the sync thread");
-        (syncer, thread)
+            ?;
+        Ok((syncer, thread))
     }
 
     /// Records a commit. `buffered_delay` is `Some` for a buffered commit.
@@ -201,7 +201,8 @@ mod tests {
             counter.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(20)); // a slow disk
             Ok(())
-        }));
+        }))
+        .unwrap();
         let committers = 16u64;
         let barrier = Arc::new(std::sync::Barrier::new(committers as usize));
         let handles: Vec<_> = (1..=committers)
@@ -231,7 +232,8 @@ mod tests {
             } else {
                 Ok(())
             }
-        }));
+        }))
+        .unwrap();
         syncer.committed(1, Some(Duration::from_millis(20)));
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(flushes.load(Ordering::SeqCst), 1, "flushed once, by the background thread");
