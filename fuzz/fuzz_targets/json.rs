@@ -15,7 +15,9 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(&back, expected);
         }
         (Err(error), Ok(_)) => panic!("serde_json accepts what tessera refuses: {error}"),
-        (Ok(_), Err(error)) => assert!(error.to_string().contains("number out of range"), "tessera accepts what serde_json refuses: {error}"),
+        (Ok(_), Err(error)) => {
+            assert!(error.to_string().contains("number out of range"), "tessera accepts what serde_json refuses: {error}")
+        }
         (Err(error), Err(_)) => assert!(error.offset <= data.len() && error.kind != JsonErrorKind::TooLarge),
     }
 });

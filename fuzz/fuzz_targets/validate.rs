@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tessera_value::{from_value, Doc, DictKey, Kind, Value};
+use tessera_value::{from_value, DictKey, Doc, Kind, Value};
 
 fn walk(value: Value<'_>, budget: &mut usize) {
     if *budget == 0 {

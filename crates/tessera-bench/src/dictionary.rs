@@ -301,6 +301,10 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         let peers: Vec<(&str, f64)> = stores.iter().enumerate().skip(1).map(|(index, (store, _))| (*store, median(index, row))).collect();
         table.row(name, "ms", median(0, row), &peers, Goal::AtMost(targets[row]));
     }
-    println!("default shards: {default_shards}; {} worker threads; medians of {} rounds", std::thread::available_parallelism().map_or(2, |n| n.get()), options.rounds);
+    println!(
+        "default shards: {default_shards}; {} worker threads; medians of {} rounds",
+        std::thread::available_parallelism().map_or(2, |n| n.get()),
+        options.rounds
+    );
     table.finish()
 }

@@ -28,7 +28,13 @@ struct Profile {
 }
 
 fn profile(i: u64) -> Profile {
-    Profile { id: i as i64, name: format!("Person {i}"), email: format!("person{i}@example.com"), age: 20 + (i % 50) as i32, active: i.is_multiple_of(2) }
+    Profile {
+        id: i as i64,
+        name: format!("Person {i}"),
+        email: format!("person{i}@example.com"),
+        age: 20 + (i % 50) as i32,
+        active: i.is_multiple_of(2),
+    }
 }
 
 /// Median and 95th percentile of single-operation timings, in µs.
@@ -167,7 +173,11 @@ impl Raw {
 pub fn run(options: &Options) -> std::io::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut table = Table::new("documents");
-    let db = Db::open_with(dir.path().join("tessera"), DbOptions { durability: Durability::BUFFERED, map_size_initial_bytes: 1 << 28, ..DbOptions::default() }).unwrap();
+    let db = Db::open_with(
+        dir.path().join("tessera"),
+        DbOptions { durability: Durability::BUFFERED, map_size_initial_bytes: 1 << 28, ..DbOptions::default() },
+    )
+    .unwrap();
     let documents = db.documents("profiles").unwrap();
     let raw = Raw::open(&dir.path().join("heed"));
 
@@ -197,14 +207,24 @@ pub fn run(options: &Options) -> std::io::Result<()> {
 
         let rows: [(&str, Option<f64>, Timing, Timing); 6] = [
             ("set (5 fields)", Some(5.0), time(n, w, |i| doc.set(&profile(i)).unwrap()), time(n, w, |i| raw.set("bench", &profile(i)))),
-            ("get (5 fields)", Some(2.0), time(n, w, |_| drop(black_box(doc.get().unwrap()))), time(n, w, |_| drop(black_box(raw.get("bench"))))),
+            (
+                "get (5 fields)",
+                Some(2.0),
+                time(n, w, |_| drop(black_box(doc.get().unwrap()))),
+                time(n, w, |_| drop(black_box(raw.get("bench")))),
+            ),
             (
                 "update {} (full get + set)",
                 None,
                 time(n, w, |i| drop(doc.update(|p| Profile { age: i as i32, ..p }).unwrap())),
                 time(n, w, |i| raw.update("bench", |p| Profile { age: i as i32, ..p })),
             ),
-            ("update_field (1 field)", Some(2.0), time(n, w, |i| doc.update_field("age", &(i as i32)).unwrap()), time(n, w, |i| raw.update_field("bench", "age", &(i as i32)))),
+            (
+                "update_field (1 field)",
+                Some(2.0),
+                time(n, w, |i| doc.update_field("age", &(i as i32)).unwrap()),
+                time(n, w, |i| raw.update_field("bench", "age", &(i as i32))),
+            ),
             (
                 "delete (including a set)",
                 None,
@@ -217,10 +237,21 @@ pub fn run(options: &Options) -> std::io::Result<()> {
                     raw.delete("bench");
                 }),
             ),
-            ("field handle write", None, time(n, w, |i| age.set(&(i as i32)).unwrap()), time(n, w, |i| raw.update_field("bench", "age", &(i as i32)))),
+            (
+                "field handle write",
+                None,
+                time(n, w, |i| age.set(&(i as i32)).unwrap()),
+                time(n, w, |i| raw.update_field("bench", "age", &(i as i32))),
+            ),
         ];
         for (name, absolute, ours, theirs) in rows {
-            table.row(&format!("{name}{suffix}"), "µs", ours.median, &[("heed", theirs.median)], Goal::AtMostTimesPeer { peer: "heed", factor: 1.25 });
+            table.row(
+                &format!("{name}{suffix}"),
+                "µs",
+                ours.median,
+                &[("heed", theirs.median)],
+                Goal::AtMostTimesPeer { peer: "heed", factor: 1.25 },
+            );
             if let Some(limit) = absolute {
                 table.row(&format!("{name}{suffix}, absolute"), "µs", ours.median, &[], Goal::AtMost(limit));
             }

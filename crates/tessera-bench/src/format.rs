@@ -8,7 +8,7 @@
 use crate::harness::{median_ns, Goal, Table};
 use crate::people::Person;
 use std::hint::black_box;
-use tessera_value::{from_json, to_vec, Doc, DictKey, MutableDoc};
+use tessera_value::{from_json, to_vec, DictKey, Doc, MutableDoc};
 
 pub struct Options {
     pub json: Option<std::path::PathBuf>,
@@ -77,13 +77,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     let validate_ns = median_ns(samples, 10, || {
         black_box(Doc::from_untrusted(black_box(&binary)).unwrap());
     });
-    table.row(
-        "validate untrusted",
-        "GB/s of binary",
-        binary.len() as f64 / validate_ns,
-        &[],
-        Goal::AtLeast(3.0),
-    );
+    table.row("validate untrusted", "GB/s of binary", binary.len() as f64 / validate_ns, &[], Goal::AtLeast(3.0));
     let open_ns = median_ns(samples, 100_000, || {
         black_box(Doc::from_trusted(black_box(&binary)).unwrap().root());
     });
@@ -197,13 +191,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         let reencode_ns = median_ns(samples, 10, || {
             black_box(edit(doc).encode().unwrap());
         });
-        table.row(
-            "amend one field: bytes appended",
-            "bytes",
-            (amended.len() - binary.len()) as f64,
-            &[],
-            Goal::None,
-        );
+        table.row("amend one field: bytes appended", "bytes", (amended.len() - binary.len()) as f64, &[], Goal::None);
         table.row("full re-encode after the same edit: bytes", "bytes", reencoded.len() as f64, &[], Goal::None);
         table.row("amend one field: time", "µs", amend_ns / 1e3, &[], Goal::None);
         table.row("full re-encode after the same edit: time", "µs", reencode_ns / 1e3, &[], Goal::None);

@@ -3,13 +3,96 @@
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
-const FIRST: &[&str] = &["Logan", "Amie", "Lorraine", "Cochran", "Hester", "Mcdowell", "Bettye", "Ramos", "Gay", "Wilkins", "Alisha", "Morton", "Kerry", "Rosario", "Nadia", "Conner", "Serena", "Irma", "Petty", "Holly", "Dale", "Tania", "Rowe", "Jeanine", "Sears", "Olive", "Hines", "Rosalind", "Frances", "Vang", "Beach", "Dudley", "Ayers", "Kline", "Lynnette", "Francine", "Blanche", "Mcclure", "Katina", "Glass"];
-const LAST: &[&str] = &["Keller", "Ortiz", "Harrell", "Faulkner", "Sosa", "Burke", "Roth", "Mcgee", "Vaughn", "Barron", "Franco", "Hale", "Pruitt", "Bonner", "Dalton", "Stein", "Guthrie", "Mayer", "Puckett", "Cline", "Serrano", "Head", "Ware", "Wood", "Salas", "Conway", "Ellison", "Odom", "Gentry", "Strong", "Jarvis", "Rice", "Perez", "Walton", "Frye", "Patel", "Lott", "Nieves", "Chase", "Bray"];
-const LOREM: &[&str] = &["et", "occaecat", "consequat", "officia", "deserunt", "do", "nostrud", "consectetur", "anim", "esse", "sit", "ipsum", "dolor", "amet", "laboris", "fugiat", "magna", "velit", "eiusmod", "tempor", "aliquip", "ex", "ea", "commodo", "culpa", "qui", "in", "voluptate", "cillum", "nulla", "pariatur", "excepteur", "sint", "proident", "sunt", "mollit", "id", "est", "laborum", "irure", "reprehenderit", "duis", "aute", "incididunt", "labore", "dolore", "minim", "veniam", "quis", "ullamco", "non", "adipisicing", "elit", "cupidatat", "enim", "ad", "eu", "lorem"];
-const STREETS: &[&str] = &["Maple Avenue", "Bristol Street", "Kermit Place", "Oriental Court", "Bergen Street", "Lake Place", "Hubbard Street", "Classon Avenue", "Dover Street", "Seeley Street", "Amity Street", "Sutton Street"];
-const CITIES: &[&str] = &["Orviston", "Vale", "Tilleda", "Cawood", "Yukon", "Sylvanite", "Rivers", "Dante", "Bluffview", "Loyalhanna", "Ribera", "Greenock"];
-const STATES: &[&str] = &["Nebraska", "Ohio", "Virginia", "Alaska", "Georgia", "Utah", "Maine", "Oregon", "Texas", "Iowa", "Hawaii", "Florida"];
-const SYLLABLES: &[&str] = &["zil", "la", "con", "ar", "tiq", "quo", "tex", "vel", "ox", "go", "mi", "ra", "net", "sy", "ber", "ul", "tra", "pod", "ix", "eco"];
+const FIRST: &[&str] = &[
+    "Logan", "Amie", "Lorraine", "Cochran", "Hester", "Mcdowell", "Bettye", "Ramos", "Gay", "Wilkins", "Alisha", "Morton", "Kerry",
+    "Rosario", "Nadia", "Conner", "Serena", "Irma", "Petty", "Holly", "Dale", "Tania", "Rowe", "Jeanine", "Sears", "Olive", "Hines",
+    "Rosalind", "Frances", "Vang", "Beach", "Dudley", "Ayers", "Kline", "Lynnette", "Francine", "Blanche", "Mcclure", "Katina", "Glass",
+];
+const LAST: &[&str] = &[
+    "Keller", "Ortiz", "Harrell", "Faulkner", "Sosa", "Burke", "Roth", "Mcgee", "Vaughn", "Barron", "Franco", "Hale", "Pruitt", "Bonner",
+    "Dalton", "Stein", "Guthrie", "Mayer", "Puckett", "Cline", "Serrano", "Head", "Ware", "Wood", "Salas", "Conway", "Ellison", "Odom",
+    "Gentry", "Strong", "Jarvis", "Rice", "Perez", "Walton", "Frye", "Patel", "Lott", "Nieves", "Chase", "Bray",
+];
+const LOREM: &[&str] = &[
+    "et",
+    "occaecat",
+    "consequat",
+    "officia",
+    "deserunt",
+    "do",
+    "nostrud",
+    "consectetur",
+    "anim",
+    "esse",
+    "sit",
+    "ipsum",
+    "dolor",
+    "amet",
+    "laboris",
+    "fugiat",
+    "magna",
+    "velit",
+    "eiusmod",
+    "tempor",
+    "aliquip",
+    "ex",
+    "ea",
+    "commodo",
+    "culpa",
+    "qui",
+    "in",
+    "voluptate",
+    "cillum",
+    "nulla",
+    "pariatur",
+    "excepteur",
+    "sint",
+    "proident",
+    "sunt",
+    "mollit",
+    "id",
+    "est",
+    "laborum",
+    "irure",
+    "reprehenderit",
+    "duis",
+    "aute",
+    "incididunt",
+    "labore",
+    "dolore",
+    "minim",
+    "veniam",
+    "quis",
+    "ullamco",
+    "non",
+    "adipisicing",
+    "elit",
+    "cupidatat",
+    "enim",
+    "ad",
+    "eu",
+    "lorem",
+];
+const STREETS: &[&str] = &[
+    "Maple Avenue",
+    "Bristol Street",
+    "Kermit Place",
+    "Oriental Court",
+    "Bergen Street",
+    "Lake Place",
+    "Hubbard Street",
+    "Classon Avenue",
+    "Dover Street",
+    "Seeley Street",
+    "Amity Street",
+    "Sutton Street",
+];
+const CITIES: &[&str] =
+    &["Orviston", "Vale", "Tilleda", "Cawood", "Yukon", "Sylvanite", "Rivers", "Dante", "Bluffview", "Loyalhanna", "Ribera", "Greenock"];
+const STATES: &[&str] =
+    &["Nebraska", "Ohio", "Virginia", "Alaska", "Georgia", "Utah", "Maine", "Oregon", "Texas", "Iowa", "Hawaii", "Florida"];
+const SYLLABLES: &[&str] =
+    &["zil", "la", "con", "ar", "tiq", "quo", "tex", "vel", "ox", "go", "mi", "ra", "net", "sy", "ber", "ul", "tra", "pod", "ix", "eco"];
 
 /// One person, decoded with borrowed strings where the format allows it: `Cow` for fields that
 /// may hold JSON escapes (serde_json must copy those), `&str` for tags, which never do.

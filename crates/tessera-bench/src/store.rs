@@ -65,7 +65,11 @@ pub fn run(options: &Options) -> std::io::Result<()> {
 
     // One database per default durability, as an application would open it.
     let buffered = Durability::Buffered { max_delay: Duration::from_millis(100) };
-    let db = Db::open_with(dir.path().join("tessera"), DbOptions { map_size_initial_bytes: 1 << 30, durability: buffered, ..DbOptions::default() }).unwrap();
+    let db = Db::open_with(
+        dir.path().join("tessera"),
+        DbOptions { map_size_initial_bytes: 1 << 30, durability: buffered, ..DbOptions::default() },
+    )
+    .unwrap();
     let ks = db.keyspace("table").unwrap();
     let db_immediate = Db::open_with(dir.path().join("tessera-immediate"), DbOptions::default()).unwrap();
     let ks_immediate = db_immediate.keyspace("table").unwrap();
@@ -154,7 +158,13 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         }
         txn.commit().unwrap();
     });
-    table.row("1,000-key batch write (one transaction)", "µs", tessera_batch / 1e3, &[("heed", heed_batch / 1e3), ("sqlite", sqlite_batch / 1e3)], overhead);
+    table.row(
+        "1,000-key batch write (one transaction)",
+        "µs",
+        tessera_batch / 1e3,
+        &[("heed", heed_batch / 1e3), ("sqlite", sqlite_batch / 1e3)],
+        overhead,
+    );
 
     // ---- reads: fill 100,000 rows in each store
     let rows = 100_000u64;

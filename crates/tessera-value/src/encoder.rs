@@ -580,9 +580,7 @@ impl<'k> Encoder<'k> {
 
     fn check_value_allowed(&self) -> Result<(), EncodeError> {
         match self.frames.last() {
-            Some(frame) if frame.is_dict && frame.pending_key.is_none() => {
-                Err(EncodeError::KeyOrder("dict value without a key"))
-            }
+            Some(frame) if frame.is_dict && frame.pending_key.is_none() => Err(EncodeError::KeyOrder("dict value without a key")),
             None if self.root.is_some() => Err(EncodeError::Incomplete("a document has one root value")),
             _ => Ok(()),
         }
@@ -818,7 +816,8 @@ impl<'k> Encoder<'k> {
         }
         let mut tables = std::mem::take(&mut self.tail_scratch);
         tables.clear();
-        let key_width = width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0).max(self.local_keys.len()) as u64));
+        let key_width =
+            width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0).max(self.local_keys.len()) as u64));
         let atom_width = width_of(width_code_for_unsigned(self.atoms.iter().copied().max().unwrap_or(0) as u64));
         let key_index_growth = self.write_key_table(&mut tables, key_width)?;
         for &pos in &self.atoms {

@@ -212,7 +212,11 @@ impl<'i, 'k> Parser<'i, 'k> {
         self.expect(b':')
     }
 
-    fn literal(&mut self, word: &'static [u8], push: impl FnOnce(&mut Encoder<'k>) -> Result<(), crate::EncodeError>) -> Result<(), JsonError> {
+    fn literal(
+        &mut self,
+        word: &'static [u8],
+        push: impl FnOnce(&mut Encoder<'k>) -> Result<(), crate::EncodeError>,
+    ) -> Result<(), JsonError> {
         let end = self.pos + word.len();
         if self.input.get(self.pos..end) != Some(word) {
             // Point at the first byte that differs.

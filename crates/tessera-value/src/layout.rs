@@ -211,11 +211,7 @@ pub fn read_varint_trusted(bytes: &[u8], pos: usize) -> (u64, usize) {
 /// Writes the header of a string (`is_string`) or binary item of `len` bytes.
 #[inline]
 pub fn write_blob_header(out: &mut Vec<u8>, len: usize, is_string: bool) {
-    let (base, inline_max) = if is_string {
-        (TAG_STRING, STRING_INLINE_LEN_MAX)
-    } else {
-        (TAG_BINARY, BINARY_INLINE_LEN_MAX)
-    };
+    let (base, inline_max) = if is_string { (TAG_STRING, STRING_INLINE_LEN_MAX) } else { (TAG_BINARY, BINARY_INLINE_LEN_MAX) };
     if len <= inline_max {
         out.push(base + len as u8);
     } else {

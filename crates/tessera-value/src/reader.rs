@@ -252,11 +252,7 @@ impl<'a> Doc<'a> {
     }
 
     /// [`Doc::from_untrusted`] with explicit options (depth limit, shared keys).
-    pub fn validate(
-        bytes: &'a [u8],
-        shared: Option<&'a SharedKeys>,
-        options: &crate::ValidateOptions,
-    ) -> Result<Doc<'a>, FormatError> {
+    pub fn validate(bytes: &'a [u8], shared: Option<&'a SharedKeys>, options: &crate::ValidateOptions) -> Result<Doc<'a>, FormatError> {
         let footer = crate::validate::validate(bytes, shared, options)?;
         Ok(Doc::from_footer(bytes, shared, &footer, true))
     }
@@ -362,11 +358,7 @@ impl<'a> Doc<'a> {
     #[inline(always)]
     pub(crate) fn blob_at(&self, pos: usize) -> (usize, usize) {
         let tag = self.bytes[pos];
-        let (short_max, base) = if tag >= TAG_STRING {
-            (STRING_INLINE_LEN_MAX, TAG_STRING)
-        } else {
-            (BINARY_INLINE_LEN_MAX, TAG_BINARY)
-        };
+        let (short_max, base) = if tag >= TAG_STRING { (STRING_INLINE_LEN_MAX, TAG_STRING) } else { (BINARY_INLINE_LEN_MAX, TAG_BINARY) };
         let inline = (tag - base) as usize;
         if inline <= short_max {
             (pos + 1, inline)
@@ -642,9 +634,7 @@ impl<'a> Value<'a> {
     #[inline]
     pub fn as_str(&self) -> Option<&'a str> {
         match self.repr {
-            Repr::Item(pos) if self.doc.bytes[pos] >= TAG_STRING && self.doc.bytes[pos] <= 0xBF => {
-                Some(self.doc.item_str(pos))
-            }
+            Repr::Item(pos) if self.doc.bytes[pos] >= TAG_STRING && self.doc.bytes[pos] <= 0xBF => Some(self.doc.item_str(pos)),
             _ => None,
         }
     }

@@ -369,7 +369,13 @@ impl ser::Serializer for MapKey<'_, '_> {
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, EncodeError> {
         Err(key_must_be_string())
     }
-    fn serialize_tuple_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> Result<Self::SerializeTupleVariant, EncodeError> {
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, EncodeError> {
         Err(key_must_be_string())
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, EncodeError> {
@@ -378,7 +384,13 @@ impl ser::Serializer for MapKey<'_, '_> {
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, EncodeError> {
         Err(key_must_be_string())
     }
-    fn serialize_struct_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> Result<Self::SerializeStructVariant, EncodeError> {
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, EncodeError> {
         Err(key_must_be_string())
     }
 }

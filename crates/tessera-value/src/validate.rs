@@ -351,7 +351,10 @@ impl Validator<'_> {
         for index in 0..self.atoms.count {
             let item = read_uint(self.bytes, self.atoms.entries + index * self.atoms.width, self.atoms.width);
             if self.string_item(item).is_none() {
-                return Err(FormatError::BadSlot { offset: self.atoms.entries + index * self.atoms.width, reason: "atom is not a string item" });
+                return Err(FormatError::BadSlot {
+                    offset: self.atoms.entries + index * self.atoms.width,
+                    reason: "atom is not a string item",
+                });
             }
         }
         Ok(())

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use tessera::store::key;
-use tessera::value::{from_json, from_value, to_vec, to_vec_with_keys, Doc, DictKey, MutableDoc, SharedKeys};
+use tessera::value::{from_json, from_value, to_vec, to_vec_with_keys, DictKey, Doc, MutableDoc, SharedKeys};
 use tessera::{Db, Durability, FeedEvent};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -48,7 +48,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]"#;
     let bytes = from_json(json)?;
     let minified = minified_len(json);
-    println!("1. JSON -> binary: {minified} bytes of minified JSON became {} bytes ({:.0} %)", bytes.len(), 100.0 * bytes.len() as f64 / minified as f64);
+    println!(
+        "1. JSON -> binary: {minified} bytes of minified JSON became {} bytes ({:.0} %)",
+        bytes.len(),
+        100.0 * bytes.len() as f64 / minified as f64
+    );
     // Stored in the database in one transaction, under an order-preserving key.
     db.write(|tx| tx.put(&people_space, &key::encode(&("all", 1u32)), &bytes))?;
 
@@ -75,7 +79,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 4. serde: decode into structs that borrow their strings from the file's bytes.
     let people: Vec<Person> = from_value(root)?;
-    println!("4. decoded {} people; {:?} borrows from the document: {}", people.len(), people[2].name, stored.as_ptr_range().contains(&people[2].name.as_ptr()));
+    println!(
+        "4. decoded {} people; {:?} borrows from the document: {}",
+        people.len(),
+        people[2].name,
+        stored.as_ptr_range().contains(&people[2].name.as_ptr())
+    );
     let encoded = to_vec(&people)?;
     println!("   and encoded them again with serde: {} bytes", encoded.len());
 
@@ -135,7 +144,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             batches += 1;
             if batches == 1 {
                 let change = &batch.changes[0];
-                println!("10. change feed: commit {} {:?} in {:?} ({} bytes)", batch.sequence, change.kind, change.keyspace, change.new.as_ref().map_or(0, |v| v.len()));
+                println!(
+                    "10. change feed: commit {} {:?} in {:?} ({} bytes)",
+                    batch.sequence,
+                    change.kind,
+                    change.keyspace,
+                    change.new.as_ref().map_or(0, |v| v.len())
+                );
             }
         }
     }
@@ -144,7 +159,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 11. Keys that sort like values, for composite keys and ranges.
     let mut scores = vec![key::encode(&(-3i64, "c")), key::encode(&(10i64, "a")), key::encode(&(-3i64, "b"))];
     scores.sort();
-    println!("11. order-preserving keys: (-3, b) < (-3, c) < (10, a): {}", scores == vec![key::encode(&(-3i64, "b")), key::encode(&(-3i64, "c")), key::encode(&(10i64, "a"))]);
+    println!(
+        "11. order-preserving keys: (-3, b) < (-3, c) < (10, a): {}",
+        scores == vec![key::encode(&(-3i64, "b")), key::encode(&(-3i64, "c")), key::encode(&(10i64, "a"))]
+    );
 
     // 12. Field-decomposed documents: one key per field, atomic set, single-field writes,
     //     and observation through the same change bus.
@@ -152,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let grace = profiles.document::<Profile>("grace");
     let mut changes = grace.observe();
     grace.set(&Profile { name: "Grace Hopper".into(), rank: "Commodore".into(), age: 79 })?;
-    grace.update_field("rank", "Rear Admiral")?;                 // one key, no read
+    grace.update_field("rank", "Rear Admiral")?; // one key, no read
     let age = grace.field::<u32>("age");
     age.set(&85)?;
     println!("12. document: {:?}", grace.get()?);
@@ -165,15 +183,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 13. The dictionary: typed values from a sharded cache, written behind, transactional.
     let settings = db.dictionary()?;
-    settings.set("theme", "dark")?;                               // returns at once
+    settings.set("theme", "dark")?; // returns at once
     settings.set("font size", &14u16)?;
     println!("13. dictionary: theme = {:?}, font size = {:?}", settings.get::<String>("theme")?, settings.get::<u16>("font size")?);
     println!("    reading \"theme\" as a number is an error, not None: {}", settings.get::<u16>("theme").is_err());
     db.write(|tx| {
-        tx.dictionary(&settings).set("last visit", &101u64)?;    // commits with the rest
+        tx.dictionary(&settings).set("last visit", &101u64)?; // commits with the rest
         tx.put(&counters, b"visits", &102u64.to_be_bytes())
     })?;
-    settings.flush()?;                                            // durable, from every thread
+    settings.flush()?; // durable, from every thread
     println!("    keys: {:?}", settings.keys()?);
     println!("\ntyped collections and live queries build on this; see the README.");
     Ok(())

@@ -156,12 +156,9 @@ impl Error {
             heed::Error::Io(io) if io.raw_os_error() == Some(NO_SPACE) => Error::DiskFull,
             heed::Error::Io(io) => Error::Io(io),
             heed::Error::Mdb(MdbError::MapFull) => Error::MapFull { ceiling_bytes },
-            heed::Error::Mdb(MdbError::Corrupted | MdbError::PageNotFound) => {
-                Error::Corrupted(error.to_string())
-            }
+            heed::Error::Mdb(MdbError::Corrupted | MdbError::PageNotFound) => Error::Corrupted(error.to_string()),
             heed::Error::Mdb(MdbError::Other(NO_SPACE)) => Error::DiskFull,
             other => Error::Storage(other.to_string()),
         }
     }
 }
-

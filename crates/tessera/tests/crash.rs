@@ -31,7 +31,8 @@ fn durability(level: &str) -> Durability {
 fn crash_child() {
     let path = std::env::var(CHILD_PATH).expect("run by crash tests");
     let level = std::env::var(CHILD_LEVEL).unwrap();
-    let db = Db::open_with(&path, DbOptions { durability: durability(&level), map_size_initial_bytes: 1 << 16, ..DbOptions::default() }).unwrap();
+    let db = Db::open_with(&path, DbOptions { durability: durability(&level), map_size_initial_bytes: 1 << 16, ..DbOptions::default() })
+        .unwrap();
     let (main, mirror) = (db.keyspace("main").unwrap(), db.keyspace("mirror").unwrap());
     let mut n = db.read(|tx| Ok(tx.get(&main, b"counter")?.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap())))).unwrap();
     loop {

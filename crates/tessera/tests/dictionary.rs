@@ -38,7 +38,8 @@ fn typed_values_round_trip() {
     assert_eq!(dict.get::<u8>("missing").unwrap(), None);
     assert!(dict.contains("int").unwrap() && !dict.contains("missing").unwrap());
     // Raw binary-format values, read in place.
-    let theme = dict.with_value("settings", |value| value.and_then(|v| v.get("theme")).and_then(|t| t.as_str().map(str::to_owned))).unwrap();
+    let theme =
+        dict.with_value("settings", |value| value.and_then(|v| v.get("theme")).and_then(|t| t.as_str().map(str::to_owned))).unwrap();
     assert_eq!(theme.as_deref(), Some("dark"));
     assert!(dict.with_value("bytes", |value| value.and_then(|v| v.as_bytes().map(<[u8]>::to_vec))).unwrap() == Some(b"\x00\x01".to_vec()));
     dict.remove("int").unwrap();
@@ -142,7 +143,8 @@ fn dropping_with_pending_writes_flushes_them_and_handles_share_a_cache() {
 fn a_bounded_cache_evicts_and_reloads() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir);
-    let dict = db.dictionary_with("bounded", DictionaryOptions { entries_max: Some(64), shards: 4, ..DictionaryOptions::default() }).unwrap();
+    let dict =
+        db.dictionary_with("bounded", DictionaryOptions { entries_max: Some(64), shards: 4, ..DictionaryOptions::default() }).unwrap();
     for i in 0..1000u32 {
         dict.set(&i.to_string(), &i).unwrap();
     }

@@ -178,11 +178,12 @@ fn two_handles_see_each_others_writes() {
         for handle in [&first, &second] {
             scope.spawn(move || {
                 for _ in 0..100 {
-                    handle.update(|mut p| {
-                        p.age += 1;
-                        p
-                    })
-                    .unwrap();
+                    handle
+                        .update(|mut p| {
+                            p.age += 1;
+                            p
+                        })
+                        .unwrap();
                 }
             });
         }
@@ -222,7 +223,9 @@ fn transforms_apply_on_every_path() {
     // And bytes written without it fail the transform's check, naming the field.
     plain.update_field("age", &1).unwrap();
     match doc.get() {
-        Err(Error::DocumentField { field, message, .. }) => assert!(field == "age" && message.contains("not written through"), "{field}: {message}"),
+        Err(Error::DocumentField { field, message, .. }) => {
+            assert!(field == "age" && message.contains("not written through"), "{field}: {message}")
+        }
         other => panic!("{other:?}"),
     }
 }

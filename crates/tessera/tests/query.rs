@@ -190,7 +190,8 @@ fn to_truth(t: Option<bool>) -> Truth {
 // ------------------------------------------------------------------------------ strategies
 
 fn record() -> impl Strategy<Value = Json> {
-    let number = prop_oneof![(-5i64..5).prop_map(Json::from), (-5.0f64..5.0).prop_map(|f| json!((f * 2.0).round() / 2.0)), Just(json!(i64::MAX))];
+    let number =
+        prop_oneof![(-5i64..5).prop_map(Json::from), (-5.0f64..5.0).prop_map(|f| json!((f * 2.0).round() / 2.0)), Just(json!(i64::MAX))];
     let text = prop::sample::select(vec!["", "a", "ab", "ba", "abc", "b"]).prop_map(Json::from);
     let maybe = |s: BoxedStrategy<Json>| prop_oneof![3 => s.prop_map(Some), 1 => Just(Some(Json::Null)), 1 => Just(None)];
     (
@@ -228,7 +229,8 @@ fn value_expr() -> impl Strategy<Value = Expr> {
         literal_strategy().prop_map(Expr::Literal),
     ];
     leaf.prop_recursive(2, 8, 2, |inner| {
-        (inner.clone(), prop::sample::select(vec![ArithOp::Add, ArithOp::Sub, ArithOp::Rem]), inner).prop_map(|(a, op, b)| Expr::Arith(Box::new(a), op, Box::new(b)))
+        (inner.clone(), prop::sample::select(vec![ArithOp::Add, ArithOp::Sub, ArithOp::Rem]), inner)
+            .prop_map(|(a, op, b)| Expr::Arith(Box::new(a), op, Box::new(b)))
     })
 }
 
@@ -239,7 +241,11 @@ fn predicate() -> impl Strategy<Value = Expr> {
         (value_expr(), value_expr(), value_expr()).prop_map(|(a, lo, hi)| a.between(lo, hi)),
         (value_expr(), prop::collection::vec(literal_strategy(), 1..4), any::<bool>()).prop_map(|(a, l, n)| Expr::In(Box::new(a), l, n)),
         (value_expr(), any::<bool>()).prop_map(|(a, n)| Expr::IsNull(Box::new(a), n)),
-        (value_expr(), prop::sample::select(vec![StringOp::StartsWith, StringOp::EndsWith, StringOp::Contains]), prop::sample::select(vec!["", "a", "b"]))
+        (
+            value_expr(),
+            prop::sample::select(vec![StringOp::StartsWith, StringOp::EndsWith, StringOp::Contains]),
+            prop::sample::select(vec!["", "a", "b"])
+        )
             .prop_map(|(a, op, t)| Expr::Str(Box::new(a), op, t.into())),
         prop::sample::select(vec!["X", "Y", "Z"]).prop_map(|v| field("e").is_variant(v)),
         value_expr(),
@@ -318,5 +324,8 @@ fn dflat_style_queries_read_naturally() {
     let query = Expr::parse(r#"priority > 2500 and tag starts_with "a""#).unwrap();
     assert_eq!(query, field("priority").gt(2500).and(field("tag").starts_with("a")));
     let query = Expr::parse(r#"content is Image or (priority + 1) % 2 == 0 and color in ("Red", "Blue")"#).unwrap();
-    assert_eq!(query, field("content").is_variant("Image").or(((field("priority") + 1) % 2).eq(0).and(field("color").is_in(["Red", "Blue"]))));
+    assert_eq!(
+        query,
+        field("content").is_variant("Image").or(((field("priority") + 1) % 2).eq(0).and(field("color").is_in(["Red", "Blue"])))
+    );
 }

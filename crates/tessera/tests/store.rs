@@ -114,7 +114,11 @@ fn range_and_prefix_scans_are_ordered() {
     })
     .unwrap();
     let keys: Vec<u32> = db
-        .read(|tx| tx.range(&ks, &10u32.to_be_bytes()[..]..&20u32.to_be_bytes()[..])?.map(|e| e.map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap()))).collect())
+        .read(|tx| {
+            tx.range(&ks, &10u32.to_be_bytes()[..]..&20u32.to_be_bytes()[..])?
+                .map(|e| e.map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap())))
+                .collect()
+        })
         .unwrap();
     assert_eq!(keys, (10..20).collect::<Vec<_>>());
     let count = db.read(|tx| Ok(tx.prefix(&ks, &[0, 0, 0])?.count())).unwrap();
@@ -240,7 +244,13 @@ fn the_feed_reports_each_commit_once_in_order_with_old_and_new_values() {
     };
     let first = batch(stream.recv_timeout(Duration::from_secs(5)));
     let kinds: Vec<_> = first.changes.iter().map(|c| (&*c.key, c.kind, c.old.as_deref(), c.new.as_deref())).collect();
-    assert_eq!(kinds, vec![(&b"new"[..], ChangeKind::Insert, None, Some(&b"a"[..])), (&b"existing"[..], ChangeKind::Update, Some(&b"1"[..]), Some(&b"3"[..]))]);
+    assert_eq!(
+        kinds,
+        vec![
+            (&b"new"[..], ChangeKind::Insert, None, Some(&b"a"[..])),
+            (&b"existing"[..], ChangeKind::Update, Some(&b"1"[..]), Some(&b"3"[..]))
+        ]
+    );
     assert_eq!(&*first.changes[0].keyspace, "ks");
     let second = batch(stream.recv_timeout(Duration::from_secs(5)));
     assert_eq!((second.changes[0].kind, second.changes[0].old.as_deref()), (ChangeKind::Delete, Some(&b"a"[..])));

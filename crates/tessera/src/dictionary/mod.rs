@@ -94,8 +94,6 @@ struct FlusherShared {
     changed: Condvar,
 }
 
-
-
 pub(crate) struct DictInner {
     db: Db,
     keyspace: Keyspace,

@@ -31,13 +31,20 @@ pub(crate) fn transform_out<T>(document: &Document<T>, name: &str, bytes: Vec<u8
 }
 
 fn field_error<T>(document: &Document<T>, field: &str, message: impl std::fmt::Display) -> Error {
-    Error::DocumentField { collection: document.collection.name.to_string(), id: document.id.to_string(), field: field.to_owned(), message: message.to_string() }
+    Error::DocumentField {
+        collection: document.collection.name.to_string(),
+        id: document.id.to_string(),
+        field: field.to_owned(),
+        message: message.to_string(),
+    }
 }
 
 /// A stored field's bytes, with the transform reversed.
 fn transform_in<'b, T>(document: &Document<T>, name: &str, bytes: &'b [u8]) -> Result<std::borrow::Cow<'b, [u8]>> {
     match &document.collection.options.transform {
-        Some(transform) => transform.decode(name, bytes).map(std::borrow::Cow::Owned).map_err(|message| field_error(document, name, message)),
+        Some(transform) => {
+            transform.decode(name, bytes).map(std::borrow::Cow::Owned).map_err(|message| field_error(document, name, message))
+        }
         None => Ok(std::borrow::Cow::Borrowed(bytes)),
     }
 }
@@ -134,10 +141,26 @@ impl<'o> ser::Serializer for Splitter<'o> {
     type SerializeStruct = SplitFields<'o>;
     type SerializeStructVariant = ser::Impossible<(), EncodeError>;
 
-    refuse!(serialize_bool(bool), serialize_i8(i8), serialize_i16(i16), serialize_i32(i32), serialize_i64(i64),
-        serialize_u8(u8), serialize_u16(u16), serialize_u32(u32), serialize_u64(u64), serialize_f32(f32),
-        serialize_f64(f64), serialize_char(char), serialize_str(&str), serialize_bytes(&[u8]), serialize_none(),
-        serialize_unit(), serialize_unit_struct(&'static str), serialize_unit_variant(&'static str, u32, &'static str));
+    refuse!(
+        serialize_bool(bool),
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64),
+        serialize_f32(f32),
+        serialize_f64(f64),
+        serialize_char(char),
+        serialize_str(&str),
+        serialize_bytes(&[u8]),
+        serialize_none(),
+        serialize_unit(),
+        serialize_unit_struct(&'static str),
+        serialize_unit_variant(&'static str, u32, &'static str)
+    );
 
     fn serialize_some<V: Serialize + ?Sized>(self, value: &V) -> Result<(), EncodeError> {
         value.serialize(self)
@@ -157,7 +180,13 @@ impl<'o> ser::Serializer for Splitter<'o> {
     fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, EncodeError> {
         Err(not_a_record())
     }
-    fn serialize_tuple_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> Result<Self::SerializeTupleVariant, EncodeError> {
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, EncodeError> {
         Err(not_a_record())
     }
     fn serialize_map(self, _: Option<usize>) -> Result<SplitFields<'o>, EncodeError> {
@@ -166,7 +195,13 @@ impl<'o> ser::Serializer for Splitter<'o> {
     fn serialize_struct(self, _: &'static str, _: usize) -> Result<SplitFields<'o>, EncodeError> {
         Ok(SplitFields { out: self.out, key: None })
     }
-    fn serialize_struct_variant(self, _: &'static str, _: u32, _: &'static str, _: usize) -> Result<Self::SerializeStructVariant, EncodeError> {
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, EncodeError> {
         Err(not_a_record())
     }
 }
@@ -207,7 +242,10 @@ impl ser::SerializeMap for SplitFields<'_> {
 
 /// Decodes a document from the entries of its prefix scan (full keys and stored bytes);
 /// `None` if there are none.
-pub(crate) fn decode<'e, T: DeserializeOwned>(document: &Document<T>, entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>) -> Result<Option<T>> {
+pub(crate) fn decode<'e, T: DeserializeOwned>(
+    document: &Document<T>,
+    entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
+) -> Result<Option<T>> {
     let prefix_len = document.prefix.len();
     let options = &document.collection.options;
     // Bytes kept alive for the values: borrowed from the snapshot, or owned after a transform.

@@ -62,7 +62,11 @@ impl Default for DocumentsOptions {
 
 impl std::fmt::Debug for DocumentsOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DocumentsOptions").field("durability", &self.durability).field("deep", &self.deep).field("transform", &self.transform.is_some()).finish()
+        f.debug_struct("DocumentsOptions")
+            .field("durability", &self.durability)
+            .field("deep", &self.deep)
+            .field("transform", &self.transform.is_some())
+            .finish()
     }
 }
 
@@ -209,7 +213,9 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         let stale: Vec<Vec<u8>> = tx
             .prefix(&self.collection.keyspace, &self.prefix)?
             .filter_map(|entry| match entry {
-                Ok((stored_key, _)) if !encoded.iter().any(|(new_key, _)| new_key.as_slice() == stored_key) => Some(Ok(stored_key.to_vec())),
+                Ok((stored_key, _)) if !encoded.iter().any(|(new_key, _)| new_key.as_slice() == stored_key) => {
+                    Some(Ok(stored_key.to_vec()))
+                }
                 Ok(_) => None,
                 Err(error) => Some(Err(error)),
             })
@@ -266,7 +272,8 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
 
     /// [`Document::delete`] inside a caller's write transaction.
     pub fn delete_in(&self, tx: &mut WriteTxn<'_>) -> Result<bool> {
-        let keys: Vec<Vec<u8>> = tx.prefix(&self.collection.keyspace, &self.prefix)?.map(|entry| entry.map(|(k, _)| k.to_vec())).collect::<Result<_>>()?;
+        let keys: Vec<Vec<u8>> =
+            tx.prefix(&self.collection.keyspace, &self.prefix)?.map(|entry| entry.map(|(k, _)| k.to_vec())).collect::<Result<_>>()?;
         for stored_key in &keys {
             tx.delete(&self.collection.keyspace, stored_key)?;
         }

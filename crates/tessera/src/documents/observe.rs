@@ -126,7 +126,12 @@ impl<V: DeserializeOwned> FieldStream<V> {
     pub(crate) fn new<T: Serialize + DeserializeOwned>(document: &Document<T>, name: &str) -> Result<Self> {
         let field_key = document.field_key(&fields::path_of(name, document.collection.options.deep)?)?;
         let changes = document.collection.db.subscribe();
-        let untyped = Document { collection: document.collection.clone(), id: document.id.clone(), prefix: document.prefix.clone(), _type: std::marker::PhantomData };
+        let untyped = Document {
+            collection: document.collection.clone(),
+            id: document.id.clone(),
+            prefix: document.prefix.clone(),
+            _type: std::marker::PhantomData,
+        };
         // Start from the stored value, so that only changes are reported.
         let current = document.collection.db.read(|tx| Ok(tx.get(&document.collection.keyspace, &field_key)?.map(<[u8]>::to_vec)))?;
         let state = FieldState { document: untyped, name: name.into(), field_key, last: Some(current), _type: std::marker::PhantomData };
@@ -150,7 +155,6 @@ impl<V: DeserializeOwned> Iterator for FieldStream<V> {
 }
 
 impl<V: DeserializeOwned> FieldState<V> {
-
     fn handle(&mut self, event: FeedEvent) -> Option<Result<Option<V>>> {
         let stored = match event {
             FeedEvent::Batch(batch) => {
@@ -158,7 +162,12 @@ impl<V: DeserializeOwned> FieldState<V> {
                 let change = batch.changes.iter().rev().find(|c| &*c.keyspace == keyspace && *c.key == *self.field_key)?;
                 change.new.as_deref().map(<[u8]>::to_vec)
             }
-            FeedEvent::Lagged { .. } => match self.document.collection.db.read(|tx| Ok(tx.get(&self.document.collection.keyspace, &self.field_key)?.map(<[u8]>::to_vec))) {
+            FeedEvent::Lagged { .. } => match self
+                .document
+                .collection
+                .db
+                .read(|tx| Ok(tx.get(&self.document.collection.keyspace, &self.field_key)?.map(<[u8]>::to_vec)))
+            {
                 Ok(stored) => stored,
                 Err(error) => return Some(Err(error)),
             },

@@ -324,11 +324,15 @@ impl fmt::Display for Expr {
         match self {
             Expr::Field(path) => f.write_str(path),
             Expr::Literal(literal) => write!(f, "{literal}"),
-            Expr::Arith(a, op, b) => write!(f, "({a} {} {b})", match op {
-                ArithOp::Add => "+",
-                ArithOp::Sub => "-",
-                ArithOp::Rem => "%",
-            }),
+            Expr::Arith(a, op, b) => write!(
+                f,
+                "({a} {} {b})",
+                match op {
+                    ArithOp::Add => "+",
+                    ArithOp::Sub => "-",
+                    ArithOp::Rem => "%",
+                }
+            ),
             Expr::Compare(a, op, b) => write!(f, "({a} {} {b})", compare(op)),
             Expr::Between(a, low, high) => write!(f, "({a} between {low} and {high})"),
             Expr::In(a, list, negated) => {
@@ -336,11 +340,15 @@ impl fmt::Display for Expr {
                 write!(f, "({a} {}in ({}))", if *negated { "not " } else { "" }, items.join(", "))
             }
             Expr::IsNull(a, negated) => write!(f, "({a} is {}null)", if *negated { "not " } else { "" }),
-            Expr::Str(a, op, text) => write!(f, "({a} {} {text:?})", match op {
-                StringOp::StartsWith => "starts_with",
-                StringOp::EndsWith => "ends_with",
-                StringOp::Contains => "contains",
-            }),
+            Expr::Str(a, op, text) => write!(
+                f,
+                "({a} {} {text:?})",
+                match op {
+                    StringOp::StartsWith => "starts_with",
+                    StringOp::EndsWith => "ends_with",
+                    StringOp::Contains => "contains",
+                }
+            ),
             Expr::Variant(path, variant) => write!(f, "({path} is {variant})"),
             Expr::And(a, b) => write!(f, "({a} and {b})"),
             Expr::Or(a, b) => write!(f, "({a} or {b})"),

@@ -72,7 +72,11 @@ impl<'t> Lexer<'t> {
                 pos = end;
             } else if byte.is_ascii_digit() {
                 let start = pos;
-                while pos < bytes.len() && (bytes[pos].is_ascii_digit() || matches!(bytes[pos], b'.' | b'e' | b'E') || (matches!(bytes[pos], b'+' | b'-') && matches!(bytes[pos - 1], b'e' | b'E'))) {
+                while pos < bytes.len()
+                    && (bytes[pos].is_ascii_digit()
+                        || matches!(bytes[pos], b'.' | b'e' | b'E')
+                        || (matches!(bytes[pos], b'+' | b'-') && matches!(bytes[pos - 1], b'e' | b'E')))
+                {
                     pos += 1;
                 }
                 let number = &self.text[start..pos];
@@ -204,7 +208,14 @@ impl Parser<'_> {
 
     fn predicate(&mut self) -> Result<Expr, ParseError> {
         let left = self.sum()?;
-        let compare = [("==", CompareOp::Eq), ("!=", CompareOp::Ne), ("<=", CompareOp::Le), (">=", CompareOp::Ge), ("<", CompareOp::Lt), (">", CompareOp::Gt)];
+        let compare = [
+            ("==", CompareOp::Eq),
+            ("!=", CompareOp::Ne),
+            ("<=", CompareOp::Le),
+            (">=", CompareOp::Ge),
+            ("<", CompareOp::Lt),
+            (">", CompareOp::Gt),
+        ];
         for (symbol, op) in compare {
             if self.symbol(symbol) {
                 return Ok(Expr::Compare(Box::new(left), op, Box::new(self.sum()?)));
@@ -247,7 +258,9 @@ impl Parser<'_> {
         }
         for (word, op) in [("starts_with", StringOp::StartsWith), ("ends_with", StringOp::EndsWith), ("contains", StringOp::Contains)] {
             if self.keyword(word) {
-                let Some(Token::Str(text)) = self.peek().cloned() else { return Err(self.error(format!("expected a string after {word:?}"))) };
+                let Some(Token::Str(text)) = self.peek().cloned() else {
+                    return Err(self.error(format!("expected a string after {word:?}")));
+                };
                 self.next += 1;
                 return Ok(Expr::Str(Box::new(left), op, text));
             }
@@ -297,7 +310,9 @@ impl Parser<'_> {
     fn literal(&mut self) -> Result<Literal, ParseError> {
         let negative = self.symbol("-");
         let literal = match self.peek().cloned() {
-            Some(Token::Int(int)) => Literal::Int(if negative { int.checked_neg().ok_or_else(|| self.error("number too large"))? } else { int }),
+            Some(Token::Int(int)) => {
+                Literal::Int(if negative { int.checked_neg().ok_or_else(|| self.error("number too large"))? } else { int })
+            }
             Some(Token::Float(float)) => Literal::Float(if negative { -float } else { float }),
             Some(Token::Str(text)) if !negative => Literal::Str(text),
             Some(Token::Ident(word)) if !negative && word == "true" => Literal::Bool(true),

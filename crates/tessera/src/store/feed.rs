@@ -89,14 +89,12 @@ impl Feed {
             queue_batches: queue_batches.max(1),
         });
         let weak = Arc::downgrade(&feed);
-        std::thread::Builder::new()
-            .name("tessera-feed".into())
-            .spawn(move || {
-                for batch in receiver {
-                    let Some(feed) = weak.upgrade() else { return };
-                    feed.deliver(&batch);
-                }
-            })?;
+        std::thread::Builder::new().name("tessera-feed".into()).spawn(move || {
+            for batch in receiver {
+                let Some(feed) = weak.upgrade() else { return };
+                feed.deliver(&batch);
+            }
+        })?;
         Ok(feed)
     }
 

@@ -207,7 +207,9 @@ impl Db {
         };
         match existing {
             (_, Some(version)) => {
-                let found = <[u8; 4]>::try_from(version.as_slice()).map(u32::from_be_bytes).map_err(|_| Error::Corrupted("format version record".into()))?;
+                let found = <[u8; 4]>::try_from(version.as_slice())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| Error::Corrupted("format version record".into()))?;
                 if found > STORAGE_FORMAT_VERSION {
                     return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
                 }
@@ -224,7 +226,9 @@ impl Db {
     /// The keyspace `name`, created if missing. Names starting with `tessera.` are reserved.
     pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
         if name.is_empty() || name.len() > KEYSPACE_NAME_LEN_MAX || name.starts_with(INTERNAL_PREFIX) {
-            return Err(Error::Storage(format!("invalid keyspace name {name:?}: 1..={KEYSPACE_NAME_LEN_MAX} bytes, not starting with {INTERNAL_PREFIX:?}")));
+            return Err(Error::Storage(format!(
+                "invalid keyspace name {name:?}: 1..={KEYSPACE_NAME_LEN_MAX} bytes, not starting with {INTERNAL_PREFIX:?}"
+            )));
         }
         self.internal_keyspace(name)
     }
@@ -287,16 +291,14 @@ impl Db {
     /// listener is removed; writers and other listeners are not affected.
     pub fn on_commit(&self, mut listener: impl FnMut(&FeedEvent) + Send + 'static) -> Result<()> {
         let stream = self.subscribe();
-        std::thread::Builder::new()
-            .name("tessera-listener".into())
-            .spawn(move || {
-                for event in stream {
-                    let call = std::panic::AssertUnwindSafe(|| listener(&event));
-                    if std::panic::catch_unwind(call).is_err() {
-                        return; // dropping the stream unsubscribes
-                    }
+        std::thread::Builder::new().name("tessera-listener".into()).spawn(move || {
+            for event in stream {
+                let call = std::panic::AssertUnwindSafe(|| listener(&event));
+                if std::panic::catch_unwind(call).is_err() {
+                    return; // dropping the stream unsubscribes
                 }
-            })?;
+            }
+        })?;
         Ok(())
     }
 
@@ -338,10 +340,7 @@ fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
     let initial = options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16);
     // An existing file larger than the initial map is opened at its own size.
     let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    open_options
-        .map_size(round_to_page(initial.max(existing)) as usize)
-        .max_dbs(options.keyspaces_max)
-        .max_readers(options.readers_max);
+    open_options.map_size(round_to_page(initial.max(existing)) as usize).max_dbs(options.keyspaces_max).max_readers(options.readers_max);
     // SAFETY: NO_SUB_DIR makes `path` the data file. NO_META_SYNC keeps LMDB's ordering of
     // data before meta page while leaving the meta flush to the group-commit syncer; this is
     // safe for integrity (LMDB documents that only the last transactions may be lost).

@@ -66,7 +66,9 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 impl Syncer {
     /// Starts the background thread; join it after [`Syncer::stop`] so that nothing outlives
     /// the database (the flush closure holds the environment).
-    pub(crate) fn start(flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>) -> std::io::Result<(Arc<Syncer>, std::thread::JoinHandle<()>)> {
+    pub(crate) fn start(
+        flush: Box<dyn Fn() -> Result<(), String> + Send + Sync>,
+    ) -> std::io::Result<(Arc<Syncer>, std::thread::JoinHandle<()>)> {
         let syncer = Arc::new(Syncer {
             state: Mutex::new(State { synced: 0, flushing: false, deadline: None, stopped: false, error: None }),
             changed: Condvar::new(),
@@ -76,15 +78,12 @@ impl Syncer {
             flush,
         });
         let background = Arc::downgrade(&syncer);
-        let thread = std::thread::Builder::new()
-            .name("tessera-sync".into())
-            .spawn(move || loop {
-                let Some(syncer) = background.upgrade() else { return };
-                if !syncer.background_step() {
-                    return;
-                }
-            })
-            ?;
+        let thread = std::thread::Builder::new().name("tessera-sync".into()).spawn(move || loop {
+            let Some(syncer) = background.upgrade() else { return };
+            if !syncer.background_step() {
+                return;
+            }
+        })?;
         Ok((syncer, thread))
     }
 

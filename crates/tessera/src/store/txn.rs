@@ -348,7 +348,8 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed(error, ceiling)),
         };
-        let mut txn = WriteTxn { txn, inner, log: inner.feed.has_listeners().then(ChangeLog::default), map_full: false, after_commit: Vec::new() };
+        let mut txn =
+            WriteTxn { txn, inner, log: inner.feed.has_listeners().then(ChangeLog::default), map_full: false, after_commit: Vec::new() };
         let result = write(&mut txn);
         if txn.map_full {
             drop(txn); // rolls back
