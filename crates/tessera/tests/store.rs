@@ -355,3 +355,17 @@ fn a_relative_file_name_opens_in_the_working_directory() {
     assert_eq!(db.path(), dir.path().canonicalize().unwrap().join("relative.tessera"));
     assert!(dir.path().join("relative.tessera").is_file());
 }
+
+#[test]
+fn a_write_inside_a_write_is_an_error_not_a_deadlock() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let result = db.write(|tx| {
+        tx.put(&ks, b"outer", b"1")?;
+        db.write(|inner| inner.put(&ks, b"inner", b"2"))
+    });
+    assert!(matches!(result, Err(Error::Storage(ref message)) if message.contains("inside another")), "{result:?}");
+    assert_eq!(get(&db, &ks, b"outer"), None, "the outer transaction rolled back with the error");
+    db.write(|tx| tx.put(&ks, b"after", b"ok")).unwrap();
+}

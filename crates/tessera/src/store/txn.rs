@@ -22,6 +22,28 @@ const RESIZE_WAIT_MAX: Duration = Duration::from_secs(30);
 thread_local! {
     /// Read transactions opened on this thread and not yet dropped.
     static READERS_ON_THIS_THREAD: Cell<usize> = const { Cell::new(0) };
+    /// This thread is inside a write transaction's closure (of any database).
+    static WRITING_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the current thread as writing for its lifetime.
+struct WritingGuard;
+
+impl WritingGuard {
+    fn enter() -> Result<WritingGuard> {
+        if WRITING_ON_THIS_THREAD.with(|writing| writing.replace(true)) {
+            return Err(Error::Storage(
+                "a write transaction was started inside another on the same thread, which would deadlock; use the `_in` forms with the outer transaction".into(),
+            ));
+        }
+        Ok(WritingGuard)
+    }
+}
+
+impl Drop for WritingGuard {
+    fn drop(&mut self) {
+        WRITING_ON_THIS_THREAD.with(|writing| writing.set(false));
+    }
 }
 
 /// Read transactions enter the gate; a map resize closes it and waits until they have left.
@@ -338,6 +360,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The write path: see [`crate::Db::write`].
 pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
     let ceiling = inner.options.map_size_max_bytes;
+    let _writing = WritingGuard::enter()?;
     let writer = lock(&inner.writer);
     let (value, sequence) = loop {
         let txn = match inner.env.write_txn() {
