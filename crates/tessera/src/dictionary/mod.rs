@@ -77,8 +77,11 @@ struct Shard {
 
 #[derive(Default)]
 struct Flusher {
-    /// A flush was asked for (by `flush` or the first pending write).
+    /// A flush was asked for now.
     requested: bool,
+    /// When the oldest write not yet taken by a flush was made: the flush is due one interval
+    /// later.
+    pending_since: Option<std::time::Instant>,
     stopped: bool,
     /// Highest write sequence known committed to storage.
     flushed: u64,
@@ -236,15 +239,19 @@ impl DictInner {
         true
     }
 
+    /// Tells the flusher a write is pending (starting the interval if none was), or, if
+    /// `urgent`, that a flush is wanted now.
     fn wake(&self, urgent: bool) {
         let mut flusher = lock(&self.flusher.state);
         flusher.requested |= urgent;
+        flusher.pending_since.get_or_insert_with(std::time::Instant::now);
         self.flusher.changed.notify_all();
     }
 
     /// Writes every pending entry in one transaction. Called by the flusher thread, `flush`
     /// and drop.
     fn flush_pending(&self) -> Result<()> {
+        lock(&self.flusher.state).pending_since = None;
         let target = self.sequence.load(Ordering::SeqCst);
         self.has_pending.store(false, Ordering::SeqCst);
         let mut batch: Option<Vec<PendingWrite>> = None;
@@ -303,14 +310,27 @@ impl DictInner {
 fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interval: Duration) {
     loop {
         {
+            // Sleep until asked, or until one interval after the oldest pending write.
             let mut flusher = lock(&shared.state);
-            if !flusher.requested && !flusher.stopped {
-                flusher = shared.changed.wait_timeout(flusher, interval).unwrap_or_else(|p| p.into_inner()).0;
+            loop {
+                if flusher.stopped {
+                    return;
+                }
+                if std::mem::take(&mut flusher.requested) {
+                    break;
+                }
+                let wait = match flusher.pending_since {
+                    Some(since) => match (since + interval).checked_duration_since(std::time::Instant::now()) {
+                        Some(left) if !left.is_zero() => left,
+                        _ => break,
+                    },
+                    None => interval, // idle: wake now and then to notice a dropped dictionary
+                };
+                flusher = shared.changed.wait_timeout(flusher, wait).unwrap_or_else(|p| p.into_inner()).0;
+                if flusher.pending_since.is_none() && !flusher.requested && !flusher.stopped {
+                    break; // idle timeout: check that the dictionary still exists
+                }
             }
-            if flusher.stopped {
-                return;
-            }
-            flusher.requested = false;
         }
         let Some(inner) = dictionary.upgrade() else { return };
         if inner.has_pending.load(Ordering::SeqCst) {
