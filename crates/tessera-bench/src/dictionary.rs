@@ -1,7 +1,7 @@
 //! `dictionary`: Dflat's WorkspaceDictionary table (`../shared/seeds/002_*.txt`). Each step
 //! runs as 100 concurrent tasks × 400 keys on all cores, as Dflat's `concurrentPerform`.
-//! Side by side in the same run: tessera with its default 12 shards (Dflat's count too), with
-//! 32 and with a single lock; a UserDefaults-like store that rewrites its whole map to one file on each
+//! Side by side in the same run: tessera with its default 32 shards, with Dflat's 12 and with
+//! a single lock; a UserDefaults-like store that rewrites its whole map to one file on each
 //! flush; and a SQLite key-value table.
 
 use crate::harness::{Goal, Table};
@@ -275,7 +275,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     type Opener = Box<dyn Fn(&Path) -> Box<dyn Store>>;
     let stores: Vec<(&str, Opener)> = vec![
         ("tessera", Box::new(move |p: &Path| Box::new(Tessera::open(p, default_shards)) as Box<dyn Store>)),
-        ("tessera, 32 shards", Box::new(|p: &Path| Box::new(Tessera::open(p, 32)) as Box<dyn Store>)),
+        ("tessera, 12 shards", Box::new(|p: &Path| Box::new(Tessera::open(p, 12)) as Box<dyn Store>)),
         ("tessera, single lock", Box::new(|p: &Path| Box::new(Tessera::open(p, 1)) as Box<dyn Store>)),
         ("userdefaults-like", Box::new(|p: &Path| Box::new(WholeFile::open(p)) as Box<dyn Store>)),
         ("sqlite", Box::new(|p: &Path| Box::new(Sqlite::open(p)) as Box<dyn Store>)),
