@@ -333,19 +333,11 @@ impl<'k> Encoder<'k> {
         enc.out = doc.bytes().to_vec();
         enc.original_len = doc.bytes().len();
         enc.original_ptr = doc.bytes().as_ptr() as usize;
-        enc.key_next.push(NO_ENTRY); // the "dict start" hint, before one slot per entry
         for local in 0..doc.local_key_count() {
             let item_pos = doc.local_key_item(local);
             let name = doc.item_str(item_pos);
-            let hash = hash_bytes(name.as_bytes());
-            let entry_index = enc.key_entries.len() as u32;
-            let arena_start = enc.key_arena.len();
-            enc.key_arena.extend_from_slice(name.as_bytes());
-            enc.key_entries.push(KeyEntry { hash, arena_start, len: name.len(), id: enc.shared_count + local as u64 });
-            enc.key_next.push(NO_ENTRY);
             enc.local_keys.push(item_pos);
-            let entries = &enc.key_entries;
-            enc.key_index.insert_unique(hash, entry_index, |&i| entries[i as usize].hash);
+            enc.register_key(name, hash_bytes(name.as_bytes()), enc.shared_count + local as u64);
         }
         for atom in 0..doc.atom_count() {
             enc.atoms.push(doc.atom_item(atom));
@@ -566,6 +558,14 @@ impl<'k> Encoder<'k> {
                 self.shared_count + (self.local_keys.len() - 1) as u64
             }
         };
+        self.register_key(name, hash, id)
+    }
+
+    /// Adds a key-table entry for `name` with key id `id`; returns the entry's index.
+    fn register_key(&mut self, name: &str, hash: u64, id: u64) -> u32 {
+        if self.key_next.is_empty() {
+            self.key_next.push(NO_ENTRY); // the "dict start" hint, before one slot per entry
+        }
         let entry_index = self.key_entries.len() as u32;
         let arena_start = self.key_arena.len();
         self.key_arena.extend_from_slice(name.as_bytes());

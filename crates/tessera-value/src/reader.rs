@@ -765,44 +765,40 @@ impl Doc<'_> {
 pub struct Array<'a> {
     doc: Doc<'a>,
     pos: usize,
-    len: usize,
-    width: usize,
-    slots: usize,
+    shape: Shape,
 }
 
 impl<'a> Array<'a> {
     #[inline(always)]
     fn at(doc: Doc<'a>, pos: usize) -> Self {
-        let shape = doc.shape(pos, false);
-        Array { doc, pos, len: shape.len, width: shape.width, slots: shape.slots }
+        Array { doc, pos, shape: doc.shape(pos, false) }
     }
 
     /// Number of elements.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.shape.len
     }
 
     /// True if the array has no elements.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.shape.len == 0
     }
 
     /// Element `index`, in O(1).
     #[inline(always)]
     pub fn get(&self, index: usize) -> Option<Value<'a>> {
-        if index >= self.len {
+        if index >= self.shape.len {
             return None;
         }
-        let bits = read_uint(self.doc.bytes, self.slots + index * self.width, self.width);
-        Some(Value::new(self.doc, self.doc.decode_slot(bits, self.width, self.pos)))
+        Some(Value::new(self.doc, self.doc.slot(self.pos, &self.shape, index)))
     }
 
     /// The elements in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Value<'a>> + 'a {
         let array = *self;
-        (0..array.len).map(move |index| array.get(index).expect("index below len"))
+        (0..array.shape.len).map(move |index| array.get(index).expect("index below len"))
     }
 
     /// The array as a [`Value`].
@@ -816,30 +812,25 @@ impl<'a> Array<'a> {
 pub struct Dict<'a> {
     doc: Doc<'a>,
     pos: usize,
-    len: usize,
-    width: usize,
-    key_width: usize,
-    keys: usize,
-    slots: usize,
+    shape: Shape,
 }
 
 impl<'a> Dict<'a> {
     #[inline(always)]
     fn at(doc: Doc<'a>, pos: usize) -> Self {
-        let shape = doc.shape(pos, true);
-        Dict { doc, pos, len: shape.len, width: shape.width, key_width: shape.key_width, keys: shape.keys, slots: shape.slots }
+        Dict { doc, pos, shape: doc.shape(pos, true) }
     }
 
     /// Number of entries.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.shape.len
     }
 
     /// True if the dict has no entries.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.shape.len == 0
     }
 
     /// The value of `key`, in O(log n).
@@ -873,25 +864,24 @@ impl<'a> Dict<'a> {
 
     #[inline]
     fn key_at(&self, index: usize) -> u64 {
-        read_uint(self.doc.bytes, self.keys + index * self.key_width, self.key_width)
+        self.doc.key_at(&self.shape, index)
     }
 
     #[inline(always)]
     fn value_at(&self, index: usize) -> Value<'a> {
-        let bits = read_uint(self.doc.bytes, self.slots + index * self.width, self.width);
-        Value::new(self.doc, self.doc.decode_slot(bits, self.width, self.pos))
+        Value::new(self.doc, self.doc.slot(self.pos, &self.shape, index))
     }
 
     #[inline]
     fn get_id(&self, id: u64) -> Option<Value<'a>> {
-        if self.key_width == 1 {
+        if self.shape.key_width == 1 {
             // Ids are unique, so the first byte equal to the id is its entry.
-            let keys = &self.doc.bytes[self.keys..self.keys + self.len];
+            let keys = &self.doc.bytes[self.shape.keys..self.shape.keys + self.shape.len];
             let id = u8::try_from(id).ok()?;
             let index = if keys.len() <= 64 { find_byte(keys, id) } else { memchr::memchr(id, keys) };
             return index.map(|index| self.value_at(index));
         }
-        let (mut low, mut high) = (0, self.len);
+        let (mut low, mut high) = (0, self.shape.len);
         while low < high {
             let middle = (low + high) / 2;
             let probe = self.key_at(middle);
@@ -909,7 +899,7 @@ impl<'a> Dict<'a> {
     /// Entry `index` as (key, value), in storage order.
     #[inline]
     pub fn entry(&self, index: usize) -> Option<(&'a str, Value<'a>)> {
-        if index >= self.len {
+        if index >= self.shape.len {
             return None;
         }
         Some((self.doc.key_name(self.key_at(index)).unwrap_or(""), self.value_at(index)))
@@ -919,7 +909,7 @@ impl<'a> Dict<'a> {
     /// each key was first seen in the document).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'a str, Value<'a>)> + 'a {
         let dict = *self;
-        (0..dict.len).map(move |index| dict.entry(index).expect("index below len"))
+        (0..dict.shape.len).map(move |index| dict.entry(index).expect("index below len"))
     }
 
     /// The dict as a [`Value`].

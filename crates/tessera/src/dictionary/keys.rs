@@ -67,18 +67,20 @@ fn find_long(get: impl Fn(&[u8]) -> Result<Option<Vec<u8>>>, name: &str) -> Resu
     Err(Error::Storage(format!("more than {PROBES_MAX} long dictionary keys share a hash")))
 }
 
-pub(super) fn load(tx: &ReadTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
+/// The value of `name`, read through `get` (a read or a write transaction's lookup).
+fn load_by(get: impl Fn(&[u8]) -> Result<Option<Vec<u8>>>, name: &str) -> Result<Option<Vec<u8>>> {
     match slot(name) {
-        Slot::Direct(stored) => Ok(tx.get(keyspace, &stored)?.map(<[u8]>::to_vec)),
-        Slot::Long(name) => Ok(find_long(|k| Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)), &name)?.1),
+        Slot::Direct(stored) => get(&stored),
+        Slot::Long(name) => Ok(find_long(get, &name)?.1),
     }
 }
 
+pub(super) fn load(tx: &ReadTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
+    load_by(|k| Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)), name)
+}
+
 pub(super) fn load_in_write(tx: &WriteTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
-    match slot(name) {
-        Slot::Direct(stored) => Ok(tx.get(keyspace, &stored)?.map(<[u8]>::to_vec)),
-        Slot::Long(name) => Ok(find_long(|k| Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)), &name)?.1),
-    }
+    load_by(|k| Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)), name)
 }
 
 pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str, value: &[u8]) -> Result<()> {
