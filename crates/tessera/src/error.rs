@@ -89,6 +89,66 @@ pub enum Error {
     /// A value could not be decoded into the requested type.
     #[error(transparent)]
     Decode(#[from] tessera_value::DecodeError),
+    /// A query does not parse, names an unknown field, or compares mismatched types.
+    #[error(transparent)]
+    Query(#[from] crate::query::QueryError),
+    /// The record type does not match the schema stored for its collection, and no migration
+    /// was registered.
+    #[error("collection {collection:?}: the stored schema is incompatible with the record type: {reason}")]
+    SchemaMismatch {
+        /// The collection.
+        collection: String,
+        /// What changed.
+        reason: String,
+    },
+    /// `insert` of a key that exists.
+    #[error("collection {collection:?}: a record with key {key:?} exists")]
+    DuplicateKey {
+        /// The collection.
+        collection: String,
+        /// The key, printed.
+        key: String,
+    },
+    /// `update` or `patch` of a key that does not exist.
+    #[error("collection {collection:?}: no record with key {key:?}")]
+    NotFound {
+        /// The collection.
+        collection: String,
+        /// The key, printed.
+        key: String,
+    },
+    /// An update tried to change a record's primary key.
+    #[error("collection {collection:?}: an update may not change the primary key of {key:?}; delete and insert instead")]
+    KeyChanged {
+        /// The collection.
+        collection: String,
+        /// The key, printed.
+        key: String,
+    },
+    /// A write would give two records the same value in a unique index; the transaction is
+    /// rolled back.
+    #[error("collection {collection:?}: unique index `{index}` already holds this value for key {holder:?} (writing {key:?})")]
+    UniqueViolation {
+        /// The collection.
+        collection: String,
+        /// The unique index's field.
+        index: String,
+        /// The record being written.
+        key: String,
+        /// The record that holds the value.
+        holder: String,
+    },
+    /// A stored record does not decode as the record type (written under another schema, or
+    /// damaged).
+    #[error("collection {collection:?}, record {key:?}: {message}")]
+    RecordDecode {
+        /// The collection.
+        collection: String,
+        /// The record's key, printed.
+        key: String,
+        /// Why.
+        message: String,
+    },
     /// An I/O error not covered above.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

@@ -14,16 +14,22 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+extern crate self as tessera;
+
+pub mod collection;
 pub mod dictionary;
 pub mod documents;
 mod error;
 pub mod query;
 pub mod store;
 
+pub use collection::{Collection, CollectionOptions, Order, Query, Record, WriteOutcome};
 pub use dictionary::{DictEvent, DictStream, DictTxn, Dictionary, DictionaryOptions};
 pub use documents::{Document, Documents, DocumentsOptions, Field, FieldTransform};
 pub use error::{Error, Result};
-pub use store::{Change, ChangeBatch, ChangeKind, ChangeStream, Db, DbOptions, Durability, FeedEvent, Keyspace, ReadTxn, WriteTxn};
+pub use store::{
+    Change, ChangeBatch, ChangeKind, ChangeStream, Db, DbOptions, Durability, FeedEvent, Keyspace, ReadSource, ReadTxn, Snapshot, WriteTxn,
+};
 
 /// The binary document format: encoder, zero-copy reader, validator, JSON and serde.
 pub use tessera_value as value;

@@ -177,7 +177,7 @@ impl Expr {
 }
 
 /// The value at a dotted field path; `None` when a step is missing.
-fn lookup<'a>(record: Value<'a>, path: &str) -> Option<Value<'a>> {
+pub(crate) fn lookup<'a>(record: Value<'a>, path: &str) -> Option<Value<'a>> {
     let mut current = record;
     for step in path.split('.') {
         current = current.get(step)?;

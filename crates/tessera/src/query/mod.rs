@@ -26,6 +26,7 @@
 mod eval;
 mod parse;
 
+pub(crate) use eval::lookup;
 pub use parse::ParseError;
 
 use std::fmt;
@@ -354,5 +355,215 @@ impl fmt::Display for Expr {
             Expr::Or(a, b) => write!(f, "({a} or {b})"),
             Expr::Not(a) => write!(f, "(not {a})"),
         }
+    }
+}
+
+/// A query that cannot run against a collection: it does not parse, names a field the record
+/// does not have, compares values of different types, or orders by a field that has no order.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// The text does not parse.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    /// The record has no field at this path.
+    #[error("unknown field `{path}`")]
+    UnknownField {
+        /// The dotted path.
+        path: String,
+    },
+    /// An operand has the wrong type, e.g. `age > "x"`.
+    #[error("type mismatch in `{expr}`: expected {expected}, found {found}")]
+    TypeMismatch {
+        /// The offending sub-expression.
+        expr: String,
+        /// What the operator or field needs.
+        expected: String,
+        /// What it got.
+        found: String,
+    },
+    /// `field is Variant` with a variant the enum does not have.
+    #[error("enum field `{path}` has no variant `{variant}`")]
+    UnknownVariant {
+        /// The enum field.
+        path: String,
+        /// The variant named.
+        variant: String,
+    },
+    /// Ordering by a struct, list or map.
+    #[error("cannot order by `{path}`: it is a struct, list or map")]
+    Unorderable {
+        /// The field.
+        path: String,
+    },
+}
+
+/// A record field with its Rust type, for queries that are type-checked by the compiler.
+/// `#[derive(Record)]` generates one per field (`BenchDoc::priority()`).
+///
+/// ```
+/// use tessera::query::{Field, field};
+/// let priority: Field<i32> = Field::new("priority");
+/// assert_eq!(priority.gt(2500), field("priority").gt(2500));
+/// // priority.gt("x") does not compile: a string is not an argument for an i32 field.
+/// ```
+pub struct Field<T> {
+    path: &'static str,
+    _type: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Field<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Field<T> {}
+
+impl<T> fmt::Debug for Field<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Field({})", self.path)
+    }
+}
+
+/// A value that can be compared with a field of type `T` in a typed query.
+pub trait QueryArg<T> {
+    /// The value as a query constant.
+    fn into_literal(self) -> Literal;
+}
+
+macro_rules! numeric_args {
+    ($($field:ty),*) => {$(
+        numeric_args!(@each $field: i8, i16, i32, i64, u8, u16, u32, f32, f64);
+    )*};
+    (@each $field:ty: $($arg:ty),*) => {$(
+        impl QueryArg<$field> for $arg {
+            fn into_literal(self) -> Literal {
+                numeric_literal!($arg, self)
+            }
+        }
+    )*};
+}
+macro_rules! numeric_literal {
+    (f32, $value:expr) => {
+        Literal::Float($value as f64)
+    };
+    (f64, $value:expr) => {
+        Literal::Float($value)
+    };
+    ($other:ty, $value:expr) => {
+        Literal::Int($value as i64)
+    };
+}
+numeric_args!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+
+impl QueryArg<String> for &str {
+    fn into_literal(self) -> Literal {
+        Literal::Str(self.to_owned())
+    }
+}
+impl QueryArg<String> for String {
+    fn into_literal(self) -> Literal {
+        Literal::Str(self)
+    }
+}
+impl QueryArg<bool> for bool {
+    fn into_literal(self) -> Literal {
+        Literal::Bool(self)
+    }
+}
+impl<T, A: QueryArg<T>> QueryArg<Option<T>> for A {
+    fn into_literal(self) -> Literal {
+        QueryArg::<T>::into_literal(self)
+    }
+}
+
+/// Field types the string tests apply to.
+pub trait Textual {}
+impl Textual for String {}
+impl<T: Textual> Textual for Option<T> {}
+
+impl<T> Field<T> {
+    /// The field at `path` (dotted for nested fields).
+    pub const fn new(path: &'static str) -> Self {
+        Field { path, _type: std::marker::PhantomData }
+    }
+
+    /// The field's dotted path.
+    pub fn path(&self) -> &'static str {
+        self.path
+    }
+
+    fn expr(self) -> Expr {
+        field(self.path)
+    }
+
+    /// `self == value`
+    pub fn eq(self, value: impl QueryArg<T>) -> Expr {
+        self.expr().eq(Expr::Literal(value.into_literal()))
+    }
+    /// `self != value`
+    pub fn ne(self, value: impl QueryArg<T>) -> Expr {
+        self.expr().ne(Expr::Literal(value.into_literal()))
+    }
+    /// `self < value`
+    pub fn lt(self, value: impl QueryArg<T>) -> Expr {
+        self.expr().lt(Expr::Literal(value.into_literal()))
+    }
+    /// `self <= value`
+    pub fn le(self, value: impl QueryArg<T>) -> Expr {
+        self.expr().le(Expr::Literal(value.into_literal()))
+    }
+    /// `self > value`
+    pub fn gt(self, value: impl QueryArg<T>) -> Expr {
+        self.expr().gt(Expr::Literal(value.into_literal()))
+    }
+    /// `self >= value`
+    pub fn ge(self, value: impl QueryArg<T>) -> Expr {
+        self.expr().ge(Expr::Literal(value.into_literal()))
+    }
+    /// `low <= self <= high`
+    pub fn between(self, low: impl QueryArg<T>, high: impl QueryArg<T>) -> Expr {
+        self.expr().between(Expr::Literal(low.into_literal()), Expr::Literal(high.into_literal()))
+    }
+    /// `self in (values…)`
+    pub fn is_in<A: QueryArg<T>>(self, values: impl IntoIterator<Item = A>) -> Expr {
+        Expr::In(Box::new(self.expr()), values.into_iter().map(QueryArg::into_literal).collect(), false)
+    }
+    /// `self not in (values…)`
+    pub fn not_in<A: QueryArg<T>>(self, values: impl IntoIterator<Item = A>) -> Expr {
+        Expr::In(Box::new(self.expr()), values.into_iter().map(QueryArg::into_literal).collect(), true)
+    }
+    /// `self is null` (missing or null)
+    pub fn is_null(self) -> Expr {
+        self.expr().is_null()
+    }
+    /// `self is not null`
+    pub fn is_not_null(self) -> Expr {
+        self.expr().is_not_null()
+    }
+    /// The field holds enum variant `variant`.
+    pub fn is_variant(self, variant: &str) -> Expr {
+        self.expr().is_variant(variant)
+    }
+}
+
+impl<T: Textual> Field<T> {
+    /// `self starts_with prefix`
+    pub fn starts_with(self, prefix: &str) -> Expr {
+        self.expr().starts_with(prefix)
+    }
+    /// `self ends_with suffix`
+    pub fn ends_with(self, suffix: &str) -> Expr {
+        self.expr().ends_with(suffix)
+    }
+    /// `self contains part`
+    pub fn contains(self, part: &str) -> Expr {
+        self.expr().contains(part)
+    }
+}
+
+impl<T> From<Field<T>> for Expr {
+    fn from(value: Field<T>) -> Expr {
+        value.expr()
     }
 }

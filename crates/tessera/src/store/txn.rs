@@ -497,3 +497,83 @@ fn adopt_resized_map(inner: &Inner) -> Result<()> {
     })?;
     reserve_file(inner)
 }
+
+/// What both transaction kinds can read: a consistent view of the database. Collections take
+/// `&impl Snapshot` (or a [`crate::Db`], through [`ReadSource`]) for their reads.
+pub trait Snapshot {
+    /// The value of `key`.
+    fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>>;
+    /// The entries between two bounds, in key order.
+    fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>>;
+    /// The sequence of the last commit this view includes (for a write transaction, the one it
+    /// will have).
+    fn view_sequence(&self) -> u64;
+}
+
+impl Snapshot for ReadTxn<'_> {
+    fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+        self.get(keyspace, key)
+    }
+    fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
+        let ceiling = self.inner.options.map_size_max_bytes;
+        // heed copies the bounds into the cursor, so they need not outlive the iterator.
+        let iter = keyspace.handle.range(&self.txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
+        Ok(Entries { iter: RawEntries::Range(iter), ceiling })
+    }
+    fn view_sequence(&self) -> u64 {
+        self.sequence()
+    }
+}
+
+impl Snapshot for WriteTxn<'_> {
+    fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+        self.get(keyspace, key)
+    }
+    fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
+        let ceiling = self.inner.options.map_size_max_bytes;
+        // heed copies the bounds into the cursor, so they need not outlive the iterator.
+        let iter = keyspace.handle.range(&self.txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
+        Ok(Entries { iter: RawEntries::Range(iter), ceiling })
+    }
+    fn view_sequence(&self) -> u64 {
+        self.sequence()
+    }
+}
+
+/// Where a read can run: a [`crate::Db`] (each call opens its own snapshot) or an open
+/// transaction (the call reads that transaction's view).
+pub trait ReadSource {
+    /// Runs `read` on a snapshot.
+    fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R>;
+}
+
+impl ReadSource for crate::Db {
+    fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
+        let txn = self.read_txn()?;
+        read(&txn)
+    }
+}
+
+impl ReadSource for ReadTxn<'_> {
+    fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
+        read(self)
+    }
+}
+
+impl ReadSource for WriteTxn<'_> {
+    fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
+        read(self)
+    }
+}
+
+impl<S: ReadSource + ?Sized> ReadSource for &S {
+    fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
+        (**self).with_snapshot(read)
+    }
+}
+
+impl<S: ReadSource + ?Sized> ReadSource for &mut S {
+    fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
+        (**self).with_snapshot(read)
+    }
+}

@@ -1,0 +1,201 @@
+//! Derives for tessera collections: `#[derive(Record)]` for a collection's record type and
+//! `#[derive(Embed)]` for the structs and enums nested in it. See `tessera::collection`.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::quote;
+use syn::{parse_macro_input, Data, DeriveInput, Error, Fields, LitInt, LitStr};
+
+/// Implements `tessera::collection::Record` (and `Describe`) for a struct with named fields.
+///
+/// Attributes: on the struct, `#[record(name = "…", version = N, index = "path", unique =
+/// "path")]` (`index` and `unique` repeat, and take dotted paths into nested fields); on a
+/// field, `#[record(key)]` (several make a composite key, in declaration order),
+/// `#[record(index)]` or `#[record(unique)]`. Each field also gets a typed query builder:
+/// `Type::field_name()`.
+#[proc_macro_derive(Record, attributes(record))]
+pub fn derive_record(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    record(&input).unwrap_or_else(Error::into_compile_error).into()
+}
+
+/// Implements `tessera::collection::Describe` for a struct or enum nested in a record, so that
+/// queries on its fields are type-checked.
+#[proc_macro_derive(Embed)]
+pub fn derive_embed(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    embed(&input).unwrap_or_else(Error::into_compile_error).into()
+}
+
+struct RecordAttrs {
+    name: Option<String>,
+    version: u32,
+    indexes: Vec<(String, bool)>,
+}
+
+fn struct_attrs(input: &DeriveInput) -> syn::Result<RecordAttrs> {
+    let mut attrs = RecordAttrs { name: None, version: 1, indexes: Vec::new() };
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("record")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("name") {
+                attrs.name = Some(meta.value()?.parse::<LitStr>()?.value());
+            } else if meta.path.is_ident("version") {
+                attrs.version = meta.value()?.parse::<LitInt>()?.base10_parse()?;
+            } else if meta.path.is_ident("index") {
+                attrs.indexes.push((meta.value()?.parse::<LitStr>()?.value(), false));
+            } else if meta.path.is_ident("unique") {
+                attrs.indexes.push((meta.value()?.parse::<LitStr>()?.value(), true));
+            } else {
+                return Err(meta.error("expected `name`, `version`, `index` or `unique`"));
+            }
+            Ok(())
+        })?;
+    }
+    Ok(attrs)
+}
+
+fn named_fields(input: &DeriveInput) -> syn::Result<&syn::FieldsNamed> {
+    match &input.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Named(fields) => Ok(fields),
+            _ => Err(Error::new_spanned(&input.ident, "a record is a struct with named fields")),
+        },
+        _ => Err(Error::new_spanned(&input.ident, "a record is a struct with named fields")),
+    }
+}
+
+fn describe_fields(fields: &syn::FieldsNamed) -> Tokens {
+    let entries = fields.named.iter().map(|field| {
+        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+        let ty = &field.ty;
+        quote! { (::std::string::String::from(#name), <#ty as ::tessera::collection::Describe>::describe()) }
+    });
+    quote! { ::tessera::collection::TypeDesc::Struct(::std::vec![#(#entries),*]) }
+}
+
+fn record(input: &DeriveInput) -> syn::Result<Tokens> {
+    let attrs = struct_attrs(input)?;
+    let fields = named_fields(input)?;
+    let ident = &input.ident;
+    let (impl_generics, type_generics, where_clause) = input.generics.split_for_impl();
+    let mut indexes = attrs.indexes.clone();
+    let mut keys = Vec::new();
+    for field in &fields.named {
+        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+        for attr in field.attrs.iter().filter(|a| a.path().is_ident("record")) {
+            attr.parse_nested_meta(|meta| {
+                if meta.path.is_ident("key") {
+                    keys.push(field);
+                } else if meta.path.is_ident("index") {
+                    indexes.push((name.clone(), false));
+                } else if meta.path.is_ident("unique") {
+                    indexes.push((name.clone(), true));
+                } else {
+                    return Err(meta.error("expected `key`, `index` or `unique`"));
+                }
+                Ok(())
+            })?;
+        }
+    }
+    if keys.is_empty() {
+        return Err(Error::new(Span::call_site(), "a record needs a primary key: mark one or more fields `#[record(key)]`"));
+    }
+    let collection = attrs.name.unwrap_or_else(|| ident.to_string());
+    let version = attrs.version;
+    let key_names: Vec<String> = keys.iter().map(|f| f.ident.as_ref().map(ToString::to_string).unwrap_or_default()).collect();
+    let key_idents: Vec<_> = keys.iter().map(|f| &f.ident).collect();
+    let key_types: Vec<_> = keys.iter().map(|f| &f.ty).collect();
+    let key_type = if keys.len() == 1 {
+        quote! { #(#key_types)* }
+    } else {
+        quote! { (#(#key_types,)*) }
+    };
+    let key_value = if keys.len() == 1 {
+        quote! { #(::std::clone::Clone::clone(&self.#key_idents))* }
+    } else {
+        quote! { (#(::std::clone::Clone::clone(&self.#key_idents),)*) }
+    };
+    let index_defs = indexes.iter().map(|(path, unique)| quote! { ::tessera::collection::IndexDef { path: #path, unique: #unique } });
+    let describe = describe_fields(fields);
+    let builders = fields.named.iter().map(|field| {
+        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+        let fn_ident = &field.ident;
+        let ty = &field.ty;
+        let doc = format!("The field `{name}`, to build a typed query from.");
+        quote! {
+            #[doc = #doc]
+            #[allow(dead_code)]
+            pub fn #fn_ident() -> ::tessera::query::Field<#ty> {
+                ::tessera::query::Field::new(#name)
+            }
+        }
+    });
+    Ok(quote! {
+        impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
+            fn describe() -> ::tessera::collection::TypeDesc { #describe }
+        }
+        impl #impl_generics ::tessera::collection::Record for #ident #type_generics #where_clause {
+            type Key = #key_type;
+            const NAME: &'static str = #collection;
+            const VERSION: u32 = #version;
+            const KEY_FIELDS: &'static [&'static str] = &[#(#key_names),*];
+            const INDEXES: &'static [::tessera::collection::IndexDef] = &[#(#index_defs),*];
+            fn key(&self) -> Self::Key { #key_value }
+            fn encode_key(&self, out: &mut ::std::vec::Vec<u8>) {
+                #(::tessera::store::key::KeyPart::encode_key(&self.#key_idents, out);)*
+            }
+            fn encode_key_literals(literals: &[::tessera::query::Literal], out: &mut ::std::vec::Vec<u8>) -> bool {
+                let mut literals = literals.iter();
+                #(
+                    let ::std::option::Option::Some(literal) = literals.next() else { return false };
+                    let ::std::option::Option::Some(part) = <#key_types as ::tessera::collection::KeyLiteral>::from_literal(literal) else { return false };
+                    ::tessera::store::key::KeyPart::encode_key(&part, out);
+                )*
+                true
+            }
+        }
+        impl #impl_generics #ident #type_generics #where_clause {
+            #(#builders)*
+        }
+    })
+}
+
+fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
+    let ident = &input.ident;
+    let (impl_generics, type_generics, where_clause) = input.generics.split_for_impl();
+    let describe = match &input.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Named(fields) => describe_fields(fields),
+            Fields::Unnamed(fields) if fields.unnamed.len() == 1 => {
+                let ty = &fields.unnamed[0].ty;
+                quote! { <#ty as ::tessera::collection::Describe>::describe() }
+            }
+            _ => quote! { ::tessera::collection::TypeDesc::Any },
+        },
+        Data::Enum(data) => {
+            let variants = data.variants.iter().map(|variant| {
+                let name = variant.ident.to_string();
+                let payload = match &variant.fields {
+                    Fields::Unit => quote! { ::std::option::Option::None },
+                    Fields::Named(fields) => {
+                        let describe = describe_fields(fields);
+                        quote! { ::std::option::Option::Some(#describe) }
+                    }
+                    Fields::Unnamed(fields) if fields.unnamed.len() == 1 => {
+                        let ty = &fields.unnamed[0].ty;
+                        quote! { ::std::option::Option::Some(<#ty as ::tessera::collection::Describe>::describe()) }
+                    }
+                    Fields::Unnamed(_) => quote! { ::std::option::Option::Some(::tessera::collection::TypeDesc::Any) },
+                };
+                quote! { (::std::string::String::from(#name), #payload) }
+            });
+            quote! { ::tessera::collection::TypeDesc::Enum(::std::vec![#(#variants),*]) }
+        }
+        Data::Union(_) => return Err(Error::new_spanned(ident, "unions cannot be embedded")),
+    };
+    Ok(quote! {
+        impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
+            fn describe() -> ::tessera::collection::TypeDesc { #describe }
+        }
+    })
+}

@@ -1,0 +1,169 @@
+//! Index entries: computing them for a record, keeping them current on every write, and
+//! building a new index over existing records in the background.
+
+use super::{key_display, sort_key, CollectionState, IndexState};
+use crate::error::{Error, Result};
+use crate::store::{Keyspace, WriteTxn};
+use crate::Db;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tessera_value::Doc;
+
+/// Records indexed per transaction by a background build: small enough that writers wait at
+/// most about a millisecond for the build's transaction.
+const BUILD_BATCH_RECORDS: usize = 1024;
+
+/// The index entry's key for a record whose field has sort key `component`. Unique indexes
+/// key non-null values by the value alone, so that a second record with it collides.
+fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.push(index.id);
+    out.extend_from_slice(component);
+    if !index.unique || component[0] == sort_key::TAG_NULL {
+        out.extend_from_slice(primary_key);
+    }
+}
+
+fn component(record: Option<&[u8]>, path: &str, out: &mut Vec<u8>) -> Result<bool> {
+    out.clear();
+    let Some(bytes) = record else { return Ok(false) };
+    let doc = Doc::from_trusted(bytes)?;
+    sort_key::encode_value(crate::query::lookup(doc.root(), path), out);
+    Ok(true)
+}
+
+/// Replaces the index entries of the record at `primary_key` (`old` → `new`; `None` is no
+/// record). A unique index that already holds the new value for another key aborts the
+/// transaction with [`Error::UniqueViolation`].
+pub(crate) fn update_entries(
+    tx: &mut WriteTxn<'_>,
+    collection: &str,
+    keyspace: &Keyspace,
+    indexes: &[IndexState],
+    primary_key: &[u8],
+    old: Option<&[u8]>,
+    new: Option<&[u8]>,
+) -> Result<()> {
+    let (mut old_component, mut new_component, mut entry) = (Vec::new(), Vec::new(), Vec::new());
+    for index in indexes {
+        let had = component(old, &index.path, &mut old_component)?;
+        let has = component(new, &index.path, &mut new_component)?;
+        if had && has && old_component == new_component {
+            continue;
+        }
+        if had {
+            entry_key(index, &old_component, primary_key, &mut entry);
+            tx.delete(keyspace, &entry)?;
+        }
+        if has {
+            entry_key(index, &new_component, primary_key, &mut entry);
+            if index.unique {
+                if let Some(holder) = tx.get(keyspace, &entry)? {
+                    if holder != primary_key {
+                        return Err(Error::UniqueViolation {
+                            collection: collection.to_owned(),
+                            index: index.path.clone(),
+                            key: key_display(primary_key),
+                            holder: key_display(holder),
+                        });
+                    }
+                }
+            }
+            tx.put(keyspace, &entry, primary_key)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes every entry of index `id`.
+pub(crate) fn clear_index(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, id: u8) -> Result<()> {
+    let keys: Vec<Vec<u8>> = tx.prefix(keyspace, &[id])?.map(|entry| entry.map(|(key, _)| key.to_vec())).collect::<Result<_>>()?;
+    for key in keys {
+        tx.delete(keyspace, &key)?;
+    }
+    Ok(())
+}
+
+/// Builds the collection's unready indexes on a thread of its own, in batches. Writers keep
+/// every index current meanwhile, so records written during the build are indexed by their
+/// writers and records not yet reached by the build are indexed when it gets there; putting an
+/// entry twice is harmless. Queries do not use an index until it is marked ready.
+pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
+    let db = Arc::downgrade(&db.inner);
+    let state = Arc::downgrade(state);
+    std::thread::Builder::new().name("tessera-index-build".into()).spawn(move || {
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let (Some(inner), Some(state)) = (db.upgrade(), state.upgrade()) else { return };
+            let db = Db { inner };
+            match build_batch(&db, &state, after.as_deref()) {
+                Ok(Some(last)) => after = Some(last),
+                Ok(None) => {
+                    if let Err(error) = mark_ready(&db, &state) {
+                        fail(&state, error);
+                    }
+                    return;
+                }
+                Err(error) => {
+                    fail(&state, error);
+                    return;
+                }
+            }
+        }
+    })?;
+    Ok(())
+}
+
+fn fail(state: &CollectionState, error: Error) {
+    for index in state.indexes.iter().filter(|index| !index.ready.load(Ordering::Acquire)) {
+        *index.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
+    }
+}
+
+/// Indexes the next batch of records after `after`; returns the last key done, or `None`
+/// when there were none left.
+fn build_batch(db: &Db, state: &CollectionState, after: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+    let building: Vec<IndexState> = state
+        .indexes
+        .iter()
+        .filter(|index| !index.ready.load(Ordering::Acquire))
+        .map(|index| IndexState {
+            path: index.path.clone(),
+            unique: index.unique,
+            id: index.id,
+            ready: false.into(),
+            failure: Default::default(),
+        })
+        .collect();
+    db.write(|tx| {
+        let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let batch: Vec<(Vec<u8>, Vec<u8>)> = tx
+            .range(&state.records, (start, std::ops::Bound::Unbounded))?
+            .take(BUILD_BATCH_RECORDS)
+            .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
+            .collect::<Result<_>>()?;
+        for (key, value) in &batch {
+            update_entries(tx, &state.name, &state.index_keyspace, &building, key, None, Some(value))?;
+        }
+        Ok(batch.last().map(|(key, _)| key.clone()))
+    })
+}
+
+/// Records in the schema that the building indexes are complete, then lets queries use them.
+fn mark_ready(db: &Db, state: &CollectionState) -> Result<()> {
+    let schema_keyspace = db.internal_keyspace(super::SCHEMA_KEYSPACE)?;
+    db.write(|tx| {
+        let Some(bytes) = tx.get(&schema_keyspace, state.name.as_bytes())? else { return Ok(()) };
+        let mut schema: super::StoredSchema = tessera_value::from_slice(bytes)
+            .map_err(|error| Error::Corrupted(format!("schema of collection {:?}: {error}", state.name)))?;
+        for index in &mut schema.indexes {
+            index.ready = true;
+        }
+        let bytes = tessera_value::to_vec(&schema)?;
+        tx.put(&schema_keyspace, state.name.as_bytes(), &bytes)
+    })?;
+    for index in &state.indexes {
+        index.ready.store(true, Ordering::Release);
+    }
+    Ok(())
+}

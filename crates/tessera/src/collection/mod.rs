@@ -1,0 +1,629 @@
+//! Typed collections: records with a primary key, secondary and unique indexes, queries with
+//! three-valued logic, stored in tessera's binary format.
+//!
+//! ```
+//! use serde::{Deserialize, Serialize};
+//! use tessera::collection::{Record, WriteOutcome};
+//!
+//! #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+//! #[record(name = "people", version = 1)]
+//! struct Person {
+//!     #[record(key)]
+//!     name: String,
+//!     #[record(index)]
+//!     age: u32,
+//!     email: Option<String>,
+//! }
+//!
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = tessera::Db::open(dir.path().join("db"))?;
+//! let people = db.collection::<Person>()?;
+//! let ada = Person { name: "Ada".into(), age: 36, email: None };
+//! assert_eq!(db.write(|tx| people.upsert(tx, &ada))?, WriteOutcome::Inserted);
+//! assert_eq!(db.write(|tx| people.upsert(tx, &ada))?, WriteOutcome::Unchanged);
+//!
+//! let adults = people.filter(Person::age().ge(18)).fetch(&db)?;
+//! assert_eq!(adults, vec![ada]);
+//! assert_eq!(people.filter_text("age >= 18 and email is null")?.count(&db)?, 1);
+//! # Ok::<(), tessera::Error>(())
+//! ```
+//!
+//! **Storage.** A collection's records live in keyspace `tessera.col.NAME`, keyed by the
+//! primary key's order-preserving encoding (`store::key`), each record one binary document.
+//! Its indexes share keyspace `tessera.idx.NAME`: an entry's key is the index's id byte, the
+//! field's sort key (see `sort_key`) and, except for a unique index's non-null values, the
+//! primary key; its value is the primary key. The schema (shape, key fields, indexes, version)
+//! is a record in `tessera.schema`.
+//!
+//! **Schema changes.** On [`crate::Db::collection`], the stored schema is compared with the
+//! record type: new optional fields and new enum variants are compatible; a new index is
+//! built in the background (queries scan until it is ready); an index the type no longer
+//! declares is dropped. A changed primary key, a changed field type or a new required field
+//! is [`Error::SchemaMismatch`], unless a migration is registered with
+//! [`crate::Db::collection_with`]: it then runs once, over every record, in one transaction.
+
+mod build;
+mod plan;
+mod query;
+mod schema;
+pub(crate) mod sort_key;
+
+pub use plan::{Access, Plan, PlanOrdering};
+pub use query::{Order, OrderField, Query, Records};
+pub use schema::{Describe, IndexDef, TypeDesc};
+pub use tessera_derive::{Embed, Record};
+
+use crate::error::{Error, Result};
+use crate::query::{Expr, Literal, QueryError};
+use crate::store::key::KeyPart;
+use crate::store::{Keyspace, ReadSource, Snapshot, WriteTxn};
+use crate::Db;
+use schema::{StoredIndex, StoredSchema};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use tessera_value::{Doc, Value};
+
+/// Keyspace holding every collection's stored schema.
+const SCHEMA_KEYSPACE: &str = "tessera.schema";
+/// Longest collection name.
+pub const COLLECTION_NAME_LEN_MAX: usize = 200;
+
+/// A record type: serde for the bytes, plus what `#[derive(Record)]` generates.
+pub trait Record: Serialize + DeserializeOwned + Describe + Send + Sync + 'static {
+    /// The primary key's type: one field's type, or a tuple for a composite key.
+    type Key: KeyPart;
+    /// The collection's name in the database.
+    const NAME: &'static str;
+    /// The schema version; a change runs the registered migration.
+    const VERSION: u32;
+    /// Paths of the primary key's fields, in key order.
+    const KEY_FIELDS: &'static [&'static str];
+    /// Secondary and unique indexes.
+    const INDEXES: &'static [IndexDef];
+    /// This record's primary key.
+    fn key(&self) -> Self::Key;
+    /// Appends the primary key's order-preserving encoding.
+    fn encode_key(&self, out: &mut Vec<u8>);
+    /// Encodes a primary key given as query constants, one per key field; `false` when a
+    /// constant does not convert exactly to the field's type.
+    fn encode_key_literals(literals: &[Literal], out: &mut Vec<u8>) -> bool;
+}
+
+/// Primary-key field types a query constant converts to (for key lookups from a query).
+pub trait KeyLiteral: KeyPart + Sized {
+    /// The constant as this type, if it converts exactly.
+    fn from_literal(literal: &Literal) -> Option<Self>;
+}
+
+macro_rules! int_key_literal {
+    ($($type:ty),*) => {$(
+        impl KeyLiteral for $type {
+            fn from_literal(literal: &Literal) -> Option<Self> {
+                match literal {
+                    Literal::Int(int) => <$type>::try_from(*int).ok(),
+                    Literal::Float(float) if float.fract() == 0.0 && float.abs() < 9.0e15 => <$type>::try_from(*float as i64).ok(),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+int_key_literal!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+impl KeyLiteral for String {
+    fn from_literal(literal: &Literal) -> Option<Self> {
+        match literal {
+            Literal::Str(text) => Some(text.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl KeyLiteral for bool {
+    fn from_literal(literal: &Literal) -> Option<Self> {
+        match literal {
+            Literal::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+/// What a write did to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WriteOutcome {
+    /// The key did not exist; the record was stored.
+    Inserted,
+    /// The record existed and changed.
+    Updated,
+    /// The new bytes are identical to the stored ones: nothing was written or published.
+    Unchanged,
+    /// The record was removed.
+    Deleted,
+}
+
+/// Options for [`Db::collection_with`].
+pub struct CollectionOptions<T> {
+    /// Converts a record stored under an older or incompatible schema to the current type. It
+    /// runs over every record, once, in the transaction that opens the collection.
+    #[allow(clippy::type_complexity)]
+    pub migrate: Option<Box<dyn Fn(Value<'_>) -> Result<T> + Send + Sync>>,
+}
+
+impl<T> Default for CollectionOptions<T> {
+    fn default() -> Self {
+        CollectionOptions { migrate: None }
+    }
+}
+
+/// One index's run-time state.
+pub(crate) struct IndexState {
+    pub(crate) path: String,
+    pub(crate) unique: bool,
+    pub(crate) id: u8,
+    pub(crate) ready: AtomicBool,
+    /// Why a background build stopped (a unique violation among existing records).
+    pub(crate) failure: Mutex<Option<String>>,
+}
+
+/// What every handle on one collection shares.
+pub(crate) struct CollectionState {
+    pub(crate) name: String,
+    pub(crate) records: Keyspace,
+    pub(crate) index_keyspace: Keyspace,
+    pub(crate) shape: TypeDesc,
+    pub(crate) indexes: Vec<IndexState>,
+    type_id: std::any::TypeId,
+}
+
+impl CollectionState {
+    pub(crate) fn index_for(&self, path: &str) -> Option<&IndexState> {
+        self.indexes.iter().find(|index| index.path == path && index.ready.load(Ordering::Acquire))
+    }
+}
+
+/// A typed collection of `T`: cheap to clone; reads take a [`ReadSource`] (a `Db` or a
+/// transaction), writes a [`WriteTxn`].
+pub struct Collection<T: Record> {
+    pub(crate) db: Db,
+    pub(crate) state: Arc<CollectionState>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T: Record> Clone for Collection<T> {
+    fn clone(&self) -> Self {
+        Collection { db: self.db.clone(), state: self.state.clone(), _type: PhantomData }
+    }
+}
+
+impl<T: Record> std::fmt::Debug for Collection<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Collection({:?})", self.state.name)
+    }
+}
+
+impl Db {
+    /// The collection of `T`, registering or checking its schema (see the module docs).
+    /// Call it outside write transactions: it may write the schema.
+    pub fn collection<T: Record>(&self) -> Result<Collection<T>> {
+        self.collection_with(CollectionOptions::default())
+    }
+
+    /// [`Db::collection`] with a migration for records stored under another schema.
+    pub fn collection_with<T: Record>(&self, options: CollectionOptions<T>) -> Result<Collection<T>> {
+        let registry_key = format!("collection:{}", T::NAME);
+        if let Some(state) = self.shared_state(&registry_key).and_then(|any| any.downcast::<CollectionState>().ok()) {
+            if state.type_id == std::any::TypeId::of::<T>() {
+                return Ok(Collection { db: self.clone(), state, _type: PhantomData });
+            }
+        }
+        let state = Arc::new(open_collection::<T>(self, &options)?);
+        self.set_shared_state(&registry_key, Arc::downgrade(&state) as Weak<dyn std::any::Any + Send + Sync>);
+        if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
+            build::start(self, &state)?;
+        }
+        Ok(Collection { db: self.clone(), state, _type: PhantomData })
+    }
+}
+
+fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
+    Error::SchemaMismatch { collection: collection.to_owned(), reason: reason.into() }
+}
+
+fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result<CollectionState> {
+    let name = T::NAME;
+    if name.is_empty() || name.len() > COLLECTION_NAME_LEN_MAX {
+        return Err(schema_error(name, format!("collection names are 1..={COLLECTION_NAME_LEN_MAX} bytes")));
+    }
+    let shape = T::describe();
+    for path in T::KEY_FIELDS.iter().chain(T::INDEXES.iter().map(|index| &index.path)) {
+        if shape.resolve(path).is_none() {
+            return Err(schema_error(name, format!("key or index field `{path}` is not a field of the record")));
+        }
+    }
+    let schema_keyspace = db.internal_keyspace(SCHEMA_KEYSPACE)?;
+    let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
+    let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
+    let key_fields: Vec<String> = T::KEY_FIELDS.iter().map(|path| (*path).to_owned()).collect();
+    let schema = db.write(|tx| {
+        let stored = match tx.get(&schema_keyspace, name.as_bytes())? {
+            Some(bytes) => Some(
+                tessera_value::from_slice::<StoredSchema>(bytes)
+                    .map_err(|error| Error::Corrupted(format!("schema of collection {name:?}: {error}")))?,
+            ),
+            None => None,
+        };
+        let is_empty = tx.range(&records, ..)?.next().is_none();
+        let mut schema = StoredSchema { version: T::VERSION, key_fields: key_fields.clone(), shape: shape.clone(), indexes: Vec::new() };
+        let mut migrate = false;
+        if let Some(stored) = &stored {
+            let incompatible = if stored.key_fields != key_fields {
+                Some(format!("the primary key changed from {:?} to {:?}", stored.key_fields, key_fields))
+            } else {
+                shape.incompatibility(&stored.shape, "")
+            };
+            match (&options.migrate, incompatible) {
+                (Some(_), _) if stored.version != T::VERSION && !is_empty => migrate = true,
+                (Some(_), Some(_)) if !is_empty => migrate = true,
+                (None, Some(reason)) if !is_empty => {
+                    return Err(schema_error(name, format!("{reason} (stored version {}, type version {})", stored.version, T::VERSION)));
+                }
+                _ => {}
+            }
+            // Keep the indexes that are still declared, with their ids and build state.
+            schema.indexes = stored
+                .indexes
+                .iter()
+                .filter(|index| T::INDEXES.iter().any(|d| d.path == index.path && d.unique == index.unique))
+                .cloned()
+                .collect();
+            for dropped in stored.indexes.iter().filter(|index| !schema.indexes.iter().any(|kept| kept.id == index.id)) {
+                build::clear_index(tx, &index_keyspace, dropped.id)?;
+            }
+        }
+        for def in T::INDEXES {
+            if !schema.indexes.iter().any(|index| index.path == def.path) {
+                let id = schema.free_index_id().ok_or_else(|| schema_error(name, "more than 256 indexes"))?;
+                schema.indexes.push(StoredIndex { path: def.path.to_owned(), unique: def.unique, id, ready: is_empty });
+            }
+        }
+        if migrate {
+            let migration = options.migrate.as_ref().ok_or_else(|| schema_error(name, "no migration"))?;
+            run_migration::<T>(tx, name, &records, &index_keyspace, &mut schema, migration.as_ref())?;
+        }
+        if stored.as_ref() != Some(&schema) {
+            let bytes = tessera_value::to_vec(&schema)?;
+            tx.put(&schema_keyspace, name.as_bytes(), &bytes)?;
+        }
+        Ok(schema)
+    })?;
+    let indexes = schema
+        .indexes
+        .iter()
+        .map(|index| IndexState {
+            path: index.path.clone(),
+            unique: index.unique,
+            id: index.id,
+            ready: AtomicBool::new(index.ready),
+            failure: Mutex::new(None),
+        })
+        .collect();
+    Ok(CollectionState { name: name.to_owned(), records, index_keyspace, shape, indexes, type_id: std::any::TypeId::of::<T>() })
+}
+
+/// Rewrites every record through `migrate` and rebuilds every index, inside `tx`.
+fn run_migration<T: Record>(
+    tx: &mut WriteTxn<'_>,
+    name: &str,
+    records: &Keyspace,
+    index_keyspace: &Keyspace,
+    schema: &mut StoredSchema,
+    migrate: &(dyn Fn(Value<'_>) -> Result<T> + Send + Sync),
+) -> Result<()> {
+    let stored: Vec<(Vec<u8>, Vec<u8>)> =
+        tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>()?;
+    let mut migrated = Vec::with_capacity(stored.len());
+    for (key, bytes) in &stored {
+        let doc = Doc::from_untrusted(bytes).map_err(|error| decode_error(name, key, error))?;
+        migrated.push(migrate(doc.root())?);
+        tx.delete(records, key)?;
+    }
+    let ids: Vec<u8> = schema.indexes.iter().map(|index| index.id).collect();
+    for id in ids {
+        build::clear_index(tx, index_keyspace, id)?;
+    }
+    let indexes: Vec<IndexState> = schema
+        .indexes
+        .iter()
+        .map(|index| IndexState {
+            path: index.path.clone(),
+            unique: index.unique,
+            id: index.id,
+            ready: AtomicBool::new(true),
+            failure: Mutex::new(None),
+        })
+        .collect();
+    let mut key = Vec::new();
+    for record in &migrated {
+        key.clear();
+        record.encode_key(&mut key);
+        if tx.get(records, &key)?.is_some() {
+            return Err(Error::DuplicateKey { collection: name.to_owned(), key: key_display(&key) });
+        }
+        let bytes = tessera_value::to_vec(record)?;
+        tx.put(records, &key, &bytes)?;
+        build::update_entries(tx, name, index_keyspace, &indexes, &key, None, Some(&bytes))?;
+    }
+    schema.version = T::VERSION;
+    for index in &mut schema.indexes {
+        index.ready = true;
+    }
+    Ok(())
+}
+
+/// A primary key's bytes in a form fit for an error message.
+pub(crate) fn key_display(key: &[u8]) -> String {
+    match crate::store::key::decode_bytes(key) {
+        Some((text, rest)) if rest.is_empty() => String::from_utf8_lossy(&text).into_owned(),
+        _ => key.iter().map(|byte| format!("{byte:02x}")).collect(),
+    }
+}
+
+pub(crate) fn decode_error(collection: &str, key: &[u8], error: impl std::fmt::Display) -> Error {
+    Error::RecordDecode { collection: collection.to_owned(), key: key_display(key), message: error.to_string() }
+}
+
+/// Decodes a stored record.
+pub(crate) fn decode<T: Record>(collection: &str, key: &[u8], bytes: &[u8]) -> Result<T> {
+    let doc = Doc::from_trusted(bytes).map_err(|error| decode_error(collection, key, error))?;
+    tessera_value::from_value(doc.root()).map_err(|error| decode_error(collection, key, error))
+}
+
+impl<T: Record> Collection<T> {
+    /// The collection's name.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    fn encode_key<Q: KeyPart + ?Sized>(key: &Q) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32);
+        key.encode_key(&mut out);
+        out
+    }
+
+    /// Writes `bytes` under `key` after `old`, maintaining indexes.
+    fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
+        if old == Some(bytes) {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        let old = old.map(<[u8]>::to_vec);
+        if !self.state.indexes.is_empty() {
+            build::update_entries(tx, &self.state.name, &self.state.index_keyspace, &self.state.indexes, key, old.as_deref(), Some(bytes))?;
+        }
+        tx.put(&self.state.records, key, bytes)?;
+        Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
+    }
+
+    /// Inserts `record`; [`Error::DuplicateKey`] if its key exists.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # use tessera::collection::Record;
+    /// # #[derive(Serialize, Deserialize, Record)]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let tags = db.collection::<Tag>()?;
+    /// db.write(|tx| tags.insert(tx, &Tag { name: "rust".into() }))?;
+    /// let again = db.write(|tx| tags.insert(tx, &Tag { name: "rust".into() }));
+    /// assert!(matches!(again, Err(tessera::Error::DuplicateKey { .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn insert(&self, tx: &mut WriteTxn<'_>, record: &T) -> Result<WriteOutcome> {
+        let mut key = Vec::with_capacity(32);
+        record.encode_key(&mut key);
+        if tx.get(&self.state.records, &key)?.is_some() {
+            return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: key_display(&key) });
+        }
+        let bytes = tessera_value::to_vec(record)?;
+        self.store(tx, &key, None, &bytes)
+    }
+
+    /// Inserts or replaces `record`: Inserted, Updated, or Unchanged when the stored bytes are
+    /// identical (then nothing is written and no change is published).
+    pub fn upsert(&self, tx: &mut WriteTxn<'_>, record: &T) -> Result<WriteOutcome> {
+        let mut key = Vec::with_capacity(32);
+        record.encode_key(&mut key);
+        let bytes = tessera_value::to_vec(record)?;
+        let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
+        self.store(tx, &key, old.as_deref(), &bytes)
+    }
+
+    /// Reads the record at `key`, lets `change` edit it, and writes it back;
+    /// [`Error::NotFound`] if there is none. The closure may not change the primary key.
+    pub fn update<Q>(&self, tx: &mut WriteTxn<'_>, key: &Q, change: impl FnOnce(&mut T)) -> Result<WriteOutcome>
+    where
+        T::Key: Borrow<Q>,
+        Q: KeyPart + ?Sized,
+    {
+        let key = Self::encode_key(key);
+        let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
+        let Some(old) = old else {
+            return Err(Error::NotFound { collection: self.state.name.clone(), key: key_display(&key) });
+        };
+        let mut record: T = decode(&self.state.name, &key, &old)?;
+        change(&mut record);
+        let mut new_key = Vec::with_capacity(key.len());
+        record.encode_key(&mut new_key);
+        if new_key != key {
+            return Err(Error::KeyChanged { collection: self.state.name.clone(), key: key_display(&key) });
+        }
+        let bytes = tessera_value::to_vec(&record)?;
+        self.store(tx, &key, Some(&old), &bytes)
+    }
+
+    /// Sets one field (a dotted path; a missing optional field is added) of the record at
+    /// `key`. The result must still decode as `T`, or the write is refused with a typed error.
+    ///
+    /// ```
+    /// # use serde::{Deserialize, Serialize};
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(Serialize, Deserialize, Record)]
+    /// # struct Task { #[record(key)] id: u32, done: bool }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let tasks = db.collection::<Task>()?;
+    /// db.write(|tx| tasks.insert(tx, &Task { id: 1, done: false }))?;
+    /// assert_eq!(db.write(|tx| tasks.patch(tx, &1u32, "done", &true))?, WriteOutcome::Updated);
+    /// assert!(db.write(|tx| tasks.patch(tx, &1u32, "done", &"yes")).is_err(), "wrong type");
+    /// assert!(tasks.get(&db, &1u32)?.unwrap().done);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn patch<Q, V>(&self, tx: &mut WriteTxn<'_>, key: &Q, path: &str, value: &V) -> Result<WriteOutcome>
+    where
+        T::Key: Borrow<Q>,
+        Q: KeyPart + ?Sized,
+        V: Serialize + ?Sized,
+    {
+        let key = Self::encode_key(key);
+        let Some(old) = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec) else {
+            return Err(Error::NotFound { collection: self.state.name.clone(), key: key_display(&key) });
+        };
+        if T::KEY_FIELDS.contains(&path) {
+            return Err(Error::KeyChanged { collection: self.state.name.clone(), key: key_display(&key) });
+        }
+        let value_bytes = tessera_value::to_vec(value)?;
+        let value_doc = Doc::from_trusted(&value_bytes)?;
+        let doc = Doc::from_trusted(&old).map_err(|error| decode_error(&self.state.name, &key, error))?;
+        let mut edit = tessera_value::MutableDoc::new(doc);
+        let (parent, last) = match path.rsplit_once('.') {
+            Some((parent, last)) => (Some(parent), last),
+            None => (None, path),
+        };
+        let field_error = |error: tessera_value::MutateError| Error::RecordDecode {
+            collection: self.state.name.clone(),
+            key: key_display(&key),
+            message: format!("cannot set `{path}`: {error}"),
+        };
+        let target = match parent {
+            Some(parent) => edit.root_mut().path_mut(parent).map_err(field_error)?,
+            None => edit.root_mut(),
+        };
+        target.set(last, value_doc.root()).map_err(field_error)?;
+        let bytes = edit.encode()?;
+        // The patched record must still be a `T`: decode it once, and store its canonical bytes.
+        let record: T = decode(&self.state.name, &key, &bytes)?;
+        let canonical = tessera_value::to_vec(&record)?;
+        self.store(tx, &key, Some(&old), &canonical)
+    }
+
+    /// Deletes the record at `key`: Deleted, or Unchanged if there was none.
+    pub fn delete<Q>(&self, tx: &mut WriteTxn<'_>, key: &Q) -> Result<WriteOutcome>
+    where
+        T::Key: Borrow<Q>,
+        Q: KeyPart + ?Sized,
+    {
+        self.delete_encoded(tx, &Self::encode_key(key))
+    }
+
+    pub(crate) fn delete_encoded(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
+        let Some(old) = tx.get(&self.state.records, key)?.map(<[u8]>::to_vec) else {
+            return Ok(WriteOutcome::Unchanged);
+        };
+        if !self.state.indexes.is_empty() {
+            build::update_entries(tx, &self.state.name, &self.state.index_keyspace, &self.state.indexes, key, Some(&old), None)?;
+        }
+        tx.delete(&self.state.records, key)?;
+        Ok(WriteOutcome::Deleted)
+    }
+
+    /// Deletes every record the query matches; returns how many.
+    pub fn delete_where(&self, tx: &mut WriteTxn<'_>, query: &Query<T>) -> Result<usize> {
+        let keys = query.matching_keys(&*tx)?;
+        for key in &keys {
+            self.delete_encoded(tx, key)?;
+        }
+        Ok(keys.len())
+    }
+
+    /// The record at `key`.
+    pub fn get<Q>(&self, source: &impl ReadSource, key: &Q) -> Result<Option<T>>
+    where
+        T::Key: Borrow<Q>,
+        Q: KeyPart + ?Sized,
+    {
+        let key_bytes = Self::encode_key(key);
+        source.with_snapshot(|snapshot| self.get_encoded(snapshot, &key_bytes))
+    }
+
+    pub(crate) fn get_encoded(&self, snapshot: &dyn Snapshot, key: &[u8]) -> Result<Option<T>> {
+        match snapshot.get_value(&self.state.records, key)? {
+            Some(bytes) => decode(&self.state.name, key, bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The records at `keys`, in order (`None` where missing), from one snapshot.
+    pub fn get_many<'k, Q>(&self, source: &impl ReadSource, keys: impl IntoIterator<Item = &'k Q>) -> Result<Vec<Option<T>>>
+    where
+        T::Key: Borrow<Q>,
+        Q: KeyPart + ?Sized + 'k,
+    {
+        source.with_snapshot(|snapshot| {
+            let mut buffer = Vec::with_capacity(32);
+            keys.into_iter()
+                .map(|key| {
+                    buffer.clear();
+                    key.encode_key(&mut buffer);
+                    self.get_encoded(snapshot, &buffer)
+                })
+                .collect()
+        })
+    }
+
+    /// Every record, in primary-key order, as a query to refine.
+    pub fn all(&self) -> Query<T> {
+        Query::new(self.clone(), None)
+    }
+
+    /// The records matching `predicate`, as a query to refine (order, limit, offset) and run.
+    pub fn filter(&self, predicate: Expr) -> Query<T> {
+        Query::new(self.clone(), Some(predicate))
+    }
+
+    /// [`Collection::filter`] from the text syntax (see [`crate::query`]): a typed error with
+    /// the column if it does not parse, or if it does not type-check against `T`.
+    pub fn filter_text(&self, text: &str) -> Result<Query<T>> {
+        let predicate = Expr::parse(text).map_err(QueryError::from)?;
+        self.state.shape.check_predicate(&predicate)?;
+        Ok(self.filter(predicate))
+    }
+
+    /// Whether every index has been built (new indexes build in the background).
+    pub fn indexes_ready(&self) -> bool {
+        self.state.indexes.iter().all(|index| index.ready.load(Ordering::Acquire))
+    }
+
+    /// Why an index build stopped, if one did (a unique index over records that violate it).
+    pub fn index_failure(&self, path: &str) -> Option<String> {
+        let index = self.state.indexes.iter().find(|index| index.path == path)?;
+        index.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits until every index is built, or `timeout` passes; returns whether they are.
+    pub fn wait_for_indexes(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        while !self.indexes_ready() {
+            if std::time::Instant::now() >= deadline
+                || self.state.indexes.iter().any(|i| i.failure.lock().map(|f| f.is_some()).unwrap_or(true))
+            {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
+    }
+}

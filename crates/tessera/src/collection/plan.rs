@@ -1,0 +1,269 @@
+//! The planner: which keys a query reads, and whether its order comes for free.
+//!
+//! Every access path yields a *superset* of the matching records; the whole predicate is then
+//! evaluated on each candidate's stored bytes. So the planner only has to be conservative, and
+//! three-valued logic is decided in one place (`query::eval`).
+
+use super::sort_key::{self, prefix_end};
+use super::{key_display, CollectionState, Record};
+use crate::query::{CompareOp, Expr, Literal, StringOp};
+use crate::store::key::part_prefix;
+use std::fmt;
+use std::ops::Bound;
+
+/// How a query finds its candidate records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Access {
+    /// Nothing can match (e.g. a comparison with the constant NULL).
+    Empty,
+    /// Primary-key lookups.
+    Keys(Vec<Vec<u8>>),
+    /// A range of primary keys.
+    KeyRange(Bound<Vec<u8>>, Bound<Vec<u8>>),
+    /// A range of an index's entries.
+    IndexRange {
+        /// The indexed field.
+        path: String,
+        /// Lower bound of the entry keys.
+        start: Bound<Vec<u8>>,
+        /// Upper bound.
+        end: Bound<Vec<u8>>,
+    },
+    /// Keys every part yields (AND).
+    Intersect(Vec<Access>),
+    /// Keys any part yields (OR).
+    Union(Vec<Access>),
+    /// Every record, in primary-key order.
+    Scan,
+}
+
+/// How a query's results come out in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanOrdering {
+    /// The access path yields them in the requested order (primary key, or an index).
+    Natural,
+    /// Matching records are sorted in memory.
+    Sort,
+}
+
+/// A query's plan, as [`super::Query::explain`] returns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Where candidates come from.
+    pub access: Access,
+    /// Whether they need sorting.
+    pub ordering: PlanOrdering,
+    /// The predicate evaluated on every candidate, if any.
+    pub filter: Option<String>,
+}
+
+fn bound_text(bound: &Bound<Vec<u8>>) -> String {
+    match bound {
+        Bound::Included(key) => format!("[{}", key_display(key)),
+        Bound::Excluded(key) => format!("({}", key_display(key)),
+        Bound::Unbounded => "∞".to_owned(),
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Access::Empty => f.write_str("empty"),
+            Access::Keys(keys) => {
+                let keys: Vec<String> = keys.iter().map(|key| key_display(key)).collect();
+                write!(f, "primary key lookup {}", keys.join(", "))
+            }
+            Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start), bound_text(end)),
+            Access::IndexRange { path, .. } => write!(f, "index range on {path}"),
+            Access::Intersect(parts) | Access::Union(parts) => {
+                let word = if matches!(self, Access::Intersect(_)) { "intersect" } else { "union" };
+                let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();
+                write!(f, "{word}({})", parts.join("; "))
+            }
+            Access::Scan => f.write_str("full scan"),
+        }
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.access)?;
+        if let Some(filter) = &self.filter {
+            write!(f, ", filter {filter}")?;
+        }
+        if self.ordering == PlanOrdering::Sort {
+            f.write_str(", sort in memory")?;
+        }
+        Ok(())
+    }
+}
+
+/// Plans a predicate's access path for collection `state` of `T`.
+pub(crate) fn access<T: Record>(state: &CollectionState, predicate: &Expr) -> Access {
+    plan_expr::<T>(state, predicate).unwrap_or(Access::Scan)
+}
+
+fn is_single_key<T: Record>(path: &str) -> bool {
+    T::KEY_FIELDS == [path]
+}
+
+fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> {
+    match expr {
+        Expr::And(a, b) => {
+            let parts: Vec<Access> = [plan_expr::<T>(state, a), plan_expr::<T>(state, b)].into_iter().flatten().collect();
+            if let Some(empty) = parts.iter().find(|p| **p == Access::Empty) {
+                return Some(empty.clone());
+            }
+            // A key lookup beats intersecting it with anything.
+            if let Some(keys) = parts.iter().find(|p| matches!(p, Access::Keys(_))) {
+                return Some(keys.clone());
+            }
+            let mut flat = Vec::new();
+            for part in parts {
+                match part {
+                    Access::Intersect(inner) => flat.extend(inner),
+                    other => flat.push(other),
+                }
+            }
+            match flat.len() {
+                0 => None,
+                1 => flat.pop(),
+                _ => Some(Access::Intersect(flat)),
+            }
+        }
+        Expr::Or(a, b) => {
+            let (a, b) = (plan_expr::<T>(state, a)?, plan_expr::<T>(state, b)?);
+            let mut flat = Vec::new();
+            for part in [a, b] {
+                match part {
+                    Access::Union(inner) => flat.extend(inner),
+                    Access::Empty => {}
+                    other => flat.push(other),
+                }
+            }
+            Some(if flat.is_empty() { Access::Empty } else { Access::Union(flat) })
+        }
+        Expr::Compare(a, op, b) => match (&**a, &**b) {
+            (Expr::Field(path), Expr::Literal(literal)) => compare::<T>(state, path, *op, literal),
+            (Expr::Literal(literal), Expr::Field(path)) => compare::<T>(state, path, flip(*op), literal),
+            _ => None,
+        },
+        Expr::Between(a, low, high) => match (&**a, &**low, &**high) {
+            (Expr::Field(path), Expr::Literal(low), Expr::Literal(high)) => {
+                let lower = compare::<T>(state, path, CompareOp::Ge, low)?;
+                let upper = compare::<T>(state, path, CompareOp::Le, high)?;
+                plan_expr_parts(lower, upper)
+            }
+            _ => None,
+        },
+        Expr::In(a, list, false) => match &**a {
+            Expr::Field(path) => {
+                let parts: Option<Vec<Access>> = list.iter().map(|literal| compare::<T>(state, path, CompareOp::Eq, literal)).collect();
+                let parts = parts?;
+                if parts.iter().all(|p| matches!(p, Access::Keys(_) | Access::Empty)) {
+                    let keys = parts.into_iter().flat_map(|p| if let Access::Keys(keys) = p { keys } else { Vec::new() }).collect();
+                    return Some(Access::Keys(keys));
+                }
+                Some(Access::Union(parts))
+            }
+            _ => None,
+        },
+        Expr::IsNull(a, false) => match &**a {
+            Expr::Field(path) => index_prefix(state, path, &[sort_key::TAG_NULL]),
+            _ => None,
+        },
+        Expr::Variant(path, variant) => {
+            let mut component = Vec::new();
+            sort_key::encode_literal(&Literal::Str(variant.clone()), &mut component);
+            index_prefix(state, path, &component)
+        }
+        Expr::Str(a, StringOp::StartsWith, prefix) => match &**a {
+            Expr::Field(path) if is_single_key::<T>(path) && matches!(state.shape.resolve(path), Some(super::TypeDesc::String)) => {
+                let start = part_prefix(prefix.as_bytes());
+                let end = prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
+                Some(Access::KeyRange(Bound::Included(start), end))
+            }
+            Expr::Field(path) => {
+                let mut component = vec![sort_key::TAG_STRING];
+                component.extend_from_slice(&part_prefix(prefix.as_bytes()));
+                index_prefix(state, path, &component)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn plan_expr_parts(lower: Access, upper: Access) -> Option<Access> {
+    match (lower, upper) {
+        (Access::KeyRange(start, _), Access::KeyRange(_, end)) => Some(Access::KeyRange(start, end)),
+        (Access::IndexRange { path, start, .. }, Access::IndexRange { end, .. }) => Some(Access::IndexRange { path, start, end }),
+        (Access::Empty, _) | (_, Access::Empty) => Some(Access::Empty),
+        (lower, upper) => Some(Access::Intersect(vec![lower, upper])),
+    }
+}
+
+fn flip(op: CompareOp) -> CompareOp {
+    match op {
+        CompareOp::Lt => CompareOp::Gt,
+        CompareOp::Le => CompareOp::Ge,
+        CompareOp::Gt => CompareOp::Lt,
+        CompareOp::Ge => CompareOp::Le,
+        other => other,
+    }
+}
+
+fn index_prefix(state: &CollectionState, path: &str, component: &[u8]) -> Option<Access> {
+    let index = state.index_for(path)?;
+    let mut start = vec![index.id];
+    start.extend_from_slice(component);
+    let end = prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
+    Some(Access::IndexRange { path: path.to_owned(), start: Bound::Included(start), end })
+}
+
+/// `field op literal` as a key lookup, key range or index range.
+fn compare<T: Record>(state: &CollectionState, path: &str, op: CompareOp, literal: &Literal) -> Option<Access> {
+    if *literal == Literal::Null {
+        return Some(Access::Empty); // a comparison with NULL is never TRUE
+    }
+    if op == CompareOp::Ne {
+        return None;
+    }
+    if is_single_key::<T>(path) {
+        let mut key = Vec::new();
+        if T::encode_key_literals(std::slice::from_ref(literal), &mut key) {
+            return Some(match op {
+                CompareOp::Eq => Access::Keys(vec![key]),
+                CompareOp::Gt => Access::KeyRange(Bound::Excluded(key), Bound::Unbounded),
+                CompareOp::Ge => Access::KeyRange(Bound::Included(key), Bound::Unbounded),
+                CompareOp::Lt => Access::KeyRange(Bound::Unbounded, Bound::Excluded(key)),
+                CompareOp::Le => Access::KeyRange(Bound::Unbounded, Bound::Included(key)),
+                CompareOp::Ne => unreachable!("handled above"),
+            });
+        }
+    }
+    let index = state.index_for(path)?;
+    let tag = sort_key::literal_tag(literal);
+    let mut component = Vec::new();
+    sort_key::encode_literal(literal, &mut component);
+    if tag == sort_key::TAG_NUMBER {
+        // Integers and floats compare by value, with f64 rounding for large integers: bound
+        // on the f64 part only, inclusively, and let the filter decide the boundary.
+        component.truncate(1 + 8);
+    }
+    let mut at = vec![index.id];
+    at.extend_from_slice(&component);
+    let class_start = Bound::Included(vec![index.id, tag]);
+    let class_end = Bound::Excluded(vec![index.id, tag + 1]);
+    let after = |key: &[u8]| prefix_end(key).map_or(class_end.clone(), Bound::Excluded);
+    let exact = tag != sort_key::TAG_NUMBER;
+    let (start, end) = match op {
+        CompareOp::Eq => (Bound::Included(at.clone()), after(&at)),
+        CompareOp::Gt if exact => (prefix_end(&at).map_or(Bound::Excluded(at.clone()), Bound::Included), class_end),
+        CompareOp::Gt | CompareOp::Ge => (Bound::Included(at), class_end),
+        CompareOp::Lt if exact => (class_start, Bound::Excluded(at)),
+        CompareOp::Lt | CompareOp::Le => (class_start, after(&at)),
+        CompareOp::Ne => unreachable!("handled above"),
+    };
+    Some(Access::IndexRange { path: path.to_owned(), start, end })
+}

@@ -1,0 +1,353 @@
+//! Running a query: candidates from the plan's access path, the predicate evaluated on each
+//! record's stored bytes, then order, offset and limit; records are decoded only when returned.
+
+use super::plan::{self, Access, Plan, PlanOrdering};
+use super::{decode, sort_key, Collection, Record};
+use crate::error::Result;
+use crate::query::{Expr, Truth};
+use crate::store::{Entries, ReadSource, Snapshot};
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use tessera_value::Doc;
+
+/// A sort direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// Smallest first; NULL before every value.
+    Asc,
+    /// Largest first; NULL still first.
+    Desc,
+}
+
+/// A field to order by: a path, or a typed [`crate::query::Field`].
+pub trait OrderField {
+    /// The dotted path.
+    fn order_path(&self) -> String;
+}
+
+impl OrderField for &str {
+    fn order_path(&self) -> String {
+        (*self).to_owned()
+    }
+}
+impl OrderField for String {
+    fn order_path(&self) -> String {
+        self.clone()
+    }
+}
+impl<F> OrderField for crate::query::Field<F> {
+    fn order_path(&self) -> String {
+        self.path().to_owned()
+    }
+}
+
+/// A query on a collection: a predicate, an order, an offset and a limit. Build it with
+/// [`Collection::filter`] or [`Collection::all`]; run it on a [`ReadSource`].
+///
+/// ```
+/// # use serde::{Deserialize, Serialize};
+/// # use tessera::collection::{Order, Record};
+/// # #[derive(Serialize, Deserialize, Record, Debug)]
+/// # struct Item { #[record(key)] id: u32, price: Option<f64> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// let items = db.collection::<Item>()?;
+/// db.write(|tx| {
+///     for (id, price) in [(1, Some(3.0)), (2, None), (3, Some(1.0)), (4, Some(2.0))] {
+///         items.insert(tx, &Item { id, price })?;
+///     }
+///     Ok(())
+/// })?;
+/// let query = items.all().order_by(Item::price(), Order::Desc).limit(3);
+/// let ids: Vec<u32> = query.fetch(&db)?.into_iter().map(|item| item.id).collect();
+/// assert_eq!(ids, [2, 1, 4], "NULL first, then descending");
+/// assert_eq!(items.filter(Item::price().gt(1.5)).count(&db)?, 2, "NULL is not > 1.5");
+/// println!("{}", query.explain()?);
+/// # Ok::<(), tessera::Error>(())
+/// ```
+pub struct Query<T: Record> {
+    collection: Collection<T>,
+    predicate: Option<Expr>,
+    orders: Vec<(String, Order)>,
+    offset: usize,
+    limit: Option<usize>,
+}
+
+impl<T: Record> Clone for Query<T> {
+    fn clone(&self) -> Self {
+        Query {
+            collection: self.collection.clone(),
+            predicate: self.predicate.clone(),
+            orders: self.orders.clone(),
+            offset: self.offset,
+            limit: self.limit,
+        }
+    }
+}
+
+impl<T: Record> std::fmt::Debug for Query<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Query")
+            .field("collection", &self.collection.state.name)
+            .field("predicate", &self.predicate.as_ref().map(ToString::to_string))
+            .field("orders", &self.orders)
+            .field("offset", &self.offset)
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+/// A candidate record: its primary key and stored bytes.
+type Candidate<'t> = (Cow<'t, [u8]>, &'t [u8]);
+type Candidates<'t> = Box<dyn Iterator<Item = Result<Candidate<'t>>> + 't>;
+
+impl<T: Record> Query<T> {
+    pub(crate) fn new(collection: Collection<T>, predicate: Option<Expr>) -> Self {
+        Query { collection, predicate, orders: Vec::new(), offset: 0, limit: None }
+    }
+
+    /// Orders by `field` (after any earlier order), NULL first in both directions. Ties are
+    /// broken by primary key, ascending.
+    pub fn order_by(mut self, field: impl OrderField, order: Order) -> Self {
+        self.orders.push((field.order_path(), order));
+        self
+    }
+
+    /// Skips the first `offset` results.
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
+        self
+    }
+
+    /// Returns at most `limit` results.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// The predicate, if any.
+    pub fn predicate(&self) -> Option<&Expr> {
+        self.predicate.as_ref()
+    }
+
+    /// The fields ordered by.
+    pub fn orders(&self) -> &[(String, Order)] {
+        &self.orders
+    }
+
+    /// The offset and limit.
+    pub fn window(&self) -> (usize, Option<usize>) {
+        (self.offset, self.limit)
+    }
+
+    /// Type-checks the query against the record type and plans it.
+    pub fn explain(&self) -> Result<Plan> {
+        let shape = &self.collection.state.shape;
+        if let Some(predicate) = &self.predicate {
+            shape.check_predicate(predicate)?;
+        }
+        for (path, _) in &self.orders {
+            shape.check_order(path)?;
+        }
+        let state = &self.collection.state;
+        let mut access = match &self.predicate {
+            Some(predicate) => plan::access::<T>(state, predicate),
+            None => Access::Scan,
+        };
+        let ordering = match (self.orders.as_slice(), &access) {
+            ([], Access::IndexRange { .. }) => PlanOrdering::Sort,
+            ([], _) => PlanOrdering::Natural,
+            ([(path, Order::Asc)], Access::IndexRange { path: indexed, .. }) if path == indexed => PlanOrdering::Natural,
+            ([(path, Order::Asc)], Access::Scan) if state.index_for(path).is_some() => {
+                let id = state.index_for(path).map(|index| index.id).unwrap_or_default();
+                access = Access::IndexRange {
+                    path: path.clone(),
+                    start: Bound::Included(vec![id]),
+                    end: sort_key::prefix_end(&[id]).map_or(Bound::Unbounded, Bound::Excluded),
+                };
+                PlanOrdering::Natural
+            }
+            ([(path, Order::Asc)], Access::Scan | Access::KeyRange(..) | Access::Keys(_) | Access::Intersect(_) | Access::Union(_))
+                if T::KEY_FIELDS == [path.as_str()] =>
+            {
+                PlanOrdering::Natural
+            }
+            _ => PlanOrdering::Sort,
+        };
+        Ok(Plan { access, ordering, filter: self.predicate.as_ref().map(ToString::to_string) })
+    }
+
+    /// Candidates in the access path's order, with the predicate applied.
+    fn matches<'t>(&self, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {
+        let candidates = candidates(self, snapshot, access)?;
+        let Some(predicate) = self.predicate.clone() else { return Ok(candidates) };
+        Ok(Box::new(candidates.filter(move |candidate| match candidate {
+            Ok((_, bytes)) => match Doc::from_trusted(bytes) {
+                Ok(doc) => predicate.eval(doc.root()) == Truth::True,
+                Err(_) => true, // reported when decoded
+            },
+            Err(_) => true,
+        })))
+    }
+
+    /// The matching candidates, ordered, offset and limited.
+    fn run<'t>(&self, snapshot: &'t dyn Snapshot) -> Result<Candidates<'t>> {
+        let plan = self.explain()?;
+        let matches = self.matches(snapshot, &plan.access)?;
+        let limit = self.limit.unwrap_or(usize::MAX);
+        if plan.ordering == PlanOrdering::Natural {
+            return Ok(Box::new(matches.skip(self.offset).take(limit)));
+        }
+        let mut keyed = Vec::new();
+        for candidate in matches {
+            let (key, bytes) = candidate?;
+            let mut sort = Vec::with_capacity(32);
+            let doc = Doc::from_trusted(bytes).map_err(|error| super::decode_error(&self.collection.state.name, &key, error))?;
+            for (path, order) in &self.orders {
+                sort_key::encode_ordered(crate::query::lookup(doc.root(), path), *order == Order::Desc, &mut sort);
+            }
+            sort.extend_from_slice(&key);
+            keyed.push((sort, key, bytes));
+        }
+        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(Box::new(keyed.into_iter().skip(self.offset).take(limit).map(|(_, key, bytes)| Ok((key, bytes)))))
+    }
+
+    /// Runs the query and decodes every result.
+    pub fn fetch(&self, source: &impl ReadSource) -> Result<Vec<T>> {
+        source.with_snapshot(|snapshot| self.run(snapshot)?.map(|c| c.and_then(|(key, bytes)| self.decode(&key, bytes))).collect())
+    }
+
+    /// The first result, if any.
+    pub fn first(&self, source: &impl ReadSource) -> Result<Option<T>> {
+        source.with_snapshot(|snapshot| self.run(snapshot)?.next().transpose()?.map(|(key, bytes)| self.decode(&key, bytes)).transpose())
+    }
+
+    /// How many records the query returns (offset and limit applied), decoding none.
+    pub fn count(&self, source: &impl ReadSource) -> Result<usize> {
+        source.with_snapshot(|snapshot| {
+            let mut count = 0;
+            for candidate in self.run(snapshot)? {
+                candidate?;
+                count += 1;
+            }
+            Ok(count)
+        })
+    }
+
+    /// Whether the query returns anything.
+    pub fn exists(&self, source: &impl ReadSource) -> Result<bool> {
+        source.with_snapshot(|snapshot| Ok(self.run(snapshot)?.next().transpose()?.is_some()))
+    }
+
+    /// Iterates the results lazily on an open transaction: each record is decoded when the
+    /// iterator reaches it (a query that must sort in memory first collects its matches' keys).
+    pub fn iter<'t>(&self, snapshot: &'t impl Snapshot) -> Result<Records<'t, T>> {
+        let candidates = self.run(snapshot)?;
+        Ok(Records { candidates, collection: self.collection.state.name.clone(), _type: std::marker::PhantomData })
+    }
+
+    /// Primary keys and stored bytes of the results, in order (for live queries).
+    pub(crate) fn entries(&self, snapshot: &dyn Snapshot) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.run(snapshot)?.map(|c| c.map(|(key, bytes)| (key.into_owned(), bytes.to_vec()))).collect()
+    }
+
+    pub(crate) fn matching_keys(&self, snapshot: &dyn Snapshot) -> Result<Vec<Vec<u8>>> {
+        self.run(snapshot)?.map(|c| c.map(|(key, _)| key.into_owned())).collect()
+    }
+
+    fn decode(&self, key: &[u8], bytes: &[u8]) -> Result<T> {
+        decode(&self.collection.state.name, key, bytes)
+    }
+}
+
+/// Query results decoded one at a time: see [`Query::iter`].
+pub struct Records<'t, T> {
+    candidates: Candidates<'t>,
+    collection: String,
+    _type: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Record> Iterator for Records<'_, T> {
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Result<T>> {
+        let candidate = self.candidates.next()?;
+        Some(candidate.and_then(|(key, bytes)| decode(&self.collection, &key, bytes)))
+    }
+}
+
+fn owned(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(key) => Bound::Included(key),
+        Bound::Excluded(key) => Bound::Excluded(key),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn records_of<'t>(entries: Entries<'t>) -> Candidates<'t> {
+    Box::new(entries.map(|entry| entry.map(|(key, bytes)| (Cow::Borrowed(key), bytes))))
+}
+
+/// The primary keys an access path yields, as a sorted set.
+fn key_set<T: Record>(query: &Query<T>, snapshot: &dyn Snapshot, access: &Access) -> Result<BTreeSet<Vec<u8>>> {
+    let state = &query.collection.state;
+    match access {
+        Access::Empty => Ok(BTreeSet::new()),
+        Access::Keys(keys) => Ok(keys.iter().cloned().collect()),
+        Access::KeyRange(start, end) => {
+            snapshot.entries(&state.records, owned(start), owned(end))?.map(|entry| entry.map(|(key, _)| key.to_vec())).collect()
+        }
+        Access::IndexRange { start, end, .. } => {
+            snapshot.entries(&state.index_keyspace, owned(start), owned(end))?.map(|entry| entry.map(|(_, key)| key.to_vec())).collect()
+        }
+        Access::Intersect(parts) => {
+            let mut sets = parts.iter().map(|part| key_set(query, snapshot, part)).collect::<Result<Vec<_>>>()?;
+            sets.sort_by_key(BTreeSet::len);
+            let mut sets = sets.into_iter();
+            let mut result = sets.next().unwrap_or_default();
+            for set in sets {
+                result.retain(|key| set.contains(key));
+            }
+            Ok(result)
+        }
+        Access::Union(parts) => {
+            let mut result = BTreeSet::new();
+            for part in parts {
+                result.append(&mut key_set(query, snapshot, part)?);
+            }
+            Ok(result)
+        }
+        Access::Scan => {
+            snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)?.map(|entry| entry.map(|(key, _)| key.to_vec())).collect()
+        }
+    }
+}
+
+fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {
+    let state = query.collection.state.clone();
+    match access {
+        Access::Scan => Ok(records_of(snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)?)),
+        Access::KeyRange(start, end) => Ok(records_of(snapshot.entries(&state.records, owned(start), owned(end))?)),
+        Access::IndexRange { start, end, .. } => {
+            let entries = snapshot.entries(&state.index_keyspace, owned(start), owned(end))?;
+            Ok(Box::new(entries.filter_map(move |entry| match entry {
+                Ok((_, key)) => match snapshot.get_value(&state.records, key) {
+                    Ok(Some(bytes)) => Some(Ok((Cow::Borrowed(key), bytes))),
+                    Ok(None) => None, // an entry whose record is gone cannot match
+                    Err(error) => Some(Err(error)),
+                },
+                Err(error) => Some(Err(error)),
+            })))
+        }
+        Access::Empty | Access::Keys(_) | Access::Intersect(_) | Access::Union(_) => {
+            let keys = key_set(query, snapshot, access)?;
+            Ok(Box::new(keys.into_iter().filter_map(move |key| match snapshot.get_value(&state.records, &key) {
+                Ok(Some(bytes)) => Some(Ok((Cow::Owned(key), bytes))),
+                Ok(None) => None,
+                Err(error) => Some(Err(error)),
+            })))
+        }
+    }
+}

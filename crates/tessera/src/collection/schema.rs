@@ -1,0 +1,349 @@
+//! A record type's shape ([`TypeDesc`]), what is stored of it in the database, the
+//! compatibility rule between two versions, and the type check of queries against it.
+
+use crate::query::{CompareOp, Expr, Literal, QueryError};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// The shape of a record's field, as far as storage and queries care.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TypeDesc {
+    /// `bool`
+    Bool,
+    /// Any integer type.
+    Int,
+    /// `f32` or `f64`.
+    Float,
+    /// `String` (and `char`).
+    String,
+    /// Raw bytes (`serde_bytes`-style); `Vec<u8>` is a list of integers.
+    Bytes,
+    /// `Option<T>`: may be missing or null.
+    Option(Box<TypeDesc>),
+    /// `Vec<T>`, slices, sets.
+    List(Box<TypeDesc>),
+    /// A map with string keys.
+    Map(Box<TypeDesc>),
+    /// A struct: its fields by name, in declaration order.
+    Struct(Vec<(String, TypeDesc)>),
+    /// An enum (externally tagged, serde's default): each variant and its payload, if any.
+    Enum(Vec<(String, Option<TypeDesc>)>),
+    /// Anything else: stored and returned, but not type-checked in queries.
+    Any,
+}
+
+/// Types that can be stored in a record and described for queries. Implemented for the
+/// standard scalar and container types; `#[derive(Embed)]` implements it for nested structs
+/// and enums, `#[derive(Record)]` for records.
+///
+/// ```
+/// use tessera::collection::{Describe, TypeDesc};
+/// assert_eq!(<Option<i32>>::describe(), TypeDesc::Option(Box::new(TypeDesc::Int)));
+/// ```
+pub trait Describe {
+    /// The type's shape.
+    fn describe() -> TypeDesc;
+}
+
+macro_rules! describe_as {
+    ($desc:ident: $($type:ty),*) => {$(
+        impl Describe for $type {
+            fn describe() -> TypeDesc {
+                TypeDesc::$desc
+            }
+        }
+    )*};
+}
+describe_as!(Int: i8, i16, i32, i64, u8, u16, u32, u64, isize, usize);
+describe_as!(Float: f32, f64);
+describe_as!(String: String, char, Box<str>);
+describe_as!(Bool: bool);
+
+impl<T: Describe> Describe for Option<T> {
+    fn describe() -> TypeDesc {
+        TypeDesc::Option(Box::new(T::describe()))
+    }
+}
+
+impl<T: Describe> Describe for Vec<T> {
+    fn describe() -> TypeDesc {
+        TypeDesc::List(Box::new(T::describe()))
+    }
+}
+
+impl<T: Describe> Describe for Box<T> {
+    fn describe() -> TypeDesc {
+        T::describe()
+    }
+}
+
+impl<T: Describe, S> Describe for HashMap<String, T, S> {
+    fn describe() -> TypeDesc {
+        TypeDesc::Map(Box::new(T::describe()))
+    }
+}
+
+impl<T: Describe> Describe for BTreeMap<String, T> {
+    fn describe() -> TypeDesc {
+        TypeDesc::Map(Box::new(T::describe()))
+    }
+}
+
+/// The class of values a field holds, for type-checking comparisons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Bool,
+    Number,
+    String,
+    /// An enum: compared by variant name with strings.
+    Enum,
+    /// A struct, list, map or bytes: only null tests apply.
+    Container,
+    /// Not described: anything goes.
+    Any,
+    Null,
+}
+
+impl Class {
+    fn name(self) -> &'static str {
+        match self {
+            Class::Bool => "a boolean",
+            Class::Number => "a number",
+            Class::String => "a string",
+            Class::Enum => "an enum",
+            Class::Container => "a struct, list or map",
+            Class::Any => "anything",
+            Class::Null => "null",
+        }
+    }
+
+    fn of(desc: &TypeDesc) -> Class {
+        match desc {
+            TypeDesc::Bool => Class::Bool,
+            TypeDesc::Int | TypeDesc::Float => Class::Number,
+            TypeDesc::String => Class::String,
+            TypeDesc::Enum(_) => Class::Enum,
+            TypeDesc::Option(inner) => Class::of(inner),
+            TypeDesc::Any => Class::Any,
+            TypeDesc::Bytes | TypeDesc::List(_) | TypeDesc::Map(_) | TypeDesc::Struct(_) => Class::Container,
+        }
+    }
+
+    fn of_literal(literal: &Literal) -> Class {
+        match literal {
+            Literal::Null => Class::Null,
+            Literal::Bool(_) => Class::Bool,
+            Literal::Int(_) | Literal::Float(_) => Class::Number,
+            Literal::Str(_) => Class::String,
+        }
+    }
+
+    /// Whether values of the two classes can be compared.
+    fn compatible(self, other: Class) -> bool {
+        match (self, other) {
+            (Class::Any, _) | (_, Class::Any) | (Class::Null, _) | (_, Class::Null) => true,
+            (Class::Enum, Class::String) | (Class::String, Class::Enum) => true,
+            (Class::Container, _) | (_, Class::Container) => false,
+            (a, b) => a == b,
+        }
+    }
+}
+
+impl TypeDesc {
+    /// The type at a dotted path; a step may also name an enum variant (`content.Image`).
+    pub fn resolve(&self, path: &str) -> Option<&TypeDesc> {
+        let mut current = self;
+        for step in path.split('.') {
+            current = current.step(step)?;
+        }
+        Some(current)
+    }
+
+    fn step(&self, name: &str) -> Option<&TypeDesc> {
+        match self {
+            TypeDesc::Option(inner) => inner.step(name),
+            TypeDesc::Struct(fields) => fields.iter().find(|(field, _)| field == name).map(|(_, desc)| desc),
+            TypeDesc::Enum(variants) => variants.iter().find(|(variant, _)| variant == name).and_then(|(_, payload)| payload.as_ref()),
+            TypeDesc::Map(inner) => Some(inner),
+            TypeDesc::Any => Some(self),
+            _ => None,
+        }
+    }
+
+    /// Whether the field at this type may be missing in stored records.
+    fn is_optional(&self) -> bool {
+        matches!(self, TypeDesc::Option(_) | TypeDesc::Any)
+    }
+
+    /// Why records written under `old` may not decode as `self`, if they may not.
+    pub(crate) fn incompatibility(&self, old: &TypeDesc, path: &str) -> Option<String> {
+        let at = |name: &str| if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") };
+        match (old, self) {
+            (_, TypeDesc::Any) => None,
+            (TypeDesc::Option(old), TypeDesc::Option(new)) => new.incompatibility(old, path),
+            // A required field may become optional; not the other way round.
+            (old, TypeDesc::Option(new)) => new.incompatibility(old, path),
+            (TypeDesc::Int, TypeDesc::Float) => None,
+            (TypeDesc::List(old), TypeDesc::List(new)) | (TypeDesc::Map(old), TypeDesc::Map(new)) => new.incompatibility(old, path),
+            (TypeDesc::Struct(old_fields), TypeDesc::Struct(new_fields)) => {
+                for (name, new_desc) in new_fields {
+                    match old_fields.iter().find(|(old_name, _)| old_name == name) {
+                        Some((_, old_desc)) => {
+                            if let Some(reason) = new_desc.incompatibility(old_desc, &at(name)) {
+                                return Some(reason);
+                            }
+                        }
+                        None if new_desc.is_optional() => {}
+                        None => return Some(format!("new field `{}` is not optional, and stored records lack it", at(name))),
+                    }
+                }
+                None
+            }
+            (TypeDesc::Enum(old_variants), TypeDesc::Enum(new_variants)) => {
+                for (name, old_payload) in old_variants {
+                    let Some((_, new_payload)) = new_variants.iter().find(|(new_name, _)| new_name == name) else {
+                        return Some(format!("enum variant `{}` was removed", at(name)));
+                    };
+                    match (old_payload, new_payload) {
+                        (None, None) => {}
+                        (Some(old), Some(new)) => {
+                            if let Some(reason) = new.incompatibility(old, &at(name)) {
+                                return Some(reason);
+                            }
+                        }
+                        _ => return Some(format!("enum variant `{}` changed between unit and payload", at(name))),
+                    }
+                }
+                None
+            }
+            (old, new) if old == new => None,
+            (old, new) => Some(format!("field `{path}` changed type from {old:?} to {new:?}")),
+        }
+    }
+
+    /// Type-checks a query predicate against this record shape.
+    pub(crate) fn check_predicate(&self, expr: &Expr) -> Result<(), QueryError> {
+        match expr {
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                self.check_predicate(a)?;
+                self.check_predicate(b)
+            }
+            Expr::Not(a) => self.check_predicate(a),
+            Expr::Compare(a, op, b) => {
+                let left = self.check_operand(a)?;
+                let right = self.check_operand(b)?;
+                let ordered = !matches!(op, CompareOp::Eq | CompareOp::Ne);
+                self.require_comparable(expr, left, right, ordered)
+            }
+            Expr::Between(a, low, high) => {
+                let value = self.check_operand(a)?;
+                self.require_comparable(expr, value, self.check_operand(low)?, true)?;
+                self.require_comparable(expr, value, self.check_operand(high)?, true)
+            }
+            Expr::In(a, list, _) => {
+                let value = self.check_operand(a)?;
+                list.iter().try_for_each(|literal| self.require_comparable(expr, value, Class::of_literal(literal), false))
+            }
+            Expr::IsNull(a, _) => self.check_operand(a).map(drop),
+            Expr::Str(a, _, _) => match self.check_operand(a)? {
+                Class::String | Class::Any | Class::Null => Ok(()),
+                found => Err(mismatch(expr, "a string", found)),
+            },
+            Expr::Variant(path, variant) => match self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.clone() })? {
+                desc => match strip_option(desc) {
+                    TypeDesc::Enum(variants) if variants.iter().any(|(name, _)| name == variant) => Ok(()),
+                    TypeDesc::Enum(_) => Err(QueryError::UnknownVariant { path: path.clone(), variant: variant.clone() }),
+                    TypeDesc::Any => Ok(()),
+                    _ => Err(mismatch(expr, "an enum", Class::of(desc))),
+                },
+            },
+            Expr::Field(_) | Expr::Literal(_) | Expr::Arith(..) => match self.check_operand(expr)? {
+                Class::Bool | Class::Any | Class::Null => Ok(()),
+                found => Err(mismatch(expr, "a boolean", found)),
+            },
+        }
+    }
+
+    fn require_comparable(&self, expr: &Expr, left: Class, right: Class, ordered: bool) -> Result<(), QueryError> {
+        if !left.compatible(right) {
+            return Err(mismatch(expr, left.name(), right));
+        }
+        if ordered && (left == Class::Enum || right == Class::Enum) {
+            return Err(mismatch(expr, "a number or string (enums compare only with == and !=)", Class::Enum));
+        }
+        Ok(())
+    }
+
+    fn check_operand(&self, expr: &Expr) -> Result<Class, QueryError> {
+        match expr {
+            Expr::Field(path) => self.resolve(path).map(Class::of).ok_or_else(|| QueryError::UnknownField { path: path.clone() }),
+            Expr::Literal(literal) => Ok(Class::of_literal(literal)),
+            Expr::Arith(a, _, b) => {
+                for side in [a, b] {
+                    match self.check_operand(side)? {
+                        Class::Number | Class::Any | Class::Null => {}
+                        found => return Err(mismatch(expr, "a number", found)),
+                    }
+                }
+                Ok(Class::Number)
+            }
+            predicate => self.check_predicate(predicate).map(|()| Class::Bool),
+        }
+    }
+
+    /// Checks that a field can order results.
+    pub(crate) fn check_order(&self, path: &str) -> Result<(), QueryError> {
+        let desc = self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_owned() })?;
+        match Class::of(desc) {
+            Class::Container => Err(QueryError::Unorderable { path: path.to_owned() }),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn strip_option(desc: &TypeDesc) -> &TypeDesc {
+    match desc {
+        TypeDesc::Option(inner) => strip_option(inner),
+        other => other,
+    }
+}
+
+fn mismatch(expr: &Expr, expected: &str, found: Class) -> QueryError {
+    QueryError::TypeMismatch { expr: expr.to_string(), expected: expected.to_owned(), found: found.name().to_owned() }
+}
+
+/// One index of a record type, as `#[derive(Record)]` declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexDef {
+    /// Dotted path of the indexed field.
+    pub path: &'static str,
+    /// Whether two records may not share a non-null value.
+    pub unique: bool,
+}
+
+/// An index as the database records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StoredIndex {
+    pub(crate) path: String,
+    pub(crate) unique: bool,
+    /// The index's prefix byte in the collection's index keyspace.
+    pub(crate) id: u8,
+    /// Built for every record (new indexes build in the background).
+    pub(crate) ready: bool,
+}
+
+/// What the database records of a collection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StoredSchema {
+    pub(crate) version: u32,
+    pub(crate) key_fields: Vec<String>,
+    pub(crate) shape: TypeDesc,
+    pub(crate) indexes: Vec<StoredIndex>,
+}
+
+impl StoredSchema {
+    /// An index id not in use.
+    pub(crate) fn free_index_id(&self) -> Option<u8> {
+        (0..=u8::MAX).find(|id| self.indexes.iter().all(|index| index.id != *id))
+    }
+}

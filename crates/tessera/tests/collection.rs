@@ -1,0 +1,358 @@
+//! Typed collections: writes and their outcomes, indexes (unique, background build, drop),
+//! schema evolution and migration, queries with order/limit/offset, and typed errors.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tessera::collection::{CollectionOptions, Embed, Order, Record, WriteOutcome};
+use tessera::query::field;
+use tessera::{Db, Error};
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+struct Vec3 {
+    x: f32,
+    y: f32,
+    z: f32,
+}
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+enum Color {
+    Red,
+    Green,
+    Blue,
+}
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+enum Content {
+    Text { text: String },
+    Image { images: Vec<String> },
+}
+
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "bench_doc", index = "pos.x")]
+struct BenchDoc {
+    pos: Vec3,
+    color: Color,
+    #[record(key)]
+    title: String,
+    content: Option<Content>,
+    #[record(unique)]
+    tag: String,
+    #[record(index)]
+    priority: i32,
+}
+
+fn bench_doc(i: i32) -> BenchDoc {
+    let (color, priority, content) = match i % 3 {
+        0 => (Color::Blue, 5000 - i, Some(Content::Image { images: vec![format!("image{i}")] })),
+        1 => (Color::Red, i - 5000, None),
+        _ => (Color::Green, 0, Some(Content::Text { text: format!("text{i}") })),
+    };
+    BenchDoc { pos: Vec3 { x: i as f32, y: 0.0, z: 1.0 }, color, title: format!("title{i}"), content, tag: format!("tag{i}"), priority }
+}
+
+fn open() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    (dir, db)
+}
+
+fn titles(docs: &[BenchDoc]) -> Vec<String> {
+    docs.iter().map(|doc| doc.title.clone()).collect()
+}
+
+#[test]
+fn writes_report_their_outcome() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    let doc = bench_doc(1);
+    assert_eq!(db.write(|tx| docs.insert(tx, &doc)).unwrap(), WriteOutcome::Inserted);
+    assert!(matches!(db.write(|tx| docs.insert(tx, &doc)), Err(Error::DuplicateKey { .. })));
+    assert_eq!(db.write(|tx| docs.upsert(tx, &doc)).unwrap(), WriteOutcome::Unchanged);
+    assert_eq!(db.write(|tx| docs.update(tx, "title1", |d| d.priority = 7)).unwrap(), WriteOutcome::Updated);
+    assert_eq!(db.write(|tx| docs.update(tx, "title1", |d| d.priority = 7)).unwrap(), WriteOutcome::Unchanged);
+    assert!(matches!(db.write(|tx| docs.update(tx, "missing", |_| {})), Err(Error::NotFound { .. })));
+    assert!(matches!(db.write(|tx| docs.update(tx, "title1", |d| d.title = "other".into())), Err(Error::KeyChanged { .. })));
+    assert_eq!(db.write(|tx| docs.patch(tx, "title1", "pos.y", &2.5f32)).unwrap(), WriteOutcome::Updated);
+    assert!(matches!(db.write(|tx| docs.patch(tx, "title1", "priority", &"high")), Err(Error::RecordDecode { .. })));
+    let stored = docs.get(&db, "title1").unwrap().unwrap();
+    assert_eq!((stored.priority, stored.pos.y), (7, 2.5));
+    assert_eq!(db.write(|tx| docs.delete(tx, "title1")).unwrap(), WriteOutcome::Deleted);
+    assert_eq!(db.write(|tx| docs.delete(tx, "title1")).unwrap(), WriteOutcome::Unchanged);
+    assert_eq!(docs.get(&db, "title1").unwrap(), None);
+}
+
+#[test]
+fn unchanged_writes_publish_nothing() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| docs.insert(tx, &bench_doc(1))).unwrap();
+    let feed = db.subscribe();
+    db.write(|tx| docs.upsert(tx, &bench_doc(1))).unwrap();
+    assert!(feed.recv_timeout(Duration::from_millis(100)).is_none());
+}
+
+#[test]
+fn unique_index_violation_names_the_index_and_rolls_back() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| docs.insert(tx, &bench_doc(1))).unwrap();
+    let mut clash = bench_doc(2);
+    clash.tag = "tag1".into();
+    let result = db.write(|tx| {
+        docs.insert(tx, &bench_doc(3))?;
+        docs.insert(tx, &clash)
+    });
+    match result {
+        Err(Error::UniqueViolation { index, holder, .. }) => assert_eq!((index.as_str(), holder.as_str()), ("tag", "title1")),
+        other => panic!("expected a unique violation, got {other:?}"),
+    }
+    assert_eq!(docs.get(&db, "title3").unwrap(), None, "the whole transaction rolled back");
+    // Changing the holder's own value, then giving the old value to another, is fine.
+    db.write(|tx| {
+        docs.update(tx, "title1", |d| d.tag = "renamed".into())?;
+        docs.insert(tx, &clash)
+    })
+    .unwrap();
+    assert_eq!(docs.filter(BenchDoc::tag().eq("tag1")).fetch(&db).unwrap(), vec![clash]);
+}
+
+#[test]
+fn queries_filter_order_and_page() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| (0..300).try_for_each(|i| docs.insert(tx, &bench_doc(i)).map(drop))).unwrap();
+    let high = docs.filter(BenchDoc::priority().gt(4800)).fetch(&db).unwrap();
+    assert_eq!(high.len(), (0..300).filter(|i| i % 3 == 0 && 5000 - i > 4800).count());
+    let images = docs.filter(BenchDoc::content().is_variant("Image")).count(&db).unwrap();
+    assert_eq!(images, 100);
+    let no_content = docs.filter(BenchDoc::content().is_null()).count(&db).unwrap();
+    assert_eq!(no_content, 100);
+    // Order by several fields, with offset and limit.
+    let page = docs.all().order_by(BenchDoc::priority(), Order::Desc).order_by("title", Order::Asc).offset(1).limit(3).fetch(&db).unwrap();
+    assert_eq!(titles(&page), ["title3", "title6", "title9"]);
+    // Ties are broken by primary key: all the Green ones have priority 0.
+    let greens = docs.filter(BenchDoc::color().is_variant("Green")).order_by(BenchDoc::priority(), Order::Asc).limit(2).fetch(&db).unwrap();
+    assert_eq!(titles(&greens), ["title101", "title104"]);
+    // Nested field, string functions, arithmetic, in.
+    assert_eq!(docs.filter(field("pos.x").between(10, 12)).count(&db).unwrap(), 3);
+    assert_eq!(docs.filter(BenchDoc::title().starts_with("title29")).count(&db).unwrap(), 11);
+    assert_eq!(
+        docs.filter((field("priority") % 2).eq(1)).count(&db).unwrap(),
+        (0..300).filter(|i| bench_doc(*i).priority % 2 == 1).count()
+    );
+    assert_eq!(docs.filter(BenchDoc::title().is_in(["title1", "title2", "nope"])).count(&db).unwrap(), 2);
+    assert!(docs.filter(BenchDoc::tag().ends_with("99")).exists(&db).unwrap());
+    assert_eq!(docs.filter(BenchDoc::tag().contains("ag29")).first(&db).unwrap().unwrap().title, "title29");
+    // Iteration on a transaction, without materializing.
+    db.read(|tx| {
+        let mut seen = 0;
+        for doc in docs.filter_text("priority < -4990")?.iter(tx)? {
+            assert!(doc?.priority < -4990);
+            seen += 1;
+        }
+        assert_eq!(seen, 3);
+        Ok(())
+    })
+    .unwrap();
+    // Batch get.
+    let got = docs.get_many(&db, ["title5", "nope", "title7"]).unwrap();
+    assert_eq!(got.iter().map(Option::is_some).collect::<Vec<_>>(), [true, false, true]);
+    // Delete by query.
+    let deleted = db.write(|tx| docs.delete_where(tx, &docs.filter(BenchDoc::color().is_variant("Red")))).unwrap();
+    assert_eq!(deleted, 100);
+    assert_eq!(docs.all().count(&db).unwrap(), 200);
+}
+
+#[test]
+fn the_planner_uses_keys_and_indexes() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| (0..100).try_for_each(|i| docs.insert(tx, &bench_doc(i)).map(drop))).unwrap();
+    let plan = |query: tessera::Query<BenchDoc>| query.explain().unwrap().to_string();
+    assert!(plan(docs.filter(BenchDoc::title().eq("title5"))).starts_with("primary key lookup title5"));
+    assert!(plan(docs.filter(BenchDoc::priority().gt(10))).starts_with("index range on priority"));
+    let both = plan(docs.filter(BenchDoc::priority().gt(10).and(field("pos.x").lt(50))));
+    assert!(both.starts_with("intersect(index range on priority; index range on pos.x)"), "{both}");
+    let either = plan(docs.filter(BenchDoc::priority().gt(10).or(BenchDoc::tag().eq("tag3"))));
+    assert!(either.starts_with("union("), "{either}");
+    assert!(plan(docs.filter(BenchDoc::color().is_variant("Red"))).starts_with("full scan"));
+    let ordered = docs.all().order_by(BenchDoc::priority(), Order::Asc).explain().unwrap();
+    assert_eq!(ordered.ordering, tessera::collection::PlanOrdering::Natural);
+    assert!(plan(docs.all().order_by(BenchDoc::priority(), Order::Desc)).ends_with("sort in memory"));
+    // Index and scan answers agree.
+    let by_index = docs.filter(BenchDoc::priority().ge(4950)).fetch(&db).unwrap();
+    let by_scan = docs.filter(BenchDoc::priority().ge(4950).and(field("color").ne("nothing"))).fetch(&db).unwrap();
+    assert_eq!(by_index, by_scan);
+    assert_eq!(by_index.len(), 17);
+}
+
+#[test]
+fn bad_queries_are_typed_errors() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    let error = |result: Result<_, Error>| match result {
+        Err(Error::Query(error)) => error,
+        other => panic!("expected a query error, got {:?}", other.map(drop)),
+    };
+    use tessera::query::QueryError;
+    assert!(matches!(error(docs.filter_text("age > 3").map(drop)), QueryError::UnknownField { path } if path == "age"));
+    assert!(matches!(error(docs.filter_text(r#"priority > "x""#).map(drop)), QueryError::TypeMismatch { .. }));
+    assert!(matches!(error(docs.filter_text("priority >").map(drop)), QueryError::Parse(e) if e.column == 11));
+    assert!(matches!(error(docs.filter_text("content is Video").map(drop)), QueryError::UnknownVariant { .. }));
+    assert!(matches!(error(docs.filter_text("color > 1").map(drop)), QueryError::TypeMismatch { .. }));
+    assert!(matches!(error(docs.all().order_by("pos", Order::Asc).fetch(&db).map(drop)), QueryError::Unorderable { .. }));
+    assert!(matches!(error(docs.filter(field("pos.w").eq(1)).count(&db).map(drop)), QueryError::UnknownField { .. }));
+}
+
+#[test]
+fn new_indexes_build_in_the_background_and_dropped_ones_go() {
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "items")]
+    struct Plain {
+        #[record(key)]
+        id: u32,
+        size: i64,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "items")]
+    struct Indexed {
+        #[record(key)]
+        id: u32,
+        #[record(index)]
+        size: i64,
+    }
+    let (_dir, db) = open();
+    let plain = db.collection::<Plain>().unwrap();
+    db.write(|tx| (0..5000u32).try_for_each(|id| plain.insert(tx, &Plain { id, size: (id % 100) as i64 }).map(drop))).unwrap();
+    drop(plain);
+    let indexed = db.collection::<Indexed>().unwrap();
+    // Writes during the build are indexed by their writers.
+    db.write(|tx| indexed.upsert(tx, &Indexed { id: 9999, size: 42 }).map(drop)).unwrap();
+    let query = indexed.filter(Indexed::size().eq(42));
+    assert_eq!(query.count(&db).unwrap(), 51, "a scan answers while the index builds");
+    assert!(indexed.wait_for_indexes(Duration::from_secs(30)));
+    assert!(query.explain().unwrap().to_string().starts_with("index range on size"));
+    assert_eq!(query.count(&db).unwrap(), 51);
+    drop(indexed);
+    // Reopening with the index dropped removes its entries; reading still works.
+    let plain = db.collection::<Plain>().unwrap();
+    assert!(plain.filter(Plain::size().eq(42)).explain().unwrap().to_string().starts_with("full scan"));
+    assert_eq!(plain.filter(Plain::size().eq(42)).count(&db).unwrap(), 51);
+}
+
+#[test]
+fn schema_changes_are_checked_and_migrated() {
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "users", version = 1)]
+    struct V1 {
+        #[record(key)]
+        id: u32,
+        name: String,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "users", version = 1)]
+    struct WithOptional {
+        #[record(key)]
+        id: u32,
+        name: String,
+        email: Option<String>,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "users", version = 2)]
+    struct V2 {
+        #[record(key)]
+        id: u32,
+        first: String,
+        age: u32,
+    }
+    let (dir, db) = open();
+    let v1 = db.collection::<V1>().unwrap();
+    db.write(|tx| {
+        v1.insert(tx, &V1 { id: 1, name: "Ada Lovelace".into() })?;
+        v1.insert(tx, &V1 { id: 2, name: "Alan Turing".into() })
+    })
+    .unwrap();
+    drop(v1);
+    // A new optional field just works.
+    let optional = db.collection::<WithOptional>().unwrap();
+    assert_eq!(optional.get(&db, &1).unwrap().unwrap().email, None);
+    drop(optional);
+    // A new required field without a migration is refused, and nothing changes.
+    assert!(matches!(db.collection::<V2>(), Err(Error::SchemaMismatch { .. })));
+    // With a migration, every record is rewritten once.
+    let migrate = |old: tessera::value::Value<'_>| -> tessera::Result<V2> {
+        let id = old.get("id").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        let first = old.get("name").and_then(|v| v.as_str()).unwrap_or("").split(' ').next().unwrap_or("").to_owned();
+        Ok(V2 { id, first, age: 0 })
+    };
+    let v2 = db.collection_with::<V2>(CollectionOptions { migrate: Some(Box::new(migrate)) }).unwrap();
+    assert_eq!(v2.get(&db, &2).unwrap().unwrap(), V2 { id: 2, first: "Alan".into(), age: 0 });
+    drop((v2, db));
+    // The migrated schema is stored: reopening needs no migration.
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let v2 = db.collection::<V2>().unwrap();
+    assert_eq!(v2.all().count(&db).unwrap(), 2);
+}
+
+#[test]
+fn a_record_that_does_not_decode_is_a_typed_error() {
+    fn refuse_bad<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text == "bad" {
+            return Err(serde::de::Error::custom("refused"));
+        }
+        Ok(text)
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "picky")]
+    struct Picky {
+        #[record(key)]
+        id: String,
+        #[serde(deserialize_with = "refuse_bad")]
+        text: String,
+    }
+    let (_dir, db) = open();
+    let picky = db.collection::<Picky>().unwrap();
+    db.write(|tx| picky.insert(tx, &Picky { id: "k1".into(), text: "bad".into() })).unwrap();
+    match picky.get(&db, "k1") {
+        Err(Error::RecordDecode { collection, key, message }) => {
+            assert_eq!((collection.as_str(), key.as_str()), ("picky", "k1"));
+            assert!(message.contains("refused"), "{message}");
+        }
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+    assert!(matches!(picky.all().fetch(&db), Err(Error::RecordDecode { .. })));
+    assert_eq!(picky.all().count(&db).unwrap(), 1, "counting decodes nothing");
+}
+
+#[test]
+fn composite_keys_and_enum_indexes() {
+    #[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+    #[record(name = "events")]
+    struct Event {
+        #[record(key)]
+        day: u16,
+        #[record(key)]
+        seq: u32,
+        #[record(index)]
+        kind: Color,
+    }
+    let (_dir, db) = open();
+    let events = db.collection::<Event>().unwrap();
+    db.write(|tx| {
+        for day in 0..3u16 {
+            for seq in 0..4u32 {
+                let kind = if seq % 2 == 0 { Color::Red } else { Color::Blue };
+                events.insert(tx, &Event { day, seq, kind })?;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(events.get(&db, &(1u16, 3u32)).unwrap().unwrap().kind, Color::Blue);
+    let reds = events.filter(Event::kind().is_variant("Red"));
+    assert!(reds.explain().unwrap().to_string().starts_with("index range on kind"));
+    assert_eq!(reds.count(&db).unwrap(), 6);
+    let keys: Vec<(u16, u32)> = events.filter(Event::day().eq(2)).fetch(&db).unwrap().iter().map(|e| (e.day, e.seq)).collect();
+    assert_eq!(keys, [(2, 0), (2, 1), (2, 2), (2, 3)]);
+}
