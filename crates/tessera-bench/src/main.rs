@@ -1,5 +1,7 @@
 //! `cargo run --release -p tessera-bench -- <table>`: one subcommand per seed table.
 
+mod crud;
+
 mod dictionary;
 mod documents;
 mod format;
@@ -26,6 +28,24 @@ enum TableName {
         /// Samples per measurement (the median is reported).
         #[arg(long, default_value_t = 31)]
         samples: usize,
+    },
+    /// Typed collections: Dflat's CRUD table against SQLite and native_db, and a scaling run.
+    Crud {
+        /// Rounds of the whole workload (medians are reported).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Objects per workload.
+        #[arg(long, default_value_t = 10_000)]
+        objects: usize,
+        /// Transactions timed for the Immediate-durability row.
+        #[arg(long, default_value_t = 200)]
+        immediate_transactions: usize,
+        /// Largest size of the scaling run.
+        #[arg(long, default_value_t = 100_000)]
+        scaling_max: usize,
+        /// Measure tessera alone (for profiling).
+        #[arg(long)]
+        no_peers: bool,
     },
     /// The dictionary: Dflat's WorkspaceDictionary table, with peers.
     Dictionary {
@@ -56,6 +76,9 @@ enum TableName {
 fn main() -> std::io::Result<()> {
     match Cli::parse().table {
         TableName::Format { json, samples } => format::run(&format::Options { json, samples }),
+        TableName::Crud { rounds, objects, immediate_transactions, scaling_max, no_peers } => {
+            crud::run(&crud::Options { rounds, objects, immediate_transactions, scaling_max, no_peers })
+        }
         TableName::Store { samples } => store::run(&store::Options { samples }),
         TableName::Dictionary { rounds } => dictionary::run(&dictionary::Options { rounds }),
         TableName::Documents { iterations, warmup, others } => documents::run(&documents::Options { iterations, warmup, others }),

@@ -9,6 +9,7 @@ use crate::store::{Entries, ReadSource, Snapshot};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::Arc;
 use tessera_value::Doc;
 
 /// A sort direction.
@@ -68,7 +69,7 @@ impl<F> OrderField for crate::query::Field<F> {
 /// ```
 pub struct Query<T: Record> {
     collection: Collection<T>,
-    predicate: Option<Expr>,
+    predicate: Option<Arc<Expr>>,
     orders: Vec<(String, Order)>,
     offset: usize,
     limit: Option<usize>,
@@ -104,7 +105,7 @@ type Candidates<'t> = Box<dyn Iterator<Item = Result<Candidate<'t>>> + 't>;
 
 impl<T: Record> Query<T> {
     pub(crate) fn new(collection: Collection<T>, predicate: Option<Expr>) -> Self {
-        Query { collection, predicate, orders: Vec::new(), offset: 0, limit: None }
+        Query { collection, predicate: predicate.map(Arc::new), orders: Vec::new(), offset: 0, limit: None }
     }
 
     /// Orders by `field` (after any earlier order), NULL first in both directions. Ties are
@@ -128,7 +129,7 @@ impl<T: Record> Query<T> {
 
     /// The predicate, if any.
     pub fn predicate(&self) -> Option<&Expr> {
-        self.predicate.as_ref()
+        self.predicate.as_deref()
     }
 
     /// The fields ordered by.
@@ -143,6 +144,13 @@ impl<T: Record> Query<T> {
 
     /// Type-checks the query against the record type and plans it.
     pub fn explain(&self) -> Result<Plan> {
+        let mut plan = self.plan()?;
+        plan.filter = self.predicate.as_ref().map(ToString::to_string);
+        Ok(plan)
+    }
+
+    /// [`Query::explain`] without the filter's text.
+    fn plan(&self) -> Result<Plan> {
         let shape = &self.collection.state.shape;
         if let Some(predicate) = &self.predicate {
             shape.check_predicate(predicate)?;
@@ -175,7 +183,7 @@ impl<T: Record> Query<T> {
             }
             _ => PlanOrdering::Sort,
         };
-        Ok(Plan { access, ordering, filter: self.predicate.as_ref().map(ToString::to_string) })
+        Ok(Plan { access, ordering, filter: None })
     }
 
     /// Candidates in the access path's order, with the predicate applied.
@@ -193,7 +201,7 @@ impl<T: Record> Query<T> {
 
     /// The matching candidates, ordered, offset and limited.
     fn run<'t>(&self, snapshot: &'t dyn Snapshot) -> Result<Candidates<'t>> {
-        let plan = self.explain()?;
+        let plan = self.plan()?;
         let matches = self.matches(snapshot, &plan.access)?;
         let limit = self.limit.unwrap_or(usize::MAX);
         if plan.ordering == PlanOrdering::Natural {

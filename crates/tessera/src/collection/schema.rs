@@ -249,10 +249,10 @@ impl TypeDesc {
                 Class::String | Class::Any | Class::Null => Ok(()),
                 found => Err(mismatch(expr, "a string", found)),
             },
-            Expr::Variant(path, variant) => match self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.clone() })? {
+            Expr::Variant(path, variant) => match self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })? {
                 desc => match strip_option(desc) {
                     TypeDesc::Enum(variants) if variants.iter().any(|(name, _)| name == variant) => Ok(()),
-                    TypeDesc::Enum(_) => Err(QueryError::UnknownVariant { path: path.clone(), variant: variant.clone() }),
+                    TypeDesc::Enum(_) => Err(QueryError::UnknownVariant { path: path.to_string(), variant: variant.clone() }),
                     TypeDesc::Any => Ok(()),
                     _ => Err(mismatch(expr, "an enum", Class::of(desc))),
                 },
@@ -276,7 +276,7 @@ impl TypeDesc {
 
     fn check_operand(&self, expr: &Expr) -> Result<Class, QueryError> {
         match expr {
-            Expr::Field(path) => self.resolve(path).map(Class::of).ok_or_else(|| QueryError::UnknownField { path: path.clone() }),
+            Expr::Field(path) => self.resolve(path).map(Class::of).ok_or_else(|| QueryError::UnknownField { path: path.to_string() }),
             Expr::Literal(literal) => Ok(Class::of_literal(literal)),
             Expr::Arith(a, _, b) => {
                 for side in [a, b] {

@@ -130,7 +130,7 @@ impl Expr {
                 }),
                 _ => Truth::Unknown,
             },
-            Expr::Variant(path, variant) => match lookup(record, path) {
+            Expr::Variant(path, variant) => match path.lookup(record) {
                 None => Truth::Unknown,
                 Some(value) if value.kind() == Kind::Null => Truth::Unknown,
                 Some(value) => Truth::from_bool(match (value.as_str(), value.as_dict()) {
@@ -164,7 +164,7 @@ impl Expr {
 
     fn operand<'a>(&'a self, record: Value<'a>) -> Operand<'a> {
         match self {
-            Expr::Field(path) => lookup(record, path).map_or(Operand::Null, from_value),
+            Expr::Field(path) => path.lookup(record).map_or(Operand::Null, from_value),
             Expr::Literal(literal) => from_literal(literal),
             Expr::Arith(a, op, b) => arithmetic(a.operand(record), *op, b.operand(record)),
             predicate => match predicate.eval(record) {

@@ -159,7 +159,7 @@ pub enum StringOp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     /// A field's value, by dotted path (`pos.x`).
-    Field(String),
+    Field(FieldPath),
     /// A constant.
     Literal(Literal),
     /// Arithmetic on two values.
@@ -175,7 +175,7 @@ pub enum Expr {
     /// A string test against a constant.
     Str(Box<Expr>, StringOp, String),
     /// `field is Variant`: the field holds that variant of an externally tagged enum.
-    Variant(String, String),
+    Variant(FieldPath, String),
     /// Kleene `and`.
     And(Box<Expr>, Box<Expr>),
     /// Kleene `or`.
@@ -184,9 +184,70 @@ pub enum Expr {
     Not(Box<Expr>),
 }
 
+/// A dotted field path, with each step's key pre-resolved for fast lookups in records that
+/// share a shape. It dereferences to the path's text.
+///
+/// ```
+/// use tessera::query::FieldPath;
+/// let path = FieldPath::new("pos.x");
+/// assert_eq!(&*path, "pos.x");
+/// ```
+pub struct FieldPath {
+    text: String,
+    steps: Box<[tessera_value::DictKey]>,
+}
+
+impl FieldPath {
+    /// The path `text` (steps separated by `.`).
+    pub fn new(text: &str) -> Self {
+        FieldPath { text: text.to_owned(), steps: text.split('.').map(tessera_value::DictKey::new).collect() }
+    }
+
+    /// The value at this path in `record`; `None` when a step is missing.
+    #[inline]
+    pub fn lookup<'a>(&self, record: tessera_value::Value<'a>) -> Option<tessera_value::Value<'a>> {
+        let mut current = record;
+        for step in self.steps.iter() {
+            current = current.as_dict()?.get_key(step)?;
+        }
+        Some(current)
+    }
+}
+
+impl std::ops::Deref for FieldPath {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Clone for FieldPath {
+    fn clone(&self) -> Self {
+        FieldPath::new(&self.text)
+    }
+}
+
+impl PartialEq for FieldPath {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl fmt::Debug for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.text, f)
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// The field at a dotted path, to build a query from.
 pub fn field(path: &str) -> Expr {
-    Expr::Field(path.to_owned())
+    Expr::Field(FieldPath::new(path))
 }
 
 impl Expr {

@@ -299,7 +299,7 @@ impl Parser<'_> {
                     return Err(self.error(format!("bad field path {word:?}")));
                 }
                 self.next += 1;
-                Ok(Expr::Field(word))
+                Ok(Expr::Field(super::FieldPath::new(&word)))
             }
             Some(Token::Str(_) | Token::Int(_) | Token::Float(_) | Token::Symbol("-")) => Ok(Expr::Literal(self.literal()?)),
             Some(_) => Err(self.error("expected a field, a value or \"(\"")),

@@ -16,6 +16,9 @@ use std::time::Duration;
 /// Largest key LMDB accepts with its default build.
 pub const KEY_LEN_MAX: usize = 511;
 
+/// Maps smaller than this grow by 4x when full, larger ones by 2x.
+const MAP_QUADRUPLE_BELOW_BYTES: u64 = 64 << 20;
+
 /// How long a map resize waits for read transactions of other threads to finish.
 const RESIZE_WAIT_MAX: Duration = Duration::from_secs(30);
 
@@ -443,7 +446,10 @@ fn grow_map(inner: &Inner) -> Result<()> {
     if current >= ceiling {
         return Err(Error::MapFull { ceiling_bytes: ceiling });
     }
-    let grown = super::round_to_page(current.saturating_mul(2)).min(ceiling);
+    // A full map means the transaction runs again from the start: grow small maps by 4x, so
+    // that a large first transaction on a new file is not repeated at every doubling.
+    let factor = if current < MAP_QUADRUPLE_BELOW_BYTES { 4 } else { 2 };
+    let grown = super::round_to_page(current.saturating_mul(factor)).min(ceiling);
     // Reserve the disk blocks first: if the disk cannot hold the larger map, the map stays as
     // it was and the write fails cleanly.
     reserve_bytes(inner, grown)?;

@@ -1,0 +1,157 @@
+//! Dflat's BenchDoc, as tessera, native_db and SQLite store it, and its data.
+
+use native_db::{native_db, ToKey};
+use native_model::{native_model, Model};
+use serde::{Deserialize, Serialize};
+use tessera::collection::{Embed, Record};
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+pub struct Vec3 {
+    pub x: f32,
+    pub y: f32,
+    pub z: f32,
+}
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, Copy, PartialEq)]
+pub enum Color {
+    Red,
+    Green,
+    Blue,
+}
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+pub enum Content {
+    Text { text: String },
+    Image { images: Vec<String> },
+}
+
+/// The fields of a BenchDoc, shared by every system's record type.
+pub struct Parts {
+    pub pos: Vec3,
+    pub color: Color,
+    pub title: String,
+    pub content: Option<Content>,
+    pub tag: String,
+    pub priority: i32,
+}
+
+/// Dflat's data: by `i % 3`, Blue with one image, Red with no content, Green with text.
+pub fn parts(i: i32) -> Parts {
+    let (color, priority, content) = match i % 3 {
+        0 => (Color::Blue, 5000 - i, Some(Content::Image { images: vec![format!("image{i}")] })),
+        1 => (Color::Red, i - 5000, None),
+        _ => (Color::Green, 0, Some(Content::Text { text: format!("text{i}") })),
+    };
+    Parts {
+        pos: Vec3 { x: i as f32, y: (i * 2) as f32, z: (i * 3) as f32 },
+        color,
+        title: format!("title{i}"),
+        content,
+        tag: format!("tag{i}"),
+        priority,
+    }
+}
+
+/// Declares a tessera record type and a native_db model type with BenchDoc's fields.
+macro_rules! bench_doc {
+    ($tessera:ident, $name:literal, $native:ident, $id:literal) => {
+        #[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+        #[record(name = $name)]
+        pub struct $tessera {
+            pub pos: Vec3,
+            pub color: Color,
+            #[record(key)]
+            pub title: String,
+            pub content: Option<Content>,
+            pub tag: String,
+            pub priority: i32,
+        }
+
+        impl From<Parts> for $tessera {
+            fn from(p: Parts) -> Self {
+                $tessera { pos: p.pos, color: p.color, title: p.title, content: p.content, tag: p.tag, priority: p.priority }
+            }
+        }
+
+        #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+        #[native_model(id = $id, version = 1)]
+        #[native_db]
+        pub struct $native {
+            pub pos: Vec3,
+            pub color: Color,
+            #[primary_key]
+            pub title: String,
+            pub content: Option<Content>,
+            pub tag: String,
+            pub priority: i32,
+        }
+
+        impl From<Parts> for $native {
+            fn from(p: Parts) -> Self {
+                $native { pos: p.pos, color: p.color, title: p.title, content: p.content, tag: p.tag, priority: p.priority }
+            }
+        }
+    };
+}
+
+bench_doc!(BenchDoc, "bench_doc", NativeDoc, 1);
+bench_doc!(BenchDoc1, "bench_doc_1", NativeDoc1, 2);
+bench_doc!(BenchDoc2, "bench_doc_2", NativeDoc2, 3);
+bench_doc!(BenchDoc3, "bench_doc_3", NativeDoc3, 4);
+
+/// A BenchDoc as an SQLite user stores it: scalars as columns, the enum's kind as a column, the
+/// nested parts as JSON blobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SqlDoc {
+    pub pos: Vec3,
+    pub color: Color,
+    pub title: String,
+    pub content: Option<Content>,
+    pub tag: String,
+    pub priority: i32,
+}
+
+impl From<Parts> for SqlDoc {
+    fn from(p: Parts) -> Self {
+        SqlDoc { pos: p.pos, color: p.color, title: p.title, content: p.content, tag: p.tag, priority: p.priority }
+    }
+}
+
+pub const SQL_COLUMNS: &str = "title, color, priority, tag, pos, content_kind, content";
+
+pub fn sql_create(table: &str) -> String {
+    format!(
+        "CREATE TABLE {table} (title TEXT PRIMARY KEY NOT NULL, color INTEGER NOT NULL, priority INTEGER NOT NULL, tag TEXT NOT NULL, \
+         pos BLOB NOT NULL, content_kind INTEGER, content BLOB) WITHOUT ROWID"
+    )
+}
+
+impl SqlDoc {
+    pub fn insert(&self, statement: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<usize> {
+        let pos = serde_json::to_vec(&self.pos).unwrap_or_default();
+        let kind = self.content.as_ref().map(|c| match c {
+            Content::Text { .. } => 0,
+            Content::Image { .. } => 1,
+        });
+        let content = self.content.as_ref().map(|c| serde_json::to_vec(c).unwrap_or_default());
+        statement.execute(rusqlite::params![self.title, self.color as i32, self.priority, self.tag, pos, kind, content])
+    }
+
+    pub fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SqlDoc> {
+        let color = match row.get::<_, i32>(1)? {
+            0 => Color::Red,
+            1 => Color::Green,
+            _ => Color::Blue,
+        };
+        let pos: Vec<u8> = row.get(4)?;
+        let content: Option<Vec<u8>> = row.get(6)?;
+        Ok(SqlDoc {
+            title: row.get(0)?,
+            color,
+            priority: row.get(2)?,
+            tag: row.get(3)?,
+            pos: serde_json::from_slice(&pos).unwrap_or(Vec3 { x: 0.0, y: 0.0, z: 0.0 }),
+            content: content.and_then(|c| serde_json::from_slice(&c).ok()),
+        })
+    }
+}
