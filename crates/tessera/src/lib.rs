@@ -20,6 +20,7 @@ pub mod collection;
 pub mod dictionary;
 pub mod documents;
 mod error;
+pub mod live;
 pub mod query;
 pub mod store;
 
@@ -27,6 +28,7 @@ pub use collection::{Collection, CollectionOptions, Order, Query, Record, WriteO
 pub use dictionary::{DictEvent, DictStream, DictTxn, Dictionary, DictionaryOptions};
 pub use documents::{Document, Documents, DocumentsOptions, Field, FieldTransform};
 pub use error::{Error, Result};
+pub use live::{ObjectChange, ObjectSubscription, Policy, QuerySubscription, ResultChange};
 pub use store::{
     Change, ChangeBatch, ChangeKind, ChangeStream, Db, DbOptions, Durability, FeedEvent, Keyspace, ReadSource, ReadTxn, Snapshot, WriteTxn,
 };

@@ -49,6 +49,7 @@ mod schema;
 pub(crate) mod sort_key;
 
 pub use plan::{Access, Plan, PlanOrdering};
+pub(crate) use query::QueryParts;
 pub use query::{Order, OrderField, Query, Records};
 pub use schema::{Describe, IndexDef, TypeDesc};
 pub use tessera_derive::{Embed, Record};
@@ -367,7 +368,7 @@ fn run_migration<T: Record>(
 /// A primary key's bytes in a form fit for an error message.
 pub(crate) fn key_display(key: &[u8]) -> String {
     match crate::store::key::decode_bytes(key) {
-        Some((text, rest)) if rest.is_empty() => String::from_utf8_lossy(&text).into_owned(),
+        Some((text, [])) => String::from_utf8_lossy(&text).into_owned(),
         _ => key.iter().map(|byte| format!("{byte:02x}")).collect(),
     }
 }
@@ -383,6 +384,10 @@ pub(crate) fn decode<T: Record>(collection: &str, key: &[u8], bytes: &[u8]) -> R
 }
 
 impl<T: Record> Collection<T> {
+    pub(crate) fn from_state(db: Db, state: Arc<CollectionState>) -> Self {
+        Collection { db, state, _type: PhantomData }
+    }
+
     /// The collection's name.
     pub fn name(&self) -> &str {
         &self.state.name

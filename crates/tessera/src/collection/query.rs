@@ -99,6 +99,15 @@ impl<T: Record> std::fmt::Debug for Query<T> {
     }
 }
 
+/// A query without its collection handle.
+#[derive(Clone)]
+pub(crate) struct QueryParts {
+    pub(crate) predicate: Option<Arc<Expr>>,
+    pub(crate) orders: Vec<(String, Order)>,
+    pub(crate) offset: usize,
+    pub(crate) limit: Option<usize>,
+}
+
 /// A candidate record: its primary key and stored bytes.
 type Candidate<'t> = (Cow<'t, [u8]>, &'t [u8]);
 type Candidates<'t> = Box<dyn Iterator<Item = Result<Candidate<'t>>> + 't>;
@@ -106,6 +115,15 @@ type Candidates<'t> = Box<dyn Iterator<Item = Result<Candidate<'t>>> + 't>;
 impl<T: Record> Query<T> {
     pub(crate) fn new(collection: Collection<T>, predicate: Option<Expr>) -> Self {
         Query { collection, predicate: predicate.map(Arc::new), orders: Vec::new(), offset: 0, limit: None }
+    }
+
+    /// The query's parts, for a live subscription (which must not hold the database).
+    pub(crate) fn parts(&self) -> QueryParts {
+        QueryParts { predicate: self.predicate.clone(), orders: self.orders.clone(), offset: self.offset, limit: self.limit }
+    }
+
+    pub(crate) fn from_parts(collection: Collection<T>, parts: &QueryParts) -> Self {
+        Query { collection, predicate: parts.predicate.clone(), orders: parts.orders.clone(), offset: parts.offset, limit: parts.limit }
     }
 
     /// Orders by `field` (after any earlier order), NULL first in both directions. Ties are

@@ -249,14 +249,15 @@ impl TypeDesc {
                 Class::String | Class::Any | Class::Null => Ok(()),
                 found => Err(mismatch(expr, "a string", found)),
             },
-            Expr::Variant(path, variant) => match self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })? {
-                desc => match strip_option(desc) {
+            Expr::Variant(path, variant) => {
+                let desc = self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })?;
+                match strip_option(desc) {
                     TypeDesc::Enum(variants) if variants.iter().any(|(name, _)| name == variant) => Ok(()),
                     TypeDesc::Enum(_) => Err(QueryError::UnknownVariant { path: path.to_string(), variant: variant.clone() }),
                     TypeDesc::Any => Ok(()),
                     _ => Err(mismatch(expr, "an enum", Class::of(desc))),
-                },
-            },
+                }
+            }
             Expr::Field(_) | Expr::Literal(_) | Expr::Arith(..) => match self.check_operand(expr)? {
                 Class::Bool | Class::Any | Class::Null => Ok(()),
                 found => Err(mismatch(expr, "a boolean", found)),

@@ -71,9 +71,15 @@ struct Listener {
     missed: Arc<AtomicU64>,
 }
 
+/// A module's handler of every batch, run on the delivery thread (after the commit, never
+/// under the write lock) before the listeners get the batch. Live queries are one.
+pub(crate) type Hook = Arc<dyn Fn(&Arc<ChangeBatch>) + Send + Sync>;
+
 pub(crate) struct Feed {
     listeners: Mutex<Vec<Listener>>,
+    hooks: Mutex<Vec<Hook>>,
     listener_count: AtomicUsize,
+    hook_demand: AtomicUsize,
     outbox: Mutex<Option<mpsc::Sender<Arc<ChangeBatch>>>>,
     queue_batches: usize,
 }
@@ -84,7 +90,9 @@ impl Feed {
         let (sender, receiver) = mpsc::channel::<Arc<ChangeBatch>>();
         let feed = Arc::new(Feed {
             listeners: Mutex::new(Vec::new()),
+            hooks: Mutex::new(Vec::new()),
             listener_count: AtomicUsize::new(0),
+            hook_demand: AtomicUsize::new(0),
             outbox: Mutex::new(Some(sender)),
             queue_batches: queue_batches.max(1),
         });
@@ -101,7 +109,7 @@ impl Feed {
     /// True if someone listens, so that writers record changes.
     #[inline]
     pub(crate) fn has_listeners(&self) -> bool {
-        self.listener_count.load(Ordering::Acquire) > 0
+        self.listener_count.load(Ordering::Acquire) > 0 || self.hook_demand.load(Ordering::Acquire) > 0
     }
 
     /// Queues a committed batch for delivery (called in commit order).
@@ -116,7 +124,27 @@ impl Feed {
         lock(&self.outbox).take();
     }
 
+    /// Installs a hook. Writers record changes for it only while its module has raised the
+    /// demand (see [`Feed::demand`]).
+    pub(crate) fn add_hook(&self, hook: Hook) {
+        lock(&self.hooks).push(hook);
+    }
+
+    /// Raises (`+1`) or lowers (`-1`) the number of hook consumers that need changes recorded.
+    pub(crate) fn demand(&self, delta: isize) {
+        if delta >= 0 {
+            self.hook_demand.fetch_add(delta as usize, Ordering::AcqRel);
+        } else {
+            self.hook_demand.fetch_sub(delta.unsigned_abs(), Ordering::AcqRel);
+        }
+    }
+
     fn deliver(&self, batch: &Arc<ChangeBatch>) {
+        let hooks: Vec<Hook> = lock(&self.hooks).clone();
+        for hook in hooks {
+            // A hook handles its own consumers' panics; one that escapes must not stop delivery.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(batch)));
+        }
         let mut listeners = lock(&self.listeners);
         listeners.retain_mut(|listener| {
             let pending = listener.missed.swap(0, Ordering::AcqRel);

@@ -302,6 +302,16 @@ impl Db {
         Ok(())
     }
 
+    /// Waits until no write transaction is running (one that began earlier has committed or
+    /// rolled back). An error inside a write transaction of this thread, which would deadlock.
+    pub(crate) fn wait_for_writers(&self) -> Result<()> {
+        if txn::writing_on_this_thread() {
+            return Err(Error::Storage("subscribing inside a write transaction would deadlock; subscribe before writing".into()));
+        }
+        drop(lock(&self.inner.writer));
+        Ok(())
+    }
+
     /// Per-database state of a module above the store, if still alive.
     pub(crate) fn shared_state(&self, name: &str) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
         lock(&self.inner.shared_state).get(name).and_then(std::sync::Weak::upgrade)

@@ -29,6 +29,11 @@ thread_local! {
     static WRITING_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether this thread is inside a write transaction's closure.
+pub(crate) fn writing_on_this_thread() -> bool {
+    WRITING_ON_THIS_THREAD.with(Cell::get)
+}
+
 /// Marks the current thread as writing for its lifetime.
 struct WritingGuard;
 

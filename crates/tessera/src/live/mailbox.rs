@@ -1,0 +1,118 @@
+//! Where deliveries wait for a subscriber: a queue with a delivery policy, read by a blocking
+//! iterator, a callback thread, or a `futures::Stream`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// How deliveries reach a subscriber that has not read the previous ones yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Every change is queued (up to [`QUEUE_LEN_MAX`]; past it, changes coalesce as with
+    /// `LatestOnly`, so memory stays bounded).
+    #[default]
+    EveryChange,
+    /// Unread changes are merged into one: a slow consumer gets the latest state, with
+    /// indices computed against the last state it read.
+    LatestOnly,
+}
+
+/// Most deliveries queued for one subscriber before they coalesce.
+pub const QUEUE_LEN_MAX: usize = 4096;
+
+/// Merging an unread delivery with a newer one.
+pub(crate) trait Coalesce {
+    fn coalesce(&mut self, newer: Self);
+}
+
+struct State<E> {
+    queue: VecDeque<E>,
+    waker: Option<Waker>,
+}
+
+pub(crate) struct Mailbox<E> {
+    state: Mutex<State<E>>,
+    ready: Condvar,
+    policy: Policy,
+    /// The database or subscription is gone: no more deliveries.
+    ended: AtomicBool,
+}
+
+impl<E: Coalesce> Mailbox<E> {
+    pub(crate) fn new(policy: Policy) -> Self {
+        Mailbox {
+            state: Mutex::new(State { queue: VecDeque::new(), waker: None }),
+            ready: Condvar::new(),
+            policy,
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<E>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn push(&self, event: E) {
+        let mut state = self.lock();
+        let coalesce = self.policy == Policy::LatestOnly || state.queue.len() >= QUEUE_LEN_MAX;
+        match state.queue.back_mut() {
+            Some(last) if coalesce => last.coalesce(event),
+            _ => state.queue.push_back(event),
+        }
+        let waker = state.waker.take();
+        drop(state);
+        self.ready.notify_all();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    pub(crate) fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+        let waker = self.lock().waker.take();
+        self.ready.notify_all();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    pub(crate) fn try_recv(&self) -> Option<E> {
+        self.lock().queue.pop_front()
+    }
+
+    /// Waits for a delivery until `deadline` (forever with `None`); `None` on timeout or end.
+    pub(crate) fn recv_until(&self, deadline: Option<Instant>) -> Option<E> {
+        let mut state = self.lock();
+        loop {
+            if let Some(event) = state.queue.pop_front() {
+                return Some(event);
+            }
+            if self.ended.load(Ordering::Acquire) {
+                return None;
+            }
+            state = match deadline {
+                None => self.ready.wait(state).unwrap_or_else(|p| p.into_inner()),
+                Some(deadline) => {
+                    let left = deadline.checked_duration_since(Instant::now())?;
+                    self.ready.wait_timeout(state, left.min(Duration::from_secs(3600))).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
+        }
+    }
+
+    /// For `Stream::poll_next`: a delivery, or registers the waker.
+    #[cfg_attr(not(feature = "futures"), allow(dead_code))]
+    pub(crate) fn poll(&self, waker: &Waker) -> std::task::Poll<Option<E>> {
+        let mut state = self.lock();
+        if let Some(event) = state.queue.pop_front() {
+            return std::task::Poll::Ready(Some(event));
+        }
+        if self.ended.load(Ordering::Acquire) {
+            return std::task::Poll::Ready(None);
+        }
+        state.waker = Some(waker.clone());
+        std::task::Poll::Pending
+    }
+}

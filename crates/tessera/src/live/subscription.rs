@@ -1,0 +1,129 @@
+//! Subscription handles: a blocking iterator, a callback on a thread of its own, and (with the
+//! `futures` feature) a `futures::Stream`. Dropping a handle unsubscribes.
+
+use super::mailbox::{Coalesce, Mailbox};
+use super::{ObjectChange, ResultChange};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+macro_rules! subscription {
+    ($(#[$doc:meta])* $name:ident, $event:ident) => {
+        $(#[$doc])*
+        pub struct $name<T> {
+            mailbox: Arc<Mailbox<$event<T>>>,
+        }
+
+        impl<T> $name<T> {
+            pub(crate) fn new(mailbox: Arc<Mailbox<$event<T>>>) -> Self {
+                $name { mailbox }
+            }
+
+            /// The next delivery, waiting for it; `None` once the database is gone.
+            pub fn recv(&self) -> Option<$event<T>> {
+                self.mailbox.recv_until(None)
+            }
+
+            /// The next delivery, waiting at most `timeout`.
+            pub fn recv_timeout(&self, timeout: Duration) -> Option<$event<T>> {
+                self.mailbox.recv_until(Some(Instant::now() + timeout))
+            }
+
+            /// A delivery if one is waiting.
+            pub fn try_recv(&self) -> Option<$event<T>> {
+                self.mailbox.try_recv()
+            }
+
+            /// Calls `callback` with every delivery, on a thread of its own, until the returned
+            /// handle is dropped. A panicking callback ends the subscription; nothing else is
+            /// affected.
+            pub fn for_each(self, mut callback: impl FnMut($event<T>) + Send + 'static) -> std::io::Result<SubscriptionHandle>
+            where
+                T: Send + Sync + 'static,
+            {
+                let stop = Arc::new(AtomicBool::new(false));
+                let thread_stop = stop.clone();
+                let mailbox = self.mailbox.clone();
+                std::thread::Builder::new().name("tessera-subscription".into()).spawn(move || {
+                    let subscription = self;
+                    while !thread_stop.load(Ordering::Acquire) {
+                        let Some(event) = subscription.mailbox.recv_until(None) else { return };
+                        if thread_stop.load(Ordering::Acquire) {
+                            return;
+                        }
+                        let call = std::panic::AssertUnwindSafe(|| callback(event));
+                        if std::panic::catch_unwind(call).is_err() {
+                            return; // dropping the subscription unsubscribes
+                        }
+                    }
+                })?;
+                Ok(SubscriptionHandle { stop, wake: Box::new(move || mailbox.end()) })
+            }
+        }
+
+        impl<T> Iterator for $name<T> {
+            type Item = $event<T>;
+
+            /// Blocks for the next delivery.
+            fn next(&mut self) -> Option<$event<T>> {
+                self.recv()
+            }
+        }
+
+        #[cfg(feature = "futures")]
+        impl<T> futures_core::Stream for $name<T> {
+            type Item = $event<T>;
+
+            fn poll_next(self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> std::task::Poll<Option<$event<T>>> {
+                self.mailbox.poll(context.waker())
+            }
+        }
+
+        impl<T> std::fmt::Debug for $name<T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(stringify!($name))
+            }
+        }
+    };
+}
+
+subscription!(
+    /// A live query: the current result, then a [`ResultChange`] per commit that changes it.
+    /// Iterate it (blocking), poll it as a `futures::Stream` (feature `futures`), or hand it a
+    /// callback with `for_each`. Dropping it unsubscribes.
+    QuerySubscription,
+    ResultChange
+);
+subscription!(
+    /// A live object: an [`ObjectChange`] per commit that changes the record. Dropping it
+    /// unsubscribes.
+    ObjectSubscription,
+    ObjectChange
+);
+
+/// Keeps a callback subscription alive; dropping it stops the callback and unsubscribes.
+pub struct SubscriptionHandle {
+    stop: Arc<AtomicBool>,
+    wake: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Drop for SubscriptionHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        (self.wake)();
+    }
+}
+
+impl std::fmt::Debug for SubscriptionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubscriptionHandle")
+    }
+}
+
+#[allow(dead_code)]
+fn assert_coalesce<T>()
+where
+    ResultChange<T>: Coalesce,
+    ObjectChange<T>: Coalesce,
+{
+}

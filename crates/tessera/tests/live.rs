@@ -1,0 +1,283 @@
+//! Live subscriptions: changesets checked by applying them to the previous result and
+//! comparing with a fresh fetch (property test), objects, policies, and failure isolation.
+
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tessera::collection::{Order, Record};
+use tessera::query::field;
+use tessera::{Db, Error, ObjectChange, Policy, Query, QuerySubscription, ResultChange};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "items")]
+struct Item {
+    #[record(key)]
+    id: u32,
+    priority: Option<i32>,
+    tag: String,
+}
+
+fn open() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    (dir, db)
+}
+
+/// Applies a changeset to the previous result the way a list view does, checking that the
+/// indices are consistent; returns the new result's ids.
+fn apply(previous: &[u32], change: &ResultChange<Item>) -> Vec<u32> {
+    let new_len = change.result.len();
+    let mut gone = vec![false; previous.len()];
+    for &index in change.deletions.iter().chain(change.moves.iter().map(|(from, _)| from)) {
+        assert!(!gone[index], "old index {index} deleted or moved twice");
+        gone[index] = true;
+    }
+    let mut slots: Vec<Option<u32>> = vec![None; new_len];
+    for &(from, to) in &change.moves {
+        assert!(slots[to].is_none());
+        slots[to] = Some(previous[from]);
+    }
+    for &index in &change.insertions {
+        assert!(slots[index].is_none(), "new index {index} inserted twice");
+        slots[index] = Some(change.result[index].id);
+    }
+    let mut survivors = previous.iter().zip(&gone).filter(|(_, gone)| !**gone).map(|(id, _)| *id);
+    let ids: Vec<u32> = slots.into_iter().map(|slot| slot.or_else(|| survivors.next()).expect("as many survivors as free slots")).collect();
+    assert!(survivors.next().is_none(), "survivors left over");
+    ids
+}
+
+fn ids(items: &[Arc<Item>]) -> Vec<u32> {
+    items.iter().map(|item| item.id).collect()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Upsert(u32, Option<i32>, u8),
+    Delete(u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..40u32, proptest::option::weighted(0.85, -20..20i32), 0..4u8).prop_map(|(id, p, t)| Op::Upsert(id, p, t)),
+        1 => (0..40u32).prop_map(Op::Delete),
+    ]
+}
+
+fn queries(items: &tessera::Collection<Item>) -> Vec<Query<Item>> {
+    vec![
+        items.all(),
+        items.filter(Item::priority().gt(0)),
+        items.filter(Item::priority().ge(-5).and(Item::priority().lt(5))).order_by(Item::priority(), Order::Desc),
+        items.filter(Item::tag().eq("t1")).order_by(Item::priority(), Order::Asc).limit(3),
+        items.all().order_by(Item::priority(), Order::Asc).offset(2).limit(4),
+        items.filter(Item::priority().is_null().or(Item::tag().eq("t2"))),
+        items.filter((field("priority") % 3).eq(0)).order_by("tag", Order::Desc).order_by(Item::priority(), Order::Asc),
+        items.filter(Item::priority().between(-10, 10)).order_by(Item::priority(), Order::Asc).limit(5),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// After every commit, each subscription's changeset applied to its previous result gives
+    /// the delivered result, which equals a fresh fetch; commits that change nothing deliver
+    /// nothing.
+    #[test]
+    fn changesets_rebuild_the_fetched_result(batches in proptest::collection::vec(proptest::collection::vec(op(), 1..6), 1..12)) {
+        let (_dir, db) = open();
+        let items = db.collection::<Item>().unwrap();
+        let queries = queries(&items);
+        let subscriptions: Vec<QuerySubscription<Item>> = queries.iter().map(|q| items.subscribe_query(q).unwrap()).collect();
+        let mut results: Vec<Vec<u32>> = subscriptions.iter().map(|s| {
+            let first = s.recv_timeout(WAIT).expect("the initial result");
+            prop_assert!(first.insertions == (0..first.result.len()).collect::<Vec<_>>());
+            Ok(ids(&first.result))
+        }).collect::<Result<_, _>>()?;
+        for batch in batches {
+            db.write(|tx| {
+                for op in &batch {
+                    match op {
+                        Op::Upsert(id, priority, tag) => items.upsert(tx, &Item { id: *id, priority: *priority, tag: format!("t{tag}") })?,
+                        Op::Delete(id) => items.delete(tx, id)?,
+                    };
+                }
+                Ok(())
+            }).unwrap();
+            for ((query, subscription), previous) in queries.iter().zip(&subscriptions).zip(results.iter_mut()) {
+                let fetched: Vec<u32> = query.fetch(&db).unwrap().iter().map(|item| item.id).collect();
+                // An unchanged list may still deliver modifications (or a record moving in place).
+                let wait = if fetched == *previous { Duration::from_millis(20) } else { WAIT };
+                let Some(change) = subscription.recv_timeout(wait) else {
+                    prop_assert_eq!(&fetched, &*previous, "no delivery for a changed result: {}", query.explain().unwrap());
+                    continue;
+                };
+                prop_assert!(!change.is_empty(), "an empty changeset was delivered");
+                let rebuilt = apply(previous, &change);
+                prop_assert_eq!(&rebuilt, &ids(&change.result), "{}", query.explain().unwrap());
+                prop_assert_eq!(&rebuilt, &fetched, "{:?}", change);
+                let fresh = query.fetch(&db).unwrap();
+                let delivered: Vec<Item> = change.result.iter().map(|item| (**item).clone()).collect();
+                prop_assert_eq!(delivered, fresh);
+                *previous = rebuilt;
+            }
+        }
+    }
+}
+
+#[test]
+fn modifications_and_moves_are_reported() {
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    db.write(|tx| (0..5).try_for_each(|id| items.insert(tx, &Item { id, priority: Some(id as i32 * 10), tag: "a".into() }).map(drop)))
+        .unwrap();
+    let live = items.subscribe_query(&items.all().order_by(Item::priority(), Order::Asc)).unwrap();
+    assert_eq!(ids(&live.recv_timeout(WAIT).unwrap().result), [0, 1, 2, 3, 4]);
+    db.write(|tx| items.update(tx, &2, |item| item.tag = "b".into())).unwrap();
+    let change = live.recv_timeout(WAIT).unwrap();
+    assert_eq!((change.modifications.as_slice(), change.moves.as_slice()), (&[2][..], &[][..]));
+    assert_eq!(change.result[2].tag, "b");
+    db.write(|tx| items.update(tx, &0, |item| item.priority = Some(35))).unwrap();
+    let change = live.recv_timeout(WAIT).unwrap();
+    assert_eq!(ids(&change.result), [1, 2, 3, 0, 4]);
+    assert_eq!(change.moves, [(0, 3)]);
+    assert_eq!(change.modifications, [3]);
+    // A commit to a record outside the result delivers nothing.
+    let reds = items.subscribe_query(&items.filter(Item::tag().eq("b"))).unwrap();
+    assert_eq!(ids(&reds.recv_timeout(WAIT).unwrap().result), [2]);
+    db.write(|tx| items.update(tx, &4, |item| item.priority = Some(1))).unwrap();
+    assert!(live.recv_timeout(WAIT).is_some());
+    assert!(reds.recv_timeout(Duration::from_millis(200)).is_none());
+}
+
+#[test]
+fn object_subscriptions_follow_update_delete_and_reinsert() {
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let live = items.subscribe_object(&7u32).unwrap();
+    let item = Item { id: 7, priority: None, tag: "x".into() };
+    db.write(|tx| items.insert(tx, &item)).unwrap();
+    assert!(matches!(live.recv_timeout(WAIT), Some(ObjectChange::Updated(value)) if *value == item));
+    db.write(|tx| items.insert(tx, &Item { id: 8, priority: None, tag: "other".into() })).unwrap();
+    db.write(|tx| items.delete(tx, &7u32)).unwrap();
+    assert!(matches!(live.recv_timeout(WAIT), Some(ObjectChange::Deleted)), "the other record's commit delivered nothing");
+    db.write(|tx| items.insert(tx, &item)).unwrap();
+    assert!(matches!(live.recv_timeout(WAIT), Some(ObjectChange::Updated(_))));
+    // Unchanged bytes publish nothing.
+    db.write(|tx| items.upsert(tx, &item)).unwrap();
+    assert!(live.recv_timeout(Duration::from_millis(200)).is_none());
+}
+
+#[test]
+fn latest_only_coalesces_unread_changes() {
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let query = items.all().order_by(Item::priority(), Order::Desc);
+    let live = items.subscribe_query_with(&query, Policy::LatestOnly).unwrap();
+    let mut previous = ids(&live.recv_timeout(WAIT).unwrap().result);
+    for round in 0..5u32 {
+        for step in 0..10u32 {
+            let id = (round * 7 + step * 3) % 12;
+            db.write(|tx| {
+                if step % 4 == 3 {
+                    items.delete(tx, &id)?;
+                } else {
+                    items.upsert(tx, &Item { id, priority: Some((step * round) as i32 % 9), tag: String::new() })?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let change = live.recv_timeout(WAIT).unwrap();
+        assert!(live.try_recv().is_none(), "one delivery for the whole round");
+        previous = apply(&previous, &change);
+        assert_eq!(previous, ids(&change.result));
+        assert_eq!(previous, query.fetch(&db).unwrap().iter().map(|i| i.id).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn delivered_results_match_a_read_at_their_sequence() {
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let query = items.filter(Item::priority().ge(0)).order_by(Item::priority(), Order::Asc).limit(5);
+    let live = items.subscribe_query(&query).unwrap();
+    live.recv_timeout(WAIT).unwrap();
+    for i in 0..30u32 {
+        db.write(|tx| items.upsert(tx, &Item { id: i % 9, priority: Some((i * 7 % 11) as i32 - 3), tag: String::new() }).map(drop))
+            .unwrap();
+        let sequence = db.read(|tx| Ok(tx.sequence())).unwrap();
+        let fresh = query.fetch(&db).unwrap();
+        if let Some(change) = live.recv_timeout(Duration::from_millis(100)) {
+            assert_eq!(change.sequence, sequence);
+            assert_eq!(change.result.iter().map(|i| (**i).clone()).collect::<Vec<_>>(), fresh);
+        }
+    }
+}
+
+#[test]
+fn bad_queries_fail_at_subscribe_time() {
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let result = items.subscribe_query(&items.filter(field("nope").gt(1)));
+    assert!(matches!(result, Err(Error::Query(_))));
+    let result = items.subscribe_query(&items.filter(field("tag").gt(1)));
+    assert!(matches!(result, Err(Error::Query(_))));
+}
+
+#[test]
+fn dropped_and_panicking_subscribers_leave_the_rest_alone() {
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let query = items.all();
+    let dropped = items.subscribe_query(&query).unwrap();
+    drop(dropped);
+    let panicking = items.subscribe_query(&query).unwrap().for_each(|change| {
+        if !change.insertions.is_empty() && change.result.len() > 1 {
+            panic!("consumer bug");
+        }
+    });
+    let _panicking = panicking.unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let _counting = items.subscribe_query(&query).unwrap().for_each(move |change| sender.send(change.result.len()).unwrap()).unwrap();
+    assert_eq!(receiver.recv_timeout(WAIT).unwrap(), 0);
+    for id in 0..5 {
+        db.write(|tx| items.insert(tx, &Item { id, priority: None, tag: String::new() })).unwrap();
+        assert_eq!(receiver.recv_timeout(WAIT).unwrap(), id as usize + 1);
+    }
+    // Subscribing inside a write transaction is an error, not a deadlock.
+    let inside = db.write(|_| Ok(items.subscribe_query(&query).map(drop)));
+    assert!(matches!(inside, Ok(Err(Error::Storage(_)))));
+}
+
+#[cfg(feature = "futures")]
+#[test]
+fn subscriptions_are_streams() {
+    use futures_core::Stream;
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct ThreadWaker(std::thread::Thread);
+    impl Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let mut live = items.subscribe_query(&items.all()).unwrap();
+    let mut next = || loop {
+        match Pin::new(&mut live).poll_next(&mut context) {
+            Poll::Ready(change) => return change,
+            Poll::Pending => std::thread::park_timeout(Duration::from_millis(100)),
+        }
+    };
+    assert_eq!(next().unwrap().result.len(), 0);
+    db.write(|tx| items.insert(tx, &Item { id: 1, priority: None, tag: String::new() })).unwrap();
+    assert_eq!(next().unwrap().insertions, [0]);
+}
