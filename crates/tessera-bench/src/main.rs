@@ -6,6 +6,7 @@ mod dictionary;
 mod documents;
 mod format;
 mod harness;
+mod live;
 mod people;
 mod store;
 
@@ -47,6 +48,18 @@ enum TableName {
         #[arg(long)]
         no_peers: bool,
     },
+    /// Live subscriptions: Dflat's three cases against refetching on tessera and SQLite.
+    Live {
+        /// Rounds per case (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Objects in the collection.
+        #[arg(long, default_value_t = 10_000)]
+        objects: usize,
+        /// Subscriptions per case.
+        #[arg(long, default_value_t = 1_000)]
+        subscriptions: usize,
+    },
     /// The dictionary: Dflat's WorkspaceDictionary table, with peers.
     Dictionary {
         /// Rounds of the whole table (medians are reported).
@@ -79,6 +92,7 @@ fn main() -> std::io::Result<()> {
         TableName::Crud { rounds, objects, immediate_transactions, scaling_max, no_peers } => {
             crud::run(&crud::Options { rounds, objects, immediate_transactions, scaling_max, no_peers })
         }
+        TableName::Live { rounds, objects, subscriptions } => live::run(&live::Options { rounds, objects, subscriptions }),
         TableName::Store { samples } => store::run(&store::Options { samples }),
         TableName::Dictionary { rounds } => dictionary::run(&dictionary::Options { rounds }),
         TableName::Documents { iterations, warmup, others } => documents::run(&documents::Options { iterations, warmup, others }),

@@ -197,9 +197,18 @@ fn diff_by_key(old: &[Box<[u8]>], new: &[Box<[u8]>], modified: &HashSet<Box<[u8]
     (deletions, insertions, modifications, moves)
 }
 
+/// Where a record of a merged result came from.
+#[derive(Clone, Copy)]
+enum Origin {
+    /// It stayed, at this old position.
+    Kept(usize),
+    /// It is a new version: of a record that was at `moved_from`, or of one new to the result.
+    New { moved_from: Option<usize> },
+}
+
 /// One record of a live result: its sort key (order fields, then primary key) and value.
 struct Entry<T> {
-    sort: Box<[u8]>,
+    sort: Arc<[u8]>,
     key_start: usize,
     value: Arc<T>,
 }
@@ -218,6 +227,8 @@ struct ObjectSub<T> {
 struct QuerySub<T> {
     parts: QueryParts,
     orders: Vec<(FieldPath, bool)>,
+    /// The order as text: subscriptions with equal signatures share sort keys.
+    orders_signature: String,
     anchors: Vec<Anchor>,
     exact: bool,
     entries: Vec<Entry<T>>,
@@ -229,7 +240,7 @@ struct QuerySub<T> {
 }
 
 /// The sort key of a stored record for a query's order.
-fn sort_key_of(orders: &[(FieldPath, bool)], bytes: &[u8], key: &[u8]) -> (Box<[u8]>, usize) {
+fn sort_key_of(orders: &[(FieldPath, bool)], bytes: &[u8], key: &[u8]) -> SortKey {
     let mut out = Vec::with_capacity(key.len() + 18 * orders.len());
     if !orders.is_empty() {
         if let Ok(doc) = Doc::from_trusted(bytes) {
@@ -240,8 +251,15 @@ fn sort_key_of(orders: &[(FieldPath, bool)], bytes: &[u8], key: &[u8]) -> (Box<[
     }
     let key_start = out.len();
     out.extend_from_slice(key);
-    (out.into_boxed_slice(), key_start)
+    (Arc::from(out), key_start)
 }
+
+/// A sort key and where the primary key starts in it.
+type SortKey = (Arc<[u8]>, usize);
+
+/// The sort keys of each change's old and new version, computed once per commit for each
+/// distinct order (subscriptions with the same `order by` share them).
+type SortKeys = Vec<std::sync::OnceLock<(Option<SortKey>, Option<SortKey>)>>;
 
 impl<T: Record> QuerySub<T> {
     fn window_end(&self) -> usize {
@@ -297,7 +315,8 @@ impl<T: Record> QuerySub<T> {
         sequence: u64,
         changes: &[&Change],
         hits: &[(usize, bool, bool)],
-        values: &mut Values<T>,
+        values: &Values<T>,
+        sort_keys: &SortKeys,
         db: &Db,
         state: &Arc<CollectionState>,
     ) -> Result<Option<ResultChange<T>>> {
@@ -307,9 +326,10 @@ impl<T: Record> QuerySub<T> {
         let base_keys = (self.policy == Policy::LatestOnly || !self.complete).then(|| self.keys_of(old_visible.clone()));
         let boundary = (!self.complete).then(|| self.entries.last().map(|e| e.sort.clone())).flatten();
         let mut removed = vec![false; self.entries.len()];
-        let mut modified_in_place = Vec::new(); // positions in `entries`
-        let mut inserted: Vec<Entry<T>> = Vec::new();
-        let mut moved_keys: HashSet<&[u8]> = HashSet::new();
+        let mut modified = vec![false; self.entries.len()]; // changed in place, same position
+        let mut any_modified_visible = false;
+        // New versions to insert, with the old position of a record that moves.
+        let mut inserted: Vec<(Entry<T>, Option<usize>)> = Vec::new();
         let mut any_removed = false;
         for &(index, old_hit, new_hit) in hits {
             let change = changes[index];
@@ -318,19 +338,20 @@ impl<T: Record> QuerySub<T> {
             if !old_match && !new_match {
                 continue;
             }
-            let old_sort = match (&change.old, old_match) {
-                (Some(bytes), true) => Some(sort_key_of(&self.orders, bytes, &change.key)),
+            let (old_all, new_all) = sort_keys[index].get_or_init(|| {
+                let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, bytes, &change.key));
+                (of(&change.old), of(&change.new))
+            });
+            let position = match (old_match, &old_all) {
+                (true, Some((sort, _))) => self.entries.binary_search_by(|e| e.sort.cmp(sort)).ok(),
                 _ => None,
             };
-            let new_sort = match (&change.new, new_match) {
-                (Some(bytes), true) => Some(sort_key_of(&self.orders, bytes, &change.key)),
-                _ => None,
-            };
-            let position = old_sort.as_ref().and_then(|(sort, _)| self.entries.binary_search_by(|e| e.sort.cmp(sort)).ok());
+            let new_sort = if new_match { new_all.as_ref() } else { None };
             match (position, new_sort) {
-                (Some(position), Some((sort, _))) if *sort == *self.entries[position].sort => {
+                (Some(position), Some((sort, _))) if **sort == *self.entries[position].sort => {
                     self.entries[position].value = values.get(index, changes, &state.name)?;
-                    modified_in_place.push(position);
+                    modified[position] = true;
+                    any_modified_visible |= old_visible.contains(&position);
                 }
                 (position, new_sort) => {
                     if let Some(position) = position {
@@ -340,45 +361,39 @@ impl<T: Record> QuerySub<T> {
                     if let Some((sort, key_start)) = new_sort {
                         // Past the last record of an incomplete result, storage may hold
                         // records this one should follow: leave it to a refill.
-                        if boundary.as_ref().is_some_and(|last| sort > *last) {
+                        if boundary.as_ref().is_some_and(|last| sort > last) {
                             continue;
                         }
-                        if position.is_some() {
-                            moved_keys.insert(&change.key);
-                        }
-                        inserted.push(Entry { sort, key_start, value: values.get(index, changes, &state.name)? });
+                        let entry = Entry { sort: sort.clone(), key_start: *key_start, value: values.get(index, changes, &state.name)? };
+                        inserted.push((entry, position));
                     }
                 }
             }
         }
-        if !any_removed && inserted.is_empty() && modified_in_place.iter().all(|p| !old_visible.contains(p)) {
+        if !any_removed && inserted.is_empty() && !any_modified_visible {
             return Ok(None);
         }
-        inserted.sort_by(|a, b| a.sort.cmp(&b.sort));
-        // Merge the survivors with the insertions, remembering where each came from; note the
-        // visible records that were taken out to be put back elsewhere (moves).
+        inserted.sort_by(|a, b| a.0.sort.cmp(&b.0.sort));
+        // Merge the survivors with the insertions, remembering where each came from.
         let old_entries = std::mem::take(&mut self.entries);
-        let mut origin: Vec<Option<usize>> = Vec::with_capacity(old_entries.len() + inserted.len());
+        let mut origin: Vec<Origin> = Vec::with_capacity(old_entries.len() + inserted.len());
         let mut merged = Vec::with_capacity(old_entries.len() + inserted.len());
-        let mut moved_out: HashMap<Box<[u8]>, usize> = HashMap::new(); // key -> old relative index
         let mut inserted = inserted.into_iter().peekable();
         for (position, entry) in old_entries.into_iter().enumerate() {
             if removed[position] {
-                if old_visible.contains(&position) && moved_keys.contains(entry.key()) {
-                    moved_out.insert(Box::from(entry.key()), position - old_visible.start);
-                }
                 continue;
             }
-            while inserted.peek().is_some_and(|next| next.sort < entry.sort) {
-                merged.push(inserted.next().expect("peeked"));
-                origin.push(None);
+            while inserted.peek().is_some_and(|(next, _)| next.sort < entry.sort) {
+                let (next, moved_from) = inserted.next().expect("peeked");
+                merged.push(next);
+                origin.push(Origin::New { moved_from });
             }
             merged.push(entry);
-            origin.push(Some(position));
+            origin.push(Origin::Kept(position));
         }
-        for entry in inserted {
+        for (entry, moved_from) in inserted {
             merged.push(entry);
-            origin.push(None);
+            origin.push(Origin::New { moved_from });
         }
         if merged.len() > self.window_end() {
             // Records were cut off by the limit: the result no longer holds every match.
@@ -402,28 +417,23 @@ impl<T: Record> QuerySub<T> {
         let new_visible = self.visible();
         let mut accounted = vec![false; old_visible.len()];
         let (mut deletions, mut insertions, mut modifications, mut moves) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let modified_set: HashSet<usize> = modified_in_place.iter().copied().collect();
         for new_position in new_visible.clone() {
             let relative = new_position - new_visible.start;
             match origin[new_position] {
-                Some(old_position) if old_visible.contains(&old_position) => {
-                    accounted[old_position - old_visible.start] = true;
-                    if modified_set.contains(&old_position) {
+                Origin::Kept(old_position) | Origin::New { moved_from: Some(old_position) } if old_visible.contains(&old_position) => {
+                    let from = old_position - old_visible.start;
+                    accounted[from] = true;
+                    if matches!(origin[new_position], Origin::New { .. }) {
+                        moves.push((from, relative));
+                        modifications.push(relative);
+                    } else if modified[old_position] {
                         modifications.push(relative);
                     }
                 }
-                _ => match moved_out.get(self.entries[new_position].key()) {
-                    Some(&from) => {
-                        accounted[from] = true;
-                        moves.push((from, relative));
-                        modifications.push(relative);
-                    }
-                    None => insertions.push(relative),
-                },
+                _ => insertions.push(relative),
             }
         }
         deletions.extend(accounted.iter().enumerate().filter(|(_, done)| !**done).map(|(relative, _)| relative));
-        modifications.sort_unstable();
         if deletions.is_empty() && insertions.is_empty() && modifications.is_empty() && moves.is_empty() {
             return Ok(None);
         }
@@ -441,27 +451,38 @@ impl<T: Record> QuerySub<T> {
 
 /// The changed records' new versions, decoded at most once per commit.
 struct Values<T> {
-    decoded: Vec<Option<Arc<T>>>,
+    decoded: Vec<std::sync::OnceLock<Option<Arc<T>>>>,
 }
 
 impl<T: Record> Values<T> {
-    fn get(&mut self, index: usize, changes: &[&Change], collection: &str) -> Result<Arc<T>> {
-        if let Some(value) = &self.decoded[index] {
-            return Ok(value.clone());
-        }
+    fn new(changes: usize) -> Self {
+        Values { decoded: (0..changes).map(|_| std::sync::OnceLock::new()).collect() }
+    }
+
+    fn get(&self, index: usize, changes: &[&Change], collection: &str) -> Result<Arc<T>> {
         let change = changes[index];
-        let bytes = change.new.as_deref().unwrap_or_default();
-        let value = Arc::new(decode::<T>(collection, &change.key, bytes)?);
-        self.decoded[index] = Some(value.clone());
-        Ok(value)
+        let value = self.decoded[index].get_or_init(|| {
+            let bytes = change.new.as_deref()?;
+            decode::<T>(collection, &change.key, bytes).ok().map(Arc::new)
+        });
+        value.clone().ok_or_else(|| match change.new.as_deref() {
+            Some(bytes) => decode::<T>(collection, &change.key, bytes).err().unwrap_or_else(|| crate::Error::Storage("decode".into())),
+            None => crate::Error::Storage("a deleted record has no value".into()),
+        })
     }
 }
+
+/// (Subscription, change) pairs from which a commit's work is split over two threads.
+const PARALLEL_PAIRS_MIN: usize = 50_000;
 
 /// Every live subscription of one collection.
 struct LiveCollection<T: Record> {
     state: Arc<CollectionState>,
     objects: HashMap<Box<[u8]>, Vec<ObjectSub<T>>>,
-    queries: HashMap<u64, QuerySub<T>>,
+    /// Query subscriptions by slot; a slot's index is the subscription's id in the matcher.
+    queries: Vec<Option<QuerySub<T>>>,
+    free_slots: Vec<usize>,
+    query_count: usize,
     matcher: Matcher,
 }
 
@@ -482,11 +503,14 @@ impl<T: Record> LiveCollection<T> {
             removed += before - subs.len();
             !subs.is_empty()
         });
-        let dead: Vec<u64> = self.queries.iter().filter(|(_, sub)| sub.mailbox.strong_count() == 0).map(|(id, _)| *id).collect();
-        for id in dead {
-            if let Some(sub) = self.queries.remove(&id) {
-                self.matcher.remove(id, &sub.anchors);
-                removed += 1;
+        for slot in 0..self.queries.len() {
+            if self.queries[slot].as_ref().is_some_and(|sub| sub.mailbox.strong_count() == 0) {
+                if let Some(sub) = self.queries[slot].take() {
+                    self.matcher.remove(slot as u64, &sub.anchors);
+                    self.free_slots.push(slot);
+                    self.query_count -= 1;
+                    removed += 1;
+                }
             }
         }
         removed
@@ -504,7 +528,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         if changes.is_empty() {
             return removed;
         }
-        let mut values = Values { decoded: vec![None; changes.len()] };
+        let values = Values::new(changes.len());
         for (index, change) in changes.iter().enumerate() {
             let Some(subs) = self.objects.get(&*change.key) else { continue };
             let event = match change.new {
@@ -520,12 +544,12 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                 }
             }
         }
-        if self.queries.is_empty() {
+        if self.query_count == 0 {
             return removed;
         }
         // Which subscriptions each change may affect: (change, old version hit, new hit).
         self.matcher.prepare();
-        let mut hits: HashMap<u64, Vec<(usize, bool, bool)>> = HashMap::new();
+        let mut hits: Vec<Vec<(usize, bool, bool)>> = vec![Vec::new(); self.queries.len()];
         let mut component = Vec::with_capacity(32);
         let paths: Vec<FieldPath> = self.matcher.paths().map(FieldPath::new).collect();
         for path in &paths {
@@ -536,7 +560,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                     component.clear();
                     sort_key::encode_value(path.lookup(doc.root()), &mut component);
                     self.matcher.lookup(path, &component, &mut |id| {
-                        let list = hits.entry(id).or_default();
+                        let list = &mut hits[id as usize];
                         match list.last_mut() {
                             Some(last) if last.0 == index => {
                                 if is_new {
@@ -552,11 +576,15 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             }
         }
         for id in &self.matcher.unanchored {
-            hits.insert(*id, (0..changes.len()).map(|index| (index, true, true)).collect());
+            hits[*id as usize] = (0..changes.len()).map(|index| (index, true, true)).collect();
         }
-        for (id, mut list) in hits {
-            let Some(sub) = self.queries.get_mut(&id) else { continue };
-            if batch.sequence <= sub.since {
+        let trace_matched = std::time::Instant::now();
+        let trace_pairs: usize = hits.iter().map(Vec::len).sum();
+        // The work: each affected subscription with its hits, in change order.
+        let mut work: Vec<(&mut QuerySub<T>, Vec<(usize, bool, bool)>)> = Vec::with_capacity(hits.len());
+        for (sub, list) in self.queries.iter_mut().zip(hits) {
+            let (Some(sub), mut list) = (sub.as_mut(), list) else { continue };
+            if list.is_empty() || batch.sequence <= sub.since {
                 continue;
             }
             // Several anchors (an `or`) can list a change twice.
@@ -570,13 +598,46 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                     false
                 }
             });
-            let Some(mailbox) = sub.mailbox.upgrade() else { continue };
-            match sub.apply(batch.sequence, &changes, &list, &mut values, db, &self.state) {
-                Ok(Some(change)) => mailbox.push(change),
-                Ok(None) => {}
-                // The subscription cannot follow (a record that does not decode): end it.
-                Err(_) => mailbox.end(),
+            work.push((sub, list));
+        }
+        let mut sort_keys: HashMap<String, SortKeys> = HashMap::new();
+        for (sub, _) in &work {
+            sort_keys
+                .entry(sub.orders_signature.clone())
+                .or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
+        }
+        let state = &self.state;
+        let run = |work: &mut [(&mut QuerySub<T>, Vec<(usize, bool, bool)>)]| {
+            for (sub, list) in work.iter_mut() {
+                let Some(mailbox) = sub.mailbox.upgrade() else { continue };
+                let sort_keys = &sort_keys[&sub.orders_signature];
+                match sub.apply(batch.sequence, &changes, list, &values, sort_keys, db, state) {
+                    Ok(Some(change)) => mailbox.push(change),
+                    Ok(None) => {}
+                    // The subscription cannot follow (a record that does not decode): end it.
+                    Err(_) => mailbox.end(),
+                }
             }
+        };
+        // A large commit is split between two threads: the feed thread and one helper.
+        let pairs: usize = work.iter().map(|(_, list)| list.len()).sum();
+        if pairs >= PARALLEL_PAIRS_MIN && work.len() > 1 {
+            let mut half = 0;
+            let mut counted = 0;
+            while half < work.len() && counted * 2 < pairs {
+                counted += work[half].1.len();
+                half += 1;
+            }
+            let (first, second) = work.split_at_mut(half);
+            std::thread::scope(|scope| {
+                scope.spawn(|| run(second));
+                run(first);
+            });
+        } else {
+            run(&mut work);
+        }
+        if std::env::var("TESSERA_LIVE_TRACE").is_ok() {
+            eprintln!("  matched {trace_pairs} pairs; subscriptions applied in {:?}", trace_matched.elapsed());
         }
         removed
     }
@@ -611,10 +672,14 @@ impl Engine {
     fn apply(&self, batch: &Arc<ChangeBatch>) {
         let Some(inner) = self.db.upgrade() else { return };
         let db = Db { inner };
+        let started = std::time::Instant::now();
         let mut collections = lock(&self.collections);
         let mut removed = 0;
         for live in collections.values_mut() {
             removed += live.apply(batch, &db);
+        }
+        if std::env::var("TESSERA_LIVE_TRACE").is_ok() {
+            eprintln!("live apply: {} changes, {:?}", batch.changes.len(), started.elapsed());
         }
         if removed > 0 {
             db.inner.feed.demand(-(removed as isize));
@@ -640,7 +705,9 @@ impl Engine {
             Box::new(LiveCollection::<T> {
                 state: state.clone(),
                 objects: HashMap::new(),
-                queries: HashMap::new(),
+                queries: Vec::new(),
+                free_slots: Vec::new(),
+                query_count: 0,
                 matcher: Matcher::default(),
             })
         });
@@ -699,10 +766,12 @@ impl<T: Record> Collection<T> {
         let parts = query.parts();
         let anchoring = matcher::anchoring(&self.state.shape, parts.predicate.as_deref());
         let orders = parts.orders.iter().map(|(path, order)| (FieldPath::new(path), *order == Order::Desc)).collect();
+        let orders_signature = format!("{:?}", parts.orders);
         let mailbox = Arc::new(Mailbox::new(policy));
         let mut sub = QuerySub {
             parts,
             orders,
+            orders_signature,
             anchors: anchoring.anchors,
             exact: anchoring.exact,
             entries: Vec::new(),
@@ -712,7 +781,7 @@ impl<T: Record> Collection<T> {
             mailbox: Arc::downgrade(&mailbox),
         };
         let engine = Engine::of(&self.db);
-        engine.register::<T, ()>(&self.db, &self.state, |live, id| {
+        engine.register::<T, ()>(&self.db, &self.state, |live, _| {
             sub.load(&self.db, &self.state)?;
             let keys = (policy == Policy::LatestOnly).then(|| {
                 let new = sub.keys_of(sub.visible());
@@ -720,8 +789,13 @@ impl<T: Record> Collection<T> {
             });
             let first = sub.change(0, (Vec::new(), (0..sub.visible().len()).collect(), Vec::new(), Vec::new()), keys);
             mailbox.push(first);
-            live.matcher.add(id, &sub.anchors);
-            live.queries.insert(id, sub);
+            let slot = live.free_slots.pop().unwrap_or_else(|| {
+                live.queries.push(None);
+                live.queries.len() - 1
+            });
+            live.matcher.add(slot as u64, &sub.anchors);
+            live.queries[slot] = Some(sub);
+            live.query_count += 1;
             Ok(())
         })?;
         Ok(QuerySubscription::new(mailbox))

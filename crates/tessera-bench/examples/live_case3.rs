@@ -1,0 +1,34 @@
+//! Profiling helper: the live table's case 3 alone (1,000 range subscriptions over 10,000
+//! BenchDocs, one transaction moving every priority).
+
+use std::time::{Duration, Instant};
+use tessera::collection::Order;
+use tessera_bench::crud_model::{parts, BenchDoc};
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = tessera::DbOptions { durability: tessera::Durability::BUFFERED, ..Default::default() };
+    let db = tessera::Db::open_with(dir.path().join("db"), options).unwrap();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| (0..10_000).try_for_each(|i| docs.insert(tx, &parts(i).into()).map(drop))).unwrap();
+    let subs: Vec<_> = (0..1000)
+        .map(|i| {
+            let query =
+                docs.filter(BenchDoc::priority().lt(-i).and(BenchDoc::priority().ge(-i - 1000))).order_by(BenchDoc::priority(), Order::Asc);
+            docs.subscribe_query(&query).unwrap()
+        })
+        .collect();
+    for sub in &subs {
+        sub.recv_timeout(Duration::from_secs(60)).unwrap();
+    }
+    for round in 0..3 {
+        let start = Instant::now();
+        db.write(|tx| (0..10_000).try_for_each(|i| docs.update(tx, &format!("title{i}"), |d| d.priority = -10000 + i + round).map(drop)))
+            .unwrap();
+        let committed = Instant::now();
+        for sub in &subs {
+            sub.recv_timeout(Duration::from_secs(60)).unwrap();
+        }
+        println!("write {:?}, deliveries {:?}", committed - start, committed.elapsed());
+    }
+}

@@ -1,0 +1,250 @@
+//! `live`: Dflat's three subscription cases (10,000 BenchDocs, 1,000 subscriptions, one
+//! transaction changing all objects), latency from the end of the write closure until every
+//! delivery is received; beside it, the refetch approach (re-run every subscribed query after
+//! the commit) on tessera and on SQLite. Plus the common case: 10 and 100 subscriptions, 10
+//! changed objects.
+
+use crate::harness::{Goal, Table};
+use std::time::{Duration, Instant};
+use tessera::collection::Order;
+use tessera::{Collection, Db, DbOptions, Durability, Query};
+use tessera_bench::crud_model::{parts, sql_create, BenchDoc, SqlDoc, SQL_COLUMNS};
+
+pub struct Options {
+    /// Rounds per case (medians are reported).
+    pub rounds: usize,
+    /// Objects in the collection (Dflat: 10,000).
+    pub objects: usize,
+    /// Subscriptions per case (Dflat: 1,000).
+    pub subscriptions: usize,
+}
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn open(dir: &std::path::Path, objects: usize) -> (Db, Collection<BenchDoc>) {
+    let options = DbOptions { durability: Durability::Buffered { max_delay: Duration::from_millis(100) }, ..DbOptions::default() };
+    let db = Db::open_with(dir.join("tessera.db"), options).unwrap();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| (0..objects as i32).try_for_each(|i| docs.insert(tx, &parts(i).into()).map(drop))).unwrap();
+    (db, docs)
+}
+
+fn sqlite(dir: &std::path::Path, objects: usize) -> rusqlite::Connection {
+    let mut connection = rusqlite::Connection::open(dir.join("sqlite.db")).unwrap();
+    connection.pragma_update(None, "journal_mode", "WAL").unwrap();
+    connection.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    connection.execute(&sql_create("bench_doc"), []).unwrap();
+    let tx = connection.transaction().unwrap();
+    {
+        let mut insert = tx.prepare_cached(&format!("INSERT INTO bench_doc ({SQL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")).unwrap();
+        for i in 0..objects as i32 {
+            SqlDoc::from(parts(i)).insert(&mut insert).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    connection
+}
+
+/// Commits `change` and returns the instant its closure ended.
+fn commit(db: &Db, mut change: impl FnMut(&mut tessera::WriteTxn<'_>) -> tessera::Result<()>) -> Instant {
+    let mut ended = Instant::now();
+    db.write(|tx| {
+        change(tx)?;
+        ended = Instant::now();
+        Ok(())
+    })
+    .unwrap();
+    ended
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+/// The three cases' queries and updates.
+#[derive(Clone, Copy, PartialEq)]
+enum Case {
+    /// 1,000 queries `title == "title{i}"`; every object updated.
+    TitleQueries,
+    /// The first 1,000 objects subscribed as objects; `priority = -i` for all.
+    Objects,
+    /// 1,000 range queries ordered by priority, ~1,000 objects each; `priority = -10000 + i`.
+    Ranges,
+}
+
+fn case_query(docs: &Collection<BenchDoc>, case: Case, i: i32) -> Query<BenchDoc> {
+    match case {
+        Case::TitleQueries => docs.filter(BenchDoc::title().eq(format!("title{i}"))),
+        Case::Objects => docs.filter(BenchDoc::title().eq(format!("title{i}"))),
+        Case::Ranges => {
+            docs.filter(BenchDoc::priority().lt(-i).and(BenchDoc::priority().ge(-i - 1000))).order_by(BenchDoc::priority(), Order::Asc)
+        }
+    }
+}
+
+fn new_priority(case: Case, i: i32, old: i32) -> i32 {
+    match case {
+        Case::TitleQueries => old + 1,
+        Case::Objects => -i,
+        Case::Ranges => -10000 + i,
+    }
+}
+
+fn sql_condition(case: Case) -> &'static str {
+    match case {
+        Case::TitleQueries | Case::Objects => "title = ?1",
+        Case::Ranges => "priority < -?1 AND priority >= -?1 - 1000 ORDER BY priority, title",
+    }
+}
+
+struct CaseFigures {
+    live_ms: f64,
+    tessera_refetch_ms: f64,
+    sqlite_refetch_ms: f64,
+    sqlite_indexed_refetch_ms: f64,
+}
+
+fn update_all(db: &Db, docs: &Collection<BenchDoc>, case: Case, objects: usize) -> Instant {
+    commit(db, |tx| {
+        for i in 0..objects as i32 {
+            docs.update(tx, &format!("title{i}"), |doc| doc.priority = new_priority(case, i, doc.priority))?;
+        }
+        Ok(())
+    })
+}
+
+fn run_case(options: &Options, case: Case) -> CaseFigures {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, docs) = open(dir.path(), options.objects);
+    let subscriptions = options.subscriptions as i32;
+    let queries: Vec<Query<BenchDoc>> = (0..subscriptions).map(|i| case_query(&docs, case, i)).collect();
+
+    // Live: subscribe, take the initial results, commit, wait for every delivery.
+    let live_ms = if case == Case::Objects {
+        let first = docs.all().limit(options.subscriptions).fetch(&db).unwrap();
+        let subs: Vec<_> = first.iter().map(|doc| docs.subscribe_object(&doc.title).unwrap()).collect();
+        let ended = update_all(&db, &docs, case, options.objects);
+        for sub in &subs {
+            sub.recv_timeout(WAIT).expect("an object delivery");
+        }
+        ms(ended)
+    } else {
+        let subs: Vec<_> = queries.iter().map(|query| docs.subscribe_query(query).unwrap()).collect();
+        for sub in &subs {
+            sub.recv_timeout(WAIT).expect("the initial result");
+        }
+        let ended = update_all(&db, &docs, case, options.objects);
+        let mut last = Vec::with_capacity(subs.len());
+        for sub in &subs {
+            last.push(sub.recv_timeout(WAIT).expect("a query delivery"));
+        }
+        let elapsed = ms(ended);
+        // Every delivered result equals a fresh fetch (outside the timing).
+        for (query, change) in queries.iter().zip(&last) {
+            let fresh = query.fetch(&db).unwrap();
+            assert!(change.result.iter().map(|doc| &**doc).eq(fresh.iter()), "a delivered result differs from a fresh fetch");
+        }
+        elapsed
+    };
+
+    // Refetch on tessera: the same commit, then every query run again.
+    let ended = update_all(&db, &docs, case, options.objects);
+    for query in &queries {
+        let result = query.fetch(&db).unwrap();
+        assert!(case == Case::Ranges || result.len() == 1);
+    }
+    let tessera_refetch_ms = ms(ended);
+
+    // Refetch on SQLite, without and with an index on priority (case 3).
+    let mut connection = sqlite(dir.path(), options.objects);
+    let sqlite_refetch = |connection: &mut rusqlite::Connection| {
+        let tx = connection.transaction().unwrap();
+        {
+            let mut update = tx.prepare_cached("UPDATE bench_doc SET priority = ?2 WHERE title = ?1").unwrap();
+            for i in 0..options.objects as i32 {
+                update.execute(rusqlite::params![format!("title{i}"), new_priority(case, i, 0)]).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        let ended = Instant::now();
+        let mut select = connection.prepare_cached(&format!("SELECT {SQL_COLUMNS} FROM bench_doc WHERE {}", sql_condition(case))).unwrap();
+        for i in 0..subscriptions {
+            let rows: Vec<SqlDoc> = match case {
+                Case::Ranges => select.query_map([i], SqlDoc::from_row).unwrap().collect::<Result<_, _>>().unwrap(),
+                _ => select.query_map([format!("title{i}")], SqlDoc::from_row).unwrap().collect::<Result<_, _>>().unwrap(),
+            };
+            assert!(case == Case::Ranges || rows.len() == 1);
+        }
+        ms(ended)
+    };
+    let sqlite_refetch_ms = sqlite_refetch(&mut connection);
+    connection.execute("CREATE INDEX by_priority ON bench_doc (priority)", []).unwrap();
+    let sqlite_indexed_refetch_ms = sqlite_refetch(&mut connection);
+    CaseFigures { live_ms, tessera_refetch_ms, sqlite_refetch_ms, sqlite_indexed_refetch_ms }
+}
+
+/// The common case: `subscriptions` title queries, a commit changing 10 of their objects;
+/// median µs from the end of the write closure to the last of the 10 deliveries.
+fn common_case(subscriptions: usize, rounds: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, docs) = open(dir.path(), 1000.max(subscriptions));
+    let subs: Vec<_> =
+        (0..subscriptions as i32).map(|i| docs.subscribe_query(&case_query(&docs, Case::TitleQueries, i)).unwrap()).collect();
+    for sub in &subs {
+        sub.recv_timeout(WAIT).unwrap();
+    }
+    let mut times = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let changed: Vec<usize> = (0..10).map(|k| (round * 7 + k * (subscriptions / 10).max(1)) % subscriptions).collect();
+        let ended = commit(&db, |tx| {
+            for &i in &changed {
+                docs.update(tx, &format!("title{i}"), |doc| doc.priority += 1)?;
+            }
+            Ok(())
+        });
+        let mut unique = changed.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        for &i in &unique {
+            subs[i].recv_timeout(WAIT).expect("a delivery");
+        }
+        times.push(ended.elapsed().as_secs_f64() * 1e6);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[times.len() / 2]
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(|a, b| a.total_cmp(b));
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+pub fn run(options: &Options) -> std::io::Result<()> {
+    let mut table = Table::new("live");
+    let cases = [
+        (Case::TitleQueries, "case 1: 1,000 queries, one object each; Dflat 1.156 s, Core Data 4.43 s", 2.0),
+        (Case::Objects, "case 2: 1,000 object subscriptions; Dflat 10.2 ms, Core Data 37 ms", 2.0),
+        (Case::Ranges, "case 3: 1,000 range queries, ~1,000 objects each; Dflat 3.785 s, Core Data 35.97 s", 100.0),
+    ];
+    for (case, name, target) in cases {
+        let figures: Vec<CaseFigures> = (0..options.rounds.max(1)).map(|_| run_case(options, case)).collect();
+        let pick = |f: fn(&CaseFigures) -> f64| median(figures.iter().map(f));
+        let mut peers = vec![("tessera-refetch", pick(|f| f.tessera_refetch_ms)), ("sqlite", pick(|f| f.sqlite_refetch_ms))];
+        if case == Case::Ranges {
+            peers.push(("sqlite-indexed", pick(|f| f.sqlite_indexed_refetch_ms)));
+        }
+        table.row(name, "ms", pick(|f| f.live_ms), &peers, Goal::AtMost(target));
+    }
+    for subscriptions in [10, 100] {
+        let micros = common_case(subscriptions, 200);
+        table.row(
+            &format!("common case: {subscriptions} subscriptions, 10 changed objects, commit to delivery"),
+            "µs",
+            micros,
+            &[],
+            Goal::AtMost(50.0),
+        );
+    }
+    table.finish()
+}
