@@ -310,16 +310,8 @@ impl<T: Record> QuerySub<T> {
 
     /// Applies one commit's changes (`hits`: change index, old version anchored, new version
     /// anchored); returns the changeset, if the visible result changed.
-    fn apply(
-        &mut self,
-        sequence: u64,
-        changes: &[&Change],
-        hits: &[(usize, bool, bool)],
-        values: &Values<T>,
-        sort_keys: &SortKeys,
-        db: &Db,
-        state: &Arc<CollectionState>,
-    ) -> Result<Option<ResultChange<T>>> {
+    fn apply(&mut self, commit: &Commit<'_, T>, hits: &[Hit], sort_keys: &SortKeys) -> Result<Option<ResultChange<T>>> {
+        let Commit { sequence, changes, values, db, state } = *commit;
         let old_visible = self.visible();
         // The previous keys: for coalescing, and for the changeset of a refill (which only an
         // incomplete result can need).
@@ -449,6 +441,25 @@ impl<T: Record> QuerySub<T> {
     }
 }
 
+/// (change index, old version anchored, new version anchored).
+type Hit = (usize, bool, bool);
+
+/// One commit, as every subscription's update sees it.
+struct Commit<'c, T> {
+    sequence: u64,
+    changes: &'c [&'c Change],
+    values: &'c Values<T>,
+    db: &'c Db,
+    state: &'c Arc<CollectionState>,
+}
+
+impl<T> Clone for Commit<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Commit<'_, T> {}
+
 /// The changed records' new versions, decoded at most once per commit.
 struct Values<T> {
     decoded: Vec<std::sync::OnceLock<Option<Arc<T>>>>,
@@ -549,7 +560,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         }
         // Which subscriptions each change may affect: (change, old version hit, new hit).
         self.matcher.prepare();
-        let mut hits: Vec<Vec<(usize, bool, bool)>> = vec![Vec::new(); self.queries.len()];
+        let mut hits: Vec<Vec<Hit>> = vec![Vec::new(); self.queries.len()];
         let mut component = Vec::with_capacity(32);
         let paths: Vec<FieldPath> = self.matcher.paths().map(FieldPath::new).collect();
         for path in &paths {
@@ -578,10 +589,8 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         for id in &self.matcher.unanchored {
             hits[*id as usize] = (0..changes.len()).map(|index| (index, true, true)).collect();
         }
-        let trace_matched = std::time::Instant::now();
-        let trace_pairs: usize = hits.iter().map(Vec::len).sum();
         // The work: each affected subscription with its hits, in change order.
-        let mut work: Vec<(&mut QuerySub<T>, Vec<(usize, bool, bool)>)> = Vec::with_capacity(hits.len());
+        let mut work: Vec<(&mut QuerySub<T>, Vec<Hit>)> = Vec::with_capacity(hits.len());
         for (sub, list) in self.queries.iter_mut().zip(hits) {
             let (Some(sub), mut list) = (sub.as_mut(), list) else { continue };
             if list.is_empty() || batch.sequence <= sub.since {
@@ -606,12 +615,12 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                 .entry(sub.orders_signature.clone())
                 .or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
         }
-        let state = &self.state;
-        let run = |work: &mut [(&mut QuerySub<T>, Vec<(usize, bool, bool)>)]| {
+        let commit = Commit { sequence: batch.sequence, changes: &changes, values: &values, db, state: &self.state };
+        let run = |work: &mut [(&mut QuerySub<T>, Vec<Hit>)]| {
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 let sort_keys = &sort_keys[&sub.orders_signature];
-                match sub.apply(batch.sequence, &changes, list, &values, sort_keys, db, state) {
+                match sub.apply(&commit, list, sort_keys) {
                     Ok(Some(change)) => mailbox.push(change),
                     Ok(None) => {}
                     // The subscription cannot follow (a record that does not decode): end it.
@@ -635,9 +644,6 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             });
         } else {
             run(&mut work);
-        }
-        if std::env::var("TESSERA_LIVE_TRACE").is_ok() {
-            eprintln!("  matched {trace_pairs} pairs; subscriptions applied in {:?}", trace_matched.elapsed());
         }
         removed
     }
@@ -672,14 +678,10 @@ impl Engine {
     fn apply(&self, batch: &Arc<ChangeBatch>) {
         let Some(inner) = self.db.upgrade() else { return };
         let db = Db { inner };
-        let started = std::time::Instant::now();
         let mut collections = lock(&self.collections);
         let mut removed = 0;
         for live in collections.values_mut() {
             removed += live.apply(batch, &db);
-        }
-        if std::env::var("TESSERA_LIVE_TRACE").is_ok() {
-            eprintln!("live apply: {} changes, {:?}", batch.changes.len(), started.elapsed());
         }
         if removed > 0 {
             db.inner.feed.demand(-(removed as isize));
