@@ -63,8 +63,8 @@ impl Table {
     /// Adds a row; `met` is computed here from the measured value and the goal.
     pub fn row(&mut self, name: &str, unit: &str, tessera: f64, peers: &[(&str, f64)], goal: Goal) {
         let (target, met) = match goal {
-            Goal::AtMost(limit) => (Some(format!("<= {limit}")), Some(tessera <= limit)),
-            Goal::AtLeast(limit) => (Some(format!(">= {limit}")), Some(tessera >= limit)),
+            Goal::AtMost(limit) => (Some(format!("<= {}", round(limit))), Some(tessera <= limit)),
+            Goal::AtLeast(limit) => (Some(format!(">= {}", round(limit))), Some(tessera >= limit)),
             Goal::AtMostTimesPeer { peer, factor } => {
                 let base = peers.iter().find(|(name, _)| *name == peer).map(|(_, value)| *value).expect("the goal's peer is in the row");
                 (Some(format!("<= {factor} x {peer} ({})", fmt(base * factor))), Some(tessera <= base * factor))
