@@ -367,6 +367,13 @@ fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, acces
                 Err(error) => Some(Err(error)),
             })))
         }
+        Access::Keys(keys) if keys.len() == 1 => {
+            // One key lookup: no set to build.
+            let key = keys[0].clone();
+            Ok(Box::new(
+                snapshot.get_value(&state.records, &key).transpose().map(|found| found.map(|bytes| (Cow::Owned(key), bytes))).into_iter(),
+            ))
+        }
         Access::Empty | Access::Keys(_) | Access::Intersect(_) | Access::Union(_) => {
             let keys = key_set(query, snapshot, access)?;
             Ok(Box::new(keys.into_iter().filter_map(move |key| match snapshot.get_value(&state.records, &key) {

@@ -58,7 +58,7 @@ mod subscription;
 pub use mailbox::{Policy, QUEUE_LEN_MAX};
 pub use subscription::{ObjectSubscription, QuerySubscription, SubscriptionHandle};
 
-use crate::collection::{decode, sort_key, Collection, CollectionState, Order, Query, QueryParts, Record};
+use crate::collection::{decode, sort_key, Collection, CollectionState, Order, Query, QueryParts, Record, TypeDesc};
 use crate::error::Result;
 use crate::query::{FieldPath, Truth};
 use crate::store::{Change, ChangeBatch, Inner, ReadSource};
@@ -483,8 +483,12 @@ impl<T: Record> Values<T> {
     }
 }
 
-/// (Subscription, change) pairs from which a commit's work is split over two threads.
-const PARALLEL_PAIRS_MIN: usize = 50_000;
+/// Work, in (subscription, change) pairs, from which a commit's updates are split over two
+/// threads (a thread costs about as much as 1,000 pairs).
+const PARALLEL_PAIRS_MIN: usize = 20_000;
+/// What updating and delivering one subscription costs besides its pairs (a decode, a result
+/// vector, a wake-up), in pairs.
+const SUBSCRIPTION_COST_IN_PAIRS: usize = 16;
 
 /// Every live subscription of one collection.
 struct LiveCollection<T: Record> {
@@ -563,13 +567,22 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         let mut hits: Vec<Vec<Hit>> = vec![Vec::new(); self.queries.len()];
         let mut component = Vec::with_capacity(32);
         let paths: Vec<FieldPath> = self.matcher.paths().map(FieldPath::new).collect();
+        // A string primary key's sort key is its stored key behind the string tag: anchors on
+        // it are matched without reading the records.
+        let string_key = matches!(T::KEY_FIELDS, [_]) && matches!(self.state.shape.resolve(T::KEY_FIELDS[0]), Some(TypeDesc::String));
         for path in &paths {
+            let on_key = string_key && **path == *T::KEY_FIELDS[0];
             for (index, change) in changes.iter().enumerate() {
                 for (bytes, is_new) in [(&change.old, false), (&change.new, true)] {
                     let Some(bytes) = bytes else { continue };
-                    let Ok(doc) = Doc::from_trusted(bytes) else { continue };
                     component.clear();
-                    sort_key::encode_value(path.lookup(doc.root()), &mut component);
+                    if on_key {
+                        component.push(sort_key::TAG_STRING);
+                        component.extend_from_slice(&change.key);
+                    } else {
+                        let Ok(doc) = Doc::from_trusted(bytes) else { continue };
+                        sort_key::encode_value(path.lookup(doc.root()), &mut component);
+                    }
                     self.matcher.lookup(path, &component, &mut |id| {
                         let list = &mut hits[id as usize];
                         match list.last_mut() {
@@ -629,12 +642,13 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             }
         };
         // A large commit is split between two threads: the feed thread and one helper.
-        let pairs: usize = work.iter().map(|(_, list)| list.len()).sum();
-        if pairs >= PARALLEL_PAIRS_MIN && work.len() > 1 {
+        let cost = |list: &Vec<Hit>| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
+        let total: usize = work.iter().map(|(_, list)| cost(list)).sum();
+        if total >= PARALLEL_PAIRS_MIN && work.len() > 1 {
             let mut half = 0;
             let mut counted = 0;
-            while half < work.len() && counted * 2 < pairs {
-                counted += work[half].1.len();
+            while half < work.len() && counted * 2 < total {
+                counted += cost(&work[half].1);
                 half += 1;
             }
             let (first, second) = work.split_at_mut(half);
