@@ -170,6 +170,18 @@ pub(crate) struct IndexState {
     pub(crate) failure: Mutex<Option<String>>,
 }
 
+impl IndexState {
+    pub(crate) fn new(index: &StoredIndex, ready: bool) -> Self {
+        IndexState {
+            path: index.path.clone(),
+            unique: index.unique,
+            id: index.id,
+            ready: AtomicBool::new(ready),
+            failure: Mutex::new(None),
+        }
+    }
+}
+
 /// What every handle on one collection shares.
 pub(crate) struct CollectionState {
     pub(crate) name: String,
@@ -301,17 +313,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         }
         Ok(schema)
     })?;
-    let indexes = schema
-        .indexes
-        .iter()
-        .map(|index| IndexState {
-            path: index.path.clone(),
-            unique: index.unique,
-            id: index.id,
-            ready: AtomicBool::new(index.ready),
-            failure: Mutex::new(None),
-        })
-        .collect();
+    let indexes = schema.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect();
     Ok(CollectionState { name: name.to_owned(), records, index_keyspace, shape, indexes, type_id: std::any::TypeId::of::<T>() })
 }
 
@@ -336,17 +338,7 @@ fn run_migration<T: Record>(
     for id in ids {
         build::clear_index(tx, index_keyspace, id)?;
     }
-    let indexes: Vec<IndexState> = schema
-        .indexes
-        .iter()
-        .map(|index| IndexState {
-            path: index.path.clone(),
-            unique: index.unique,
-            id: index.id,
-            ready: AtomicBool::new(true),
-            failure: Mutex::new(None),
-        })
-        .collect();
+    let indexes: Vec<IndexState> = schema.indexes.iter().map(|index| IndexState::new(index, true)).collect();
     let mut key = Vec::new();
     for record in &migrated {
         key.clear();

@@ -145,7 +145,7 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
         }
         Expr::Compare(a, op, b) => match (&**a, &**b) {
             (Expr::Field(path), Expr::Literal(literal)) => compare::<T>(state, path, *op, literal),
-            (Expr::Literal(literal), Expr::Field(path)) => compare::<T>(state, path, flip(*op), literal),
+            (Expr::Literal(literal), Expr::Field(path)) => compare::<T>(state, path, op.flipped(), literal),
             _ => None,
         },
         Expr::Between(a, low, high) => match (&**a, &**low, &**high) {
@@ -200,16 +200,6 @@ fn plan_expr_parts(lower: Access, upper: Access) -> Option<Access> {
         (Access::IndexRange { path, start, .. }, Access::IndexRange { end, .. }) => Some(Access::IndexRange { path, start, end }),
         (Access::Empty, _) | (_, Access::Empty) => Some(Access::Empty),
         (lower, upper) => Some(Access::Intersect(vec![lower, upper])),
-    }
-}
-
-fn flip(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Lt => CompareOp::Gt,
-        CompareOp::Le => CompareOp::Ge,
-        CompareOp::Gt => CompareOp::Lt,
-        CompareOp::Ge => CompareOp::Le,
-        other => other,
     }
 }
 

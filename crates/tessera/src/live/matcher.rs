@@ -111,21 +111,11 @@ fn compare_constraint(shape: &TypeDesc, path: &str, op: CompareOp, literal: &Lit
     Some((path.to_owned(), Vec::new(), vec![interval], exact))
 }
 
-fn flip(op: CompareOp) -> CompareOp {
-    match op {
-        CompareOp::Lt => CompareOp::Gt,
-        CompareOp::Le => CompareOp::Ge,
-        CompareOp::Gt => CompareOp::Lt,
-        CompareOp::Ge => CompareOp::Le,
-        other => other,
-    }
-}
-
 fn constraint(shape: &TypeDesc, expr: &Expr) -> Option<Constraint> {
     match expr {
         Expr::Compare(a, op, b) => match (&**a, &**b) {
             (Expr::Field(path), Expr::Literal(literal)) => compare_constraint(shape, path, *op, literal),
-            (Expr::Literal(literal), Expr::Field(path)) => compare_constraint(shape, path, flip(*op), literal),
+            (Expr::Literal(literal), Expr::Field(path)) => compare_constraint(shape, path, op.flipped(), literal),
             _ => None,
         },
         Expr::Between(a, low, high) => match (&**a, &**low, &**high) {

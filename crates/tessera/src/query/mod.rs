@@ -132,6 +132,19 @@ pub enum CompareOp {
     Ge,
 }
 
+impl CompareOp {
+    /// The operator with its operands swapped: `a < b` is `b > a`.
+    pub fn flipped(self) -> CompareOp {
+        match self {
+            CompareOp::Lt => CompareOp::Gt,
+            CompareOp::Le => CompareOp::Ge,
+            CompareOp::Gt => CompareOp::Lt,
+            CompareOp::Ge => CompareOp::Le,
+            other => other,
+        }
+    }
+}
+
 /// An arithmetic operator (Dflat's `+ - %`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ArithOp {

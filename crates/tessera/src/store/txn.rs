@@ -521,35 +521,36 @@ pub trait Snapshot {
     fn view_sequence(&self) -> u64;
 }
 
-impl Snapshot for ReadTxn<'_> {
-    fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
-        self.get(keyspace, key)
-    }
-    fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
-        let ceiling = self.inner.options.map_size_max_bytes;
-        // heed copies the bounds into the cursor, so they need not outlive the iterator.
-        let iter = keyspace.handle.range(&self.txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
-        Ok(Entries { iter: RawEntries::Range(iter), ceiling })
-    }
-    fn view_sequence(&self) -> u64 {
-        self.sequence()
-    }
+/// A range of entries with bounds that need not outlive the iterator (heed copies them into
+/// the cursor).
+fn entries_between<'t>(
+    txn: &'t heed::RoTxn<'_>,
+    inner: &Inner,
+    keyspace: &Keyspace,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+) -> Result<Entries<'t>> {
+    let ceiling = inner.options.map_size_max_bytes;
+    let iter = keyspace.handle.range(txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
+    Ok(Entries { iter: RawEntries::Range(iter), ceiling })
 }
 
-impl Snapshot for WriteTxn<'_> {
-    fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
-        self.get(keyspace, key)
-    }
-    fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
-        let ceiling = self.inner.options.map_size_max_bytes;
-        // heed copies the bounds into the cursor, so they need not outlive the iterator.
-        let iter = keyspace.handle.range(&self.txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
-        Ok(Entries { iter: RawEntries::Range(iter), ceiling })
-    }
-    fn view_sequence(&self) -> u64 {
-        self.sequence()
-    }
+macro_rules! snapshot_for {
+    ($($txn:ident),*) => {$(
+        impl Snapshot for $txn<'_> {
+            fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+                self.get(keyspace, key)
+            }
+            fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
+                entries_between(&self.txn, self.inner, keyspace, start, end)
+            }
+            fn view_sequence(&self) -> u64 {
+                self.sequence()
+            }
+        }
+    )*};
 }
+snapshot_for!(ReadTxn, WriteTxn);
 
 /// Where a read can run: a [`crate::Db`] (each call opens its own snapshot) or an open
 /// transaction (the call reads that transaction's view).
