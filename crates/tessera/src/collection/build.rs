@@ -35,11 +35,11 @@ fn component(record: Option<&[u8]>, path: &str, out: &mut Vec<u8>) -> Result<boo
 /// Replaces the index entries of the record at `primary_key` (`old` → `new`; `None` is no
 /// record). A unique index that already holds the new value for another key aborts the
 /// transaction with [`Error::UniqueViolation`].
-pub(crate) fn update_entries(
+pub(crate) fn update_entries<'i>(
     tx: &mut WriteTxn<'_>,
     collection: &str,
     keyspace: &Keyspace,
-    indexes: &[IndexState],
+    indexes: impl IntoIterator<Item = &'i IndexState>,
     primary_key: &[u8],
     old: Option<&[u8]>,
     new: Option<&[u8]>,
@@ -123,18 +123,7 @@ fn fail(state: &CollectionState, error: Error) {
 /// Indexes the next batch of records after `after`; returns the last key done, or `None`
 /// when there were none left.
 fn build_batch(db: &Db, state: &CollectionState, after: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
-    let building: Vec<IndexState> = state
-        .indexes
-        .iter()
-        .filter(|index| !index.ready.load(Ordering::Acquire))
-        .map(|index| IndexState {
-            path: index.path.clone(),
-            unique: index.unique,
-            id: index.id,
-            ready: false.into(),
-            failure: Default::default(),
-        })
-        .collect();
+    let building = || state.indexes.iter().filter(|index| !index.ready.load(Ordering::Acquire));
     db.write(|tx| {
         let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
         let batch: Vec<(Vec<u8>, Vec<u8>)> = tx
@@ -143,7 +132,7 @@ fn build_batch(db: &Db, state: &CollectionState, after: Option<&[u8]>) -> Result
             .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
             .collect::<Result<_>>()?;
         for (key, value) in &batch {
-            update_entries(tx, &state.name, &state.index_keyspace, &building, key, None, Some(value))?;
+            update_entries(tx, &state.name, &state.index_keyspace, building(), key, None, Some(value))?;
         }
         Ok(batch.last().map(|(key, _)| key.clone()))
     })

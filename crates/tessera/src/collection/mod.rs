@@ -391,14 +391,14 @@ impl<T: Record> Collection<T> {
         out
     }
 
-    /// Writes `bytes` under `key` after `old`, maintaining indexes.
+    /// Writes `bytes` under `key` after `old` (the caller's copy of the stored bytes, so that
+    /// the transaction can be written), maintaining indexes.
     fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
         if old == Some(bytes) {
             return Ok(WriteOutcome::Unchanged);
         }
-        let old = old.map(<[u8]>::to_vec);
         if !self.state.indexes.is_empty() {
-            build::update_entries(tx, &self.state.name, &self.state.index_keyspace, &self.state.indexes, key, old.as_deref(), Some(bytes))?;
+            build::update_entries(tx, &self.state.name, &self.state.index_keyspace, &self.state.indexes, key, old, Some(bytes))?;
         }
         tx.put(&self.state.records, key, bytes)?;
         Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
