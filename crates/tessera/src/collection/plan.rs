@@ -183,11 +183,7 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
                 let end = prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
                 Some(Access::KeyRange(Bound::Included(start), end))
             }
-            Expr::Field(path) => {
-                let mut component = vec![sort_key::TAG_STRING];
-                component.extend_from_slice(&part_prefix(prefix.as_bytes()));
-                index_prefix(state, path, &component)
-            }
+            Expr::Field(path) => index_prefix(state, path, &sort_key::string_prefix(prefix)),
             _ => None,
         },
         _ => None,
@@ -233,27 +229,15 @@ fn compare<T: Record>(state: &CollectionState, path: &str, op: CompareOp, litera
         }
     }
     let index = state.index_for(path)?;
-    let tag = sort_key::literal_tag(literal);
-    let mut component = Vec::new();
-    sort_key::encode_literal(literal, &mut component);
-    if tag == sort_key::TAG_NUMBER {
-        // Integers and floats compare by value, with f64 rounding for large integers: bound
-        // on the f64 part only, inclusively, and let the filter decide the boundary.
-        component.truncate(1 + 8);
-    }
-    let mut at = vec![index.id];
-    at.extend_from_slice(&component);
-    let class_start = Bound::Included(vec![index.id, tag]);
-    let class_end = Bound::Excluded(vec![index.id, tag + 1]);
-    let after = |key: &[u8]| prefix_end(key).map_or(class_end.clone(), Bound::Excluded);
-    let exact = tag != sort_key::TAG_NUMBER;
-    let (start, end) = match op {
-        CompareOp::Eq => (Bound::Included(at.clone()), after(&at)),
-        CompareOp::Gt if exact => (prefix_end(&at).map_or(Bound::Excluded(at.clone()), Bound::Included), class_end),
-        CompareOp::Gt | CompareOp::Ge => (Bound::Included(at), class_end),
-        CompareOp::Lt if exact => (class_start, Bound::Excluded(at)),
-        CompareOp::Lt | CompareOp::Le => (class_start, after(&at)),
-        CompareOp::Ne => unreachable!("handled above"),
+    // Integers and floats compare by value, with f64 rounding for large integers: numbers are
+    // bounded on the f64 part, inclusively, and the filter decides the boundary.
+    let exact = sort_key::literal_tag(literal) != sort_key::TAG_NUMBER;
+    let range = sort_key::literal_range(op, literal, exact)?;
+    let with_id = |component: &[u8]| [&[index.id][..], component].concat();
+    let start = Bound::Included(with_id(&range.low));
+    let end = match &range.high {
+        Some(high) => Bound::Excluded(with_id(high)),
+        None => prefix_end(&[index.id]).map_or(Bound::Unbounded, Bound::Excluded),
     };
     Some(Access::IndexRange { path: path.to_owned(), start, end })
 }

@@ -225,15 +225,14 @@ impl<T: Record> Query<T> {
         if plan.ordering == PlanOrdering::Natural {
             return Ok(Box::new(matches.skip(self.offset).take(limit)));
         }
+        let orders: Vec<(crate::query::FieldPath, bool)> =
+            self.orders.iter().map(|(path, order)| (crate::query::FieldPath::new(path), *order == Order::Desc)).collect();
         let mut keyed = Vec::new();
         for candidate in matches {
             let (key, bytes) = candidate?;
             let mut sort = Vec::with_capacity(32);
             let doc = Doc::from_trusted(bytes).map_err(|error| super::decode_error(&self.collection.state.name, &key, error))?;
-            for (path, order) in &self.orders {
-                sort_key::encode_ordered(crate::query::lookup(doc.root(), path), *order == Order::Desc, &mut sort);
-            }
-            sort.extend_from_slice(&key);
+            sort_key::encode_record(&orders, Some(doc.root()), &key, &mut sort);
             keyed.push((sort, key, bytes));
         }
         keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));

@@ -9,7 +9,7 @@
 //! invert every byte after the tag: the order within a class reverses, classes keep theirs, and
 //! NULL stays first in both directions.
 
-use crate::query::Literal;
+use crate::query::{CompareOp, FieldPath, Literal};
 use crate::store::key::KeyPart;
 use tessera_value::{Kind, Value};
 
@@ -100,6 +100,81 @@ pub(crate) fn encode_ordered(value: Option<Value<'_>>, descending: bool, out: &m
             *byte = !*byte;
         }
     }
+}
+
+/// A record's sort key for an order (each field's component in its direction, `true` for
+/// descending), followed by its primary key; without the record, the key alone.
+pub(crate) fn encode_record(orders: &[(FieldPath, bool)], record: Option<Value<'_>>, key: &[u8], out: &mut Vec<u8>) {
+    if let Some(record) = record {
+        for (path, descending) in orders {
+            encode_ordered(path.lookup(record), *descending, out);
+        }
+    }
+    out.extend_from_slice(key);
+}
+
+/// The component prefix of every string that starts with `prefix`.
+pub(crate) fn string_prefix(prefix: &str) -> Vec<u8> {
+    let mut out = vec![TAG_STRING];
+    out.extend_from_slice(&crate::store::key::part_prefix(prefix.as_bytes()));
+    out
+}
+
+/// A half-open range `[low, high)` of components; `high == None` is unbounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Interval {
+    pub(crate) low: Vec<u8>,
+    pub(crate) high: Option<Vec<u8>>,
+}
+
+impl Interval {
+    pub(crate) fn contains(&self, point: &[u8]) -> bool {
+        self.low.as_slice() <= point && self.high.as_deref().is_none_or(|high| point < high)
+    }
+
+    pub(crate) fn intersect(&self, other: &Interval) -> Interval {
+        let low = self.low.clone().max(other.low.clone());
+        let high = match (&self.high, &other.high) {
+            (None, high) | (high, None) => high.clone(),
+            (Some(a), Some(b)) => Some(a.clone().min(b.clone())),
+        };
+        Interval { low, high }
+    }
+
+    /// Every component that starts with `prefix`.
+    pub(crate) fn prefix(prefix: Vec<u8>) -> Interval {
+        let high = prefix_end(&prefix);
+        Interval { low: prefix, high }
+    }
+}
+
+/// The components of the values for which `value op literal` can be TRUE; `None` for `!=`
+/// and for the constant NULL (never TRUE), which callers decide themselves.
+///
+/// `exact` says that component order agrees with the comparison for this literal and field
+/// (strings, booleans, integer fields against integers below 2^53): the range then holds
+/// exactly the matches. Otherwise numbers are bounded on their `f64` part, inclusively, and
+/// the range is a superset for evaluation to decide.
+pub(crate) fn literal_range(op: CompareOp, literal: &Literal, exact: bool) -> Option<Interval> {
+    if *literal == Literal::Null || op == CompareOp::Ne {
+        return None;
+    }
+    let tag = literal_tag(literal);
+    let mut component = Vec::new();
+    encode_literal(literal, &mut component);
+    if !exact && tag == TAG_NUMBER {
+        component.truncate(1 + 8);
+    }
+    let class_low = vec![tag];
+    let class_high = Some(vec![tag + 1]);
+    Some(match op {
+        CompareOp::Eq => Interval::prefix(component),
+        CompareOp::Gt if exact => Interval { low: prefix_end(&component)?, high: class_high },
+        CompareOp::Gt | CompareOp::Ge => Interval { low: component, high: class_high },
+        CompareOp::Lt if exact => Interval { low: class_low, high: Some(component) },
+        CompareOp::Lt | CompareOp::Le => Interval { high: prefix_end(&component).or(class_high), low: class_low },
+        CompareOp::Ne => return None,
+    })
 }
 
 /// The smallest byte string greater than every string that starts with `prefix`, or `None`

@@ -12,36 +12,10 @@
 //! component order agrees with the query language's comparison (strings, booleans, integer
 //! fields against integer constants below 2^53): then the lookup itself decides the match.
 
-use crate::collection::{sort_key, TypeDesc};
+use crate::collection::sort_key::{self, Interval};
+use crate::collection::TypeDesc;
 use crate::query::{CompareOp, Expr, Literal, StringOp};
 use std::collections::HashMap;
-
-/// A half-open interval `[low, high)` of components; `high == None` is unbounded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Interval {
-    pub(crate) low: Vec<u8>,
-    pub(crate) high: Option<Vec<u8>>,
-}
-
-impl Interval {
-    fn contains(&self, point: &[u8]) -> bool {
-        self.low.as_slice() <= point && self.high.as_deref().is_none_or(|high| point < high)
-    }
-
-    fn intersect(&self, other: &Interval) -> Interval {
-        let low = self.low.clone().max(other.low.clone());
-        let high = match (&self.high, &other.high) {
-            (None, high) | (high, None) => high.clone(),
-            (Some(a), Some(b)) => Some(a.clone().min(b.clone())),
-        };
-        Interval { low, high }
-    }
-
-    fn point(component: Vec<u8>) -> Interval {
-        let high = sort_key::prefix_end(&component);
-        Interval { low: component, high }
-    }
-}
 
 /// Where a subscription is registered.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,9 +55,6 @@ fn field_type<'s>(shape: &'s TypeDesc, path: &str) -> Option<&'s TypeDesc> {
 type Constraint = (String, Vec<Vec<u8>>, Vec<Interval>, bool);
 
 fn compare_constraint(shape: &TypeDesc, path: &str, op: CompareOp, literal: &Literal) -> Option<Constraint> {
-    let mut component = Vec::new();
-    sort_key::encode_literal(literal, &mut component);
-    let tag = sort_key::literal_tag(literal);
     let exact = match literal {
         Literal::Null => return Some((path.to_owned(), Vec::new(), Vec::new(), true)), // never TRUE
         // An enum's payload variant has its name as component, but compares as UNKNOWN.
@@ -92,22 +63,12 @@ fn compare_constraint(shape: &TypeDesc, path: &str, op: CompareOp, literal: &Lit
         Literal::Int(int) => matches!(field_type(shape, path), Some(TypeDesc::Int)) && int.unsigned_abs() < (1 << 53),
         Literal::Float(_) => false,
     };
-    if !exact {
-        // Bound on the f64 part only, inclusively: a superset, decided by evaluation.
-        component.truncate(1 + 8);
+    if op == CompareOp::Eq && exact && sort_key::literal_tag(literal) != sort_key::TAG_NUMBER {
+        let mut component = Vec::new();
+        sort_key::encode_literal(literal, &mut component);
+        return Some((path.to_owned(), vec![component], Vec::new(), true));
     }
-    let class_low = vec![tag];
-    let class_high = Some(vec![tag + 1]);
-    let after = |c: &Vec<u8>| sort_key::prefix_end(c).or(class_high.clone());
-    let interval = match op {
-        CompareOp::Eq if exact && tag != sort_key::TAG_NUMBER => return Some((path.to_owned(), vec![component], Vec::new(), true)),
-        CompareOp::Eq => Interval::point(component),
-        CompareOp::Ne => return None,
-        CompareOp::Gt if exact => Interval { low: sort_key::prefix_end(&component)?, high: class_high },
-        CompareOp::Gt | CompareOp::Ge => Interval { low: component, high: class_high },
-        CompareOp::Lt if exact => Interval { low: class_low, high: Some(component) },
-        CompareOp::Lt | CompareOp::Le => Interval { low: class_low, high: after(&component) },
-    };
+    let interval = sort_key::literal_range(op, literal, exact)?;
     Some((path.to_owned(), Vec::new(), vec![interval], exact))
 }
 
@@ -152,12 +113,7 @@ fn constraint(shape: &TypeDesc, expr: &Expr) -> Option<Constraint> {
             Some((path.to_string(), vec![component], Vec::new(), true))
         }
         Expr::Str(a, StringOp::StartsWith, prefix) => match &**a {
-            Expr::Field(path) => {
-                let mut low = vec![sort_key::TAG_STRING];
-                low.extend_from_slice(&crate::store::key::part_prefix(prefix.as_bytes()));
-                let high = sort_key::prefix_end(&low);
-                Some((path.to_string(), Vec::new(), vec![Interval { low, high }], true))
-            }
+            Expr::Field(path) => Some((path.to_string(), Vec::new(), vec![Interval::prefix(sort_key::string_prefix(prefix))], true)),
             _ => None,
         },
         _ => None,

@@ -242,15 +242,9 @@ struct QuerySub<T> {
 /// The sort key of a stored record for a query's order.
 fn sort_key_of(orders: &[(FieldPath, bool)], bytes: &[u8], key: &[u8]) -> SortKey {
     let mut out = Vec::with_capacity(key.len() + 18 * orders.len());
-    if !orders.is_empty() {
-        if let Ok(doc) = Doc::from_trusted(bytes) {
-            for (path, descending) in orders {
-                sort_key::encode_ordered(path.lookup(doc.root()), *descending, &mut out);
-            }
-        }
-    }
-    let key_start = out.len();
-    out.extend_from_slice(key);
+    let doc = if orders.is_empty() { None } else { Doc::from_trusted(bytes).ok() };
+    sort_key::encode_record(orders, doc.map(|doc| doc.root()), key, &mut out);
+    let key_start = out.len() - key.len(); // the primary key is the tail
     (Arc::from(out), key_start)
 }
 
