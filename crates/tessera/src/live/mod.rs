@@ -67,7 +67,6 @@ use mailbox::{Coalesce, Mailbox};
 use matcher::{Anchor, Matcher};
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tessera_value::Doc;
 
@@ -491,7 +490,6 @@ struct LiveCollection<T: Record> {
     /// Query subscriptions by slot; a slot's index is the subscription's id in the matcher.
     queries: Vec<Option<QuerySub<T>>>,
     free_slots: Vec<usize>,
-    query_count: usize,
     matcher: Matcher,
 }
 
@@ -517,7 +515,6 @@ impl<T: Record> LiveCollection<T> {
                 if let Some(sub) = self.queries[slot].take() {
                     self.matcher.remove(slot as u64, &sub.anchors);
                     self.free_slots.push(slot);
-                    self.query_count -= 1;
                     removed += 1;
                 }
             }
@@ -553,7 +550,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                 }
             }
         }
-        if self.query_count == 0 {
+        if self.queries.iter().all(Option::is_none) {
             return removed;
         }
         // Which subscriptions each change may affect: (change, old version hit, new hit).
@@ -661,7 +658,6 @@ impl<T: Record> AnyLive for LiveCollection<T> {
 pub(crate) struct Engine {
     collections: Mutex<HashMap<String, Box<dyn AnyLive>>>,
     db: Weak<Inner>,
-    next_id: AtomicU64,
 }
 
 const ENGINE_STATE_KEY: &str = "live";
@@ -675,8 +671,7 @@ impl Engine {
         if let Some(engine) = db.shared_state(ENGINE_STATE_KEY).and_then(|any| any.downcast::<Engine>().ok()) {
             return engine;
         }
-        let engine =
-            Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: Arc::downgrade(&db.inner), next_id: AtomicU64::new(1) });
+        let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: Arc::downgrade(&db.inner) });
         db.set_shared_state(ENGINE_STATE_KEY, Arc::downgrade(&engine) as Weak<dyn Any + Send + Sync>);
         let hook_engine = engine.clone();
         db.inner.feed.add_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
@@ -698,12 +693,12 @@ impl Engine {
 
     /// Runs `register` on the collection's registry with the writer barrier passed: from now on
     /// every commit is recorded and reaches the registry after what `register` read.
-    fn register<T: Record, R>(
+    fn register<T: Record>(
         &self,
         db: &Db,
         state: &Arc<CollectionState>,
-        register: impl FnOnce(&mut LiveCollection<T>, u64) -> Result<R>,
-    ) -> Result<R> {
+        register: impl FnOnce(&mut LiveCollection<T>) -> Result<()>,
+    ) -> Result<()> {
         // Ask writers to record changes, then wait out a transaction that began without.
         db.inner.feed.demand(1);
         if let Err(error) = db.wait_for_writers() {
@@ -717,12 +712,11 @@ impl Engine {
                 objects: HashMap::new(),
                 queries: Vec::new(),
                 free_slots: Vec::new(),
-                query_count: 0,
                 matcher: Matcher::default(),
             })
         });
         let result = match live.as_any().downcast_mut::<LiveCollection<T>>() {
-            Some(live) => register(live, self.next_id.fetch_add(1, Ordering::Relaxed)),
+            Some(live) => register(live),
             None => Err(crate::Error::SchemaMismatch {
                 collection: state.name.clone(),
                 reason: "subscribed with two different record types".into(),
@@ -756,7 +750,7 @@ impl<T: Record> Collection<T> {
         key.encode_key(&mut encoded);
         let mailbox = Arc::new(Mailbox::new(policy));
         let engine = Engine::of(&self.db);
-        engine.register::<T, ()>(&self.db, &self.state, |live, _| {
+        engine.register::<T>(&self.db, &self.state, |live| {
             let since = self.db.read_txn()?.sequence();
             live.objects.entry(encoded.into_boxed_slice()).or_default().push(ObjectSub { mailbox: Arc::downgrade(&mailbox), since });
             Ok(())
@@ -791,7 +785,7 @@ impl<T: Record> Collection<T> {
             mailbox: Arc::downgrade(&mailbox),
         };
         let engine = Engine::of(&self.db);
-        engine.register::<T, ()>(&self.db, &self.state, |live, _| {
+        engine.register::<T>(&self.db, &self.state, |live| {
             sub.load(&self.db, &self.state)?;
             let keys = (policy == Policy::LatestOnly).then(|| {
                 let new = sub.keys_of(sub.visible());
@@ -805,7 +799,6 @@ impl<T: Record> Collection<T> {
             });
             live.matcher.add(slot as u64, &sub.anchors);
             live.queries[slot] = Some(sub);
-            live.query_count += 1;
             Ok(())
         })?;
         Ok(QuerySubscription::new(mailbox))

@@ -1,7 +1,7 @@
 //! Subscription handles: a blocking iterator, a callback on a thread of its own, and (with the
 //! `futures` feature) a `futures::Stream`. Dropping a handle unsubscribes.
 
-use super::mailbox::{Coalesce, Mailbox};
+use super::mailbox::Mailbox;
 use super::{ObjectChange, ResultChange};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -118,12 +118,4 @@ impl std::fmt::Debug for SubscriptionHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SubscriptionHandle")
     }
-}
-
-#[allow(dead_code)]
-fn assert_coalesce<T>()
-where
-    ResultChange<T>: Coalesce,
-    ObjectChange<T>: Coalesce,
-{
 }
