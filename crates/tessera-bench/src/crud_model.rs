@@ -52,6 +52,17 @@ pub fn parts(i: i32) -> Parts {
     }
 }
 
+/// Builds each system's BenchDoc type from the shared fields.
+macro_rules! from_parts {
+    ($($type:ident),*) => {$(
+        impl From<Parts> for $type {
+            fn from(p: Parts) -> Self {
+                $type { pos: p.pos, color: p.color, title: p.title, content: p.content, tag: p.tag, priority: p.priority }
+            }
+        }
+    )*};
+}
+
 /// Declares a tessera record type and a native_db model type with BenchDoc's fields.
 macro_rules! bench_doc {
     ($tessera:ident, $name:literal, $native:ident, $id:literal) => {
@@ -67,11 +78,7 @@ macro_rules! bench_doc {
             pub priority: i32,
         }
 
-        impl From<Parts> for $tessera {
-            fn from(p: Parts) -> Self {
-                $tessera { pos: p.pos, color: p.color, title: p.title, content: p.content, tag: p.tag, priority: p.priority }
-            }
-        }
+        from_parts!($tessera, $native);
 
         #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
         #[native_model(id = $id, version = 1)]
@@ -84,12 +91,6 @@ macro_rules! bench_doc {
             pub content: Option<Content>,
             pub tag: String,
             pub priority: i32,
-        }
-
-        impl From<Parts> for $native {
-            fn from(p: Parts) -> Self {
-                $native { pos: p.pos, color: p.color, title: p.title, content: p.content, tag: p.tag, priority: p.priority }
-            }
         }
     };
 }
@@ -111,11 +112,7 @@ pub struct SqlDoc {
     pub priority: i32,
 }
 
-impl From<Parts> for SqlDoc {
-    fn from(p: Parts) -> Self {
-        SqlDoc { pos: p.pos, color: p.color, title: p.title, content: p.content, tag: p.tag, priority: p.priority }
-    }
-}
+from_parts!(SqlDoc);
 
 pub const SQL_COLUMNS: &str = "title, color, priority, tag, pos, content_kind, content";
 
