@@ -356,3 +356,34 @@ fn composite_keys_and_enum_indexes() {
     let keys: Vec<(u16, u32)> = events.filter(Event::day().eq(2)).fetch(&db).unwrap().iter().map(|e| (e.day, e.seq)).collect();
     assert_eq!(keys, [(2, 0), (2, 1), (2, 2), (2, 3)]);
 }
+
+#[test]
+fn a_unique_index_over_duplicate_records_reports_its_failed_build() {
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "accounts")]
+    struct Plain {
+        #[record(key)]
+        id: u32,
+        email: String,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "accounts")]
+    struct UniqueEmail {
+        #[record(key)]
+        id: u32,
+        #[record(unique)]
+        email: String,
+    }
+    let (_dir, db) = open();
+    let plain = db.collection::<Plain>().unwrap();
+    db.write(|tx| (0..3000u32).try_for_each(|id| plain.insert(tx, &Plain { id, email: format!("user{}", id % 2900) }).map(drop))).unwrap();
+    drop(plain);
+    let unique = db.collection::<UniqueEmail>().unwrap();
+    assert!(!unique.wait_for_indexes(Duration::from_secs(30)), "the build cannot finish");
+    let failure = unique.index_failure("email").expect("the failure is recorded");
+    assert!(failure.contains("unique index `email`"), "{failure}");
+    // The index is never used; queries keep answering by scanning.
+    let query = unique.filter(UniqueEmail::email().eq("user5"));
+    assert!(query.explain().unwrap().to_string().starts_with("full scan"));
+    assert_eq!(query.count(&db).unwrap(), 2);
+}
