@@ -819,7 +819,7 @@ impl<'k> Encoder<'k> {
         let key_width =
             width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0).max(self.local_keys.len()) as u64));
         let atom_width = width_of(width_code_for_unsigned(self.atoms.iter().copied().max().unwrap_or(0) as u64));
-        let key_index_growth = self.write_key_table(&mut tables, key_width)?;
+        let key_index_growth = self.write_key_table(&mut tables, key_width);
         for &pos in &self.atoms {
             write_uint(&mut tables, pos as u64, atom_width);
         }
@@ -858,12 +858,16 @@ impl<'k> Encoder<'k> {
         Ok(())
     }
 
-    /// Key table: item offsets by local id, then the hash index (slot → local id + 1, 0 for
-    /// empty), each `width` bytes. Returns the index's growth exponent.
-    fn write_key_table(&mut self, tables: &mut Vec<u8>, width: usize) -> Result<u8, EncodeError> {
+    /// Key table: item offsets by local id, then the key index, each `width` bytes. Returns the
+    /// growth nibble: the hashed index's growth exponent, or [`KEY_INDEX_SORTED`].
+    ///
+    /// The hashed index is tried at every growth up to [`KEY_INDEX_GROWTH_MAX`]; a key set that
+    /// fits none (only sets crafted against XXH3 can) gets a sorted index, so no valid document
+    /// is refused.
+    fn write_key_table(&mut self, tables: &mut Vec<u8>, width: usize) -> u8 {
         let count = self.local_keys.len();
         if count == 0 {
-            return Ok(0);
+            return 0;
         }
         for &pos in &self.local_keys {
             write_uint(tables, pos as u64, width);
@@ -876,41 +880,73 @@ impl<'k> Encoder<'k> {
             }
         }
         debug_assert_eq!(self.hash_scratch.len(), count);
-        let mut growth = 0;
-        loop {
+        for growth in 0..=KEY_INDEX_GROWTH_MAX {
             let slots = key_index_slots(count as u64, growth) as usize;
             if build_key_index(&self.hash_scratch, slots, &mut self.index_scratch) {
                 for &entry in &self.index_scratch {
                     write_uint(tables, entry as u64, width);
                 }
-                return Ok(growth);
+                return growth;
             }
-            // Some key would need more than KEY_PROBE_MAX probes: double the index.
-            if growth == KEY_INDEX_GROWTH_MAX {
-                return Err(EncodeError::KeyCollision);
-            }
-            growth += 1;
         }
+        let mut sorted: Vec<u32> = (0..count as u32).collect();
+        let local_name = |local: u32| {
+            let item = self.local_keys[local as usize];
+            let (start, len) = blob_extent(&self.out, item);
+            &self.out[start..start + len]
+        };
+        sorted.sort_unstable_by(|&a, &b| local_name(a).cmp(local_name(b)));
+        for local in sorted {
+            write_uint(tables, local as u64 + 1, width);
+        }
+        KEY_INDEX_SORTED
     }
 }
 
-/// Linear-probing index of `hashes.len()` keys in `slots` slots, written into `index`; false
-/// if a key would sit more than [`KEY_PROBE_MAX`] slots from its home.
+/// Position and length of the content of the string item at `item` in `out`.
+fn blob_extent(out: &[u8], item: usize) -> (usize, usize) {
+    let inline = out[item].wrapping_sub(TAG_STRING) as usize;
+    if inline <= STRING_INLINE_LEN_MAX {
+        (item + 1, inline)
+    } else {
+        let (len, used) = read_varint_trusted(out, item + 1);
+        (item + 1 + used, len as usize)
+    }
+}
+
+/// Robin Hood linear-probing index of `hashes.len()` keys in `slots` slots, written into
+/// `index` (slot → local id + 1, 0 for empty); false if some key would sit more than
+/// [`KEY_PROBE_MAX`] - 1 slots past its home.
+///
+/// Robin Hood placement (a key moving along its probe sequence takes the slot of a key closer
+/// to its own home) gives the same lookups as plain linear probing, but a far shorter longest
+/// probe sequence, so the index rarely needs to grow.
 fn build_key_index(hashes: &[u64], slots: usize, index: &mut Vec<u32>) -> bool {
     let mask = slots - 1;
     index.clear();
     index.resize(slots, 0);
-    for (local, &hash) in hashes.iter().enumerate() {
-        let mut slot = hash as usize & mask;
-        let mut probes = 1;
-        while index[slot] != 0 {
-            if probes == KEY_PROBE_MAX {
-                return false;
+    for local in 0..hashes.len() {
+        let mut carried = local as u32 + 1;
+        let mut slot = hashes[local] as usize & mask;
+        let mut distance = 0usize;
+        loop {
+            let resident = index[slot];
+            if resident == 0 {
+                index[slot] = carried;
+                break;
+            }
+            let resident_distance = slot.wrapping_sub(hashes[resident as usize - 1] as usize) & mask;
+            if resident_distance < distance {
+                index[slot] = carried;
+                carried = resident;
+                distance = resident_distance;
             }
             slot = (slot + 1) & mask;
-            probes += 1;
+            distance += 1;
+            if distance >= KEY_PROBE_MAX {
+                return false;
+            }
         }
-        index[slot] = local as u32 + 1;
     }
     true
 }

@@ -27,8 +27,6 @@ pub enum JsonErrorKind {
     KeyMustBeString,
     /// A value larger than the format can hold.
     TooLarge,
-    /// Object keys crafted to collide in the document's key hash index.
-    KeyCollision,
 }
 
 impl fmt::Display for JsonErrorKind {
@@ -46,7 +44,6 @@ impl fmt::Display for JsonErrorKind {
             Self::TooDeep => f.write_str("nesting too deep"),
             Self::KeyMustBeString => f.write_str("object key must be a string"),
             Self::TooLarge => f.write_str("value too large"),
-            Self::KeyCollision => f.write_str("too many object keys collide in the key hash index"),
         }
     }
 }
@@ -187,10 +184,6 @@ pub enum EncodeError {
     /// Nesting deeper than the format's limit of 255.
     #[error("nesting deeper than {0}")]
     TooDeep(u8),
-    /// More than `KEY_PROBE_MAX` dict keys share a hash slot even in the largest key index;
-    /// only key sets crafted to collide do this.
-    #[error("too many dict keys collide in the key hash index")]
-    KeyCollision,
     /// A serde message (from a `Serialize` impl or an unsupported shape).
     #[error("{0}")]
     Message(String),

@@ -54,13 +54,9 @@ pub fn from_json_with(input: &[u8], options: &JsonOptions<'_>) -> Result<Vec<u8>
     encoder.reserve(input.len() / 4 * 3 + 64);
     let mut parser = Parser { input, pos: 0, encoder, scratch: Vec::new(), open: Vec::new(), depth_max: options.depth_max.min(254) };
     parser.run()?;
-    parser.encoder.finish().map_err(|error| {
-        let kind = match error {
-            crate::EncodeError::KeyCollision => JsonErrorKind::KeyCollision,
-            _ => JsonErrorKind::TooLarge,
-        };
-        JsonError::at(kind, input, input.len())
-    })
+    // The parser closed every container, so `finish` can only fail on the format's limits
+    // (more than 2^32 keys or atoms).
+    parser.encoder.finish().map_err(|_| JsonError::at(JsonErrorKind::TooLarge, input, input.len()))
 }
 
 struct Parser<'i, 'k> {

@@ -5,7 +5,13 @@
 //! defined in one place.
 
 /// Format version written in the high nibble of a document's last byte.
-pub const FORMAT_VERSION: u8 = 1;
+///
+/// Version 2 places keys by XXH3-64 and may store a sorted key index (see
+/// [`KEY_INDEX_SORTED`]); version 1 placed them by [`key_hash_v1`]. Readers accept both.
+pub const FORMAT_VERSION: u8 = 2;
+
+/// Oldest format version readers accept.
+pub const FORMAT_VERSION_MIN: u8 = 1;
 
 /// Hard limit on container nesting: the height of a container is stored in one byte.
 pub const HEIGHT_MAX: u8 = 255;
@@ -68,8 +74,14 @@ pub const SPECIAL_TRUE: u64 = 2;
 pub const KEY_PROBE_MAX: usize = 8;
 
 /// Largest growth exponent of a key hash index: the index has at most 16 slots per key.
-/// Key sets that still collide (only crafted ones do) are refused by the encoder.
+/// Key sets that still do not fit within [`KEY_PROBE_MAX`] probes (only crafted ones) are
+/// stored with a sorted index instead.
 pub const KEY_INDEX_GROWTH_MAX: u8 = 3;
+
+/// Value of the growth nibble (bits 4-7 of the footer's widths byte) that marks a *sorted* key
+/// index: one entry per local key, in ascending byte order of the key strings, searched by
+/// bisection. Version 2 only.
+pub const KEY_INDEX_SORTED: u8 = 0xF;
 
 /// Number of slots of a key hash index for `key_count` keys and growth exponent `growth`:
 /// the next power of two at or above twice the key count, shifted left by `growth`.
@@ -78,12 +90,30 @@ pub const fn key_index_slots(key_count: u64, growth: u8) -> u64 {
     (2 * key_count).next_power_of_two() << growth
 }
 
-/// The hash that places dict keys in a key table's index (specified in `docs/format.md`):
-/// start from the length; for each 8-byte little-endian word (the last one zero-padded),
-/// rotate left by 5, xor the word, multiply by `0x517cc1b727220a95`; finally fold the high
-/// half into the low half.
+/// The hash that places dict keys in a version-2 key index: XXH3-64 with seed 0 over the key's
+/// UTF-8 bytes (the published XXH3 specification, xxHash 0.8). The home slot is the low bits.
+///
+/// Every output bit depends on every input bit, so keys that differ only in a high byte of an
+/// 8-byte group (`user_0` … `user_9`) still spread over the index.
+///
+/// ```
+/// use tessera_value::layout::key_hash;
+/// let homes: std::collections::HashSet<u64> = (0..10).map(|i| key_hash(format!("user_{i}").as_bytes()) & 31).collect();
+/// assert!(homes.len() > 5);
+/// ```
 #[inline]
 pub fn key_hash(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+/// The key hash of format version 1, kept to read version-1 documents: start from the length;
+/// for each 8-byte little-endian word (the last one zero-padded), rotate left by 5, xor the
+/// word, multiply by `0x517cc1b727220a95`; finally fold the high half into the low half.
+///
+/// It does not carry high input bits down to the low bits that pick the home slot, which is
+/// why version 2 replaced it.
+#[inline]
+pub fn key_hash_v1(bytes: &[u8]) -> u64 {
     const MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
     let mut hash = bytes.len() as u64;
     let mut chunks = bytes.chunks_exact(8);
@@ -98,6 +128,28 @@ pub fn key_hash(bytes: &[u8]) -> u64 {
         hash = (hash.rotate_left(5) ^ word).wrapping_mul(MULTIPLIER);
     }
     hash ^ (hash >> 32)
+}
+
+/// How a document's key index is searched, from its format version and growth nibble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyIndexKind {
+    /// Linear probing from `key_hash(name) & (H - 1)`, at most [`KEY_PROBE_MAX`] slots (v2).
+    Hashed,
+    /// Linear probing from `key_hash_v1(name) & (H - 1)` (v1).
+    HashedV1,
+    /// Bisection over entries sorted by key bytes (v2).
+    Sorted,
+}
+
+impl KeyIndexKind {
+    /// The home-slot hash of `name` for a hashed index.
+    #[inline(always)]
+    pub fn hash(self, name: &[u8]) -> u64 {
+        match self {
+            KeyIndexKind::HashedV1 => key_hash_v1(name),
+            _ => key_hash(name),
+        }
+    }
 }
 
 /// Width in bytes of a width code (0..=3 → 1, 2, 4, 8).
@@ -307,7 +359,20 @@ mod tests {
     }
 
     #[test]
-    fn key_hash_pads_the_last_group_with_zeros() {
+    fn key_hash_is_xxh3_64_with_seed_0() {
+        // Values from the C reference implementation (python-xxhash 3, xxh3_64_intdigest),
+        // for lengths on several of XXH3's code paths: 0, 1-3, 4-8, 17-128, 129-240, over 240.
+        assert_eq!(key_hash(b""), 0x2d06_8005_38d3_94c2);
+        assert_eq!(key_hash(b"a"), 0xe6c6_32b6_1e96_4e1f);
+        assert_eq!(key_hash(b"abc"), 0x78af_5f94_892f_3950);
+        assert_eq!(key_hash(b"user_0"), 0x9f72_f3c4_2906_06de);
+        assert_eq!(key_hash(&[b'x'; 20]), 0xb506_3209_8796_72bf);
+        assert_eq!(key_hash(&[b'y'; 200]), 0x78c5_ae5c_f7b1_237e);
+        assert_eq!(key_hash(&[b'z'; 300]), 0x4d3f_2645_4e4c_3335);
+    }
+
+    #[test]
+    fn v1_key_hash_pads_the_last_group_with_zeros() {
         // The specification in docs/format.md, computed the long way.
         fn reference(bytes: &[u8]) -> u64 {
             let mut hash = bytes.len() as u64;
@@ -319,7 +384,7 @@ mod tests {
             hash ^ (hash >> 32)
         }
         for text in ["", "a", "name", "12345678", "123456789", "a longer key than sixteen bytes"] {
-            assert_eq!(key_hash(text.as_bytes()), reference(text.as_bytes()), "{text}");
+            assert_eq!(key_hash_v1(text.as_bytes()), reference(text.as_bytes()), "{text}");
         }
     }
 

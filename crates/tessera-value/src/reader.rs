@@ -60,9 +60,13 @@ pub(crate) struct Footer {
     pub(crate) tail_start: usize,
     pub(crate) root_slot_pos: usize,
     pub(crate) root_width: usize,
-    /// Local keys: item offsets by local id, followed by the hash index.
+    /// Local keys: item offsets by local id, followed by the key index.
     pub(crate) keys: Table,
-    pub(crate) key_index_log2: u8,
+    /// How the key index is searched.
+    pub(crate) key_index_kind: KeyIndexKind,
+    /// Number of entries of the key index (a power of two for hashed indexes, the key count for
+    /// sorted ones).
+    pub(crate) key_index_len: usize,
     pub(crate) atoms: Table,
     pub(crate) shared_count: u64,
     /// First byte after the tail's length varint, as computed from the end.
@@ -93,6 +97,8 @@ pub struct Doc<'a> {
     shared_count: u32,
     key_width: u8,
     atom_width: u8,
+    key_index_kind: KeyIndexKind,
+    /// log2 of a hashed index's slot count (unused for a sorted index).
     key_index_log2: u8,
     validated: bool,
 }
@@ -113,8 +119,9 @@ const fn bad(reason: &'static str) -> FormatError {
 pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     let len = bytes.len();
     let &last = bytes.last().ok_or(bad("empty input"))?;
-    if last >> 4 != FORMAT_VERSION {
-        return Err(FormatError::UnsupportedVersion { found: last >> 4, supported: FORMAT_VERSION });
+    let version = last >> 4;
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
+        return Err(FormatError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
     }
     let root_width = width_of(last & 3);
     let offset_width = width_of((last >> 2) & 3);
@@ -140,7 +147,8 @@ pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
         key_width = width_of(widths);
         atom_width = width_of(widths >> 2);
         growth = widths >> 4;
-        if growth > KEY_INDEX_GROWTH_MAX {
+        let sorted_allowed = version >= 2 && growth == KEY_INDEX_SORTED;
+        if growth > KEY_INDEX_GROWTH_MAX && !sorted_allowed {
             return Err(bad("key index growth"));
         }
     }
@@ -157,7 +165,16 @@ pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
     let key_count = count(TAIL_HAS_KEYS)?;
     let atom_count = count(TAIL_HAS_ATOMS)?;
     let shared_count = count(TAIL_HAS_SHARED)?;
-    let key_index_slots = if key_count > 0 { key_index_slots(key_count, growth) } else { 0 };
+    let key_index_kind = match (version, growth) {
+        (1, _) => KeyIndexKind::HashedV1,
+        (_, KEY_INDEX_SORTED) => KeyIndexKind::Sorted,
+        _ => KeyIndexKind::Hashed,
+    };
+    let key_index_slots = match (key_count, key_index_kind) {
+        (0, _) => 0,
+        (_, KeyIndexKind::Sorted) => key_count,
+        _ => key_index_slots(key_count, growth),
+    };
     let keys_size = (key_count + key_index_slots) * key_width as u64;
     let atoms_size = atom_count * atom_width as u64;
     let tables_start = (cursor as u64).checked_sub(keys_size + atoms_size).filter(|&start| start > tail_start as u64);
@@ -167,7 +184,8 @@ pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
         root_slot_pos,
         root_width,
         keys: Table { entries: tables_start, count: key_count as usize, width: key_width },
-        key_index_log2: key_index_slots.trailing_zeros() as u8,
+        key_index_kind,
+        key_index_len: key_index_slots as usize,
         atoms: Table { entries: tables_start + keys_size as usize, count: atom_count as usize, width: atom_width },
         shared_count,
         tables_start,
@@ -231,7 +249,8 @@ impl<'a> Doc<'a> {
             shared_count: footer.shared_count as u32,
             key_width: footer.keys.width as u8,
             atom_width: footer.atoms.width as u8,
-            key_index_log2: footer.key_index_log2,
+            key_index_kind: footer.key_index_kind,
+            key_index_log2: footer.key_index_len.trailing_zeros() as u8,
             validated,
         }
     }
@@ -322,6 +341,27 @@ impl<'a> Doc<'a> {
     /// True if the document was opened with [`Doc::from_untrusted`].
     pub fn is_validated(&self) -> bool {
         self.validated
+    }
+
+    /// How the document's local keys are indexed, or `None` if it has no local keys.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, layout::KeyIndexKind, Doc};
+    /// let bytes = from_json(br#"{"user_0": 0, "user_1": 1}"#).unwrap();
+    /// assert_eq!(Doc::from_untrusted(&bytes).unwrap().key_index_kind(), Some(KeyIndexKind::Hashed));
+    /// ```
+    pub fn key_index_kind(&self) -> Option<KeyIndexKind> {
+        (self.key_count > 0).then_some(self.key_index_kind)
+    }
+
+    /// The format version the document was written in (1 or 2).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1]").unwrap();
+    /// assert_eq!(tessera_value::Doc::from_trusted(&bytes).unwrap().format_version(), tessera_value::layout::FORMAT_VERSION);
+    /// ```
+    pub fn format_version(&self) -> u8 {
+        self.bytes[self.bytes.len() - 1] >> 4
     }
 
     /// The shared-key table the document was opened with.
@@ -436,20 +476,63 @@ impl<'a> Doc<'a> {
         if self.key_count == 0 {
             return None;
         }
+        let local = match self.key_index_kind {
+            KeyIndexKind::Sorted => self.sorted_local_id(name.as_bytes()),
+            kind => self.hashed_local_id(kind, name.as_bytes()),
+        };
+        local.map(|local| shared_count + local as u64)
+    }
+
+    /// Position of the key index's first entry.
+    #[inline(always)]
+    fn key_index_start(&self) -> usize {
+        self.keys_entries + self.key_count as usize * self.key_width as usize
+    }
+
+    /// The bytes of local key `local`.
+    #[inline(always)]
+    fn local_key_bytes(&self, local: usize) -> &'a [u8] {
+        let (start, len) = self.blob_at(self.local_key_item(local));
+        &self.bytes[start..start + len]
+    }
+
+    /// Linear probing from the home slot, at most [`KEY_PROBE_MAX`] slots.
+    #[inline]
+    fn hashed_local_id(&self, kind: KeyIndexKind, name: &[u8]) -> Option<usize> {
         let width = self.key_width as usize;
-        let index = self.keys_entries + self.key_count as usize * width;
+        let index = self.key_index_start();
         let mask = (1usize << self.key_index_log2) - 1;
-        let mut slot = key_hash(name.as_bytes()) as usize & mask;
+        let mut slot = kind.hash(name) as usize & mask;
         for _ in 0..KEY_PROBE_MAX {
             let entry = read_uint(self.bytes, index + slot * width, width) as usize;
             if entry == 0 {
                 return None;
             }
-            let (start, len) = self.blob_at(self.local_key_item(entry - 1));
-            if short_equal(&self.bytes[start..start + len], name.as_bytes()) {
-                return Some(shared_count + entry as u64 - 1);
+            if short_equal(self.local_key_bytes(entry - 1), name) {
+                return Some(entry - 1);
             }
             slot = (slot + 1) & mask;
+        }
+        None
+    }
+
+    /// Bisection over a sorted index (entries in ascending byte order of the key strings).
+    fn sorted_local_id(&self, name: &[u8]) -> Option<usize> {
+        let width = self.key_width as usize;
+        let index = self.key_index_start();
+        let (mut low, mut high) = (0usize, self.key_count as usize);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            // A zero or out-of-range entry only occurs in corrupt trusted bytes; it ends the search.
+            let local = (read_uint(self.bytes, index + middle * width, width) as usize).wrapping_sub(1);
+            if local >= self.key_count as usize {
+                return None;
+            }
+            match self.local_key_bytes(local).cmp(name) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Some(local),
+            }
         }
         None
     }

@@ -13,11 +13,11 @@
 //!    the height of each container it points at, so nesting is bounded by the root's height.
 //! 6. Inline slots use a defined tag and special code; atom references are below the atom count.
 //! 7. Dict key ids are strictly ascending and name an existing shared or local key.
-//! 8. Key and atom table entries point at string items. The key hash index holds each local
-//!    key exactly once, and looking up each key's own name from its hash slot reaches it within
-//!    `KEY_PROBE_MAX` probes without meeting an equal name first, so local keys are unique and
-//!    every lookup is bounded. No local key is also a shared key below the document's shared
-//!    count.
+//! 8. Key and atom table entries point at string items. The key index holds each local key
+//!    exactly once. In a hashed index, looking up each key's own name from its hash slot reaches
+//!    it within `KEY_PROBE_MAX` probes without meeting an equal name first; in a sorted index,
+//!    names are strictly ascending. Either way local keys are unique and every lookup is
+//!    bounded. No local key is also a shared key below the document's shared count.
 //!
 //! 9. The tree a reader walks from the root, with every shared container expanded, has at most
 //!    `EXPANDED_ITEMS_PER_BYTE_MAX` items per byte of the document. Sharing is legal (an amend
@@ -293,16 +293,16 @@ impl Validator<'_> {
             return Ok(());
         }
         let index = keys.entries + keys.count * keys.width;
-        let slots = 1usize << footer.key_index_log2;
+        let slots = footer.key_index_len;
         let entry_at = |slot: usize| read_uint(self.bytes, index + slot * keys.width, keys.width);
         // Every local id appears exactly once in the index.
         let mut seen = vec![false; keys.count];
         for slot in 0..slots {
             let entry = entry_at(slot);
-            if entry == 0 {
+            if entry == 0 && footer.key_index_kind != KeyIndexKind::Sorted {
                 continue;
             }
-            let local = (entry - 1) as usize;
+            let local = entry.wrapping_sub(1) as usize;
             if local >= keys.count || std::mem::replace(&mut seen[local], true) {
                 return Err(FormatError::BadKeyTable { index: slot });
             }
@@ -314,27 +314,21 @@ impl Validator<'_> {
             let item = read_uint(self.bytes, keys.entries + local * keys.width, keys.width);
             self.string_item(item).map(|name| (item, name))
         };
+        if footer.key_index_kind == KeyIndexKind::Sorted {
+            // Strictly ascending names: bisection finds each, and no name is there twice.
+            let mut previous: Option<&[u8]> = None;
+            for slot in 0..slots {
+                let (_, name) = name_of(entry_at(slot) as usize - 1).ok_or(FormatError::BadKeyTable { index: slot })?;
+                if previous.is_some_and(|previous| previous >= name) {
+                    return Err(FormatError::BadKeyTable { index: slot });
+                }
+                previous = Some(name);
+            }
+        }
         for local in 0..keys.count {
             let bad = FormatError::BadKeyTable { index: local };
             let (item, name) = name_of(local).ok_or(bad.clone())?;
-            // The lookup that readers do must stop at this key, and at no other with its name.
-            let mut slot = key_hash(name) as usize & (slots - 1);
-            let mut found = false;
-            for _ in 0..KEY_PROBE_MAX {
-                let entry = entry_at(slot);
-                if entry == 0 {
-                    break;
-                }
-                if entry as usize - 1 == local {
-                    found = true;
-                    break;
-                }
-                if name_of(entry as usize - 1).is_some_and(|(_, other)| other == name) {
-                    break; // a duplicate name, found first
-                }
-                slot = (slot + 1) & (slots - 1);
-            }
-            if !found {
+            if footer.key_index_kind != KeyIndexKind::Sorted && !self.hashed_lookup_stops_at(footer, local, name, &name_of) {
                 return Err(bad);
             }
             if let Some(shared) = shared.filter(|_| footer.shared_count > 0) {
@@ -345,6 +339,35 @@ impl Validator<'_> {
             }
         }
         Ok(())
+    }
+
+    /// True if the lookup readers do for `name`, from its home slot, reaches local key `local`
+    /// within [`KEY_PROBE_MAX`] probes without first meeting another key of the same name.
+    fn hashed_lookup_stops_at<'n>(
+        &self,
+        footer: &Footer,
+        local: usize,
+        name: &[u8],
+        name_of: &impl Fn(usize) -> Option<(u64, &'n [u8])>,
+    ) -> bool {
+        let keys = &footer.keys;
+        let index = keys.entries + keys.count * keys.width;
+        let mask = footer.key_index_len - 1;
+        let mut slot = footer.key_index_kind.hash(name) as usize & mask;
+        for _ in 0..KEY_PROBE_MAX {
+            let entry = read_uint(self.bytes, index + slot * keys.width, keys.width);
+            if entry == 0 {
+                return false;
+            }
+            if entry as usize - 1 == local {
+                return true;
+            }
+            if name_of(entry as usize - 1).is_some_and(|(_, other)| other == name) {
+                return false; // a duplicate name, found first
+            }
+            slot = (slot + 1) & mask;
+        }
+        false
     }
 
     fn check_atom_table(&self) -> Result<(), FormatError> {

@@ -73,10 +73,12 @@ fn every_prefix_and_foreign_input_is_refused_without_panic() {
 
 #[test]
 fn newer_format_version_is_a_version_error() {
-    let mut bytes = from_json(b"[1]").unwrap();
-    *bytes.last_mut().unwrap() = (bytes.last().unwrap() & 0x0F) | 0x20;
-    assert_eq!(Doc::from_untrusted(&bytes).unwrap_err(), FormatError::UnsupportedVersion { found: 2, supported: 1 });
-    assert!(matches!(Doc::from_trusted(&bytes), Err(FormatError::UnsupportedVersion { .. })));
+    for version in [0u8, 3, 15] {
+        let mut bytes = from_json(b"[1]").unwrap();
+        *bytes.last_mut().unwrap() = (bytes.last().unwrap() & 0x0F) | (version << 4);
+        assert_eq!(Doc::from_untrusted(&bytes).unwrap_err(), FormatError::UnsupportedVersion { found: version, supported: 2 });
+        assert!(matches!(Doc::from_trusted(&bytes), Err(FormatError::UnsupportedVersion { .. })));
+    }
 }
 
 #[test]
@@ -198,4 +200,52 @@ fn bit_flips_in_a_real_document_never_panic() {
             }
         }
     }
+}
+
+/// A document of nine keys that share one home slot at every index size, so the encoder stores
+/// a sorted key index; with the position of that index (1-byte widths: the document is small).
+fn sorted_index_document() -> (Vec<u8>, usize) {
+    let mask = (layout::key_index_slots(9, layout::KEY_INDEX_GROWTH_MAX) - 1) as u64;
+    let keys: Vec<String> = (0u64..).map(|n| format!("k{n}")).filter(|k| layout::key_hash(k.as_bytes()) & mask == 0).take(9).collect();
+    let json = format!("{{{}}}", keys.iter().map(|k| format!("{k:?}:1")).collect::<Vec<_>>().join(","));
+    let bytes = from_json(json.as_bytes()).unwrap();
+    let doc = Doc::from_untrusted(&bytes).unwrap();
+    assert_eq!(doc.key_index_kind(), Some(layout::KeyIndexKind::Sorted));
+    assert_eq!(bytes[bytes.len() - 1] & 0x0F, 0, "1-byte widths");
+    let tail_start = bytes[bytes.len() - 2] as usize;
+    assert!(bytes.len() - tail_start < 128, "a 1-byte tail length");
+    (bytes, tail_start + 2 + 9)
+}
+
+#[test]
+fn a_sorted_key_index_out_of_order_is_refused() {
+    let (mut bytes, index) = sorted_index_document();
+    bytes.swap(index, index + 1);
+    assert!(matches!(Doc::from_untrusted(&bytes), Err(FormatError::BadKeyTable { .. })));
+    // A local id listed twice (and another missing).
+    let (mut bytes, index) = sorted_index_document();
+    bytes[index + 1] = bytes[index];
+    assert!(matches!(Doc::from_untrusted(&bytes), Err(FormatError::BadKeyTable { .. })));
+    // A zero entry, which a hashed index would read as empty.
+    let (mut bytes, index) = sorted_index_document();
+    bytes[index + 4] = 0;
+    assert!(matches!(Doc::from_untrusted(&bytes), Err(FormatError::BadKeyTable { .. })));
+}
+
+#[test]
+fn a_sorted_key_index_is_refused_in_a_version_1_document() {
+    let (mut bytes, _) = sorted_index_document();
+    *bytes.last_mut().unwrap() = (bytes.last().unwrap() & 0x0F) | 0x10;
+    assert!(matches!(Doc::from_untrusted(&bytes), Err(FormatError::BadFooter { .. })));
+    assert!(matches!(Doc::from_trusted(&bytes), Err(FormatError::BadFooter { .. })));
+}
+
+#[test]
+fn the_worked_examples_of_docs_format_md_are_byte_exact() {
+    let example = [
+        0x81, 0x61, 0x82, 0x78, 0x79, 0x50, 0x01, 0x02, 0x09, 0x06, 0x60, 0x02, 0x01, 0x00, 0x0a, 0x71, 0x0a, 0x00, 0x00, 0x01, 0x01, 0x00,
+        0x0a, 0x0f, 0x20,
+    ];
+    assert_eq!(from_json(br#"{"a":[1,"xy"]}"#).unwrap(), example);
+    assert_eq!(from_json(b"null").unwrap(), [0x70, 0x05, 0x03, 0x00, 0x20]);
 }

@@ -149,6 +149,14 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A documented limit of tessera's storage layout was reached.
+    #[error("limit reached: {what} (at most {limit})")]
+    LimitExceeded {
+        /// What is limited.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
     /// An I/O error not covered above.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

@@ -387,3 +387,29 @@ fn a_unique_index_over_duplicate_records_reports_its_failed_build() {
     assert!(query.explain().unwrap().to_string().starts_with("full scan"));
     assert_eq!(query.count(&db).unwrap(), 2);
 }
+
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "scores")]
+struct Scores {
+    #[record(key)]
+    id: u32,
+    by_user: std::collections::HashMap<String, i32>,
+}
+
+#[test]
+fn records_with_maps_of_id_like_keys_insert_read_and_query() {
+    let (_dir, db) = open();
+    let scores = db.collection::<Scores>().unwrap();
+    for (id, size) in [(1u32, 10), (2, 1_000), (3, 100_000)] {
+        let record = Scores { id, by_user: (0..size).map(|i| (format!("user_{i}"), i)).collect() };
+        db.write(|tx| scores.insert(tx, &record).map(drop)).unwrap();
+        assert_eq!(db.read(|tx| scores.get(tx, &id)).unwrap(), Some(record));
+    }
+    // A nested path into the map, by text and by a typed field path.
+    let found = scores.filter_text("by_user.user_9 == 9").unwrap().fetch(&db).unwrap();
+    assert_eq!(found.iter().map(|s| s.id).collect::<Vec<_>>(), vec![1, 2, 3]);
+    let found = scores.filter_text("by_user.user_999 == 999").unwrap().fetch(&db).unwrap();
+    assert_eq!(found.iter().map(|s| s.id).collect::<Vec<_>>(), vec![2, 3]);
+    let found = scores.filter(field("by_user.user_99999").eq(99_999)).fetch(&db).unwrap();
+    assert_eq!(found.iter().map(|s| s.id).collect::<Vec<_>>(), vec![3]);
+}

@@ -257,3 +257,89 @@ fn flush_makes_every_threads_writes_durable() {
     assert_eq!(dict.keys().unwrap().len(), 4000);
     assert_eq!(dict.get::<u32>("3-999").unwrap(), Some(999));
 }
+
+/// `count` distinct keys of 520 bytes with one long-key hash: each is a 512-byte prefix and a
+/// last 8-byte word chosen to bring the hash state to that of the first key (the round
+/// function is invertible), kept when that word is ASCII.
+fn colliding_long_keys(count: usize) -> Vec<String> {
+    const MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
+    // The inverse of the multiplier modulo 2^64, by Newton's iteration.
+    let mut inverse: u64 = 1;
+    for _ in 0..7 {
+        inverse = inverse.wrapping_mul(2u64.wrapping_sub(MULTIPLIER.wrapping_mul(inverse)));
+    }
+    assert_eq!(MULTIPLIER.wrapping_mul(inverse), 1);
+    let state_after = |prefix: &[u8]| {
+        let mut state = 520u64;
+        for word in prefix.chunks(8) {
+            state = (state.rotate_left(5) ^ u64::from_le_bytes(word.try_into().unwrap())).wrapping_mul(MULTIPLIER);
+        }
+        state
+    };
+    let prefix_of = |n: u64| format!("{n:0512}").into_bytes();
+    let target = (state_after(&prefix_of(0)).rotate_left(5) ^ u64::from_le_bytes(*b"collide!")).wrapping_mul(MULTIPLIER);
+    let mut keys = Vec::new();
+    for n in 0u64.. {
+        let prefix = prefix_of(n);
+        let word = target.wrapping_mul(inverse) ^ state_after(&prefix).rotate_left(5);
+        let word = word.to_le_bytes();
+        if word.iter().all(|b| b.is_ascii()) {
+            let mut key = prefix;
+            key.extend_from_slice(&word);
+            keys.push(String::from_utf8(key).unwrap());
+            if keys.len() == count {
+                return keys;
+            }
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn any_number_of_long_keys_may_share_a_hash() {
+    let keys = colliding_long_keys(300);
+    assert_eq!(keys[0].len(), 520);
+    assert!(keys[0].ends_with("collide!"));
+    let hash = tessera_value::layout::key_hash_v1(keys[0].as_bytes());
+    assert!(keys.iter().all(|key| tessera_value::layout::key_hash_v1(key.as_bytes()) == hash), "one hash");
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open(&dir);
+        let dict = db.dictionary().unwrap();
+        for (i, key) in keys.iter().enumerate() {
+            dict.set(key, &(i as u64)).unwrap();
+        }
+        dict.set("short", &1u8).unwrap();
+        dict.close().unwrap();
+    }
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(dict.get::<u64>(key).unwrap(), Some(i as u64), "key {i}");
+    }
+    // Remove every third key, overwrite the rest, and add new ones that reuse freed suffixes.
+    for (i, key) in keys.iter().enumerate() {
+        if i % 3 == 0 {
+            dict.remove(key).unwrap();
+        } else {
+            dict.set(key, &(i as u64 + 1000)).unwrap();
+        }
+    }
+    let more = colliding_long_keys(320);
+    for key in &more[300..] {
+        dict.set(key, &7u64).unwrap();
+    }
+    dict.flush().unwrap();
+    drop(dict);
+    drop(db);
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    for (i, key) in keys.iter().enumerate() {
+        let expected = (i % 3 != 0).then_some(i as u64 + 1000);
+        assert_eq!(dict.get::<u64>(key).unwrap(), expected, "key {i}");
+    }
+    for key in &more[300..] {
+        assert_eq!(dict.get::<u64>(key).unwrap(), Some(7));
+    }
+    assert_eq!(dict.keys().unwrap().len(), 200 + 20 + 1);
+}

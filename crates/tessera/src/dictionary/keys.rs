@@ -2,20 +2,30 @@
 //!
 //! A key is stored under its order-preserving encoding (`store::key`): escaped and terminated,
 //! so the empty key works and keys list in order. A key whose encoding would not fit an LMDB
-//! key is stored under `0xFF` (a byte no encoded UTF-8 string starts with), its 64-bit hash and
-//! a probe number, and its record starts with the full key (varint length, bytes) so that
-//! lookups can tell colliding keys apart.
+//! key is *long*: it is stored under `0xFF` (a byte no encoded UTF-8 string starts with), its
+//! 64-bit hash (big-endian) and a suffix that tells colliding keys apart, and its record starts
+//! with the full key (varint length, bytes).
+//!
+//! Every long key with one hash lies in one key range, `0xFF hash ..`, and a lookup scans that
+//! range comparing full keys, so any number of keys may share a hash: a collision costs a
+//! longer scan, never a refused or lost write. The suffix is one byte (0..=254) for the first
+//! 255 keys of a hash, then `0xFF` and a big-endian u32.
 
 use crate::error::{Error, Result};
-use crate::store::{key, Keyspace, ReadTxn, WriteTxn};
-use tessera_value::layout::{key_hash, read_varint, write_varint};
+use crate::store::{key, Keyspace, ReadTxn, Snapshot, WriteTxn};
+use std::ops::Bound;
+use tessera_value::layout::{read_varint, write_varint};
 
 /// Longest encoded key stored as it is.
 const DIRECT_KEY_LEN_MAX: usize = 480;
 /// Marker of a hashed (long) key.
 const LONG_KEY_MARKER: u8 = 0xFF;
-/// Most colliding long keys per hash.
-const PROBES_MAX: u8 = 16;
+/// Length of a long key's storage prefix: the marker and the hash.
+const LONG_PREFIX_LEN: usize = 9;
+/// One-byte suffixes run from 0 to this value; the next key of a hash takes a wide suffix.
+const NARROW_SUFFIX_MAX: u8 = 254;
+/// First byte of a wide suffix (followed by a big-endian u32).
+const WIDE_SUFFIX_MARKER: u8 = 0xFF;
 
 enum Slot {
     Direct(Vec<u8>),
@@ -31,12 +41,21 @@ fn slot(name: &str) -> Slot {
     }
 }
 
-fn long_key(name: &str, probe: u8) -> [u8; 10] {
-    let mut stored = [0u8; 10];
-    stored[0] = LONG_KEY_MARKER;
-    stored[1..9].copy_from_slice(&key_hash(name.as_bytes()).to_be_bytes());
-    stored[9] = probe;
-    stored
+/// The hash of long keys (storage format 1; see `docs/storage.md`): start from the length; for
+/// each 8-byte little-endian word (the last one zero-padded), rotate left by 5, xor the word,
+/// multiply by `0x517cc1b727220a95`; fold the high half into the low half. It only spreads
+/// keys over ranges: collisions are resolved by comparing full keys, so its quality decides
+/// speed, never correctness.
+fn long_key_hash(name: &[u8]) -> u64 {
+    tessera_value::layout::key_hash_v1(name)
+}
+
+/// `0xFF` and the hash: the start of every storage key of long keys with this hash.
+fn long_prefix(name: &str) -> [u8; LONG_PREFIX_LEN] {
+    let mut prefix = [0u8; LONG_PREFIX_LEN];
+    prefix[0] = LONG_KEY_MARKER;
+    prefix[1..].copy_from_slice(&long_key_hash(name.as_bytes()).to_be_bytes());
+    prefix
 }
 
 /// Splits a long key's record into (full key, value).
@@ -50,44 +69,74 @@ fn corrupt() -> Error {
     Error::Corrupted("dictionary record".into())
 }
 
-/// Finds a long key's storage slot: `(storage key, found)`, the first free probe if absent.
-fn find_long(get: impl Fn(&[u8]) -> Result<Option<Vec<u8>>>, name: &str) -> Result<([u8; 10], Option<Vec<u8>>)> {
-    for probe in 0..PROBES_MAX {
-        let stored = long_key(name, probe);
-        match get(&stored)? {
-            None => return Ok((stored, None)),
-            Some(record) => {
-                let (full, value) = split_record(&record).ok_or_else(corrupt)?;
-                if full == name.as_bytes() {
-                    return Ok((stored, Some(value.to_vec())));
-                }
+/// What a scan of one hash's range found for a long key.
+struct LongLookup {
+    /// The storage key and value of `name`, if stored.
+    found: Option<(Vec<u8>, Vec<u8>)>,
+    /// A storage key in the range that no key uses, for a new entry.
+    free: Vec<u8>,
+}
+
+/// Scans the range of `name`'s hash: finds `name` and a free suffix.
+fn find_long(tx: &dyn Snapshot, keyspace: &Keyspace, name: &str) -> Result<LongLookup> {
+    let prefix = long_prefix(name);
+    let mut end = prefix;
+    // The hash bytes + 1, as a big-endian number; the all-ones hash has no successor, and its
+    // range runs to the end of the keyspace (only long keys start with 0xFF).
+    let end_bound = match u64::from_be_bytes(prefix[1..].try_into().expect("8 bytes")).checked_add(1) {
+        Some(next) => {
+            end[1..].copy_from_slice(&next.to_be_bytes());
+            Bound::Excluded(&end[..])
+        }
+        None => Bound::Unbounded,
+    };
+    let mut found = None;
+    let mut narrow_used = [false; NARROW_SUFFIX_MAX as usize + 1];
+    let mut wide_max: Option<u32> = None;
+    for entry in tx.entries(keyspace, Bound::Included(&prefix[..]), end_bound)? {
+        let (stored, record) = entry?;
+        let (full, value) = split_record(record).ok_or_else(corrupt)?;
+        if full == name.as_bytes() {
+            found = Some((stored.to_vec(), value.to_vec()));
+        }
+        match &stored[LONG_PREFIX_LEN..] {
+            [narrow] if *narrow <= NARROW_SUFFIX_MAX => narrow_used[*narrow as usize] = true,
+            [WIDE_SUFFIX_MARKER, wide @ ..] if wide.len() == 4 => {
+                let wide = u32::from_be_bytes(wide.try_into().expect("4 bytes"));
+                wide_max = Some(wide_max.map_or(wide, |max| max.max(wide)));
             }
+            _ => return Err(corrupt()),
         }
     }
-    Err(Error::Storage(format!("more than {PROBES_MAX} long dictionary keys share a hash")))
-}
-
-/// The value of `name`, read through `get` (a read or a write transaction's lookup).
-fn load_by(get: impl Fn(&[u8]) -> Result<Option<Vec<u8>>>, name: &str) -> Result<Option<Vec<u8>>> {
-    match slot(name) {
-        Slot::Direct(stored) => get(&stored),
-        Slot::Long(name) => Ok(find_long(get, &name)?.1),
+    let mut free = prefix.to_vec();
+    match narrow_used.iter().position(|&used| !used) {
+        Some(narrow) => free.push(narrow as u8),
+        None => {
+            let wide = wide_max.map_or(Some(0), |max| max.checked_add(1)).ok_or(Error::LimitExceeded {
+                what: "long dictionary keys with one hash",
+                limit: u32::MAX as u64 + NARROW_SUFFIX_MAX as u64 + 2,
+            })?;
+            free.push(WIDE_SUFFIX_MARKER);
+            free.extend_from_slice(&wide.to_be_bytes());
+        }
     }
+    Ok(LongLookup { found, free })
 }
 
-pub(super) fn load(tx: &ReadTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
-    load_by(|k| Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)), name)
-}
-
-pub(super) fn load_in_write(tx: &WriteTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
-    load_by(|k| Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)), name)
+/// The value of `name`, read from a read or a write transaction.
+pub(super) fn load(tx: &dyn Snapshot, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
+    match slot(name) {
+        Slot::Direct(stored) => Ok(tx.get_value(keyspace, &stored)?.map(<[u8]>::to_vec)),
+        Slot::Long(name) => Ok(find_long(tx, keyspace, &name)?.found.map(|(_, value)| value)),
+    }
 }
 
 pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str, value: &[u8]) -> Result<()> {
     match slot(name) {
         Slot::Direct(stored) => tx.put(keyspace, &stored, value),
         Slot::Long(name) => {
-            let (stored, _) = find_long(|k| Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)), &name)?;
+            let lookup = find_long(tx, keyspace, &name)?;
+            let stored = lookup.found.map_or(lookup.free, |(stored, _)| stored);
             let mut record = Vec::with_capacity(name.len() + value.len() + 10);
             write_varint(&mut record, name.len() as u64);
             record.extend_from_slice(name.as_bytes());
@@ -100,28 +149,11 @@ pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str, valu
 pub(super) fn remove(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<()> {
     match slot(name) {
         Slot::Direct(stored) => tx.delete(keyspace, &stored).map(|_| ()),
-        Slot::Long(name) => {
-            // Later probes of the same hash stay reachable: a removed probe leaves a tombstone-
-            // free gap only at the end of a chain, so move the chain's last record into it.
-            let get = |k: &[u8]| -> Result<Option<Vec<u8>>> { Ok(tx.get(keyspace, k)?.map(<[u8]>::to_vec)) };
-            let (stored, found) = find_long(get, &name)?;
-            if found.is_none() {
-                return Ok(());
-            }
-            let mut last = stored;
-            for probe in stored[9] + 1..PROBES_MAX {
-                let next = long_key(&name, probe);
-                if tx.get(keyspace, &next)?.is_none() {
-                    break;
-                }
-                last = next;
-            }
-            if last != stored {
-                let moved = tx.get(keyspace, &last)?.map(<[u8]>::to_vec).ok_or_else(corrupt)?;
-                tx.put(keyspace, &stored, &moved)?;
-            }
-            tx.delete(keyspace, &last).map(|_| ())
-        }
+        Slot::Long(name) => match find_long(tx, keyspace, &name)?.found {
+            // Lookups scan the whole range, so a removed entry leaves no gap to repair.
+            Some((stored, _)) => tx.delete(keyspace, &stored).map(|_| ()),
+            None => Ok(()),
+        },
     }
 }
 
@@ -174,6 +206,6 @@ pub(super) fn matches<'r>(name: &str, stored: &[u8], record: &'r [u8]) -> Option
 pub(super) fn may_hold(name: &str, stored: &[u8]) -> bool {
     match direct_key(name) {
         Some(direct) => direct == stored,
-        None => stored.len() == 10 && stored[..9] == long_key(name, 0)[..9],
+        None => stored.len() > LONG_PREFIX_LEN && stored[..LONG_PREFIX_LEN] == long_prefix(name),
     }
 }

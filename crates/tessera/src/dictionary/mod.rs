@@ -514,7 +514,7 @@ impl DictTxn<'_, '_> {
         };
         let bytes = match pending {
             Some(value) => value.map(|v| v.to_vec()),
-            None => keys::load_in_write(self.tx, &inner.keyspace, key)?,
+            None => keys::load(&*self.tx, &inner.keyspace, key)?,
         };
         match bytes {
             None => Ok(None),

@@ -1,0 +1,132 @@
+//! A database written by the code of commit 0f34021 (document format 1, storage format 1; see
+//! `tests/fixtures/make_v1.rs`, whose types and values are repeated here) opens and reads
+//! correctly, and takes new writes.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tessera::collection::{Embed, Record};
+use tessera::Db;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]
+#[record(name = "items", version = 1)]
+pub struct Item {
+    #[record(key)]
+    pub id: u32,
+    pub name: String,
+    #[record(index)]
+    pub score: i64,
+    #[record(unique)]
+    pub email: String,
+    pub tags: Vec<String>,
+    pub attrs: BTreeMap<String, i32>,
+    pub kind: Kind,
+    pub ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Embed)]
+pub enum Kind {
+    Plain,
+    Tagged { label: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub name: String,
+    pub age: u32,
+    pub langs: Vec<String>,
+}
+
+pub fn item(id: u32) -> Item {
+    Item {
+        id,
+        name: format!("item {id}"),
+        score: (id as i64 * 37) % 101 - 50,
+        email: format!("user{id}@example.com"),
+        tags: (0..id % 4).map(|t| format!("t{t}")).collect(),
+        attrs: (0..id % 3).map(|a| (format!("a{a}"), a as i32 * id as i32)).collect(),
+        kind: if id % 2 == 0 { Kind::Plain } else { Kind::Tagged { label: format!("L{}", id % 5) } },
+        ratio: (id % 3 != 0).then(|| id as f64 / 8.0),
+    }
+}
+
+pub fn profile(n: u32) -> Profile {
+    Profile { name: format!("person {n}"), age: 20 + n, langs: vec!["en".into(), format!("l{n}")] }
+}
+
+pub fn long_key(n: u32) -> String {
+    format!("{n:04}-{}", "x".repeat(600))
+}
+
+/// A copy of the fixture in a temporary directory (opening a database writes to it).
+fn open_copy() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.tessera");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.tessera"), &path).unwrap();
+    let db = Db::open(&path).unwrap();
+    (dir, db)
+}
+
+#[test]
+fn a_version_1_database_reads_correctly() {
+    let (_dir, db) = open_copy();
+    let items = db.collection::<Item>().unwrap();
+    let all = items.all().fetch(&db).unwrap();
+    assert_eq!(all, (0..200).map(item).collect::<Vec<_>>());
+    db.read(|tx| {
+        for id in [0u32, 1, 77, 199] {
+            assert_eq!(items.get(tx, &id)?, Some(item(id)));
+        }
+        Ok(())
+    })
+    .unwrap();
+    let high = items.filter(Item::score().ge(40)).fetch(&db).unwrap();
+    assert_eq!(high, (0..200).map(item).filter(|i| i.score >= 40).collect::<Vec<_>>());
+    let by_email = items.filter(Item::email().eq("user42@example.com")).fetch(&db).unwrap();
+    assert_eq!(by_email, vec![item(42)]);
+    let tagged = items.filter_text("kind is Tagged").unwrap().count(&db).unwrap();
+    assert_eq!(tagged, 100);
+
+    let profiles = db.documents("profiles").unwrap();
+    for n in 0..20 {
+        assert_eq!(profiles.document::<Profile>(&format!("p{n:02}")).get().unwrap(), Some(profile(n)));
+    }
+    let dictionary = db.dictionary().unwrap();
+    for n in 0..100u32 {
+        assert_eq!(dictionary.get::<i64>(&format!("int {n}")).unwrap(), Some(n as i64 * 3));
+    }
+    for n in 0..5 {
+        assert_eq!(dictionary.get::<String>(&long_key(n)).unwrap(), Some(format!("long value {n}")));
+    }
+    assert_eq!(dictionary.get::<Profile>("profile").unwrap(), Some(profile(99)));
+    assert_eq!(dictionary.keys().unwrap().len(), 106);
+}
+
+#[test]
+fn a_version_1_database_takes_new_writes() {
+    let (_dir, db) = open_copy();
+    let items = db.collection::<Item>().unwrap();
+    let mut changed = item(5);
+    changed.attrs = (0..12).map(|i| (format!("user_{i}"), i)).collect();
+    db.write(|tx| {
+        items.upsert(tx, &changed)?;
+        items.insert(tx, &item(500))?;
+        items.delete(tx, &7u32)
+    })
+    .unwrap();
+    db.read(|tx| {
+        assert_eq!(items.get(tx, &5u32)?, Some(changed.clone()));
+        assert_eq!(items.get(tx, &500u32)?, Some(item(500)));
+        assert_eq!(items.get(tx, &7u32)?, None);
+        Ok(())
+    })
+    .unwrap();
+    let dictionary = db.dictionary().unwrap();
+    dictionary.set(&long_key(2), "replaced").unwrap();
+    dictionary.set(&long_key(9), "new").unwrap();
+    dictionary.remove(&long_key(3)).unwrap();
+    dictionary.flush().unwrap();
+    assert_eq!(dictionary.get::<String>(&long_key(2)).unwrap().as_deref(), Some("replaced"));
+    assert_eq!(dictionary.get::<String>(&long_key(9)).unwrap().as_deref(), Some("new"));
+    assert_eq!(dictionary.get::<String>(&long_key(3)).unwrap(), None);
+    assert_eq!(dictionary.keys().unwrap().len(), 106);
+}
