@@ -196,5 +196,6 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         table.row("amend one field: time", "µs", amend_ns / 1e3, &[], Goal::None);
         table.row("full re-encode after the same edit: time", "µs", reencode_ns / 1e3, &[], Goal::None);
     }
+    crate::format_maps::rows(&mut table, samples);
     table.finish()
 }

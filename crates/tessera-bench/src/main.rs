@@ -5,6 +5,7 @@ mod crud;
 mod dictionary;
 mod documents;
 mod format;
+mod format_maps;
 mod harness;
 mod live;
 mod people;

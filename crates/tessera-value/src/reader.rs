@@ -964,7 +964,19 @@ impl<'a> Dict<'a> {
             let index = if keys.len() <= 64 { find_byte(keys, id) } else { memchr::memchr(id, keys) };
             return index.map(|index| self.value_at(index));
         }
-        let (mut low, mut high) = (0, self.shape.len);
+        if self.shape.len == 0 {
+            return None;
+        }
+        // Ids ascend strictly, so the entry of `id` sits at index `id - first` or before; in a
+        // dict whose ids are consecutive (every object of a JSON document with fresh keys), it
+        // sits exactly there.
+        let below_first = id.checked_sub(self.key_at(0))?;
+        let last = self.shape.len - 1;
+        let bound = usize::try_from(below_first).map_or(last, |bound| bound.min(last));
+        if bound as u64 == below_first && self.key_at(bound) == id {
+            return Some(self.value_at(bound));
+        }
+        let (mut low, mut high) = (0, bound + 1);
         while low < high {
             let middle = (low + high) / 2;
             let probe = self.key_at(middle);

@@ -145,3 +145,24 @@ proptest! {
         check_key_set(&unique(keys));
     }
 }
+
+#[test]
+fn dicts_with_sparse_wide_key_ids_find_every_key() {
+    // 400 keys at the top make ids wider than a byte; nested dicts use every third one, in
+    // reverse order of first appearance, so their ids are neither consecutive nor start at 0.
+    let keys: Vec<String> = (0..400).map(|i| format!("key{i}")).collect();
+    let mut object = serde_json::Map::new();
+    for (i, key) in keys.iter().enumerate() {
+        object.insert(key.clone(), i.into());
+    }
+    let nested: serde_json::Map<String, serde_json::Value> =
+        keys.iter().enumerate().rev().step_by(3).map(|(i, k)| (k.clone(), i.into())).collect();
+    object.insert("nested".into(), serde_json::Value::Object(nested.clone()));
+    let bytes = from_json(serde_json::Value::Object(object).to_string().as_bytes()).unwrap();
+    let doc = Doc::from_untrusted(&bytes).unwrap();
+    let inner = doc.root().get("nested").unwrap();
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(doc.root().get(key).and_then(|v| v.as_u64()), Some(i as u64));
+        assert_eq!(inner.get(key).and_then(|v| v.as_u64()), nested.get(key).and_then(|v| v.as_u64()), "{key}");
+    }
+}
