@@ -1,12 +1,15 @@
 //! Derives for tessera collections: `#[derive(Record)]` for a collection's record type and
 //! `#[derive(Embed)]` for the structs and enums nested in it. See `tessera::collection`.
 
+mod codec;
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::quote;
 use syn::{parse_macro_input, Data, DeriveInput, Error, Fields, LitInt, LitStr};
 
-/// Implements `tessera::collection::Record` (and `Describe`) for a struct with named fields.
+/// Implements `tessera::collection::Record` (and `Describe`, and the generated codec
+/// `tessera::codec::{Encode, Decode}`) for a struct with named fields.
 ///
 /// Attributes: on the struct, `#[record(name = "…", version = N, index = "path", unique =
 /// "path")]` (`index` and `unique` repeat, and take dotted paths into nested fields); on a
@@ -19,8 +22,13 @@ pub fn derive_record(input: TokenStream) -> TokenStream {
     record(&input).unwrap_or_else(Error::into_compile_error).into()
 }
 
-/// Implements `tessera::collection::Describe` for a struct or enum nested in a record, so that
-/// queries on its fields are type-checked.
+/// Implements `tessera::collection::Describe` and the generated codec
+/// (`tessera::codec::{Encode, Decode}`) for a struct or enum nested in a record, so that it is
+/// stored without serde and queries on its fields are type-checked.
+///
+/// serde attributes that change names or shape (`rename`, `rename_all`, `flatten`, `skip`,
+/// `default`, `tag`, `untagged`, …) are refused at compile time, on records too: tessera
+/// stores serde's default layout, which its queries and indexes rely on.
 #[proc_macro_derive(Embed)]
 pub fn derive_embed(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -130,7 +138,9 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
             }
         }
     });
+    let codec = codec::codec(input)?;
     Ok(quote! {
+        #codec
         impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
             fn describe() -> ::tessera::collection::TypeDesc { #describe }
         }
@@ -160,9 +170,20 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
     })
 }
 
+/// The type's generics with `P: Describe` for every type parameter `P`.
+fn describe_generics(input: &DeriveInput) -> syn::Generics {
+    let mut generics = input.generics.clone();
+    for param in input.generics.type_params() {
+        let name = &param.ident;
+        generics.make_where_clause().predicates.push(syn::parse_quote! { #name: ::tessera::collection::Describe });
+    }
+    generics
+}
+
 fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
     let ident = &input.ident;
-    let (impl_generics, type_generics, where_clause) = input.generics.split_for_impl();
+    let generics = describe_generics(input);
+    let (impl_generics, type_generics, where_clause) = generics.split_for_impl();
     let describe = match &input.data {
         Data::Struct(data) => match &data.fields {
             Fields::Named(fields) => describe_fields(fields),
@@ -193,7 +214,9 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
         }
         Data::Union(_) => return Err(Error::new_spanned(ident, "unions cannot be embedded")),
     };
+    let codec = codec::codec(input)?;
     Ok(quote! {
+        #codec
         impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
             fn describe() -> ::tessera::collection::TypeDesc { #describe }
         }

@@ -508,6 +508,37 @@ impl<'k> Encoder<'k> {
         Ok(())
     }
 
+    /// Gives the key of the next value in the innermost dict as a shared-key id, with no lookup:
+    /// the id must be below the length the shared-key table had when the encoder was made.
+    ///
+    /// ```
+    /// use tessera_value::{Doc, Encoder, SharedKeys};
+    /// let mut keys = SharedKeys::new();
+    /// let id = keys.add("name").unwrap();
+    /// let mut enc = Encoder::with_shared_keys(&keys);
+    /// enc.begin_dict().unwrap();
+    /// enc.shared_key(id).unwrap();
+    /// enc.push_str("Ada").unwrap();
+    /// enc.end_dict().unwrap();
+    /// let bytes = enc.finish().unwrap();
+    /// let doc = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap();
+    /// assert_eq!(doc.root().get("name").unwrap().as_str(), Some("Ada"));
+    /// ```
+    #[inline]
+    pub fn shared_key(&mut self, id: u32) -> Result<(), EncodeError> {
+        if id as u64 >= self.shared_count {
+            return Err(EncodeError::KeyOrder("shared key id beyond the encoder's shared-key table"));
+        }
+        match self.frames.last_mut() {
+            Some(frame) if frame.is_dict && frame.pending_key.is_none() => {
+                frame.pending_key = Some(id as u64);
+                Ok(())
+            }
+            Some(frame) if frame.is_dict => Err(EncodeError::KeyOrder("two keys in a row")),
+            _ => Err(EncodeError::KeyOrder("key outside a dict")),
+        }
+    }
+
     /// `key` for callers that know the innermost frame is a dict waiting for a key.
     pub(crate) fn key_unchecked(&mut self, name: &str) {
         let frame_index = self.frames.len() - 1;
@@ -783,6 +814,46 @@ impl<'k> Encoder<'k> {
         self.scratch.clear();
         self.original_len = 0;
         self.original_ptr = 0;
+    }
+
+    /// This encoder's buffers, kept with their capacity, in an encoder for another shared-key
+    /// table (or none). The document under construction is dropped.
+    pub(crate) fn rebind<'n>(mut self, shared: Option<&'n SharedKeys>) -> Encoder<'n> {
+        self.reset();
+        Encoder {
+            out: self.out,
+            shared,
+            shared_count: shared.map_or(0, |s| s.len() as u64),
+            frames: self.frames,
+            slots: self.slots,
+            slot_keys: self.slot_keys,
+            root: None,
+            key_index: self.key_index,
+            key_entries: self.key_entries,
+            key_arena: self.key_arena,
+            key_next: self.key_next,
+            local_keys: self.local_keys,
+            strings: self.strings,
+            atoms: self.atoms,
+            scratch: self.scratch,
+            tail_scratch: self.tail_scratch,
+            hash_scratch: self.hash_scratch,
+            index_scratch: self.index_scratch,
+            original_len: 0,
+            original_ptr: 0,
+        }
+    }
+
+    /// Writes the tail and leaves the document in `out` (cleared first), keeping `out`'s old
+    /// buffer for the next document: no allocation once both buffers have grown.
+    pub(crate) fn finish_into(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let result = self.write_tail();
+        if result.is_ok() {
+            out.clear();
+            std::mem::swap(&mut self.out, out);
+        }
+        self.reset();
+        result
     }
 
     /// [`Encoder::finish`] that leaves the encoder ready for another document, its buffers

@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod codec;
 mod copy;
 mod de;
 mod encoder;

@@ -945,6 +945,27 @@ impl<'a> Dict<'a> {
         self.get_id(id)
     }
 
+    /// The value of a field known by both its shared-key id and its name: by id when the
+    /// document was encoded with that shared key (one integer search), else by name (a
+    /// document written before the key was shared, or without shared keys).
+    ///
+    /// ```
+    /// use tessera_value::{Doc, Encoder, SharedKeys};
+    /// let mut keys = SharedKeys::new();
+    /// let id = keys.add("n").unwrap();
+    /// let by_name = tessera_value::from_json(br#"{"n": 1}"#).unwrap();
+    /// let doc = Doc::from_untrusted_with_keys(&by_name, &keys).unwrap();
+    /// assert_eq!(doc.root().as_dict().unwrap().get_field(id, "n").unwrap().as_i64(), Some(1));
+    /// ```
+    #[inline]
+    pub fn get_field(&self, id: u32, name: &str) -> Option<Value<'a>> {
+        if (id as u64) < self.doc.shared_count() {
+            self.get_id(id as u64)
+        } else {
+            self.get(name)
+        }
+    }
+
     #[inline]
     fn key_at(&self, index: usize) -> u64 {
         self.doc.key_at(&self.shape, index)

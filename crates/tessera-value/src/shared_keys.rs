@@ -4,8 +4,6 @@
 //! instead of a key string. The table only grows: ids are never reused or renumbered, so a
 //! document encoded against the first `n` keys reads correctly with any later table.
 
-use std::collections::HashMap;
-
 /// Most keys a table may hold.
 pub const SHARED_KEYS_COUNT_MAX: usize = 1 << 20;
 /// Longest key a table accepts.
@@ -29,7 +27,7 @@ pub const SHARED_KEY_LEN_MAX: usize = 4096;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SharedKeys {
     names: Vec<Box<str>>,
-    ids: HashMap<Box<str>, u32>,
+    ids: rustc_hash::FxHashMap<Box<str>, u32>,
 }
 
 /// Why a key was not added to a [`SharedKeys`] table.

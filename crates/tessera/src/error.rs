@@ -140,12 +140,15 @@ pub enum Error {
     },
     /// A stored record does not decode as the record type (written under another schema, or
     /// damaged).
-    #[error("collection {collection:?}, record {key:?}: {message}")]
+    #[error("collection {collection:?}, record {key:?}{}: {message}", if field.is_empty() { String::new() } else { format!(", field `{field}`") })]
     RecordDecode {
         /// The collection.
         collection: String,
         /// The record's key, printed.
         key: String,
+        /// The field path where the stored value does not fit the type (dotted names and
+        /// `[index]`), or empty when the record as a whole is unreadable.
+        field: String,
         /// Why.
         message: String,
     },

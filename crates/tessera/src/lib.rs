@@ -35,6 +35,7 @@ pub use store::{
 
 /// The binary document format: encoder, zero-copy reader, validator, JSON and serde.
 pub use tessera_value as value;
+pub use tessera_value::codec;
 
 /// The README's examples, compiled and run by `cargo test --doc`.
 #[cfg(doctest)]

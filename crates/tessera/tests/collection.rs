@@ -295,34 +295,41 @@ fn schema_changes_are_checked_and_migrated() {
 }
 
 #[test]
-fn a_record_that_does_not_decode_is_a_typed_error() {
-    fn refuse_bad<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        if text == "bad" {
-            return Err(serde::de::Error::custom("refused"));
-        }
-        Ok(text)
-    }
-    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
-    #[record(name = "picky")]
-    struct Picky {
+fn a_record_that_does_not_decode_is_a_typed_error_naming_the_field() {
+    // Two record types of one collection whose shapes agree (an integer field), written with
+    // the wider one and read with the narrower one.
+    #[derive(Record, Debug, PartialEq)]
+    #[record(name = "narrowing")]
+    struct Wide {
         #[record(key)]
         id: String,
-        #[serde(deserialize_with = "refuse_bad")]
-        text: String,
+        inner: Inner<i64>,
+    }
+    #[derive(Record, Debug, PartialEq)]
+    #[record(name = "narrowing")]
+    struct Narrow {
+        #[record(key)]
+        id: String,
+        inner: Inner<u8>,
+    }
+    #[derive(Embed, Debug, PartialEq)]
+    struct Inner<N> {
+        values: Vec<N>,
     }
     let (_dir, db) = open();
-    let picky = db.collection::<Picky>().unwrap();
-    db.write(|tx| picky.insert(tx, &Picky { id: "k1".into(), text: "bad".into() })).unwrap();
-    match picky.get(&db, "k1") {
-        Err(Error::RecordDecode { collection, key, message }) => {
-            assert_eq!((collection.as_str(), key.as_str()), ("picky", "k1"));
-            assert!(message.contains("refused"), "{message}");
+    let wide = db.collection::<Wide>().unwrap();
+    db.write(|tx| wide.insert(tx, &Wide { id: "k1".into(), inner: Inner { values: vec![1, 2, 300] } })).unwrap();
+    drop(wide);
+    let narrow = db.collection::<Narrow>().unwrap();
+    match narrow.get(&db, "k1") {
+        Err(Error::RecordDecode { collection, key, field, message }) => {
+            assert_eq!((collection.as_str(), key.as_str(), field.as_str()), ("narrowing", "k1", "inner.values[2]"));
+            assert!(message.contains("out of range for u8"), "{message}");
         }
         other => panic!("expected a decode error, got {other:?}"),
     }
-    assert!(matches!(picky.all().fetch(&db), Err(Error::RecordDecode { .. })));
-    assert_eq!(picky.all().count(&db).unwrap(), 1, "counting decodes nothing");
+    assert!(matches!(narrow.all().fetch(&db), Err(Error::RecordDecode { .. })));
+    assert_eq!(narrow.all().count(&db).unwrap(), 1, "counting decodes nothing");
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! `tests/fixtures/make_v1.rs`, whose types and values are repeated here) opens and reads
 //! correctly, and takes new writes.
 
+// The fixture's functions are kept exactly as `make_v1.rs` wrote them.
+#![allow(clippy::manual_is_multiple_of)]
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tessera::collection::{Embed, Record};

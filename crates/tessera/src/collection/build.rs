@@ -7,7 +7,7 @@ use crate::store::{Keyspace, WriteTxn};
 use crate::Db;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tessera_value::Doc;
+use tessera_value::{Doc, SharedKeys};
 
 /// Records indexed per transaction by a background build: small enough that writers wait at
 /// most about a millisecond for the build's transaction.
@@ -24,10 +24,10 @@ fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8], out: &mut
     }
 }
 
-fn component(record: Option<&[u8]>, path: &str, out: &mut Vec<u8>) -> Result<bool> {
+fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, out: &mut Vec<u8>) -> Result<bool> {
     out.clear();
     let Some(bytes) = record else { return Ok(false) };
-    let doc = Doc::from_trusted(bytes)?;
+    let doc = Doc::from_trusted_with_keys(bytes, keys)?;
     sort_key::encode_value(crate::query::lookup(doc.root(), path), out);
     Ok(true)
 }
@@ -39,6 +39,7 @@ pub(crate) fn update_entries<'i>(
     tx: &mut WriteTxn<'_>,
     collection: &str,
     keyspace: &Keyspace,
+    keys: &SharedKeys,
     indexes: impl IntoIterator<Item = &'i IndexState>,
     primary_key: &[u8],
     old: Option<&[u8]>,
@@ -46,8 +47,8 @@ pub(crate) fn update_entries<'i>(
 ) -> Result<()> {
     let (mut old_component, mut new_component, mut entry) = (Vec::new(), Vec::new(), Vec::new());
     for index in indexes {
-        let had = component(old, &index.path, &mut old_component)?;
-        let has = component(new, &index.path, &mut new_component)?;
+        let had = component(old, keys, &index.path, &mut old_component)?;
+        let has = component(new, keys, &index.path, &mut new_component)?;
         if had && has && old_component == new_component {
             continue;
         }
@@ -132,7 +133,7 @@ fn build_batch(db: &Db, state: &CollectionState, after: Option<&[u8]>) -> Result
             .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
             .collect::<Result<_>>()?;
         for (key, value) in &batch {
-            update_entries(tx, &state.name, &state.index_keyspace, building(), key, None, Some(value))?;
+            update_entries(tx, &state.name, &state.index_keyspace, &state.keys.shared, building(), key, None, Some(value))?;
         }
         Ok(batch.last().map(|(key, _)| key.clone()))
     })

@@ -43,6 +43,7 @@
 //! [`crate::Db::collection_with`]: it then runs once, over every record, in one transaction.
 
 mod build;
+mod keys;
 mod plan;
 mod query;
 mod schema;
@@ -59,13 +60,14 @@ use crate::query::{Expr, Literal, QueryError};
 use crate::store::key::KeyPart;
 use crate::store::{Keyspace, ReadSource, Snapshot, WriteTxn};
 use crate::Db;
+use keys::RecordKeys;
 use schema::{StoredIndex, StoredSchema};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use tessera_value::codec::{DecodeOwned, Encode};
 use tessera_value::{Doc, Value};
 
 /// Keyspace holding every collection's stored schema.
@@ -73,8 +75,10 @@ const SCHEMA_KEYSPACE: &str = "tessera.schema";
 /// Longest collection name.
 pub const COLLECTION_NAME_LEN_MAX: usize = 200;
 
-/// A record type: serde for the bytes, plus what `#[derive(Record)]` generates.
-pub trait Record: Serialize + DeserializeOwned + Describe + Send + Sync + 'static {
+/// A record type: what `#[derive(Record)]` generates. Records are written and read by the
+/// generated codec ([`Encode`], [`tessera_value::codec::Decode`]), with their field names as
+/// the collection's shared keys; serde is not needed.
+pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     /// The primary key's type: one field's type, or a tuple for a composite key.
     type Key: KeyPart;
     /// The collection's name in the database.
@@ -189,10 +193,23 @@ pub(crate) struct CollectionState {
     pub(crate) index_keyspace: Keyspace,
     pub(crate) shape: TypeDesc,
     pub(crate) indexes: Vec<IndexState>,
+    /// The shared keys records are written with, and the record type's field ids.
+    pub(crate) keys: RecordKeys,
     type_id: std::any::TypeId,
 }
 
 impl CollectionState {
+    /// Opens a stored record of this collection in O(1), with its shared keys.
+    pub(crate) fn open_record<'a>(&'a self, key: &[u8], bytes: &'a [u8]) -> Result<Doc<'a>> {
+        Doc::from_trusted_with_keys(bytes, &self.keys.shared).map_err(|error| decode_error(&self.name, key, error))
+    }
+
+    /// Encodes `record` into `out` with the collection's shared keys.
+    pub(crate) fn encode<T: Record>(&self, record: &T, out: &mut Vec<u8>) -> Result<()> {
+        tessera_value::codec::encode_into(record, Some(&self.keys.shared), &self.keys.ids, out)?;
+        Ok(())
+    }
+
     pub(crate) fn index_for(&self, path: &str) -> Option<&IndexState> {
         self.indexes.iter().find(|index| index.path == path && index.ready.load(Ordering::Acquire))
     }
@@ -260,8 +277,10 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
     let schema_keyspace = db.internal_keyspace(SCHEMA_KEYSPACE)?;
     let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
     let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
+    let keys_keyspace = db.internal_keyspace(keys::KEYS_KEYSPACE)?;
     let key_fields: Vec<String> = T::KEY_FIELDS.iter().map(|path| (*path).to_owned()).collect();
-    let schema = db.write(|tx| {
+    let (schema, record_keys) = db.write(|tx| {
+        let record_keys = keys::register::<T>(tx, &keys_keyspace, name)?;
         let stored = match tx.get(&schema_keyspace, name.as_bytes())? {
             Some(bytes) => Some(
                 tessera_value::from_slice::<StoredSchema>(bytes)
@@ -305,16 +324,24 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         }
         if migrate {
             let migration = options.migrate.as_ref().ok_or_else(|| schema_error(name, "no migration"))?;
-            run_migration::<T>(tx, name, &records, &index_keyspace, &mut schema, migration.as_ref())?;
+            run_migration::<T>(tx, name, &records, &index_keyspace, &record_keys, &mut schema, migration.as_ref())?;
         }
         if stored.as_ref() != Some(&schema) {
             let bytes = tessera_value::to_vec(&schema)?;
             tx.put(&schema_keyspace, name.as_bytes(), &bytes)?;
         }
-        Ok(schema)
+        Ok((schema, record_keys))
     })?;
     let indexes = schema.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect();
-    Ok(CollectionState { name: name.to_owned(), records, index_keyspace, shape, indexes, type_id: std::any::TypeId::of::<T>() })
+    Ok(CollectionState {
+        name: name.to_owned(),
+        records,
+        index_keyspace,
+        shape,
+        indexes,
+        keys: record_keys,
+        type_id: std::any::TypeId::of::<T>(),
+    })
 }
 
 /// Rewrites every record through `migrate` and rebuilds every index, inside `tx`.
@@ -323,6 +350,7 @@ fn run_migration<T: Record>(
     name: &str,
     records: &Keyspace,
     index_keyspace: &Keyspace,
+    record_keys: &RecordKeys,
     schema: &mut StoredSchema,
     migrate: &(dyn Fn(Value<'_>) -> Result<T> + Send + Sync),
 ) -> Result<()> {
@@ -330,7 +358,7 @@ fn run_migration<T: Record>(
         tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>()?;
     let mut migrated = Vec::with_capacity(stored.len());
     for (key, bytes) in &stored {
-        let doc = Doc::from_untrusted(bytes).map_err(|error| decode_error(name, key, error))?;
+        let doc = Doc::from_untrusted_with_keys(bytes, &record_keys.shared).map_err(|error| decode_error(name, key, error))?;
         migrated.push(migrate(doc.root())?);
         tx.delete(records, key)?;
     }
@@ -339,16 +367,16 @@ fn run_migration<T: Record>(
         build::clear_index(tx, index_keyspace, id)?;
     }
     let indexes: Vec<IndexState> = schema.indexes.iter().map(|index| IndexState::new(index, true)).collect();
-    let mut key = Vec::new();
+    let (mut key, mut bytes) = (Vec::new(), Vec::new());
     for record in &migrated {
         key.clear();
         record.encode_key(&mut key);
         if tx.get(records, &key)?.is_some() {
             return Err(Error::DuplicateKey { collection: name.to_owned(), key: key_display(&key) });
         }
-        let bytes = tessera_value::to_vec(record)?;
+        tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
-        build::update_entries(tx, name, index_keyspace, &indexes, &key, None, Some(&bytes))?;
+        build::update_entries(tx, name, index_keyspace, &record_keys.shared, &indexes, &key, None, Some(&bytes))?;
     }
     schema.version = T::VERSION;
     for index in &mut schema.indexes {
@@ -366,13 +394,37 @@ pub(crate) fn key_display(key: &[u8]) -> String {
 }
 
 pub(crate) fn decode_error(collection: &str, key: &[u8], error: impl std::fmt::Display) -> Error {
-    Error::RecordDecode { collection: collection.to_owned(), key: key_display(key), message: error.to_string() }
+    Error::RecordDecode { collection: collection.to_owned(), key: key_display(key), field: String::new(), message: error.to_string() }
 }
 
-/// Decodes a stored record.
-pub(crate) fn decode<T: Record>(collection: &str, key: &[u8], bytes: &[u8]) -> Result<T> {
-    let doc = Doc::from_trusted(bytes).map_err(|error| decode_error(collection, key, error))?;
-    tessera_value::from_value(doc.root()).map_err(|error| decode_error(collection, key, error))
+/// Decodes a stored record with the generated codec: a stored value that does not fit `T` is
+/// [`Error::RecordDecode`] naming the collection, the key and the field path.
+pub(crate) fn decode<T: Record>(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<T> {
+    let doc = state.open_record(key, bytes)?;
+    T::decode(doc.root(), &state.keys.ids).map_err(|error| Error::RecordDecode {
+        collection: state.name.clone(),
+        key: key_display(key),
+        field: error.path,
+        message: error.problem.to_string(),
+    })
+}
+
+/// Runs `write` with a per-thread buffer for a record's bytes, reused across writes (a
+/// fresh one when called re-entrantly).
+fn with_buffer<R>(write: impl FnOnce(&mut Vec<u8>) -> Result<R>) -> Result<R> {
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let mut buffer = BUFFER.with(|cell| cell.try_borrow_mut().map(|mut buffer| std::mem::take(&mut *buffer)).unwrap_or_default());
+    let result = write(&mut buffer);
+    BUFFER.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            if slot.capacity() < buffer.capacity() {
+                *slot = buffer;
+            }
+        }
+    });
+    result
 }
 
 impl<T: Record> Collection<T> {
@@ -398,7 +450,8 @@ impl<T: Record> Collection<T> {
             return Ok(WriteOutcome::Unchanged);
         }
         if !self.state.indexes.is_empty() {
-            build::update_entries(tx, &self.state.name, &self.state.index_keyspace, &self.state.indexes, key, old, Some(bytes))?;
+            let state = &*self.state;
+            build::update_entries(tx, &state.name, &state.index_keyspace, &state.keys.shared, &state.indexes, key, old, Some(bytes))?;
         }
         tx.put(&self.state.records, key, bytes)?;
         Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
@@ -425,8 +478,10 @@ impl<T: Record> Collection<T> {
         if tx.get(&self.state.records, &key)?.is_some() {
             return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: key_display(&key) });
         }
-        let bytes = tessera_value::to_vec(record)?;
-        self.store(tx, &key, None, &bytes)
+        with_buffer(|bytes| {
+            self.state.encode(record, bytes)?;
+            self.store(tx, &key, None, bytes)
+        })
     }
 
     /// Inserts or replaces `record`: Inserted, Updated, or Unchanged when the stored bytes are
@@ -434,9 +489,11 @@ impl<T: Record> Collection<T> {
     pub fn upsert(&self, tx: &mut WriteTxn<'_>, record: &T) -> Result<WriteOutcome> {
         let mut key = Vec::with_capacity(32);
         record.encode_key(&mut key);
-        let bytes = tessera_value::to_vec(record)?;
         let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
-        self.store(tx, &key, old.as_deref(), &bytes)
+        with_buffer(|bytes| {
+            self.state.encode(record, bytes)?;
+            self.store(tx, &key, old.as_deref(), bytes)
+        })
     }
 
     /// Reads the record at `key`, lets `change` edit it, and writes it back;
@@ -451,15 +508,17 @@ impl<T: Record> Collection<T> {
         let Some(old) = old else {
             return Err(Error::NotFound { collection: self.state.name.clone(), key: key_display(&key) });
         };
-        let mut record: T = decode(&self.state.name, &key, &old)?;
+        let mut record: T = decode(&self.state, &key, &old)?;
         change(&mut record);
         let mut new_key = Vec::with_capacity(key.len());
         record.encode_key(&mut new_key);
         if new_key != key {
             return Err(Error::KeyChanged { collection: self.state.name.clone(), key: key_display(&key) });
         }
-        let bytes = tessera_value::to_vec(&record)?;
-        self.store(tx, &key, Some(&old), &bytes)
+        with_buffer(|bytes| {
+            self.state.encode(&record, bytes)?;
+            self.store(tx, &key, Some(&old), bytes)
+        })
     }
 
     /// Sets one field (a dotted path; a missing optional field is added) of the record at
@@ -494,7 +553,7 @@ impl<T: Record> Collection<T> {
         }
         let value_bytes = tessera_value::to_vec(value)?;
         let value_doc = Doc::from_trusted(&value_bytes)?;
-        let doc = Doc::from_trusted(&old).map_err(|error| decode_error(&self.state.name, &key, error))?;
+        let doc = self.state.open_record(&key, &old)?;
         let mut edit = tessera_value::MutableDoc::new(doc);
         let (parent, last) = match path.rsplit_once('.') {
             Some((parent, last)) => (Some(parent), last),
@@ -503,7 +562,8 @@ impl<T: Record> Collection<T> {
         let field_error = |error: tessera_value::MutateError| Error::RecordDecode {
             collection: self.state.name.clone(),
             key: key_display(&key),
-            message: format!("cannot set `{path}`: {error}"),
+            field: path.to_owned(),
+            message: format!("cannot set it: {error}"),
         };
         let target = match parent {
             Some(parent) => edit.root_mut().path_mut(parent).map_err(field_error)?,
@@ -512,9 +572,11 @@ impl<T: Record> Collection<T> {
         target.set(last, value_doc.root()).map_err(field_error)?;
         let bytes = edit.encode()?;
         // The patched record must still be a `T`: decode it once, and store its canonical bytes.
-        let record: T = decode(&self.state.name, &key, &bytes)?;
-        let canonical = tessera_value::to_vec(&record)?;
-        self.store(tx, &key, Some(&old), &canonical)
+        let record: T = decode(&self.state, &key, &bytes)?;
+        with_buffer(|canonical| {
+            self.state.encode(&record, canonical)?;
+            self.store(tx, &key, Some(&old), canonical)
+        })
     }
 
     /// Deletes the record at `key`: Deleted, or Unchanged if there was none.
@@ -531,7 +593,8 @@ impl<T: Record> Collection<T> {
             return Ok(WriteOutcome::Unchanged);
         };
         if !self.state.indexes.is_empty() {
-            build::update_entries(tx, &self.state.name, &self.state.index_keyspace, &self.state.indexes, key, Some(&old), None)?;
+            let state = &*self.state;
+            build::update_entries(tx, &state.name, &state.index_keyspace, &state.keys.shared, &state.indexes, key, Some(&old), None)?;
         }
         tx.delete(&self.state.records, key)?;
         Ok(WriteOutcome::Deleted)
@@ -558,7 +621,7 @@ impl<T: Record> Collection<T> {
 
     pub(crate) fn get_encoded(&self, snapshot: &dyn Snapshot, key: &[u8]) -> Result<Option<T>> {
         match snapshot.get_value(&self.state.records, key)? {
-            Some(bytes) => decode(&self.state.name, key, bytes).map(Some),
+            Some(bytes) => decode(&self.state, key, bytes).map(Some),
             None => Ok(None),
         }
     }

@@ -208,8 +208,9 @@ impl<T: Record> Query<T> {
     fn matches<'t>(&self, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {
         let candidates = candidates(self, snapshot, access)?;
         let Some(predicate) = self.predicate.clone() else { return Ok(candidates) };
+        let state = self.collection.state.clone();
         Ok(Box::new(candidates.filter(move |candidate| match candidate {
-            Ok((_, bytes)) => match Doc::from_trusted(bytes) {
+            Ok((_, bytes)) => match Doc::from_trusted_with_keys(bytes, &state.keys.shared) {
                 Ok(doc) => predicate.eval(doc.root()) == Truth::True,
                 Err(_) => true, // reported when decoded
             },
@@ -231,7 +232,7 @@ impl<T: Record> Query<T> {
         for candidate in matches {
             let (key, bytes) = candidate?;
             let mut sort = Vec::with_capacity(32);
-            let doc = Doc::from_trusted(bytes).map_err(|error| super::decode_error(&self.collection.state.name, &key, error))?;
+            let doc = self.collection.state.open_record(&key, bytes)?;
             sort_key::encode_record(&orders, Some(doc.root()), &key, &mut sort);
             keyed.push((sort, key, bytes));
         }
@@ -270,7 +271,7 @@ impl<T: Record> Query<T> {
     /// iterator reaches it (a query that must sort in memory first collects its matches' keys).
     pub fn iter<'t>(&self, snapshot: &'t impl Snapshot) -> Result<Records<'t, T>> {
         let candidates = self.run(snapshot)?;
-        Ok(Records { candidates, collection: self.collection.state.name.clone(), _type: std::marker::PhantomData })
+        Ok(Records { candidates, state: self.collection.state.clone(), _type: std::marker::PhantomData })
     }
 
     /// Primary keys and stored bytes of the results, in order (for live queries).
@@ -283,14 +284,14 @@ impl<T: Record> Query<T> {
     }
 
     fn decode(&self, key: &[u8], bytes: &[u8]) -> Result<T> {
-        decode(&self.collection.state.name, key, bytes)
+        decode(&self.collection.state, key, bytes)
     }
 }
 
 /// Query results decoded one at a time: see [`Query::iter`].
 pub struct Records<'t, T> {
     candidates: Candidates<'t>,
-    collection: String,
+    state: std::sync::Arc<super::CollectionState>,
     _type: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -299,7 +300,7 @@ impl<T: Record> Iterator for Records<'_, T> {
 
     fn next(&mut self) -> Option<Result<T>> {
         let candidate = self.candidates.next()?;
-        Some(candidate.and_then(|(key, bytes)| decode(&self.collection, &key, bytes)))
+        Some(candidate.and_then(|(key, bytes)| decode(&self.state, &key, bytes)))
     }
 }
 

@@ -68,7 +68,7 @@ use matcher::{Anchor, Matcher};
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
-use tessera_value::Doc;
+use tessera_value::{Doc, SharedKeys};
 
 /// A change to a subscribed object.
 #[derive(Debug)]
@@ -239,9 +239,9 @@ struct QuerySub<T> {
 }
 
 /// The sort key of a stored record for a query's order.
-fn sort_key_of(orders: &[(FieldPath, bool)], bytes: &[u8], key: &[u8]) -> SortKey {
+fn sort_key_of(orders: &[(FieldPath, bool)], keys: &SharedKeys, bytes: &[u8], key: &[u8]) -> SortKey {
     let mut out = Vec::with_capacity(key.len() + 18 * orders.len());
-    let doc = if orders.is_empty() { None } else { Doc::from_trusted(bytes).ok() };
+    let doc = if orders.is_empty() { None } else { Doc::from_trusted_with_keys(bytes, keys).ok() };
     sort_key::encode_record(orders, doc.map(|doc| doc.root()), key, &mut out);
     let key_start = out.len() - key.len(); // the primary key is the tail
     (Arc::from(out), key_start)
@@ -264,11 +264,11 @@ impl<T: Record> QuerySub<T> {
         start..self.entries.len().min(self.window_end())
     }
 
-    fn matches(&self, bytes: Option<&[u8]>) -> bool {
+    fn matches(&self, keys: &SharedKeys, bytes: Option<&[u8]>) -> bool {
         let Some(bytes) = bytes else { return false };
         match &self.parts.predicate {
             None => true,
-            Some(predicate) => Doc::from_trusted(bytes).is_ok_and(|doc| predicate.eval(doc.root()) == Truth::True),
+            Some(predicate) => Doc::from_trusted_with_keys(bytes, keys).is_ok_and(|doc| predicate.eval(doc.root()) == Truth::True),
         }
     }
 
@@ -281,8 +281,8 @@ impl<T: Record> QuerySub<T> {
         let (sequence, rows) = db.with_snapshot(|snapshot| Ok((snapshot.view_sequence(), query.entries(snapshot)?)))?;
         let mut entries = Vec::with_capacity(rows.len());
         for (key, bytes) in rows {
-            let value = Arc::new(decode::<T>(&state.name, &key, &bytes)?);
-            let (sort, key_start) = sort_key_of(&self.orders, &bytes, &key);
+            let value = Arc::new(decode::<T>(state, &key, &bytes)?);
+            let (sort, key_start) = sort_key_of(&self.orders, &state.keys.shared, &bytes, &key);
             entries.push(Entry { sort, key_start, value });
         }
         self.complete = entries.len() < self.window_end();
@@ -305,6 +305,7 @@ impl<T: Record> QuerySub<T> {
     /// anchored); returns the changeset, if the visible result changed.
     fn apply(&mut self, commit: &Commit<'_, T>, hits: &[Hit], sort_keys: &SortKeys) -> Result<Option<ResultChange<T>>> {
         let Commit { sequence, changes, values, db, state } = *commit;
+        let keys = &state.keys.shared;
         let old_visible = self.visible();
         // The previous keys: for coalescing, and for the changeset of a refill (which only an
         // incomplete result can need).
@@ -318,13 +319,16 @@ impl<T: Record> QuerySub<T> {
         let mut any_removed = false;
         for &(index, old_hit, new_hit) in hits {
             let change = changes[index];
-            let (old_match, new_match) =
-                if self.exact { (old_hit, new_hit) } else { (self.matches(change.old.as_deref()), self.matches(change.new.as_deref())) };
+            let (old_match, new_match) = if self.exact {
+                (old_hit, new_hit)
+            } else {
+                (self.matches(keys, change.old.as_deref()), self.matches(keys, change.new.as_deref()))
+            };
             if !old_match && !new_match {
                 continue;
             }
             let (old_all, new_all) = sort_keys[index].get_or_init(|| {
-                let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, bytes, &change.key));
+                let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, keys, bytes, &change.key));
                 (of(&change.old), of(&change.new))
             });
             let position = match (old_match, &old_all) {
@@ -334,7 +338,7 @@ impl<T: Record> QuerySub<T> {
             let new_sort = if new_match { new_all.as_ref() } else { None };
             match (position, new_sort) {
                 (Some(position), Some((sort, _))) if **sort == *self.entries[position].sort => {
-                    self.entries[position].value = values.get(index, changes, &state.name)?;
+                    self.entries[position].value = values.get(index, changes, state)?;
                     modified[position] = true;
                     any_modified_visible |= old_visible.contains(&position);
                 }
@@ -349,7 +353,7 @@ impl<T: Record> QuerySub<T> {
                         if boundary.as_ref().is_some_and(|last| sort > last) {
                             continue;
                         }
-                        let entry = Entry { sort: sort.clone(), key_start: *key_start, value: values.get(index, changes, &state.name)? };
+                        let entry = Entry { sort: sort.clone(), key_start: *key_start, value: values.get(index, changes, state)? };
                         inserted.push((entry, position));
                     }
                 }
@@ -463,7 +467,7 @@ impl<T: Record> Values<T> {
         Values { decoded: (0..changes).map(|_| std::sync::OnceLock::new()).collect() }
     }
 
-    fn get(&self, index: usize, changes: &[&Change], collection: &str) -> Result<Arc<T>> {
+    fn get(&self, index: usize, changes: &[&Change], collection: &CollectionState) -> Result<Arc<T>> {
         let change = changes[index];
         let value = self.decoded[index].get_or_init(|| {
             let bytes = change.new.as_deref()?;
@@ -538,7 +542,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         for (index, change) in changes.iter().enumerate() {
             let Some(subs) = self.objects.get(&*change.key) else { continue };
             let event = match change.new {
-                Some(_) => match values.get(index, &changes, &self.state.name) {
+                Some(_) => match values.get(index, &changes, &self.state) {
                     Ok(value) => ObjectChange::Updated(value),
                     Err(_) => continue, // a record that does not decode is not delivered
                 },
@@ -571,7 +575,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                         component.push(sort_key::TAG_STRING);
                         component.extend_from_slice(&change.key);
                     } else {
-                        let Ok(doc) = Doc::from_trusted(bytes) else { continue };
+                        let Ok(doc) = Doc::from_trusted_with_keys(bytes, &self.state.keys.shared) else { continue };
                         sort_key::encode_value(path.lookup(doc.root()), &mut component);
                     }
                     self.matcher.lookup(path, &component, &mut |id| {

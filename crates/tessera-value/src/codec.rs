@@ -1,0 +1,624 @@
+//! Generated codecs: types that write themselves into an [`Encoder`] and read themselves from a
+//! [`Value`] without serde.
+//!
+//! `#[derive(Record)]` and `#[derive(Embed)]` (crate `tessera-derive`) implement [`Encode`] and
+//! [`Decode`] for structs and enums; this module implements them for the standard scalars and
+//! containers. The layout is serde's default one, as [`crate::to_vec`] writes it, so either side
+//! reads what the other wrote: a struct is a dict of its fields in declaration order, `None` is
+//! null, a unit variant is its name as a string, a variant with a payload is a one-entry dict
+//! `{"Variant": payload}`, sequences are arrays and string-keyed maps are dicts.
+//!
+//! **Field ids.** A derived type lists its field names in a `'static` slice. [`FieldIds`]
+//! resolves every such list reachable from a type to shared-key ids once (per collection), so
+//! the generated encoder writes each field's key as an integer, and the decoder finds each field
+//! by integer, with no string hashing or comparison. Without ids (an empty [`FieldIds`]) the
+//! same code writes and finds keys by name.
+//!
+//! ```
+//! use tessera_value::codec::{decode, encode, Decode, Encode, FieldIds};
+//! use tessera_value::Doc;
+//! let bytes = encode(&vec![Some(1u32), None], &FieldIds::default()).unwrap();
+//! let doc = Doc::from_untrusted(&bytes).unwrap();
+//! let back: Vec<Option<u32>> = decode(doc.root(), &FieldIds::default()).unwrap();
+//! assert_eq!(back, vec![Some(1), None]);
+//! ```
+
+use crate::encoder::Encoder;
+use crate::error::EncodeError;
+use crate::reader::{Dict, Kind, Value};
+use crate::shared_keys::SharedKeys;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+/// The field names of a derived struct (or the variant names of a derived enum), in
+/// declaration order.
+pub type FieldNames = &'static [&'static str];
+
+/// A type that writes itself into an [`Encoder`].
+///
+/// ```
+/// use tessera_value::codec::{encode, FieldIds};
+/// let bytes = encode("text", &FieldIds::default()).unwrap();
+/// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_str(), Some("text"));
+/// ```
+pub trait Encode {
+    /// Pushes this value (one value: a scalar or a whole container) into `out`.
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError>;
+
+    /// Calls `visit` with every [`FieldNames`] list this type and the types inside it use.
+    /// `visit` returns false for a list it has seen, and the type then stops there (so that
+    /// recursive types end).
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        let _ = visit;
+    }
+}
+
+/// A type that reads itself from a [`Value`], borrowing from the document where it can.
+pub trait Decode<'a>: Sized {
+    /// Reads a value of this type.
+    fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError>;
+
+    /// The value of a missing field of this type: `Some(None)` for an `Option`, `None` (an
+    /// error) for every other type.
+    fn missing() -> Option<Self> {
+        None
+    }
+}
+
+/// Types that decode from any document without borrowing from it.
+pub trait DecodeOwned: for<'a> Decode<'a> {}
+impl<T: for<'a> Decode<'a>> DecodeOwned for T {}
+
+/// Encodes `value` as a document of its own.
+pub fn encode<T: Encode + ?Sized>(value: &T, ids: &FieldIds) -> Result<Vec<u8>, EncodeError> {
+    let mut out = Encoder::new();
+    value.encode(&mut out, ids)?;
+    out.finish()
+}
+
+/// Encodes `value` into `out` (replacing its contents), with dict keys from `shared` where
+/// `ids` resolved them. A per-thread encoder's buffers are reused, so encoding allocates
+/// nothing once the buffers have grown.
+///
+/// ```
+/// use tessera_value::codec::{encode_into, FieldIds};
+/// let mut out = Vec::new();
+/// encode_into(&vec![1u8, 2], None, &FieldIds::default(), &mut out).unwrap();
+/// assert_eq!(tessera_value::Doc::from_untrusted(&out).unwrap().root().len(), 2);
+/// ```
+pub fn encode_into<T: Encode + ?Sized>(
+    value: &T,
+    shared: Option<&SharedKeys>,
+    ids: &FieldIds,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
+    thread_local! {
+        static ENCODER: std::cell::RefCell<Option<Encoder<'static>>> = const { std::cell::RefCell::new(None) };
+    }
+    let parked = ENCODER.with(|cell| cell.try_borrow_mut().ok().and_then(|mut parked| parked.take()));
+    let mut encoder = parked.unwrap_or_default().rebind(shared);
+    let result = value.encode(&mut encoder, ids).and_then(|()| encoder.finish_into(out));
+    let parked = encoder.rebind(None);
+    ENCODER.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some(parked);
+        }
+    });
+    result
+}
+
+/// Decodes a `T` from `value`.
+pub fn decode<'a, T: Decode<'a>>(value: Value<'a>, ids: &FieldIds) -> Result<T, FieldError> {
+    T::decode(value, ids)
+}
+
+/// Shared-key ids of the field names of derived types, resolved once.
+///
+/// ```
+/// use tessera_value::codec::FieldIds;
+/// use tessera_value::SharedKeys;
+/// static NAMES: &[&str] = &["x", "y"];
+/// let mut keys = SharedKeys::new();
+/// keys.add("y").unwrap();
+/// keys.add("x").unwrap();
+/// let ids = FieldIds::resolve(&keys, [NAMES]);
+/// assert_eq!(ids.get(NAMES), Some(&[1, 0][..]));
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct FieldIds {
+    /// By the address of a [`FieldNames`] list (identical lists share ids).
+    by_list: rustc_hash::FxHashMap<usize, Box<[u32]>>,
+}
+
+impl FieldIds {
+    /// Resolves each list whose names are all in `shared`; other lists are written and read
+    /// by name.
+    pub fn resolve(shared: &SharedKeys, lists: impl IntoIterator<Item = FieldNames>) -> Self {
+        let mut ids = FieldIds::default();
+        for list in lists {
+            let resolved: Option<Box<[u32]>> = list.iter().map(|name| shared.id(name)).collect();
+            if let Some(resolved) = resolved {
+                ids.by_list.insert(list.as_ptr() as usize, resolved);
+            }
+        }
+        ids
+    }
+
+    /// Every [`FieldNames`] list reachable from `T`, each once.
+    pub fn lists_of<T: Encode + ?Sized>() -> Vec<FieldNames> {
+        let mut lists: Vec<FieldNames> = Vec::new();
+        T::field_names(&mut |list| {
+            if lists.iter().any(|seen| std::ptr::eq(*seen, list)) {
+                return false;
+            }
+            lists.push(list);
+            true
+        });
+        lists
+    }
+
+    /// The ids of `list`, if it was resolved.
+    #[inline]
+    pub fn get(&self, list: FieldNames) -> Option<&[u32]> {
+        if self.by_list.is_empty() {
+            return None;
+        }
+        self.by_list.get(&(list.as_ptr() as usize)).map(|ids| &**ids)
+    }
+}
+
+/// A stored value that does not fit the type it is decoded into: where, and what is wrong.
+///
+/// ```
+/// use tessera_value::codec::{decode, FieldIds};
+/// let bytes = tessera_value::from_json(br#"[1, "two"]"#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let error = decode::<Vec<u8>>(doc.root(), &FieldIds::default()).unwrap_err();
+/// assert_eq!(error.path, "[1]");
+/// assert_eq!(error.to_string(), "at `[1]`: expected an integer, found a string");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("at `{}`: {problem}", if path.is_empty() { "." } else { path.as_str() })]
+pub struct FieldError {
+    /// The field path from the decoded value's root: dotted field names and `[index]`.
+    pub path: String,
+    /// What is wrong there.
+    pub problem: FieldProblem,
+}
+
+/// What is wrong with a stored value, in a [`FieldError`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldProblem {
+    /// A required field is absent.
+    Missing,
+    /// The value has another type.
+    WrongType {
+        /// What the Rust type needs.
+        expected: &'static str,
+        /// What is stored.
+        found: Kind,
+    },
+    /// A number that does not fit the Rust type.
+    OutOfRange {
+        /// The Rust type.
+        expected: &'static str,
+    },
+    /// An enum variant the Rust type does not have.
+    UnknownVariant(String),
+    /// A hand-written decoder's own message (for example serde's, through
+    /// [`decode_with_serde`]).
+    Invalid(String),
+}
+
+impl fmt::Display for FieldProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldProblem::Missing => f.write_str("missing required field"),
+            FieldProblem::WrongType { expected, found } => write!(f, "expected {expected}, found {}", kind_name(*found)),
+            FieldProblem::OutOfRange { expected } => write!(f, "number out of range for {expected}"),
+            FieldProblem::UnknownVariant(name) => write!(f, "unknown variant {name:?}"),
+            FieldProblem::Invalid(message) => f.write_str(message),
+        }
+    }
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Null => "null",
+        Kind::Bool => "a boolean",
+        Kind::Int | Kind::UInt => "an integer",
+        Kind::Float => "a float",
+        Kind::String => "a string",
+        Kind::Binary => "binary data",
+        Kind::Array => "an array",
+        Kind::Dict => "a dict",
+    }
+}
+
+impl FieldError {
+    /// A value of the wrong type.
+    pub fn wrong_type(expected: &'static str, found: Value<'_>) -> Self {
+        FieldError { path: String::new(), problem: FieldProblem::WrongType { expected, found: found.kind() } }
+    }
+
+    /// A required field that is absent.
+    pub fn missing() -> Self {
+        FieldError { path: String::new(), problem: FieldProblem::Missing }
+    }
+
+    /// An enum variant the type does not have.
+    pub fn unknown_variant(name: &str) -> Self {
+        FieldError { path: String::new(), problem: FieldProblem::UnknownVariant(name.to_owned()) }
+    }
+
+    /// The same error, seen from the struct that holds field `name`.
+    #[cold]
+    pub fn in_field(mut self, name: &str) -> Self {
+        self.path = match self.path.as_str() {
+            "" => name.to_owned(),
+            rest if rest.starts_with('[') => format!("{name}{rest}"),
+            rest => format!("{name}.{rest}"),
+        };
+        self
+    }
+
+    /// The same error, seen from the array that holds element `index`.
+    #[cold]
+    pub fn in_element(mut self, index: usize) -> Self {
+        self.path = match self.path.as_str() {
+            "" => format!("[{index}]"),
+            rest if rest.starts_with('[') => format!("[{index}]{rest}"),
+            rest => format!("[{index}].{rest}"),
+        };
+        self
+    }
+}
+
+// ------------------------------------------------------------------ helpers for derived code
+
+/// Writes the key of field `index` of `names`: its shared id when `ids` resolved the list,
+/// else its name. Called by derived code between `begin_dict` and the field's value.
+#[inline]
+pub fn write_field_key(out: &mut Encoder<'_>, ids: Option<&[u32]>, names: FieldNames, index: usize) -> Result<(), EncodeError> {
+    match ids {
+        Some(ids) => out.shared_key(ids[index]),
+        None => out.key(names[index]),
+    }
+}
+
+/// The value of field `index` of `names` in `dict`, if present.
+#[inline]
+pub fn field_value<'a>(dict: &Dict<'a>, ids: Option<&[u32]>, names: FieldNames, index: usize) -> Option<Value<'a>> {
+    match ids {
+        Some(ids) => dict.get_field(ids[index], names[index]),
+        None => dict.get(names[index]),
+    }
+}
+
+/// Decodes field `index` of `names` from `dict`: a missing field takes [`Decode::missing`],
+/// and errors carry the field's name.
+#[inline]
+pub fn decode_field<'a, T: Decode<'a>>(
+    dict: &Dict<'a>,
+    ids: Option<&[u32]>,
+    names: FieldNames,
+    index: usize,
+    all: &FieldIds,
+) -> Result<T, FieldError> {
+    match field_value(dict, ids, names, index) {
+        Some(value) => T::decode(value, all).map_err(|error| error.in_field(names[index])),
+        None => T::missing().ok_or_else(|| FieldError::missing().in_field(names[index])),
+    }
+}
+
+/// An enum's value split into its variant name and payload: a string is a unit variant, a
+/// one-entry dict a variant with a payload.
+pub fn variant_of<'a>(value: Value<'a>) -> Result<(&'a str, Option<Value<'a>>), FieldError> {
+    if let Some(name) = value.as_str() {
+        return Ok((name, None));
+    }
+    match value.as_dict() {
+        Some(dict) if dict.len() == 1 => {
+            let (name, payload) = dict.entry(0).expect("one entry");
+            Ok((name, Some(payload)))
+        }
+        _ => Err(FieldError::wrong_type("an enum variant (a string or a one-entry dict)", value)),
+    }
+}
+
+/// Writes `value` through serde: for a hand-written [`Encode`] of a type that only implements
+/// `Serialize`.
+pub fn encode_with_serde<T: serde::Serialize + ?Sized>(value: &T, out: &mut Encoder<'_>) -> Result<(), EncodeError> {
+    value.serialize(&mut *out)
+}
+
+/// Reads a `T` through serde: for a hand-written [`Decode`] of a type that only implements
+/// `Deserialize`.
+pub fn decode_with_serde<'a, T: serde::Deserialize<'a>>(value: Value<'a>) -> Result<T, FieldError> {
+    crate::from_value(value).map_err(|error| FieldError { path: String::new(), problem: FieldProblem::Invalid(error.message) })
+}
+
+// ------------------------------------------------------------------ scalars
+
+macro_rules! signed {
+    ($($type:ty),*) => {$(
+        impl Encode for $type {
+            #[inline]
+            fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+                out.push_i64(*self as i64)
+            }
+        }
+        impl Decode<'_> for $type {
+            #[inline]
+            fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+                match value.as_i64() {
+                    Some(int) => <$type>::try_from(int).map_err(|_| out_of_range(stringify!($type))),
+                    None if value.as_u64().is_some() => Err(out_of_range(stringify!($type))),
+                    None => Err(FieldError::wrong_type("an integer", value)),
+                }
+            }
+        }
+    )*};
+}
+signed!(i8, i16, i32, i64, isize);
+
+macro_rules! unsigned {
+    ($($type:ty),*) => {$(
+        impl Encode for $type {
+            #[inline]
+            fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+                out.push_u64(*self as u64)
+            }
+        }
+        impl Decode<'_> for $type {
+            #[inline]
+            fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+                match value.as_u64() {
+                    Some(int) => <$type>::try_from(int).map_err(|_| out_of_range(stringify!($type))),
+                    None if value.as_i64().is_some() => Err(out_of_range(stringify!($type))),
+                    None => Err(FieldError::wrong_type("an integer", value)),
+                }
+            }
+        }
+    )*};
+}
+unsigned!(u8, u16, u32, u64, usize);
+
+#[cold]
+fn out_of_range(expected: &'static str) -> FieldError {
+    FieldError { path: String::new(), problem: FieldProblem::OutOfRange { expected } }
+}
+
+impl Encode for f64 {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_f64(*self)
+    }
+}
+impl Decode<'_> for f64 {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))
+    }
+}
+
+impl Encode for f32 {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_f32(*self)
+    }
+}
+impl Decode<'_> for f32 {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        // As serde does: a stored double narrows to the nearest f32.
+        value.as_f64().map(|float| float as f32).ok_or_else(|| FieldError::wrong_type("a number", value))
+    }
+}
+
+impl Encode for bool {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_bool(*self)
+    }
+}
+impl Decode<'_> for bool {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        value.as_bool().ok_or_else(|| FieldError::wrong_type("a boolean", value))
+    }
+}
+
+impl Encode for str {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_str(self)
+    }
+}
+impl Encode for String {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_str(self)
+    }
+}
+impl<'a> Decode<'a> for &'a str {
+    #[inline]
+    fn decode(value: Value<'a>, _: &FieldIds) -> Result<Self, FieldError> {
+        value.as_str().ok_or_else(|| FieldError::wrong_type("a string", value))
+    }
+}
+impl Decode<'_> for String {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        value.as_str().map(str::to_owned).ok_or_else(|| FieldError::wrong_type("a string", value))
+    }
+}
+impl Decode<'_> for Box<str> {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        value.as_str().map(Box::from).ok_or_else(|| FieldError::wrong_type("a string", value))
+    }
+}
+
+impl Encode for char {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_str(self.encode_utf8(&mut [0; 4]))
+    }
+}
+impl Decode<'_> for char {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        let text = value.as_str().ok_or_else(|| FieldError::wrong_type("a one-character string", value))?;
+        let mut chars = text.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => Ok(c),
+            _ => Err(FieldError::wrong_type("a one-character string", value)),
+        }
+    }
+}
+
+// ------------------------------------------------------------------ containers
+
+impl<T: Encode + ?Sized> Encode for &T {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        (**self).encode(out, ids)
+    }
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        T::field_names(visit)
+    }
+}
+
+impl<T: Encode + ?Sized> Encode for Box<T> {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        (**self).encode(out, ids)
+    }
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        T::field_names(visit)
+    }
+}
+impl<'a, T: Decode<'a>> Decode<'a> for Box<T> {
+    #[inline]
+    fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError> {
+        T::decode(value, ids).map(Box::new)
+    }
+    fn missing() -> Option<Self> {
+        T::missing().map(Box::new)
+    }
+}
+
+impl<T: Encode> Encode for Option<T> {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        match self {
+            Some(value) => value.encode(out, ids),
+            None => out.push_null(),
+        }
+    }
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        T::field_names(visit)
+    }
+}
+impl<'a, T: Decode<'a>> Decode<'a> for Option<T> {
+    #[inline]
+    fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        T::decode(value, ids).map(Some)
+    }
+    fn missing() -> Option<Self> {
+        Some(None)
+    }
+}
+
+impl<T: Encode> Encode for [T] {
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        out.begin_array()?;
+        for item in self {
+            item.encode(out, ids)?;
+        }
+        out.end_array()
+    }
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        T::field_names(visit)
+    }
+}
+impl<T: Encode> Encode for Vec<T> {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        self.as_slice().encode(out, ids)
+    }
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        T::field_names(visit)
+    }
+}
+impl<'a, T: Decode<'a>> Decode<'a> for Vec<T> {
+    fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError> {
+        let array = value.as_array().ok_or_else(|| FieldError::wrong_type("an array", value))?;
+        array.iter().enumerate().map(|(index, item)| T::decode(item, ids).map_err(|error| error.in_element(index))).collect()
+    }
+}
+
+impl<T: Encode, S> Encode for HashMap<String, T, S> {
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        out.begin_dict()?;
+        for (key, value) in self {
+            out.key(key)?;
+            value.encode(out, ids)?;
+        }
+        out.end_dict()
+    }
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        T::field_names(visit)
+    }
+}
+impl<'a, T: Decode<'a>, S: std::hash::BuildHasher + Default> Decode<'a> for HashMap<String, T, S> {
+    fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError> {
+        let dict = value.as_dict().ok_or_else(|| FieldError::wrong_type("a map", value))?;
+        let mut map = HashMap::with_capacity_and_hasher(dict.len(), S::default());
+        for (key, item) in dict.iter() {
+            map.insert(key.to_owned(), T::decode(item, ids).map_err(|error| error.in_field(key))?);
+        }
+        Ok(map)
+    }
+}
+
+impl<T: Encode> Encode for BTreeMap<String, T> {
+    fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        out.begin_dict()?;
+        for (key, value) in self {
+            out.key(key)?;
+            value.encode(out, ids)?;
+        }
+        out.end_dict()
+    }
+    fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+        T::field_names(visit)
+    }
+}
+impl<'a, T: Decode<'a>> Decode<'a> for BTreeMap<String, T> {
+    fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError> {
+        let dict = value.as_dict().ok_or_else(|| FieldError::wrong_type("a map", value))?;
+        dict.iter().map(|(key, item)| Ok((key.to_owned(), T::decode(item, ids).map_err(|error| error.in_field(key))?))).collect()
+    }
+}
+
+impl Encode for () {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_null()
+    }
+}
+impl Decode<'_> for () {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        if value.is_null() {
+            Ok(())
+        } else {
+            Err(FieldError::wrong_type("null", value))
+        }
+    }
+}
