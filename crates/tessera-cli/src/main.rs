@@ -6,7 +6,7 @@
 use clap::{Parser, Subcommand};
 use std::io::{Read, Write};
 use std::process::ExitCode;
-use tessera_value::{from_json, Doc, JsonStyle};
+use tessera_value::{from_json, Doc, JsonStyle, SharedKeys};
 
 #[derive(Parser)]
 #[command(name = "tessera", version, about = "tessera's command-line tool")]
@@ -34,11 +34,17 @@ enum Command {
         /// Sort dict keys, for output that is equal for equal documents.
         #[arg(long)]
         canonical: bool,
+        /// A shared-key table (a collection's record keys, serialized) the document uses.
+        #[arg(long, value_name = "FILE")]
+        keys: Option<String>,
     },
     /// Check that a file is a valid binary document: exit 0 if it is, 1 if not.
     Validate {
         /// Binary input file, or - for standard input.
         file: String,
+        /// A shared-key table (a collection's record keys, serialized) the document uses.
+        #[arg(long, value_name = "FILE")]
+        keys: Option<String>,
     },
 }
 
@@ -75,6 +81,21 @@ fn write_output(path: &str, bytes: &[u8]) -> Result<(), Failure> {
     result.map_err(|error| Failure::Io(format!("cannot write {path}: {error}")))
 }
 
+/// The shared-key table at `path`, if one was given.
+fn read_keys(path: Option<&str>) -> Result<Option<SharedKeys>, Failure> {
+    let Some(path) = path else { return Ok(None) };
+    let bytes = read_input(path)?;
+    SharedKeys::from_bytes(&bytes).map(Some).map_err(|error| Failure::Invalid(format!("{path}: not a shared-key table: {error}")))
+}
+
+/// Validates `bytes`, with the shared keys if given.
+fn open<'a>(bytes: &'a [u8], keys: Option<&'a SharedKeys>) -> Result<Doc<'a>, tessera_value::FormatError> {
+    match keys {
+        Some(keys) => Doc::from_untrusted_with_keys(bytes, keys),
+        None => Doc::from_untrusted(bytes),
+    }
+}
+
 fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Json2bin { input, output } => {
@@ -82,9 +103,10 @@ fn run(command: Command) -> Result<(), Failure> {
             let bytes = from_json(&json).map_err(|error| Failure::Invalid(format!("{input}: {error}")))?;
             write_output(&output, &bytes)
         }
-        Command::Bin2json { input, pretty, canonical } => {
+        Command::Bin2json { input, pretty, canonical, keys } => {
+            let keys = read_keys(keys.as_deref())?;
             let bytes = read_input(&input)?;
-            let doc = Doc::from_untrusted(&bytes).map_err(|error| Failure::Invalid(format!("{input}: {error}")))?;
+            let doc = open(&bytes, keys.as_ref()).map_err(|error| Failure::Invalid(format!("{input}: {error}")))?;
             let style = match (pretty, canonical) {
                 (true, _) => JsonStyle::Pretty,
                 (_, true) => JsonStyle::Canonical,
@@ -95,9 +117,10 @@ fn run(command: Command) -> Result<(), Failure> {
             json.push(b'\n');
             write_output("-", &json)
         }
-        Command::Validate { file } => {
+        Command::Validate { file, keys } => {
+            let keys = read_keys(keys.as_deref())?;
             let bytes = read_input(&file)?;
-            Doc::from_untrusted(&bytes).map_err(|error| Failure::Invalid(format!("{file}: invalid: {error}")))?;
+            open(&bytes, keys.as_ref()).map_err(|error| Failure::Invalid(format!("{file}: invalid: {error}")))?;
             println!("{file}: valid ({} bytes)", bytes.len());
             Ok(())
         }

@@ -62,3 +62,28 @@ fn missing_file_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
 }
+
+#[test]
+fn documents_with_shared_keys_need_their_table() {
+    let dir = std::env::temp_dir().join(format!("tessera-cli-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut keys = tessera_value::SharedKeys::new();
+    keys.add("name").unwrap();
+    let record = tessera_value::to_vec_with_keys(&std::collections::BTreeMap::from([("name", "Ada")]), &keys).unwrap();
+    let (record_path, keys_path) = (dir.join("record.bin"), dir.join("keys.bin"));
+    std::fs::write(&record_path, &record).unwrap();
+    std::fs::write(&keys_path, keys.to_bytes()).unwrap();
+    let (record_path, keys_path) = (record_path.to_str().unwrap(), keys_path.to_str().unwrap());
+
+    let out = tessera(&["bin2json", "--keys", keys_path, record_path], b"");
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "{\"name\":\"Ada\"}\n");
+    let out = tessera(&["validate", "--keys", keys_path, record_path], b"");
+    assert_eq!(out.status.code(), Some(0));
+    // Without the table, the document is refused with a reason, not printed wrong.
+    let out = tessera(&["validate", record_path], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shared keys"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tessera(&["bin2json", "--keys", record_path, record_path], b"");
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -475,8 +475,20 @@ impl<T: Record> Collection<T> {
     pub fn insert(&self, tx: &mut WriteTxn<'_>, record: &T) -> Result<WriteOutcome> {
         let mut key = Vec::with_capacity(32);
         record.encode_key(&mut key);
+        let duplicate = || Error::DuplicateKey { collection: self.state.name.clone(), key: key_display(&key) };
+        if self.state.indexes.is_empty() {
+            // No index to maintain: one descent writes the record or finds the key taken.
+            return with_buffer(|bytes| {
+                self.state.encode(record, bytes)?;
+                if tx.insert_new(&self.state.records, &key, bytes)? {
+                    Ok(WriteOutcome::Inserted)
+                } else {
+                    Err(duplicate())
+                }
+            });
+        }
         if tx.get(&self.state.records, &key)?.is_some() {
-            return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: key_display(&key) });
+            return Err(duplicate());
         }
         with_buffer(|bytes| {
             self.state.encode(record, bytes)?;
@@ -589,6 +601,10 @@ impl<T: Record> Collection<T> {
     }
 
     pub(crate) fn delete_encoded(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
+        if self.state.indexes.is_empty() {
+            // No index entries to find from the old record: delete without reading it.
+            return Ok(if tx.delete(&self.state.records, key)? { WriteOutcome::Deleted } else { WriteOutcome::Unchanged });
+        }
         let Some(old) = tx.get(&self.state.records, key)?.map(<[u8]>::to_vec) else {
             return Ok(WriteOutcome::Unchanged);
         };

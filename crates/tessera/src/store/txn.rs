@@ -317,6 +317,32 @@ impl<'db> WriteTxn<'db> {
         Ok(())
     }
 
+    /// Sets `key` to `value` only if `key` has no value; returns false, writing nothing, if it
+    /// has one. One B-tree descent, where `get` then `put` take two.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// assert!(db.write(|tx| tx.insert_new(&ks, b"k", b"first"))?);
+    /// assert!(!db.write(|tx| tx.insert_new(&ks, b"k", b"second"))?);
+    /// assert_eq!(db.read(|tx| Ok(tx.get(&ks, b"k")?.map(<[u8]>::to_vec)))?, Some(b"first".to_vec()));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn insert_new(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<bool> {
+        Self::check_key(key)?;
+        match keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value) {
+            Ok(()) => {
+                if let Some(log) = &mut self.log {
+                    log.record(&keyspace.name, key, None, Some(value.into()));
+                }
+                Ok(true)
+            }
+            Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => Ok(false),
+            Err(error) => Err(self.note_error(error)),
+        }
+    }
+
     /// Removes `key`; returns whether it existed.
     pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
