@@ -329,3 +329,24 @@ fn dflat_style_queries_read_naturally() {
         field("content").is_variant("Image").or(((field("priority") + 1) % 2).eq(0).and(field("color").is_in(["Red", "Blue"])))
     );
 }
+
+#[test]
+fn printed_queries_parse_back_with_any_string_contents() {
+    // Found by the `query` fuzz target: strings were printed with Rust's escapes (`\u{1d}`),
+    // which the text syntax does not have.
+    for text in ["A\u{1d}A", "quote \" and backslash \\", "tab\tnew\nline", "é\u{0}\u{7f}"] {
+        for expr in [tessera::query::field("t").eq(text), tessera::query::field("t").contains(text)] {
+            let printed = expr.to_string();
+            assert_eq!(tessera::query::Expr::parse(&printed).unwrap(), expr, "{printed}");
+        }
+    }
+}
+
+#[test]
+fn a_number_beyond_f64_is_an_error_not_infinity() {
+    // Found by the `query` fuzz target: `6E6061` parsed as infinity, printed as `inf`, a field.
+    let error = tessera::query::Expr::parse("x < 6E6061").unwrap_err();
+    assert_eq!(error.column, 5);
+    assert!(error.message.contains("out of range"), "{}", error.message);
+    assert!(tessera::query::Expr::parse("x < 1.5e308").is_ok());
+}

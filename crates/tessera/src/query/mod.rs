@@ -380,14 +380,76 @@ impl fmt::Display for Literal {
             Literal::Int(i) => write!(f, "{i}"),
             Literal::Float(x) if x.fract() == 0.0 && x.is_finite() => write!(f, "{x:.1}"),
             Literal::Float(x) => write!(f, "{x}"),
-            Literal::Str(s) => write!(f, "{s:?}"),
+            Literal::Str(s) => write_quoted(f, s),
         }
     }
 }
 
-impl fmt::Display for Expr {
-    /// The query in the text syntax [`Expr::parse`] reads, fully parenthesized.
+/// Writes `text` as a string literal of the text syntax: double-quoted, with `\"`, `\\`,
+/// `\n` and `\t` escapes and every other character as it is, so that it parses back.
+fn write_quoted(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    f.write_str("\"")?;
+    for c in text.chars() {
+        match c {
+            '"' => f.write_str("\\\"")?,
+            '\\' => f.write_str("\\\\")?,
+            '\n' => f.write_str("\\n")?,
+            '\t' => f.write_str("\\t")?,
+            other => write!(f, "{other}")?,
+        }
+    }
+    f.write_str("\"")
+}
+
+/// A string displayed as a literal of the text syntax.
+struct Quoted<'a>(&'a str);
+
+impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_quoted(f, self.0)
+    }
+}
+
+/// Binding strength of each form in the text syntax, loosest first: a sub-expression weaker
+/// than its position needs is printed in parentheses (see [`Expr::parse`]'s grammar: `or` <
+/// `and` < `not` < one comparison < `+ - %`, left-associative < a field or literal).
+mod strength {
+    pub const OR: u8 = 1;
+    pub const AND: u8 = 2;
+    pub const NOT: u8 = 3;
+    pub const PREDICATE: u8 = 4;
+    pub const SUM: u8 = 5;
+    pub const ATOM: u8 = 6;
+}
+
+impl Expr {
+    fn strength(&self) -> u8 {
+        match self {
+            Expr::Or(..) => strength::OR,
+            Expr::And(..) => strength::AND,
+            Expr::Not(_) => strength::NOT,
+            Expr::Compare(..) | Expr::Between(..) | Expr::In(..) | Expr::IsNull(..) | Expr::Str(..) | Expr::Variant(..) => {
+                strength::PREDICATE
+            }
+            Expr::Arith(..) => strength::SUM,
+            Expr::Field(_) | Expr::Literal(_) => strength::ATOM,
+        }
+    }
+
+    /// Writes the expression where the grammar needs at least `strength`, in parentheses if
+    /// it binds more loosely.
+    fn write_at(&self, f: &mut fmt::Formatter<'_>, strength: u8) -> fmt::Result {
+        if self.strength() < strength {
+            f.write_str("(")?;
+            self.write_bare(f)?;
+            f.write_str(")")
+        } else {
+            self.write_bare(f)
+        }
+    }
+
+    fn write_bare(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use strength::*;
         let compare = |op: &CompareOp| match op {
             CompareOp::Eq => "==",
             CompareOp::Ne => "!=",
@@ -399,36 +461,76 @@ impl fmt::Display for Expr {
         match self {
             Expr::Field(path) => f.write_str(path),
             Expr::Literal(literal) => write!(f, "{literal}"),
-            Expr::Arith(a, op, b) => write!(
-                f,
-                "({a} {} {b})",
-                match op {
-                    ArithOp::Add => "+",
-                    ArithOp::Sub => "-",
-                    ArithOp::Rem => "%",
-                }
-            ),
-            Expr::Compare(a, op, b) => write!(f, "({a} {} {b})", compare(op)),
-            Expr::Between(a, low, high) => write!(f, "({a} between {low} and {high})"),
-            Expr::In(a, list, negated) => {
-                let items: Vec<String> = list.iter().map(ToString::to_string).collect();
-                write!(f, "({a} {}in ({}))", if *negated { "not " } else { "" }, items.join(", "))
+            Expr::Arith(a, op, b) => {
+                a.write_at(f, SUM)?;
+                f.write_str(match op {
+                    ArithOp::Add => " + ",
+                    ArithOp::Sub => " - ",
+                    ArithOp::Rem => " % ",
+                })?;
+                b.write_at(f, ATOM)
             }
-            Expr::IsNull(a, negated) => write!(f, "({a} is {}null)", if *negated { "not " } else { "" }),
-            Expr::Str(a, op, text) => write!(
-                f,
-                "({a} {} {text:?})",
-                match op {
+            Expr::Compare(a, op, b) => {
+                a.write_at(f, SUM)?;
+                write!(f, " {} ", compare(op))?;
+                b.write_at(f, SUM)
+            }
+            Expr::Between(a, low, high) => {
+                a.write_at(f, SUM)?;
+                f.write_str(" between ")?;
+                low.write_at(f, SUM)?;
+                f.write_str(" and ")?;
+                high.write_at(f, SUM)
+            }
+            Expr::In(a, list, negated) => {
+                a.write_at(f, SUM)?;
+                let items: Vec<String> = list.iter().map(ToString::to_string).collect();
+                write!(f, " {}in ({})", if *negated { "not " } else { "" }, items.join(", "))
+            }
+            Expr::IsNull(a, negated) => {
+                a.write_at(f, SUM)?;
+                write!(f, " is {}null", if *negated { "not " } else { "" })
+            }
+            Expr::Str(a, op, text) => {
+                a.write_at(f, SUM)?;
+                let word = match op {
                     StringOp::StartsWith => "starts_with",
                     StringOp::EndsWith => "ends_with",
                     StringOp::Contains => "contains",
-                }
-            ),
-            Expr::Variant(path, variant) => write!(f, "({path} is {variant})"),
-            Expr::And(a, b) => write!(f, "({a} and {b})"),
-            Expr::Or(a, b) => write!(f, "({a} or {b})"),
-            Expr::Not(a) => write!(f, "(not {a})"),
+                };
+                write!(f, " {word} {}", Quoted(text))
+            }
+            Expr::Variant(path, variant) => write!(f, "{path} is {variant}"),
+            Expr::And(a, b) => {
+                a.write_at(f, AND)?;
+                f.write_str(" and ")?;
+                b.write_at(f, NOT)
+            }
+            Expr::Or(a, b) => {
+                a.write_at(f, OR)?;
+                f.write_str(" or ")?;
+                b.write_at(f, AND)
+            }
+            Expr::Not(a) => {
+                f.write_str("not ")?;
+                a.write_at(f, NOT)
+            }
         }
+    }
+}
+
+impl fmt::Display for Expr {
+    /// The query in the text syntax [`Expr::parse`] reads, with parentheses only where the
+    /// grammar needs them, so that printing never nests deeper than the parsed text did.
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// let query = field("a").eq(1).or(field("b").eq(2)).and(!field("c").is_null());
+    /// assert_eq!(query.to_string(), "(a == 1 or b == 2) and not c is null");
+    /// assert_eq!(Expr::parse(&query.to_string()).unwrap(), query);
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_at(f, strength::OR)
     }
 }
 

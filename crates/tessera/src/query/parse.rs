@@ -82,7 +82,12 @@ impl<'t> Lexer<'t> {
                 let number = &self.text[start..pos];
                 let token = match number.parse::<i64>() {
                     Ok(int) => Token::Int(int),
-                    Err(_) => Token::Float(number.parse::<f64>().map_err(|_| self.error(start, format!("bad number {number:?}")))?),
+                    Err(_) => match number.parse::<f64>() {
+                        Ok(float) if float.is_finite() => Token::Float(float),
+                        // A literal beyond f64's range would silently become infinity.
+                        Ok(_) => return Err(self.error(start, format!("number {number:?} is out of range"))),
+                        Err(_) => return Err(self.error(start, format!("bad number {number:?}"))),
+                    },
                 };
                 self.tokens.push((token, start));
             } else if byte.is_ascii_alphabetic() || byte == b'_' {
