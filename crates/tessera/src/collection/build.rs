@@ -32,19 +32,32 @@ fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, out: &mut Vec
     Ok(true)
 }
 
+/// Where a collection's index entries go: its name (for errors), its index keyspace, and the
+/// shared keys its records are read with.
+pub(crate) struct IndexTarget<'a> {
+    pub(crate) collection: &'a str,
+    pub(crate) keyspace: &'a Keyspace,
+    pub(crate) keys: &'a SharedKeys,
+}
+
+impl CollectionState {
+    pub(crate) fn index_target(&self) -> IndexTarget<'_> {
+        IndexTarget { collection: &self.name, keyspace: &self.index_keyspace, keys: &self.keys.shared }
+    }
+}
+
 /// Replaces the index entries of the record at `primary_key` (`old` → `new`; `None` is no
 /// record). A unique index that already holds the new value for another key aborts the
 /// transaction with [`Error::UniqueViolation`].
 pub(crate) fn update_entries<'i>(
     tx: &mut WriteTxn<'_>,
-    collection: &str,
-    keyspace: &Keyspace,
-    keys: &SharedKeys,
+    target: &IndexTarget<'_>,
     indexes: impl IntoIterator<Item = &'i IndexState>,
     primary_key: &[u8],
     old: Option<&[u8]>,
     new: Option<&[u8]>,
 ) -> Result<()> {
+    let IndexTarget { collection, keyspace, keys } = *target;
     let (mut old_component, mut new_component, mut entry) = (Vec::new(), Vec::new(), Vec::new());
     for index in indexes {
         let had = component(old, keys, &index.path, &mut old_component)?;
@@ -133,7 +146,7 @@ fn build_batch(db: &Db, state: &CollectionState, after: Option<&[u8]>) -> Result
             .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
             .collect::<Result<_>>()?;
         for (key, value) in &batch {
-            update_entries(tx, &state.name, &state.index_keyspace, &state.keys.shared, building(), key, None, Some(value))?;
+            update_entries(tx, &state.index_target(), building(), key, None, Some(value))?;
         }
         Ok(batch.last().map(|(key, _)| key.clone()))
     })

@@ -376,7 +376,8 @@ fn run_migration<T: Record>(
         }
         tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
-        build::update_entries(tx, name, index_keyspace, &record_keys.shared, &indexes, &key, None, Some(&bytes))?;
+        let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared };
+        build::update_entries(tx, &target, &indexes, &key, None, Some(&bytes))?;
     }
     schema.version = T::VERSION;
     for index in &mut schema.indexes {
@@ -451,7 +452,7 @@ impl<T: Record> Collection<T> {
         }
         if !self.state.indexes.is_empty() {
             let state = &*self.state;
-            build::update_entries(tx, &state.name, &state.index_keyspace, &state.keys.shared, &state.indexes, key, old, Some(bytes))?;
+            build::update_entries(tx, &state.index_target(), &state.indexes, key, old, Some(bytes))?;
         }
         tx.put(&self.state.records, key, bytes)?;
         Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
@@ -610,7 +611,7 @@ impl<T: Record> Collection<T> {
         };
         if !self.state.indexes.is_empty() {
             let state = &*self.state;
-            build::update_entries(tx, &state.name, &state.index_keyspace, &state.keys.shared, &state.indexes, key, Some(&old), None)?;
+            build::update_entries(tx, &state.index_target(), &state.indexes, key, Some(&old), None)?;
         }
         tx.delete(&self.state.records, key)?;
         Ok(WriteOutcome::Deleted)
