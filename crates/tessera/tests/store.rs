@@ -369,3 +369,25 @@ fn a_write_inside_a_write_is_an_error_not_a_deadlock() {
     assert_eq!(get(&db, &ks, b"outer"), None, "the outer transaction rolled back with the error");
     db.write(|tx| tx.put(&ks, b"after", b"ok")).unwrap();
 }
+
+#[test]
+fn a_large_import_runs_its_closure_at_most_twice() {
+    // Before the map grew to fit what the failed attempt had written, a 50,000-record import
+    // on a new file ran its closure once per 4x growth.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let ks = db.keyspace("import").unwrap();
+    let value = vec![7u8; 150];
+    for (records, runs_max) in [(1_000u32, 1), (50_000, 2), (200_000, 2)] {
+        let mut runs = 0;
+        db.write(|tx| {
+            runs += 1;
+            for i in 0..records {
+                tx.put(&ks, format!("{records}-{i:08}").as_bytes(), &value)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!(runs <= runs_max, "{records} records: the closure ran {runs} times");
+    }
+}

@@ -80,7 +80,7 @@ impl Default for DbOptions {
     fn default() -> Self {
         DbOptions {
             durability: Durability::Immediate,
-            map_size_initial_bytes: 1 << 20,
+            map_size_initial_bytes: 4 << 20,
             map_size_max_bytes: 1 << 40,
             keyspaces_max: 128,
             readers_max: 126,
@@ -266,8 +266,12 @@ impl Db {
     /// Runs `write` in a transaction with the database's default durability: commits when it
     /// returns `Ok`, rolls back when it returns `Err` or panics (the panic continues).
     ///
-    /// `write` may run more than once: when the map is full, the transaction is rolled back,
-    /// the map grown, and `write` called again.
+    /// `write` may run more than once, and only for one reason: the transaction needed more
+    /// room than the map had free. It is then rolled back, the map grown (by 4x below 64 MiB,
+    /// 2x above, and always to at least 8 times the bytes the failed attempt had written
+    /// beyond what is in use) and `write` called again. A transaction that writes less than
+    /// the free space runs once; a larger one almost always runs twice. The map starts at
+    /// [`DbOptions::map_size_initial_bytes`] (4 MiB by default).
     pub fn write<T>(&self, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
         self.write_with(self.inner.options.durability, write)
     }

@@ -19,6 +19,12 @@ pub const KEY_LEN_MAX: usize = 511;
 /// Maps smaller than this grow by 4x when full, larger ones by 2x.
 const MAP_QUADRUPLE_BELOW_BYTES: u64 = 64 << 20;
 
+/// When a transaction fills the map, the map grows to hold at least this many times the bytes
+/// (keys and values) the failed attempt had written, beyond what was in use: a B-tree stores a
+/// record in more space than its bytes (node headers, partly filled pages, copied branch
+/// pages), and the attempt may have failed well before its end.
+const MAP_GROWTH_PER_WRITTEN_BYTE: u64 = 8;
+
 /// How long a map resize waits for read transactions of other threads to finish.
 const RESIZE_WAIT_MAX: Duration = Duration::from_secs(30);
 
@@ -268,6 +274,8 @@ pub struct WriteTxn<'db> {
     log: Option<ChangeLog>,
     /// LMDB reported the map full: the transaction will be rolled back and run again.
     map_full: bool,
+    /// Bytes of keys and values written so far, to size the map if it fills up.
+    written_bytes: u64,
     after_commit: Vec<AfterCommit>,
 }
 
@@ -307,6 +315,7 @@ impl<'db> WriteTxn<'db> {
     /// Sets `key` to `value`.
     pub fn put(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
+        self.written_bytes += (key.len() + value.len()) as u64;
         let old = if self.log.is_some() { self.old_value(keyspace, key)? } else { None };
         if let Err(error) = keyspace.handle.put(&mut self.txn, key, value) {
             return Err(self.note_error(error));
@@ -331,6 +340,7 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn insert_new(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
+        self.written_bytes += (key.len() + value.len()) as u64;
         match keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value) {
             Ok(()) => {
                 if let Some(log) = &mut self.log {
@@ -405,23 +415,31 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed(error, ceiling)),
         };
-        let mut txn =
-            WriteTxn { txn, inner, log: inner.feed.has_listeners().then(ChangeLog::default), map_full: false, after_commit: Vec::new() };
+        let mut txn = WriteTxn {
+            txn,
+            inner,
+            log: inner.feed.has_listeners().then(ChangeLog::default),
+            map_full: false,
+            written_bytes: 0,
+            after_commit: Vec::new(),
+        };
         let result = write(&mut txn);
         if txn.map_full {
+            let written = txn.written_bytes;
             drop(txn); // rolls back
-            grow_map(inner)?;
+            grow_map(inner, written)?;
             continue;
         }
         let value = result?; // on Err, dropping `txn` rolls back
         let sequence = txn.txn.id() as u64;
+        let written = txn.written_bytes;
         let log = txn.log.take();
         let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
         match commit(inner, txn.txn, buffered) {
             Ok(()) => {}
             Err(heed::Error::Mdb(heed::MdbError::MapFull)) => {
-                grow_map(inner)?;
+                grow_map(inner, written)?;
                 continue;
             }
             Err(error) => return Err(Error::from_heed_write(error, ceiling, &inner.path)),
@@ -471,16 +489,22 @@ fn commit(inner: &Inner, txn: heed::RwTxn<'_>, buffered: bool) -> heed::Result<(
 
 /// Doubles the map, up to the ceiling. Called with the writer lock held and no write
 /// transaction open.
-fn grow_map(inner: &Inner) -> Result<()> {
+/// Grows the map after a transaction that had written `written_bytes` found it full.
+fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
     let ceiling = inner.options.map_size_max_bytes;
-    let current = inner.env.info().map_size as u64;
+    let info = inner.env.info();
+    let current = info.map_size as u64;
     if current >= ceiling {
         return Err(Error::MapFull { ceiling_bytes: ceiling });
     }
     // A full map means the transaction runs again from the start: grow small maps by 4x, so
-    // that a large first transaction on a new file is not repeated at every doubling.
+    // that a large first transaction on a new file is not repeated at every doubling, and
+    // always to enough room for several times what the failed attempt wrote.
     let factor = if current < MAP_QUADRUPLE_BELOW_BYTES { 4 } else { 2 };
-    let grown = super::round_to_page(current.saturating_mul(factor)).min(ceiling);
+    let page_bytes = inner.env.stat().page_size as u64;
+    let used = (info.last_page_number as u64 + 1).saturating_mul(page_bytes);
+    let needed = used.saturating_add(written_bytes.saturating_mul(MAP_GROWTH_PER_WRITTEN_BYTE));
+    let grown = super::round_to_page(current.saturating_mul(factor).max(needed)).min(ceiling);
     // Reserve the disk blocks first: if the disk cannot hold the larger map, the map stays as
     // it was and the write fails cleanly.
     reserve_bytes(inner, grown)?;
