@@ -504,10 +504,32 @@ fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
     let page_bytes = inner.env.stat().page_size as u64;
     let used = (info.last_page_number as u64 + 1).saturating_mul(page_bytes);
     let needed = used.saturating_add(written_bytes.saturating_mul(MAP_GROWTH_PER_WRITTEN_BYTE));
-    let grown = super::round_to_page(current.saturating_mul(factor).max(needed)).min(ceiling);
-    // Reserve the disk blocks first: if the disk cannot hold the larger map, the map stays as
-    // it was and the write fails cleanly.
-    reserve_bytes(inner, grown)?;
+    let preferred = super::round_to_page(current.saturating_mul(factor).max(needed)).min(ceiling);
+    // Reserve the disk blocks first: if the disk cannot hold the larger map, try smaller steps
+    // (down to the room the failed attempt proved it needs, then one doubling); when none
+    // fits, the map stays as it was and the write fails cleanly with `DiskFull`.
+    let fallbacks = [
+        super::round_to_page(current.saturating_mul(factor)),
+        super::round_to_page(used.saturating_add(written_bytes.saturating_mul(2))),
+        super::round_to_page(current.saturating_mul(2)),
+    ];
+    let mut steps: Vec<u64> =
+        std::iter::once(preferred).chain(fallbacks).map(|step| step.min(ceiling)).filter(|&step| step > current).collect();
+    steps.sort_unstable_by(|a, b| b.cmp(a));
+    steps.dedup();
+    let mut grown = None;
+    let mut last_error = Error::DiskFull;
+    for step in steps {
+        match reserve_bytes(inner, step) {
+            Ok(()) => {
+                grown = Some(step);
+                break;
+            }
+            Err(error @ Error::DiskFull) => last_error = error,
+            Err(error) => return Err(error),
+        }
+    }
+    let grown = grown.ok_or(last_error)?;
     inner.resize_gate.exclusive(|| {
         // SAFETY: LMDB requires that no transaction of this process is open: the caller holds
         // the writer lock with no write transaction, and the gate has no reader.
