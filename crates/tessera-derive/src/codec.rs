@@ -169,8 +169,56 @@ fn bindings(fields: &Fields) -> (Vec<syn::Ident>, Tokens) {
     (bindings, pattern)
 }
 
-/// `Encode` and `Decode` impls for a struct or enum.
-pub fn codec(input: &DeriveInput) -> syn::Result<Tokens> {
+/// The generated view of a record: `NameView<'t>` with one accessor per field (records with
+/// type parameters get `PlainView`). Returns the view type and the items to place outside and
+/// inside the codec's scope.
+pub fn record_view(input: &DeriveInput, fields: &syn::FieldsNamed) -> (Tokens, Tokens, Tokens) {
+    let ident = &input.ident;
+    if input.generics.type_params().next().is_some() {
+        return (quote! { ::tessera::collection::PlainView<'__t> }, Tokens::new(), Tokens::new());
+    }
+    let vis = &input.vis;
+    let view = format_ident!("{}View", ident);
+    let doc = format!("A stored `{ident}` read in place (see `tessera::collection::RecordRef`): one accessor per field.");
+    let outside = quote! {
+        #[doc = #doc]
+        #[derive(Clone)]
+        #vis struct #view<'__t> {
+            parts: ::tessera::collection::ViewParts<'__t>,
+        }
+    };
+    let accessors = fields.named.iter().enumerate().map(|(index, field)| {
+        let name = field.ident.as_ref().expect("named field");
+        let ty = &field.ty;
+        let doc =
+            format!("The field `{name}`, read in place: strings borrow from the database, scalars are copied, other types are decoded.");
+        quote! {
+            #[doc = #doc]
+            #[allow(dead_code)]
+            pub fn #name(&self) -> ::tessera::Result<<#ty as ::tessera::codec::View<'__t>>::Out> {
+                self.parts.field::<#ty>(FIELDS, #index)
+            }
+        }
+    });
+    let inside = quote! {
+        impl<'__t> ::tessera::collection::RecordView<'__t> for #view<'__t> {
+            fn from_parts(parts: ::tessera::collection::ViewParts<'__t>) -> Self {
+                #view { parts }
+            }
+            fn parts(&self) -> &::tessera::collection::ViewParts<'__t> {
+                &self.parts
+            }
+        }
+        impl<'__t> #view<'__t> {
+            #(#accessors)*
+        }
+    };
+    (quote! { #view<'__t> }, outside, inside)
+}
+
+/// `Encode`, `Decode` and `View` impls for a struct or enum; `inside` is placed in the same
+/// scope (it may use the `FIELDS` list of a struct).
+pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
     refuse_serde_in(input)?;
     if let Some(lifetime) = input.generics.lifetimes().next() {
         return Err(Error::new_spanned(lifetime, "tessera records and embedded types own their data: no lifetime parameters"));
@@ -267,6 +315,17 @@ pub fn codec(input: &DeriveInput) -> syn::Result<Tokens> {
                     #decode
                 }
             }
+            impl #decode_impl_generics ::tessera::codec::View<'__de> for #ident #type_generics #decode_where {
+                type Out = Self;
+                #[inline]
+                fn view(
+                    value: ::tessera::value::Value<'__de>,
+                    ids: &::tessera::codec::FieldIds,
+                ) -> ::std::result::Result<Self, ::tessera::codec::FieldError> {
+                    <Self as ::tessera::codec::Decode<'__de>>::decode(value, ids)
+                }
+            }
+            #inside
         };
     })
 }

@@ -138,14 +138,17 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
             }
         }
     });
-    let codec = codec::codec(input)?;
+    let (view_type, view_outside, view_inside) = codec::record_view(input, fields);
+    let codec = codec::codec(input, view_inside)?;
     Ok(quote! {
+        #view_outside
         #codec
         impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
             fn describe() -> ::tessera::collection::TypeDesc { #describe }
         }
         impl #impl_generics ::tessera::collection::Record for #ident #type_generics #where_clause {
             type Key = #key_type;
+            type View<'__t> = #view_type;
             const NAME: &'static str = #collection;
             const VERSION: u32 = #version;
             const KEY_FIELDS: &'static [&'static str] = &[#(#key_names),*];
@@ -214,7 +217,7 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
         }
         Data::Union(_) => return Err(Error::new_spanned(ident, "unions cannot be embedded")),
     };
-    let codec = codec::codec(input)?;
+    let codec = codec::codec(input, Tokens::new())?;
     Ok(quote! {
         #codec
         impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {

@@ -622,3 +622,122 @@ impl Decode<'_> for () {
         }
     }
 }
+
+// ------------------------------------------------------------------ views
+
+/// How a field is read in place from a stored record: strings as `&str` borrowed from the
+/// document, scalars as values, anything else decoded (see [`Decode`]).
+///
+/// ```
+/// use tessera_value::codec::{FieldIds, View};
+/// let bytes = tessera_value::from_json(br#""in place""#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let text: &str = <String as View>::view(doc.root(), &FieldIds::default()).unwrap();
+/// assert_eq!(text, "in place");
+/// ```
+pub trait View<'a> {
+    /// What a view of this type gives.
+    type Out;
+    /// Reads the value in place.
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError>;
+    /// The view of a missing field: `Some(None)` for an `Option`, `None` (an error) otherwise.
+    fn view_missing() -> Option<Self::Out> {
+        None
+    }
+}
+
+/// Implements [`View`] as a full decode, for types with nothing to borrow.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! view_by_decode {
+    ($($type:ty),* $(,)?) => {$(
+        impl<'a> $crate::codec::View<'a> for $type {
+            type Out = $type;
+            #[inline]
+            fn view(value: $crate::Value<'a>, ids: &$crate::codec::FieldIds) -> Result<$type, $crate::codec::FieldError> {
+                <$type as $crate::codec::Decode<'a>>::decode(value, ids)
+            }
+        }
+    )*};
+}
+view_by_decode!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64, bool, char, ());
+
+impl<'a> View<'a> for String {
+    type Out = &'a str;
+    #[inline]
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<&'a str, FieldError> {
+        <&'a str>::decode(value, ids)
+    }
+}
+
+impl<'a> View<'a> for Box<str> {
+    type Out = &'a str;
+    #[inline]
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<&'a str, FieldError> {
+        <&'a str>::decode(value, ids)
+    }
+}
+
+impl<'a, T: View<'a>> View<'a> for Option<T> {
+    type Out = Option<T::Out>;
+    #[inline]
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        T::view(value, ids).map(Some)
+    }
+    fn view_missing() -> Option<Self::Out> {
+        Some(None)
+    }
+}
+
+impl<'a, T: View<'a>> View<'a> for Box<T> {
+    type Out = T::Out;
+    #[inline]
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
+        T::view(value, ids)
+    }
+    fn view_missing() -> Option<Self::Out> {
+        T::view_missing()
+    }
+}
+
+impl<'a, T: View<'a>> View<'a> for Vec<T> {
+    type Out = Vec<T::Out>;
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
+        let array = value.as_array().ok_or_else(|| FieldError::wrong_type("an array", value))?;
+        array.iter().enumerate().map(|(index, item)| T::view(item, ids).map_err(|error| error.in_element(index))).collect()
+    }
+}
+
+impl<'a, T: View<'a>, S> View<'a> for HashMap<String, T, S> {
+    type Out = Vec<(&'a str, T::Out)>;
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
+        let dict = value.as_dict().ok_or_else(|| FieldError::wrong_type("a map", value))?;
+        dict.iter().map(|(key, item)| Ok((key, T::view(item, ids).map_err(|error| error.in_field(key))?))).collect()
+    }
+}
+
+impl<'a, T: View<'a>> View<'a> for BTreeMap<String, T> {
+    type Out = Vec<(&'a str, T::Out)>;
+    fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
+        let dict = value.as_dict().ok_or_else(|| FieldError::wrong_type("a map", value))?;
+        dict.iter().map(|(key, item)| Ok((key, T::view(item, ids).map_err(|error| error.in_field(key))?))).collect()
+    }
+}
+
+/// Views field `index` of `names` in `dict` (see [`decode_field`]).
+#[inline]
+pub fn view_field<'a, T: View<'a>>(
+    dict: &Dict<'a>,
+    ids: Option<&[u32]>,
+    names: FieldNames,
+    index: usize,
+    all: &FieldIds,
+) -> Result<T::Out, FieldError> {
+    match field_value(dict, ids, names, index) {
+        Some(value) => T::view(value, all).map_err(|error| error.in_field(names[index])),
+        None => T::view_missing().ok_or_else(|| FieldError::missing().in_field(names[index])),
+    }
+}

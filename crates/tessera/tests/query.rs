@@ -350,3 +350,20 @@ fn a_number_beyond_f64_is_an_error_not_infinity() {
     assert!(error.message.contains("out of range"), "{}", error.message);
     assert!(tessera::query::Expr::parse("x < 1.5e308").is_ok());
 }
+
+#[test]
+fn float_arguments_of_typed_queries_stay_floats() {
+    // `numeric_literal!` matched a `ty` fragment against the tokens `f32`/`f64`, which never
+    // matches: every float argument went through `as i64` (`le(1.5)` ran as `<= 1`).
+    #[derive(tessera::collection::Record)]
+    struct Reading {
+        #[record(key)]
+        id: u32,
+        x: f64,
+        small: f32,
+    }
+    assert_eq!(Reading::x().le(1.5), tessera::query::field("x").le(tessera::query::Literal::Float(1.5)));
+    assert_eq!(Reading::small().gt(0.25f32).to_string(), "small > 0.25");
+    assert_eq!(Reading::x().eq(-0.5).to_string(), "x == -0.5");
+    assert_eq!(Reading::x().ge(2).to_string(), "x >= 2", "integers stay integers");
+}

@@ -48,12 +48,14 @@ mod plan;
 mod query;
 mod schema;
 pub(crate) mod sort_key;
+mod view;
 
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Order, OrderField, Query, Records};
 pub use schema::{Describe, IndexDef, TypeDesc};
 pub use tessera_derive::{Embed, Record};
+pub use view::{PlainView, RecordRef, RecordView, ViewParts};
 
 use crate::error::{Error, Result};
 use crate::query::{Expr, Literal, QueryError};
@@ -81,6 +83,9 @@ pub const COLLECTION_NAME_LEN_MAX: usize = 200;
 pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     /// The primary key's type: one field's type, or a tuple for a composite key.
     type Key: KeyPart;
+    /// The generated view of a stored record (`NameView<'t>`, one accessor per field): see
+    /// [`RecordRef`].
+    type View<'t>: RecordView<'t>;
     /// The collection's name in the database.
     const NAME: &'static str;
     /// The schema version; a change runs the registered migration.
@@ -634,6 +639,25 @@ impl<T: Record> Collection<T> {
     {
         let key_bytes = Self::encode_key(key);
         source.with_snapshot(|snapshot| self.get_encoded(snapshot, &key_bytes))
+    }
+
+    /// The record at `key`, read in place from `snapshot` (a read or write transaction): no
+    /// decode until a field is read, and the view cannot outlive the transaction. See
+    /// [`RecordRef`].
+    pub fn get_ref<'t, Q>(&'t self, snapshot: &'t impl Snapshot, key: &Q) -> Result<Option<RecordRef<'t, T>>>
+    where
+        T::Key: Borrow<Q>,
+        Q: KeyPart + ?Sized,
+    {
+        let key_bytes = Self::encode_key(key);
+        let state = &*self.state;
+        match snapshot.get_value(&state.records, &key_bytes)? {
+            Some(bytes) => {
+                let doc = state.open_record(&key_bytes, bytes)?;
+                RecordRef::new(state, &key_bytes, doc.root()).map(Some)
+            }
+            None => Ok(None),
+        }
     }
 
     pub(crate) fn get_encoded(&self, snapshot: &dyn Snapshot, key: &[u8]) -> Result<Option<T>> {

@@ -274,6 +274,38 @@ impl<T: Record> Query<T> {
         Ok(Records { candidates, state: self.collection.state.clone(), _type: std::marker::PhantomData })
     }
 
+    /// Iterates the results as views read in place on an open transaction (see
+    /// [`super::RecordRef`]): nothing is decoded until a field is read.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// struct Item { #[record(key)] id: u32, name: String, price: f64 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let items = db.collection::<Item>()?;
+    /// db.write(|tx| {
+    ///     for (id, name, price) in [(1, "tea", 2.5), (2, "cake", 4.0), (3, "jam", 3.0)] {
+    ///         items.insert(tx, &Item { id, name: name.into(), price })?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let tx = db.read_txn()?;
+    /// let query = items.filter(Item::price().gt(2.8));
+    /// let names: Vec<&str> = query.refs(&tx)?.map(|item| item?.name()).collect::<tessera::Result<_>>()?;
+    /// assert_eq!(names, ["cake", "jam"]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn refs<'t>(&'t self, snapshot: &'t impl Snapshot) -> Result<impl Iterator<Item = Result<super::RecordRef<'t, T>>> + 't> {
+        let state: &'t super::CollectionState = &self.collection.state;
+        let candidates = self.run(snapshot)?;
+        Ok(candidates.map(move |candidate| {
+            let (key, bytes) = candidate?;
+            let doc = state.open_record(&key, bytes)?;
+            super::RecordRef::new(state, &key, doc.root())
+        }))
+    }
+
     /// Primary keys and stored bytes of the results, in order (for live queries).
     pub(crate) fn entries(&self, snapshot: &dyn Snapshot) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.run(snapshot)?.map(|c| c.map(|(key, bytes)| (key.into_owned(), bytes.to_vec()))).collect()

@@ -607,6 +607,31 @@ pub trait QueryArg<T> {
     fn into_literal(self) -> Literal;
 }
 
+/// A number as a query constant: integers exactly, floats as floats.
+trait NumericLiteral {
+    fn numeric_literal(self) -> Literal;
+}
+macro_rules! integer_literal {
+    ($($type:ty),*) => {$(
+        impl NumericLiteral for $type {
+            fn numeric_literal(self) -> Literal {
+                Literal::Int(i64::from(self))
+            }
+        }
+    )*};
+}
+integer_literal!(i8, i16, i32, i64, u8, u16, u32);
+impl NumericLiteral for f32 {
+    fn numeric_literal(self) -> Literal {
+        Literal::Float(f64::from(self))
+    }
+}
+impl NumericLiteral for f64 {
+    fn numeric_literal(self) -> Literal {
+        Literal::Float(self)
+    }
+}
+
 macro_rules! numeric_args {
     ($($field:ty),*) => {$(
         numeric_args!(@each $field: i8, i16, i32, i64, u8, u16, u32, f32, f64);
@@ -614,21 +639,10 @@ macro_rules! numeric_args {
     (@each $field:ty: $($arg:ty),*) => {$(
         impl QueryArg<$field> for $arg {
             fn into_literal(self) -> Literal {
-                numeric_literal!($arg, self)
+                self.numeric_literal()
             }
         }
     )*};
-}
-macro_rules! numeric_literal {
-    (f32, $value:expr) => {
-        Literal::Float($value as f64)
-    };
-    (f64, $value:expr) => {
-        Literal::Float($value)
-    };
-    ($other:ty, $value:expr) => {
-        Literal::Int($value as i64)
-    };
 }
 numeric_args!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
 
