@@ -113,6 +113,7 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
     let key_names: Vec<String> = keys.iter().map(|f| f.ident.as_ref().map(ToString::to_string).unwrap_or_default()).collect();
     let key_idents: Vec<_> = keys.iter().map(|f| &f.ident).collect();
     let key_types: Vec<_> = keys.iter().map(|f| &f.ty).collect();
+    let key_count = keys.len();
     let key_type = if keys.len() == 1 {
         quote! { #(#key_types)* }
     } else {
@@ -156,6 +157,18 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
             fn key(&self) -> Self::Key { #key_value }
             fn encode_key(&self, out: &mut ::std::vec::Vec<u8>) {
                 #(::tessera::store::key::KeyPart::encode_key(&self.#key_idents, out);)*
+            }
+            fn encode_key_prefix(literals: &[::tessera::query::Literal], out: &mut ::std::vec::Vec<u8>) -> bool {
+                if literals.len() > #key_count {
+                    return false;
+                }
+                let mut literals = literals.iter();
+                #(
+                    let ::std::option::Option::Some(literal) = literals.next() else { return true };
+                    let ::std::option::Option::Some(part) = <#key_types as ::tessera::collection::KeyLiteral>::from_literal(literal) else { return false };
+                    ::tessera::store::key::KeyPart::encode_key(&part, out);
+                )*
+                true
             }
             fn encode_key_literals(literals: &[::tessera::query::Literal], out: &mut ::std::vec::Vec<u8>) -> bool {
                 let mut literals = literals.iter();

@@ -101,6 +101,10 @@ pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     /// Encodes a primary key given as query constants, one per key field; `false` when a
     /// constant does not convert exactly to the field's type.
     fn encode_key_literals(literals: &[Literal], out: &mut Vec<u8>) -> bool;
+    /// Encodes the leading key fields given as query constants (at most one per key field, in
+    /// key order): a prefix of every key whose leading fields equal them. `false` when a
+    /// constant does not convert exactly, or there are more constants than key fields.
+    fn encode_key_prefix(literals: &[Literal], out: &mut Vec<u8>) -> bool;
 }
 
 /// Primary-key field types a query constant converts to (for key lookups from a query).

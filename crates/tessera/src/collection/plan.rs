@@ -107,7 +107,98 @@ fn is_single_key<T: Record>(path: &str) -> bool {
     T::KEY_FIELDS == [path]
 }
 
+/// The conjuncts of `expr` (its `and` operands, flattened).
+fn conjuncts<'e>(expr: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match expr {
+        Expr::And(a, b) => {
+            conjuncts(a, out);
+            conjuncts(b, out);
+        }
+        other => out.push(other),
+    }
+}
+
+/// `field op literal` (either way round), with `between` as two comparisons.
+fn comparisons<'e>(expr: &'e Expr, out: &mut Vec<(&'e str, CompareOp, &'e Literal)>) {
+    match expr {
+        Expr::Compare(a, op, b) => match (&**a, &**b) {
+            (Expr::Field(path), Expr::Literal(literal)) => out.push((path, *op, literal)),
+            (Expr::Literal(literal), Expr::Field(path)) => out.push((path, op.flipped(), literal)),
+            _ => {}
+        },
+        Expr::Between(a, low, high) => {
+            if let (Expr::Field(path), Expr::Literal(low), Expr::Literal(high)) = (&**a, &**low, &**high) {
+                out.push((path, CompareOp::Ge, low));
+                out.push((path, CompareOp::Le, high));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A composite primary key's range from the conjuncts: equality on a leading run of key
+/// fields, then (optionally) a range on the next one, becomes one primary-key range (or one
+/// key lookup when every field is fixed). A superset: the filter still decides.
+fn composite_key_access<T: Record>(conjuncts: &[&Expr]) -> Option<Access> {
+    if T::KEY_FIELDS.len() < 2 {
+        return None;
+    }
+    let mut found = Vec::new();
+    for conjunct in conjuncts {
+        comparisons(conjunct, &mut found);
+    }
+    let on = |field: &'static str| found.iter().filter(move |(path, _, _)| *path == field);
+    let mut fixed: Vec<Literal> = Vec::new();
+    for field in T::KEY_FIELDS {
+        match on(field).find(|(_, op, literal)| *op == CompareOp::Eq && **literal != Literal::Null) {
+            Some((_, _, literal)) => fixed.push((*literal).clone()),
+            None => break,
+        }
+    }
+    if found.iter().any(|(path, op, literal)| T::KEY_FIELDS.contains(path) && *op != CompareOp::Ne && **literal == Literal::Null) {
+        return Some(Access::Empty); // a comparison with NULL is never TRUE
+    }
+    let mut prefix = Vec::new();
+    if !T::encode_key_prefix(&fixed, &mut prefix) {
+        return None;
+    }
+    if fixed.len() == T::KEY_FIELDS.len() {
+        return Some(Access::Keys(vec![prefix]));
+    }
+    // Bounds on the next field, each a superset of its comparison's keys.
+    let next = T::KEY_FIELDS[fixed.len()];
+    let whole = |prefix: &[u8]| prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let mut start = if prefix.is_empty() { Bound::Unbounded } else { Bound::Included(prefix.clone()) };
+    let mut end = if prefix.is_empty() { Bound::Unbounded } else { whole(&prefix) };
+    let mut constrained = !fixed.is_empty();
+    for (_, op, literal) in on(next) {
+        let mut with = fixed.clone();
+        with.push((*literal).clone());
+        let mut key = Vec::new();
+        if !T::encode_key_prefix(&with, &mut key) {
+            continue;
+        }
+        constrained = true;
+        match op {
+            // Keys whose field equals the literal, and every longer key after them.
+            CompareOp::Ge | CompareOp::Gt => start = Bound::Included(key),
+            // Keys that start with the literal's part are kept by `Le`, dropped by `Lt`.
+            CompareOp::Le => end = whole(&key),
+            CompareOp::Lt => end = Bound::Excluded(key),
+            CompareOp::Eq | CompareOp::Ne => {}
+        }
+    }
+    constrained.then_some(Access::KeyRange(start, end))
+}
+
 fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> {
+    if matches!(expr, Expr::And(..) | Expr::Compare(..) | Expr::Between(..)) && T::KEY_FIELDS.len() > 1 {
+        let mut all = Vec::new();
+        conjuncts(expr, &mut all);
+        if let Some(access) = composite_key_access::<T>(&all) {
+            return Some(access);
+        }
+    }
     match expr {
         Expr::And(a, b) => {
             let parts: Vec<Access> = [plan_expr::<T>(state, a), plan_expr::<T>(state, b)].into_iter().flatten().collect();
