@@ -485,3 +485,33 @@ fn a_view_of_a_field_that_does_not_fit_is_a_typed_error() {
         other => panic!("expected a decode error, got {other:?}"),
     }
 }
+
+#[test]
+fn descending_order_walks_the_key_or_an_index_backwards_and_stops_at_the_limit() {
+    use tessera::collection::PlanOrdering;
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| (0..60).try_for_each(|i| docs.insert(tx, &bench_doc(i)).map(drop))).unwrap();
+    assert!(docs.wait_for_indexes(Duration::from_secs(10)));
+    let all: Vec<BenchDoc> = (0..60).map(bench_doc).collect();
+    let cases = [
+        (docs.all().order_by(BenchDoc::priority(), Order::Desc).limit(7), "priority"),
+        (docs.all().order_by(BenchDoc::tag(), Order::Desc).limit(7), "tag"),
+        (docs.all().order_by(BenchDoc::title(), Order::Desc).offset(2).limit(7), "title"),
+        (docs.filter(BenchDoc::priority().lt(100)).order_by(BenchDoc::priority(), Order::Desc).limit(7), "priority < 100"),
+    ];
+    for (query, what) in cases {
+        let plan = query.explain().unwrap();
+        assert_eq!(plan.ordering, PlanOrdering::Reversed, "{what}: {plan}");
+        let mut expected: Vec<BenchDoc> = all.iter().filter(|d| what != "priority < 100" || d.priority < 100).cloned().collect();
+        // Descending by the field, ties by primary key ascending.
+        expected.sort_by(|a, b| match what {
+            "tag" => b.tag.cmp(&a.tag),
+            "title" => b.title.cmp(&a.title),
+            _ => b.priority.cmp(&a.priority).then(a.title.cmp(&b.title)),
+        });
+        let (offset, limit) = query.window();
+        let expected: Vec<String> = expected.into_iter().skip(offset).take(limit.unwrap()).map(|d| d.title).collect();
+        assert_eq!(titles(&query.fetch(&db).unwrap()), expected, "{what}");
+    }
+}

@@ -42,6 +42,8 @@ pub enum Access {
 pub enum PlanOrdering {
     /// The access path yields them in the requested order (primary key, or an index).
     Natural,
+    /// The access path walked backwards yields them in the requested (descending) order.
+    Reversed,
     /// Matching records are sorted in memory.
     Sort,
 }
@@ -91,8 +93,10 @@ impl fmt::Display for Plan {
         if let Some(filter) = &self.filter {
             write!(f, ", filter {filter}")?;
         }
-        if self.ordering == PlanOrdering::Sort {
-            f.write_str(", sort in memory")?;
+        match self.ordering {
+            PlanOrdering::Sort => f.write_str(", sort in memory")?,
+            PlanOrdering::Reversed => f.write_str(", walked backwards")?,
+            PlanOrdering::Natural => {}
         }
         Ok(())
     }

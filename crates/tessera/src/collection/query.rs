@@ -199,14 +199,27 @@ impl<T: Record> Query<T> {
             {
                 PlanOrdering::Natural
             }
+            // Descending: the same paths walked backwards (with NULLs still first, and ties
+            // still by primary key ascending), so `limit` stops early.
+            ([(path, Order::Desc)], Access::IndexRange { path: indexed, .. }) if path == indexed => PlanOrdering::Reversed,
+            ([(path, Order::Desc)], Access::Scan) if state.index_for(path).is_some() => {
+                let id = state.index_for(path).map(|index| index.id).unwrap_or_default();
+                access = Access::IndexRange {
+                    path: path.clone(),
+                    start: Bound::Included(vec![id]),
+                    end: sort_key::prefix_end(&[id]).map_or(Bound::Unbounded, Bound::Excluded),
+                };
+                PlanOrdering::Reversed
+            }
+            ([(path, Order::Desc)], Access::Scan | Access::KeyRange(..)) if T::KEY_FIELDS == [path.as_str()] => PlanOrdering::Reversed,
             _ => PlanOrdering::Sort,
         };
         Ok(Plan { access, ordering, filter: None })
     }
 
-    /// Candidates in the access path's order, with the predicate applied.
-    fn matches<'t>(&self, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {
-        let candidates = candidates(self, snapshot, access)?;
+    /// Candidates in the access path's order (or reversed), with the predicate applied.
+    fn matches<'t>(&self, snapshot: &'t dyn Snapshot, access: &Access, reversed: bool) -> Result<Candidates<'t>> {
+        let candidates = if reversed { candidates_reversed(self, snapshot, access)? } else { candidates(self, snapshot, access)? };
         let Some(predicate) = self.predicate.clone() else { return Ok(candidates) };
         let state = self.collection.state.clone();
         Ok(Box::new(candidates.filter(move |candidate| match candidate {
@@ -221,9 +234,9 @@ impl<T: Record> Query<T> {
     /// The matching candidates, ordered, offset and limited.
     fn run<'t>(&self, snapshot: &'t dyn Snapshot) -> Result<Candidates<'t>> {
         let plan = self.plan()?;
-        let matches = self.matches(snapshot, &plan.access)?;
+        let matches = self.matches(snapshot, &plan.access, plan.ordering == PlanOrdering::Reversed)?;
         let limit = self.limit.unwrap_or(usize::MAX);
-        if plan.ordering == PlanOrdering::Natural {
+        if matches!(plan.ordering, PlanOrdering::Natural | PlanOrdering::Reversed) {
             return Ok(Box::new(matches.skip(self.offset).take(limit)));
         }
         let orders: Vec<(crate::query::FieldPath, bool)> =
@@ -379,6 +392,112 @@ fn key_set<T: Record>(query: &Query<T>, snapshot: &dyn Snapshot, access: &Access
         }
         Access::Scan => {
             snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)?.map(|entry| entry.map(|(key, _)| key.to_vec())).collect()
+        }
+    }
+}
+
+/// The candidates of a primary-key or index access path in descending order of the walked
+/// order: for an index, NULL entries first (as ascending order has them) and equal values in
+/// ascending primary-key order, as in every tessera order.
+fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {
+    let state = query.collection.state.clone();
+    match access {
+        Access::Scan => Ok(records_of(snapshot.entries_rev(&state.records, Bound::Unbounded, Bound::Unbounded)?)),
+        Access::KeyRange(start, end) => Ok(records_of(snapshot.entries_rev(&state.records, owned(start), owned(end))?)),
+        Access::IndexRange { path, start, end } => {
+            let index = state
+                .indexes
+                .iter()
+                .find(|index| &index.path == path)
+                .ok_or_else(|| crate::Error::Corrupted(format!("collection {:?}: planned index `{path}` is missing", state.name)))?;
+            let (id, unique) = (index.id, index.unique);
+            // NULL entries (component tag 00) sort first ascending and stay first descending:
+            // walk them forward, then the rest backwards.
+            let null_start = vec![id, sort_key::TAG_NULL];
+            let null_end = vec![id, sort_key::TAG_NULL + 1];
+            let nulls_from = max_start(owned(start), Bound::Included(&null_start));
+            let nulls_to = min_end(owned(end), Bound::Excluded(&null_end));
+            let values_from = max_start(owned(start), Bound::Included(&null_end));
+            let nulls = snapshot.entries(&state.index_keyspace, nulls_from, nulls_to)?;
+            let values = snapshot.entries_rev(&state.index_keyspace, values_from, owned(end))?;
+            let entries = nulls.chain(ties_ascending(values, unique));
+            Ok(Box::new(entries.filter_map(move |entry| match entry {
+                Ok((_, key)) => match snapshot.get_value(&state.records, key) {
+                    Ok(Some(bytes)) => Some(Ok((Cow::Borrowed(key), bytes))),
+                    Ok(None) => None, // an entry whose record is gone cannot match
+                    Err(error) => Some(Err(error)),
+                },
+                Err(error) => Some(Err(error)),
+            })))
+        }
+        _ => candidates(query, snapshot, access),
+    }
+}
+
+/// Reverses each run of equal index values in a descending walk, so that ties come in
+/// ascending primary-key order. An entry's value is its key without the index id and, except
+/// for a unique index's non-NULL values, without the primary key (see `build::entry_key`).
+fn ties_ascending<'t>(
+    mut descending: impl Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't,
+    unique: bool,
+) -> impl Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't {
+    let value_of = move |(entry, primary): (&'t [u8], &'t [u8])| -> &'t [u8] {
+        let has_primary = !unique || entry.get(1) == Some(&sort_key::TAG_NULL);
+        let end = if has_primary { entry.len().saturating_sub(primary.len()) } else { entry.len() };
+        &entry[1.min(end)..end]
+    };
+    let mut group: Vec<(&'t [u8], &'t [u8])> = Vec::new();
+    let mut next: Option<Result<(&'t [u8], &'t [u8])>> = None;
+    std::iter::from_fn(move || loop {
+        if let Some(entry) = group.pop() {
+            return Some(Ok(entry));
+        }
+        let first = match next.take().or_else(|| descending.next())? {
+            Ok(entry) => entry,
+            Err(error) => return Some(Err(error)),
+        };
+        group.push(first);
+        loop {
+            match descending.next() {
+                Some(Ok(entry)) if value_of(entry) == value_of(first) => group.push(entry),
+                other => {
+                    next = other;
+                    break;
+                }
+            }
+        }
+        // `group` is in descending primary-key order: popping yields ascending.
+    })
+}
+
+/// The tighter of two lower bounds.
+fn max_start<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i > e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
+    }
+}
+
+/// The tighter of two upper bounds.
+fn min_end<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
+    match (a, b) {
+        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i < e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
         }
     }
 }

@@ -204,6 +204,7 @@ impl Drop for ReadTxn<'_> {
 
 enum RawEntries<'t> {
     Range(heed::RoRange<'t, heed::types::Bytes, heed::types::Bytes>),
+    RevRange(heed::RoRevRange<'t, heed::types::Bytes, heed::types::Bytes>),
     Prefix(heed::RoPrefix<'t, heed::types::Bytes, heed::types::Bytes>),
 }
 
@@ -220,6 +221,7 @@ impl<'t> Iterator for Entries<'t> {
     fn next(&mut self) -> Option<Self::Item> {
         let entry = match &mut self.iter {
             RawEntries::Range(range) => range.next(),
+            RawEntries::RevRange(range) => range.next(),
             RawEntries::Prefix(prefix) => prefix.next(),
         }?;
         Some(entry.map_err(|e| Error::from_heed(e, self.ceiling)))
@@ -588,6 +590,8 @@ pub trait Snapshot {
     fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>>;
     /// The entries between two bounds, in key order.
     fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>>;
+    /// The entries between two bounds, in descending key order.
+    fn entries_rev<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>>;
     /// The sequence of the last commit this view includes (for a write transaction, the one it
     /// will have).
     fn view_sequence(&self) -> u64;
@@ -607,6 +611,19 @@ fn entries_between<'t>(
     Ok(Entries { iter: RawEntries::Range(iter), ceiling })
 }
 
+/// [`entries_between`] in descending key order.
+fn entries_between_rev<'t>(
+    txn: &'t heed::RoTxn<'_>,
+    inner: &Inner,
+    keyspace: &Keyspace,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+) -> Result<Entries<'t>> {
+    let ceiling = inner.options.map_size_max_bytes;
+    let iter = keyspace.handle.rev_range(txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
+    Ok(Entries { iter: RawEntries::RevRange(iter), ceiling })
+}
+
 macro_rules! snapshot_for {
     ($($txn:ident),*) => {$(
         impl Snapshot for $txn<'_> {
@@ -615,6 +632,9 @@ macro_rules! snapshot_for {
             }
             fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
                 entries_between(&self.txn, self.inner, keyspace, start, end)
+            }
+            fn entries_rev<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
+                entries_between_rev(&self.txn, self.inner, keyspace, start, end)
             }
             fn view_sequence(&self) -> u64 {
                 self.sequence()
