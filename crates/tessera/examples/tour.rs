@@ -220,6 +220,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "    text query \"state is Done\" -> {done}; \"priority > \\\"x\\\"\" -> {}",
         tasks.filter_text("priority > \"x\"").unwrap_err()
     );
+    {
+        // Zero-copy: a view of a stored record borrows from the file for as long as its
+        // transaction lives; the generated accessor reads one field and decodes nothing else.
+        let tx = db.read_txn()?;
+        let task = tasks.get_ref(&tx, &2u32)?.expect("stored");
+        let top = tasks.all().order_by(Task::priority(), Order::Desc).limit(2);
+        let top_titles: Vec<&str> = top.refs(&tx)?.map(|t| t?.title()).collect::<tessera::Result<_>>()?;
+        println!(
+            "    view of task 2: title {:?} (a &str into the map); top 2 by priority: {top_titles:?} ({})",
+            task.title()?,
+            top.explain()?
+        );
+    }
 
     // 15. Live queries: the current result, then one changeset per commit that changes it,
     //     computed from the commit's changes without re-running the query.
