@@ -170,9 +170,12 @@ fn the_planner_uses_keys_and_indexes() {
     db.write(|tx| (0..100).try_for_each(|i| docs.insert(tx, &bench_doc(i)).map(drop))).unwrap();
     let plan = |query: tessera::Query<BenchDoc>| query.explain().unwrap().to_string();
     assert!(plan(docs.filter(BenchDoc::title().eq("title5"))).starts_with("primary key lookup title5"));
-    assert!(plan(docs.filter(BenchDoc::priority().gt(10))).starts_with("index range on priority"));
+    assert!(plan(docs.filter(BenchDoc::priority().gt(10))).starts_with("index range on priority [10 .. ∞)"));
     let both = plan(docs.filter(BenchDoc::priority().gt(10).and(field("pos.x").lt(50))));
-    assert!(both.starts_with("intersect(index range on priority; index range on pos.x)"), "{both}");
+    // Numbers are bounded on their f64 part, inclusively; the filter decides the boundary.
+    assert!(both.starts_with("intersect(index range on priority [10 .. ∞); index range on pos.x (-∞ .. 50])"), "{both}");
+    let named = plan(docs.filter(BenchDoc::tag().ge("tag3").and(BenchDoc::tag().lt("tag5"))));
+    assert!(named.starts_with("index range on tag [\"tag3\" .. \"tag5\")"), "{named}");
     let either = plan(docs.filter(BenchDoc::priority().gt(10).or(BenchDoc::tag().eq("tag3"))));
     assert!(either.starts_with("union("), "{either}");
     assert!(plan(docs.filter(BenchDoc::color().is_variant("Red"))).starts_with("full scan"));

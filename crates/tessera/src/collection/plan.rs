@@ -76,7 +76,31 @@ impl fmt::Display for Access {
                 write!(f, "primary key lookup {}", keys.join(", "))
             }
             Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start), bound_text(end)),
-            Access::IndexRange { path, .. } => write!(f, "index range on {path}"),
+            Access::IndexRange { path, start, end } => {
+                // Entry keys are the index id, the value's sort key, and (mostly) the primary
+                // key: show the value part of each bound. A bound of the id alone, or of a
+                // value class alone (all numbers, all strings), is open-ended.
+                let value = |key: &[u8]| (key.len() > 2).then(|| sort_key::describe(&key[1..]));
+                let low = match start {
+                    Bound::Included(key) => value(key).map_or("(-∞".to_owned(), |v| format!("[{v}")),
+                    Bound::Excluded(key) => value(key).map_or("(-∞".to_owned(), |v| format!("({v}")),
+                    Bound::Unbounded => "(-∞".to_owned(),
+                };
+                let high = match end {
+                    // A number bound on its f64 part only ends just past that f64: print the
+                    // f64 itself, inclusive.
+                    Bound::Excluded(key) if key.len() == 10 && key[1] == sort_key::TAG_NUMBER => {
+                        let ordered = u64::from_be_bytes(key[2..].try_into().expect("8 bytes")).wrapping_sub(1);
+                        let mut last = key[..2].to_vec();
+                        last.extend_from_slice(&ordered.to_be_bytes());
+                        format!("{}]", sort_key::describe(&last[1..]))
+                    }
+                    Bound::Excluded(key) => value(key).map_or("∞)".to_owned(), |v| format!("{v})")),
+                    Bound::Included(key) => value(key).map_or("∞)".to_owned(), |v| format!("{v}]")),
+                    Bound::Unbounded => "∞)".to_owned(),
+                };
+                write!(f, "index range on {path} {low} .. {high}")
+            }
             Access::Intersect(parts) | Access::Union(parts) => {
                 let word = if matches!(self, Access::Intersect(_)) { "intersect" } else { "union" };
                 let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();
@@ -213,11 +237,24 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
             if let Some(keys) = parts.iter().find(|p| matches!(p, Access::Keys(_))) {
                 return Some(keys.clone());
             }
-            let mut flat = Vec::new();
-            for part in parts {
-                match part {
-                    Access::Intersect(inner) => flat.extend(inner),
-                    other => flat.push(other),
+            let mut flat: Vec<Access> = Vec::new();
+            for part in parts.into_iter().flat_map(|part| match part {
+                Access::Intersect(inner) => inner,
+                other => vec![other],
+            }) {
+                // Two ranges on one index (or on the key) are one range: their intersection.
+                let same = flat.iter_mut().find(|seen| match (&**seen, &part) {
+                    (Access::IndexRange { path: a, .. }, Access::IndexRange { path: b, .. }) => a == b,
+                    (Access::KeyRange(..), Access::KeyRange(..)) => true,
+                    _ => false,
+                });
+                match (same, part) {
+                    (Some(Access::IndexRange { start, end, .. }), Access::IndexRange { start: s, end: e, .. })
+                    | (Some(Access::KeyRange(start, end)), Access::KeyRange(s, e)) => {
+                        *start = tighter_start(std::mem::replace(start, Bound::Unbounded), s);
+                        *end = tighter_end(std::mem::replace(end, Bound::Unbounded), e);
+                    }
+                    (_, part) => flat.push(part),
                 }
             }
             match flat.len() {
@@ -282,6 +319,38 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// The tighter of two lower bounds.
+pub(crate) fn tighter_start<K: Ord>(a: Bound<K>, b: Bound<K>) -> Bound<K> {
+    match (a, b) {
+        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i > e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
+    }
+}
+
+/// The tighter of two upper bounds.
+pub(crate) fn tighter_end<K: Ord>(a: Bound<K>, b: Bound<K>) -> Bound<K> {
+    match (a, b) {
+        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
+        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
+        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y)),
+        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
+            if i < e {
+                Bound::Included(i)
+            } else {
+                Bound::Excluded(e)
+            }
+        }
     }
 }
 

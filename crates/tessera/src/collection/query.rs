@@ -415,9 +415,9 @@ fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapsh
             // walk them forward, then the rest backwards.
             let null_start = vec![id, sort_key::TAG_NULL];
             let null_end = vec![id, sort_key::TAG_NULL + 1];
-            let nulls_from = max_start(owned(start), Bound::Included(&null_start));
-            let nulls_to = min_end(owned(end), Bound::Excluded(&null_end));
-            let values_from = max_start(owned(start), Bound::Included(&null_end));
+            let nulls_from = super::plan::tighter_start(owned(start), Bound::Included(&null_start));
+            let nulls_to = super::plan::tighter_end(owned(end), Bound::Excluded(&null_end));
+            let values_from = super::plan::tighter_start(owned(start), Bound::Included(&null_end));
             let nulls = snapshot.entries(&state.index_keyspace, nulls_from, nulls_to)?;
             let values = snapshot.entries_rev(&state.index_keyspace, values_from, owned(end))?;
             let entries = nulls.chain(ties_ascending(values, unique));
@@ -468,38 +468,6 @@ fn ties_ascending<'t>(
         }
         // `group` is in descending primary-key order: popping yields ascending.
     })
-}
-
-/// The tighter of two lower bounds.
-fn max_start<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    match (a, b) {
-        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
-        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.max(y)),
-        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.max(y)),
-        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
-            if i > e {
-                Bound::Included(i)
-            } else {
-                Bound::Excluded(e)
-            }
-        }
-    }
-}
-
-/// The tighter of two upper bounds.
-fn min_end<'a>(a: Bound<&'a [u8]>, b: Bound<&'a [u8]>) -> Bound<&'a [u8]> {
-    match (a, b) {
-        (Bound::Unbounded, other) | (other, Bound::Unbounded) => other,
-        (Bound::Included(x), Bound::Included(y)) => Bound::Included(x.min(y)),
-        (Bound::Excluded(x), Bound::Excluded(y)) => Bound::Excluded(x.min(y)),
-        (Bound::Included(i), Bound::Excluded(e)) | (Bound::Excluded(e), Bound::Included(i)) => {
-            if i < e {
-                Bound::Included(i)
-            } else {
-                Bound::Excluded(e)
-            }
-        }
-    }
 }
 
 fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {

@@ -179,6 +179,41 @@ pub(crate) fn literal_range(op: CompareOp, literal: &Literal, exact: bool) -> Op
 
 /// The smallest byte string greater than every string that starts with `prefix`, or `None`
 /// when there is none (the prefix is all 0xFF).
+/// A sort-key component as a readable value, for `explain`: `null`, `true`, `2500`, `1.5`,
+/// `"text"`; a string cut short (a prefix bound) ends in `…`. Bytes that are not a component
+/// print as hex.
+pub(crate) fn describe(component: &[u8]) -> String {
+    let hex = || component.iter().map(|byte| format!("{byte:02x}")).collect::<String>();
+    match component.split_first() {
+        None => "(start)".to_owned(),
+        Some((&TAG_NULL, [])) => "null".to_owned(),
+        Some((&TAG_BOOL, [flag])) => (*flag != 0).to_string(),
+        Some((&TAG_NUMBER, rest)) if rest.len() >= 8 => {
+            let ordered = u64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
+            let bits = if ordered >> 63 == 1 { ordered ^ (1 << 63) } else { !ordered };
+            let float = f64::from_bits(bits);
+            match rest.get(8..16) {
+                Some(int) => {
+                    let int = (u64::from_be_bytes(int.try_into().expect("8 bytes")) ^ (1 << 63)) as i64;
+                    if int as f64 == float {
+                        int.to_string()
+                    } else {
+                        float.to_string()
+                    }
+                }
+                None => float.to_string(),
+            }
+        }
+        Some((&TAG_STRING, rest)) => match crate::store::key::decode_bytes(rest) {
+            Some((text, [])) => format!("{:?}", String::from_utf8_lossy(&text)),
+            // A prefix bound: the escaped bytes without their terminator.
+            _ => format!("{:?}…", String::from_utf8_lossy(&rest.iter().copied().filter(|&b| b != 0xFF).collect::<Vec<u8>>())),
+        },
+        Some((&TAG_OTHER, [])) => "(other)".to_owned(),
+        _ => hex(),
+    }
+}
+
 pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
