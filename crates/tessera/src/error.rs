@@ -152,6 +152,14 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A field path the record type does not have.
+    #[error("collection {collection:?}: the record type has no field `{path}`")]
+    UnknownField {
+        /// The collection.
+        collection: String,
+        /// The path as given.
+        path: String,
+    },
     /// A documented limit of tessera's storage layout was reached.
     #[error("limit reached: {what} (at most {limit})")]
     LimitExceeded {

@@ -74,6 +74,13 @@ fn writes_report_their_outcome() {
     assert!(matches!(db.write(|tx| docs.update(tx, "title1", |d| d.title = "other".into())), Err(Error::KeyChanged { .. })));
     assert_eq!(db.write(|tx| docs.patch(tx, "title1", "pos.y", &2.5f32)).unwrap(), WriteOutcome::Updated);
     assert!(matches!(db.write(|tx| docs.patch(tx, "title1", "priority", &"high")), Err(Error::RecordDecode { .. })));
+    // A path the record does not have is an error naming it, not `Unchanged`.
+    for path in ["nosuchfield", "pos.w", "pos.x.deeper"] {
+        match db.write(|tx| docs.patch(tx, "title1", path, &1)) {
+            Err(Error::UnknownField { collection, path: named }) => assert_eq!((collection.as_str(), named.as_str()), ("bench_doc", path)),
+            other => panic!("{path}: expected UnknownField, got {other:?}"),
+        }
+    }
     let stored = docs.get(&db, "title1").unwrap().unwrap();
     assert_eq!((stored.priority, stored.pos.y), (7, 2.5));
     assert_eq!(db.write(|tx| docs.delete(tx, "title1")).unwrap(), WriteOutcome::Deleted);

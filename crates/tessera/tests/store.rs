@@ -391,3 +391,14 @@ fn a_large_import_runs_its_closure_at_most_twice() {
         assert!(runs <= runs_max, "{records} records: the closure ran {runs} times");
     }
 }
+
+#[test]
+fn too_many_keyspaces_is_a_typed_error() {
+    // LMDB's MDB_DBS_FULL used to surface as the catch-all `Storage`.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path().join("db"), DbOptions { keyspaces_max: 4, ..DbOptions::default() }).unwrap();
+    let results: Vec<_> = (0..8).map(|i| db.keyspace(&format!("ks{i}"))).collect();
+    assert!(results.iter().any(Result::is_ok));
+    let error = results.into_iter().find_map(Result::err).expect("the limit is reached");
+    assert!(matches!(error, tessera::Error::TooManyKeyspaces(4)), "{error:?}");
+}

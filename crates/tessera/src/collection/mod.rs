@@ -566,6 +566,11 @@ impl<T: Record> Collection<T> {
         Q: KeyPart + ?Sized,
         V: Serialize + ?Sized,
     {
+        if self.state.shape.resolve(path).is_none() {
+            // A path the record type does not have would be written and then dropped by the
+            // decode check: the record would come back Unchanged although nothing was set.
+            return Err(Error::UnknownField { collection: self.state.name.clone(), path: path.to_owned() });
+        }
         let key = Self::encode_key(key);
         let Some(old) = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec) else {
             return Err(Error::NotFound { collection: self.state.name.clone(), key: key_display(&key) });

@@ -396,6 +396,27 @@ fn key_set<T: Record>(query: &Query<T>, snapshot: &dyn Snapshot, access: &Access
     }
 }
 
+/// The record an index entry points at. Writers change a record and its entries in one
+/// transaction, so an entry without its record is damage, reported as such (never skipped: a
+/// query would then quietly miss a record).
+fn record_of_entry<'t>(
+    snapshot: &'t dyn Snapshot,
+    state: &super::CollectionState,
+    entry: Result<(&'t [u8], &'t [u8])>,
+) -> Result<Candidate<'t>> {
+    let (entry_key, key) = entry?;
+    match snapshot.get_value(&state.records, key)? {
+        Some(bytes) => Ok((Cow::Borrowed(key), bytes)),
+        None => Err(crate::Error::Corrupted(format!(
+            "collection {:?}: index entry {} in keyspace {} points at key {}, which has no record",
+            state.name,
+            entry_key.iter().map(|byte| format!("{byte:02x}")).collect::<String>(),
+            state.index_keyspace.name(),
+            super::key_display(key)
+        ))),
+    }
+}
+
 /// The candidates of a primary-key or index access path in descending order of the walked
 /// order: for an index, NULL entries first (as ascending order has them) and equal values in
 /// ascending primary-key order, as in every tessera order.
@@ -421,14 +442,7 @@ fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapsh
             let nulls = snapshot.entries(&state.index_keyspace, nulls_from, nulls_to)?;
             let values = snapshot.entries_rev(&state.index_keyspace, values_from, owned(end))?;
             let entries = nulls.chain(ties_ascending(values, unique));
-            Ok(Box::new(entries.filter_map(move |entry| match entry {
-                Ok((_, key)) => match snapshot.get_value(&state.records, key) {
-                    Ok(Some(bytes)) => Some(Ok((Cow::Borrowed(key), bytes))),
-                    Ok(None) => None, // an entry whose record is gone cannot match
-                    Err(error) => Some(Err(error)),
-                },
-                Err(error) => Some(Err(error)),
-            })))
+            Ok(Box::new(entries.map(move |entry| record_of_entry(snapshot, &state, entry))))
         }
         _ => candidates(query, snapshot, access),
     }
@@ -477,14 +491,7 @@ fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, acces
         Access::KeyRange(start, end) => Ok(records_of(snapshot.entries(&state.records, owned(start), owned(end))?)),
         Access::IndexRange { start, end, .. } => {
             let entries = snapshot.entries(&state.index_keyspace, owned(start), owned(end))?;
-            Ok(Box::new(entries.filter_map(move |entry| match entry {
-                Ok((_, key)) => match snapshot.get_value(&state.records, key) {
-                    Ok(Some(bytes)) => Some(Ok((Cow::Borrowed(key), bytes))),
-                    Ok(None) => None, // an entry whose record is gone cannot match
-                    Err(error) => Some(Err(error)),
-                },
-                Err(error) => Some(Err(error)),
-            })))
+            Ok(Box::new(entries.map(move |entry| record_of_entry(snapshot, &state, entry))))
         }
         Access::Keys(keys) if keys.len() == 1 => {
             // One key lookup: no set to build.
@@ -500,6 +507,40 @@ fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, acces
                 Ok(None) => None,
                 Err(error) => Some(Err(error)),
             })))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::collection::{Order, Record};
+
+    #[derive(Record, Debug, PartialEq)]
+    #[record(name = "scored")]
+    struct Scored {
+        #[record(key)]
+        id: u32,
+        #[record(index)]
+        score: i32,
+    }
+
+    #[test]
+    fn an_index_entry_without_its_record_is_corruption_not_a_missing_row() {
+        // It used to be skipped ("an entry whose record is gone cannot match").
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let scored = db.collection::<Scored>().unwrap();
+        db.write(|tx| (0..5).try_for_each(|id| scored.insert(tx, &Scored { id, score: id as i32 * 10 }).map(drop))).unwrap();
+        // Damage: the record of key 3 disappears behind the index's back.
+        let records = scored.state.records.clone();
+        db.write(|tx| tx.delete(&records, &crate::store::key::encode(&3u32)).map(drop)).unwrap();
+        for query in [scored.filter(Scored::score().ge(0)), scored.all().order_by(Scored::score(), Order::Desc)] {
+            match query.fetch(&db) {
+                Err(crate::Error::Corrupted(message)) => {
+                    assert!(message.contains("\"scored\"") && message.contains("no record"), "{message}")
+                }
+                other => panic!("expected corruption, got {other:?}"),
+            }
         }
     }
 }

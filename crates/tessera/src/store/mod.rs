@@ -241,7 +241,10 @@ impl Db {
         let name: Arc<str> = name.into();
         let mut created = None;
         self.write_with(Durability::Immediate, |tx| {
-            let handle = self.inner.env.create_database(tx.raw(), Some(&name)).map_err(|e| tx.note_error(e))?;
+            let handle = self.inner.env.create_database(tx.raw(), Some(&name)).map_err(|error| match error {
+                heed::Error::Mdb(heed::MdbError::DbsFull) => Error::TooManyKeyspaces(self.inner.options.keyspaces_max),
+                other => tx.note_error(other),
+            })?;
             created = Some(handle);
             Ok(())
         })?;
