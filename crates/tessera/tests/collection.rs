@@ -526,3 +526,50 @@ fn descending_order_walks_the_key_or_an_index_backwards_and_stops_at_the_limit()
         assert_eq!(titles(&query.fetch(&db).unwrap()), expected, "{what}");
     }
 }
+
+#[test]
+fn a_refused_write_caught_inside_a_transaction_leaves_nothing_behind() {
+    // The reproduction: a write refused by a unique index, whose error the closure
+    // catches before committing, used to leave the index changes made before the check.
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "accounts")]
+    struct Account {
+        #[record(key)]
+        id: u32,
+        #[record(index)]
+        score: i32,
+        #[record(unique)]
+        email: String,
+    }
+    let (_dir, db) = open();
+    let accounts = db.collection::<Account>().unwrap();
+    let account = |id: u32| Account { id, score: id as i32, email: format!("e{id}") };
+    db.write(|tx| {
+        for id in 0..11 {
+            accounts.insert(tx, &account(id))?;
+        }
+        // Changes `score` (indexed first) and takes e3's email: refused, and caught.
+        let refused = accounts.upsert(tx, &Account { id: 2, score: 99, email: "e3".into() });
+        assert!(matches!(refused, Err(Error::UniqueViolation { .. })), "{refused:?}");
+        let refused = accounts.update(tx, &5u32, |a| {
+            a.score = 77;
+            a.email = "e6".into();
+        });
+        assert!(matches!(refused, Err(Error::UniqueViolation { .. })), "{refused:?}");
+        let refused = accounts.patch(tx, &7u32, "email", &"e8");
+        assert!(matches!(refused, Err(Error::UniqueViolation { .. })), "{refused:?}");
+        Ok(())
+    })
+    .unwrap();
+    assert!(accounts.wait_for_indexes(Duration::from_secs(5)));
+    let all = accounts.all().fetch(&db).unwrap();
+    assert_eq!(all, (0..11).map(account).collect::<Vec<_>>());
+    for id in 0..11u32 {
+        let by_score = accounts.filter(Account::score().eq(id as i32)).fetch(&db).unwrap();
+        assert_eq!(by_score, vec![account(id)], "score == {id}");
+        let by_email = accounts.filter(Account::email().eq(format!("e{id}"))).fetch(&db).unwrap();
+        assert_eq!(by_email, vec![account(id)], "email == e{id}");
+    }
+    assert_eq!(accounts.filter(Account::score().ge(0)).count(&db).unwrap(), 11, "no entry twice");
+    assert!(accounts.filter(Account::score().eq(99)).fetch(&db).unwrap().is_empty());
+}

@@ -15,13 +15,14 @@ const BUILD_BATCH_RECORDS: usize = 1024;
 
 /// The index entry's key for a record whose field has sort key `component`. Unique indexes
 /// key non-null values by the value alone, so that a second record with it collides.
-fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8], out: &mut Vec<u8>) {
-    out.clear();
+fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + component.len() + primary_key.len());
     out.push(index.id);
     out.extend_from_slice(component);
     if !index.unique || component[0] == sort_key::TAG_NULL {
         out.extend_from_slice(primary_key);
     }
+    out
 }
 
 fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, out: &mut Vec<u8>) -> Result<bool> {
@@ -47,8 +48,10 @@ impl CollectionState {
 }
 
 /// Replaces the index entries of the record at `primary_key` (`old` → `new`; `None` is no
-/// record). A unique index that already holds the new value for another key aborts the
-/// transaction with [`Error::UniqueViolation`].
+/// record). A unique index that already holds the new value for another key refuses the
+/// write with [`Error::UniqueViolation`], and an entry too long for a key with
+/// [`Error::KeySize`] — both before the first change, so that a refused call leaves the
+/// transaction as it was (LMDB offers no nested transactions with `MDB_WRITEMAP`).
 pub(crate) fn update_entries<'i>(
     tx: &mut WriteTxn<'_>,
     target: &IndexTarget<'_>,
@@ -58,19 +61,21 @@ pub(crate) fn update_entries<'i>(
     new: Option<&[u8]>,
 ) -> Result<()> {
     let IndexTarget { collection, keyspace, keys } = *target;
-    let (mut old_component, mut new_component, mut entry) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
+    // (entry to remove, entry to add) per index whose value changes.
+    let mut changes: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = Vec::new();
     for index in indexes {
         let had = component(old, keys, &index.path, &mut old_component)?;
         let has = component(new, keys, &index.path, &mut new_component)?;
         if had && has && old_component == new_component {
             continue;
         }
-        if had {
-            entry_key(index, &old_component, primary_key, &mut entry);
-            tx.delete(keyspace, &entry)?;
-        }
-        if has {
-            entry_key(index, &new_component, primary_key, &mut entry);
+        let remove = had.then(|| entry_key(index, &old_component, primary_key));
+        let add = if has {
+            let entry = entry_key(index, &new_component, primary_key);
+            if entry.len() > crate::store::KEY_LEN_MAX {
+                return Err(Error::KeySize { len: entry.len(), max: crate::store::KEY_LEN_MAX });
+            }
             if index.unique {
                 if let Some(holder) = tx.get(keyspace, &entry)? {
                     if holder != primary_key {
@@ -83,6 +88,17 @@ pub(crate) fn update_entries<'i>(
                     }
                 }
             }
+            Some(entry)
+        } else {
+            None
+        };
+        changes.push((remove, add));
+    }
+    for (remove, add) in changes {
+        if let Some(entry) = remove {
+            tx.delete(keyspace, &entry)?;
+        }
+        if let Some(entry) = add {
             tx.put(keyspace, &entry, primary_key)?;
         }
     }

@@ -459,6 +459,10 @@ impl<T: Record> Collection<T> {
         if old == Some(bytes) {
             return Ok(WriteOutcome::Unchanged);
         }
+        // Checked before the index entries change, so that a refused write changes nothing.
+        if key.is_empty() || key.len() > crate::store::KEY_LEN_MAX {
+            return Err(Error::KeySize { len: key.len(), max: crate::store::KEY_LEN_MAX });
+        }
         if !self.state.indexes.is_empty() {
             let state = &*self.state;
             build::update_entries(tx, &state.index_target(), &state.indexes, key, old, Some(bytes))?;

@@ -18,7 +18,7 @@ mod txn;
 
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub use sync::Durability;
-pub use txn::{Entries, ReadSource, ReadTxn, Snapshot, WriteTxn};
+pub use txn::{Entries, ReadSource, ReadTxn, Snapshot, WriteTxn, KEY_LEN_MAX};
 
 use crate::error::{Error, Result};
 use feed::Feed;
