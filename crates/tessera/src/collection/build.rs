@@ -47,6 +47,9 @@ impl CollectionState {
     }
 }
 
+/// One index's change for one record: the entry to remove and the entry to add.
+type EntryChange = (Option<Vec<u8>>, Option<Vec<u8>>);
+
 /// Replaces the index entries of the record at `primary_key` (`old` → `new`; `None` is no
 /// record). A unique index that already holds the new value for another key refuses the
 /// write with [`Error::UniqueViolation`], and an entry too long for a key with
@@ -62,8 +65,7 @@ pub(crate) fn update_entries<'i>(
 ) -> Result<()> {
     let IndexTarget { collection, keyspace, keys } = *target;
     let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
-    // (entry to remove, entry to add) per index whose value changes.
-    let mut changes: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = Vec::new();
+    let mut changes: Vec<EntryChange> = Vec::new();
     for index in indexes {
         let had = component(old, keys, &index.path, &mut old_component)?;
         let has = component(new, keys, &index.path, &mut new_component)?;
