@@ -402,3 +402,20 @@ fn too_many_keyspaces_is_a_typed_error() {
     let error = results.into_iter().find_map(Result::err).expect("the limit is reached");
     assert!(matches!(error, tessera::Error::TooManyKeyspaces(4)), "{error:?}");
 }
+
+#[test]
+fn a_read_transaction_dropped_on_another_thread_releases_its_opening_thread() {
+    // The reader count was per thread: a transaction opened here and dropped elsewhere left
+    // this thread's count at 1, and every later map growth on it failed.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path().join("db"), DbOptions { map_size_initial_bytes: 1 << 16, ..DbOptions::default() }).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let txn = db.read_txn().unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(move || drop(txn));
+    });
+    // Needs the map to grow several times, from this thread.
+    let value = vec![1u8; 4096];
+    db.write(|tx| (0..2_000u32).try_for_each(|i| tx.put(&ks, &i.to_be_bytes(), &value))).unwrap();
+    assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 2_000);
+}

@@ -29,8 +29,10 @@ const MAP_GROWTH_PER_WRITTEN_BYTE: u64 = 8;
 const RESIZE_WAIT_MAX: Duration = Duration::from_secs(30);
 
 thread_local! {
-    /// Read transactions opened on this thread and not yet dropped.
-    static READERS_ON_THIS_THREAD: Cell<usize> = const { Cell::new(0) };
+    /// Read transactions opened on this thread and not yet dropped, wherever they are now: a
+    /// transaction that moves to another thread keeps this counter and decrements it when it is
+    /// dropped there (a plain thread-local count was left at 1 forever by such a move).
+    static READERS_ON_THIS_THREAD: Arc<AtomicUsize> = Arc::new(AtomicUsize::new(0));
     /// This thread is inside a write transaction's closure (of any database).
     static WRITING_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
 }
@@ -75,12 +77,15 @@ pub(crate) struct ResizeGate {
 }
 
 impl ResizeGate {
-    fn enter(&self) {
+    /// Enters the gate for a read transaction; returns the opening thread's reader count, which
+    /// the transaction hands back to [`ResizeGate::leave`] wherever it is dropped.
+    fn enter(&self) -> Arc<AtomicUsize> {
         loop {
             self.readers.fetch_add(1, Ordering::SeqCst);
             if !self.closed.load(Ordering::SeqCst) {
-                READERS_ON_THIS_THREAD.with(|count| count.set(count.get() + 1));
-                return;
+                let count = READERS_ON_THIS_THREAD.with(Arc::clone);
+                count.fetch_add(1, Ordering::SeqCst);
+                return count;
             }
             self.leave_raw();
             let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -98,14 +103,14 @@ impl ResizeGate {
         }
     }
 
-    fn leave(&self) {
-        READERS_ON_THIS_THREAD.with(|count| count.set(count.get().saturating_sub(1)));
+    fn leave(&self, opened_on: &AtomicUsize) {
+        opened_on.fetch_sub(1, Ordering::SeqCst);
         self.leave_raw();
     }
 
     /// Runs `resize` with no read transaction open in this process.
     fn exclusive<T>(&self, resize: impl FnOnce() -> Result<T>) -> Result<T> {
-        if READERS_ON_THIS_THREAD.with(Cell::get) > 0 {
+        if READERS_ON_THIS_THREAD.with(|count| count.load(Ordering::SeqCst)) > 0 {
             return Err(Error::Storage("the map must grow, but this thread holds a read transaction: drop it before writing".into()));
         }
         let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -134,21 +139,23 @@ impl ResizeGate {
 pub struct ReadTxn<'db> {
     txn: heed::RoTxn<'db, WithoutTls>,
     inner: &'db Inner,
+    /// The reader count of the thread that opened it.
+    opened_on: Arc<AtomicUsize>,
 }
 
 impl<'db> ReadTxn<'db> {
     pub(crate) fn begin(inner: &'db Inner) -> Result<ReadTxn<'db>> {
         loop {
-            inner.resize_gate.enter();
+            let opened_on = inner.resize_gate.enter();
             match inner.env.read_txn() {
-                Ok(txn) => return Ok(ReadTxn { txn, inner }),
+                Ok(txn) => return Ok(ReadTxn { txn, inner, opened_on }),
                 Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
-                    inner.resize_gate.leave();
+                    inner.resize_gate.leave(&opened_on);
                     let _writer = lock(&inner.writer);
                     adopt_resized_map(inner)?;
                 }
                 Err(error) => {
-                    inner.resize_gate.leave();
+                    inner.resize_gate.leave(&opened_on);
                     return Err(Error::from_heed(error, inner.options.map_size_max_bytes));
                 }
             }
@@ -198,7 +205,7 @@ impl<'db> ReadTxn<'db> {
 
 impl Drop for ReadTxn<'_> {
     fn drop(&mut self) {
-        self.inner.resize_gate.leave();
+        self.inner.resize_gate.leave(&self.opened_on);
     }
 }
 
