@@ -419,3 +419,19 @@ fn a_read_transaction_dropped_on_another_thread_releases_its_opening_thread() {
     db.write(|tx| (0..2_000u32).try_for_each(|i| tx.put(&ks, &i.to_be_bytes(), &value))).unwrap();
     assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 2_000);
 }
+
+#[test]
+fn a_second_name_for_an_open_file_is_already_open() {
+    // heed compares paths, so a hard link passed its check and two environments wrote one
+    // file; the file's device and inode are what identify it now.
+    let dir = tempfile::tempdir().unwrap();
+    let (path, link) = (dir.path().join("db"), dir.path().join("link"));
+    let db = Db::open(&path).unwrap();
+    std::fs::hard_link(&path, &link).unwrap();
+    assert!(matches!(Db::open(&link), Err(tessera::Error::AlreadyOpen(_))));
+    drop(db);
+    let through_link = Db::open(&link).unwrap();
+    assert!(matches!(Db::open(&path), Err(tessera::Error::AlreadyOpen(_))));
+    drop(through_link);
+    Db::open(&path).unwrap();
+}

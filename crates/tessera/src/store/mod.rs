@@ -127,6 +127,9 @@ pub(crate) struct Inner {
     /// State that modules above the store share per database (one dictionary cache per name),
     /// held weakly so that it goes when its last handle does.
     shared_state: Mutex<HashMap<String, std::sync::Weak<dyn std::any::Any + Send + Sync>>>,
+    /// This process's claim on the file; the last field, so released after the environment
+    /// is closed.
+    _claim: FileClaim,
 }
 
 /// An open database: cheap to clone, `Send` and `Sync`.
@@ -159,7 +162,21 @@ impl Db {
     pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db> {
         // heed resolves the file's directory, which a bare relative file name does not have.
         let path = std::path::absolute(path.as_ref())?;
+        // Held across the open, so that two threads opening one file through two names cannot
+        // both get past the check.
+        let mut open_files = lock(&OPEN_FILES);
+        if let Some(identity) = FileIdentity::of(&path) {
+            if open_files.contains(&identity) {
+                return Err(Error::AlreadyOpen(path));
+            }
+        }
         let env = open_env(&path, &options)?;
+        let identity = FileIdentity::of(&path);
+        if let Some(identity) = identity {
+            open_files.insert(identity);
+        }
+        drop(open_files);
+        let claim = FileClaim(identity);
         let flush_env = env.clone();
         let (syncer, sync_thread) = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())))?;
         let inner = Arc::new(Inner {
@@ -173,6 +190,7 @@ impl Db {
             syncer,
             sync_thread: Mutex::new(Some(sync_thread)),
             shared_state: Mutex::new(HashMap::new()),
+            _claim: claim,
         });
         let db = Db { inner };
         txn::reserve_file(&db.inner)?;
@@ -346,6 +364,44 @@ impl Drop for Inner {
             let _ = thread.join();
         }
         self.feed.close();
+    }
+}
+
+/// A file as the file system knows it (device and inode), whatever name it was opened by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct FileIdentity {
+    device: u64,
+    inode: u64,
+}
+
+impl FileIdentity {
+    fn of(path: &Path) -> Option<FileIdentity> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(path).ok().map(|meta| FileIdentity { device: meta.dev(), inode: meta.ino() })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            None
+        }
+    }
+}
+
+/// Files this process has open as databases. LMDB forbids two environments on one file in a
+/// process (heed only compares paths, so two hard links passed its check: two writers then
+/// corrupted the file); a second open by any name is `Error::AlreadyOpen`.
+static OPEN_FILES: Mutex<std::collections::BTreeSet<FileIdentity>> = Mutex::new(std::collections::BTreeSet::new());
+
+/// Removes a file from [`OPEN_FILES`] when its database is closed.
+struct FileClaim(Option<FileIdentity>);
+
+impl Drop for FileClaim {
+    fn drop(&mut self) {
+        if let Some(identity) = self.0 {
+            lock(&OPEN_FILES).remove(&identity);
+        }
     }
 }
 
