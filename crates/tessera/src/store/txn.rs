@@ -496,9 +496,8 @@ fn commit(inner: &Inner, txn: heed::RwTxn<'_>, buffered: bool) -> heed::Result<(
     result.and(restored)
 }
 
-/// Doubles the map, up to the ceiling. Called with the writer lock held and no write
-/// transaction open.
-/// Grows the map after a transaction that had written `written_bytes` found it full.
+/// Grows the map after a transaction that had written `written_bytes` found it full, up to
+/// the ceiling. Called with the writer lock held and no write transaction open.
 fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
     let ceiling = inner.options.map_size_max_bytes;
     let info = inner.env.info();
