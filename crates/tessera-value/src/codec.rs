@@ -340,49 +340,30 @@ pub fn decode_with_serde<'a, T: serde::Deserialize<'a>>(value: Value<'a>) -> Res
 
 // ------------------------------------------------------------------ scalars
 
-macro_rules! signed {
-    ($($type:ty),*) => {$(
+/// `Encode`/`Decode` for integer types: written as `$push` of `$wide`, read through `$read`
+/// (the other reader tells a number out of range from a value of another type).
+macro_rules! integers {
+    ($push:ident, $wide:ty, $read:ident, $other:ident: $($type:ty),*) => {$(
         impl Encode for $type {
             #[inline]
             fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
-                out.push_i64(*self as i64)
+                out.$push(*self as $wide)
             }
         }
         impl Decode<'_> for $type {
             #[inline]
             fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
-                match value.as_i64() {
+                match value.$read() {
                     Some(int) => <$type>::try_from(int).map_err(|_| out_of_range(stringify!($type))),
-                    None if value.as_u64().is_some() => Err(out_of_range(stringify!($type))),
+                    None if value.$other().is_some() => Err(out_of_range(stringify!($type))),
                     None => Err(FieldError::wrong_type("an integer", value)),
                 }
             }
         }
     )*};
 }
-signed!(i8, i16, i32, i64, isize);
-
-macro_rules! unsigned {
-    ($($type:ty),*) => {$(
-        impl Encode for $type {
-            #[inline]
-            fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
-                out.push_u64(*self as u64)
-            }
-        }
-        impl Decode<'_> for $type {
-            #[inline]
-            fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
-                match value.as_u64() {
-                    Some(int) => <$type>::try_from(int).map_err(|_| out_of_range(stringify!($type))),
-                    None if value.as_i64().is_some() => Err(out_of_range(stringify!($type))),
-                    None => Err(FieldError::wrong_type("an integer", value)),
-                }
-            }
-        }
-    )*};
-}
-unsigned!(u8, u16, u32, u64, usize);
+integers!(push_i64, i64, as_i64, as_u64: i8, i16, i32, i64, isize);
+integers!(push_u64, u64, as_u64, as_i64: u8, u16, u32, u64, usize);
 
 #[cold]
 fn out_of_range(expected: &'static str) -> FieldError {

@@ -135,17 +135,6 @@ fn is_single_key<T: Record>(path: &str) -> bool {
     T::KEY_FIELDS == [path]
 }
 
-/// The conjuncts of `expr` (its `and` operands, flattened).
-fn conjuncts<'e>(expr: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match expr {
-        Expr::And(a, b) => {
-            conjuncts(a, out);
-            conjuncts(b, out);
-        }
-        other => out.push(other),
-    }
-}
-
 /// `field op literal` (either way round), with `between` as two comparisons.
 fn comparisons<'e>(expr: &'e Expr, out: &mut Vec<(&'e str, CompareOp, &'e Literal)>) {
     match expr {
@@ -221,9 +210,7 @@ fn composite_key_access<T: Record>(conjuncts: &[&Expr]) -> Option<Access> {
 
 fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> {
     if matches!(expr, Expr::And(..) | Expr::Compare(..) | Expr::Between(..)) && T::KEY_FIELDS.len() > 1 {
-        let mut all = Vec::new();
-        conjuncts(expr, &mut all);
-        if let Some(access) = composite_key_access::<T>(&all) {
+        if let Some(access) = composite_key_access::<T>(&expr.conjuncts()) {
             return Some(access);
         }
     }

@@ -33,16 +33,6 @@ pub(crate) struct Anchoring {
     pub(crate) exact: bool,
 }
 
-fn conjuncts<'e>(expr: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match expr {
-        Expr::And(a, b) => {
-            conjuncts(a, out);
-            conjuncts(b, out);
-        }
-        other => out.push(other),
-    }
-}
-
 fn field_type<'s>(shape: &'s TypeDesc, path: &str) -> Option<&'s TypeDesc> {
     let mut desc = shape.resolve(path);
     while let Some(TypeDesc::Option(inner)) = desc {
@@ -133,8 +123,7 @@ pub(crate) fn anchoring(shape: &TypeDesc, predicate: Option<&Expr>) -> Anchoring
         }
         return Anchoring { anchors: Vec::new(), exact: false };
     }
-    let mut parts = Vec::new();
-    conjuncts(predicate, &mut parts);
+    let parts = predicate.conjuncts();
     let constraints: Vec<Option<Constraint>> = parts.iter().map(|part| constraint(shape, part)).collect();
     // Prefer a field with points (a hash lookup), then any constrained field.
     let chosen = constraints

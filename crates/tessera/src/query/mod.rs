@@ -423,6 +423,29 @@ mod strength {
 }
 
 impl Expr {
+    /// The operands of the expression's top-level `and`s, flattened (the expression itself if
+    /// it is not an `and`).
+    ///
+    /// ```
+    /// use tessera::query::field;
+    /// let query = field("a").eq(1).and(field("b").eq(2).and(field("c").eq(3)));
+    /// assert_eq!(query.conjuncts().len(), 3);
+    /// ```
+    pub fn conjuncts(&self) -> Vec<&Expr> {
+        fn collect<'e>(expr: &'e Expr, out: &mut Vec<&'e Expr>) {
+            match expr {
+                Expr::And(a, b) => {
+                    collect(a, out);
+                    collect(b, out);
+                }
+                other => out.push(other),
+            }
+        }
+        let mut out = Vec::new();
+        collect(self, &mut out);
+        out
+    }
+
     fn strength(&self) -> u8 {
         match self {
             Expr::Or(..) => strength::OR,

@@ -603,31 +603,22 @@ pub trait Snapshot {
     fn view_sequence(&self) -> u64;
 }
 
-/// A range of entries with bounds that need not outlive the iterator (heed copies them into
-/// the cursor).
+/// A range of entries, ascending or descending, with bounds that need not outlive the
+/// iterator (heed copies them into the cursor).
 fn entries_between<'t>(
     txn: &'t heed::RoTxn<'_>,
     inner: &Inner,
     keyspace: &Keyspace,
-    start: Bound<&[u8]>,
-    end: Bound<&[u8]>,
+    bounds: (Bound<&[u8]>, Bound<&[u8]>),
+    descending: bool,
 ) -> Result<Entries<'t>> {
     let ceiling = inner.options.map_size_max_bytes;
-    let iter = keyspace.handle.range(txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
-    Ok(Entries { iter: RawEntries::Range(iter), ceiling })
-}
-
-/// [`entries_between`] in descending key order.
-fn entries_between_rev<'t>(
-    txn: &'t heed::RoTxn<'_>,
-    inner: &Inner,
-    keyspace: &Keyspace,
-    start: Bound<&[u8]>,
-    end: Bound<&[u8]>,
-) -> Result<Entries<'t>> {
-    let ceiling = inner.options.map_size_max_bytes;
-    let iter = keyspace.handle.rev_range(txn, &(start, end)).map_err(|e| Error::from_heed(e, ceiling))?;
-    Ok(Entries { iter: RawEntries::RevRange(iter), ceiling })
+    let iter = if descending {
+        RawEntries::RevRange(keyspace.handle.rev_range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
+    } else {
+        RawEntries::Range(keyspace.handle.range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
+    };
+    Ok(Entries { iter, ceiling })
 }
 
 macro_rules! snapshot_for {
@@ -637,10 +628,10 @@ macro_rules! snapshot_for {
                 self.get(keyspace, key)
             }
             fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
-                entries_between(&self.txn, self.inner, keyspace, start, end)
+                entries_between(&self.txn, self.inner, keyspace, (start, end), false)
             }
             fn entries_rev<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
-                entries_between_rev(&self.txn, self.inner, keyspace, start, end)
+                entries_between(&self.txn, self.inner, keyspace, (start, end), true)
             }
             fn view_sequence(&self) -> u64 {
                 self.sequence()
