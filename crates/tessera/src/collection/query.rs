@@ -185,14 +185,19 @@ impl<T: Record> Query<T> {
             ([], Access::IndexRange { .. }) => PlanOrdering::Sort,
             ([], _) => PlanOrdering::Natural,
             ([(path, Order::Asc)], Access::IndexRange { path: indexed, .. }) if path == indexed => PlanOrdering::Natural,
-            ([(path, Order::Asc)], Access::Scan) if state.index_for(path).is_some() => {
+            // An order by an indexed field alone: the whole index, forwards or backwards.
+            ([(path, order)], Access::Scan) if state.index_for(path).is_some() => {
                 let id = state.index_for(path).map(|index| index.id).unwrap_or_default();
                 access = Access::IndexRange {
                     path: path.clone(),
                     start: Bound::Included(vec![id]),
                     end: sort_key::prefix_end(&[id]).map_or(Bound::Unbounded, Bound::Excluded),
                 };
-                PlanOrdering::Natural
+                if *order == Order::Asc {
+                    PlanOrdering::Natural
+                } else {
+                    PlanOrdering::Reversed
+                }
             }
             ([(path, Order::Asc)], Access::Scan | Access::KeyRange(..) | Access::Keys(_) | Access::Intersect(_) | Access::Union(_))
                 if T::KEY_FIELDS == [path.as_str()] =>
@@ -202,15 +207,6 @@ impl<T: Record> Query<T> {
             // Descending: the same paths walked backwards (with NULLs still first, and ties
             // still by primary key ascending), so `limit` stops early.
             ([(path, Order::Desc)], Access::IndexRange { path: indexed, .. }) if path == indexed => PlanOrdering::Reversed,
-            ([(path, Order::Desc)], Access::Scan) if state.index_for(path).is_some() => {
-                let id = state.index_for(path).map(|index| index.id).unwrap_or_default();
-                access = Access::IndexRange {
-                    path: path.clone(),
-                    start: Bound::Included(vec![id]),
-                    end: sort_key::prefix_end(&[id]).map_or(Bound::Unbounded, Bound::Excluded),
-                };
-                PlanOrdering::Reversed
-            }
             ([(path, Order::Desc)], Access::Scan | Access::KeyRange(..)) if T::KEY_FIELDS == [path.as_str()] => PlanOrdering::Reversed,
             _ => PlanOrdering::Sort,
         };
