@@ -126,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let failed: tessera::Result<()> = db.write(|tx| {
         tx.put(&counters, b"visits", &999u64.to_be_bytes())?;
         tx.put(&people_space, b"half-written", b"x")?;
-        Err(tessera::Error::Storage("changed my mind".into()))
+        Err(tessera::Error::other("changed my mind"))
     });
     println!("9. a failed two-keyspace transaction rolls back: error = {}, visits {before:?} -> {:?}", failed.is_err(), visits(&db)?);
     let start = Instant::now();

@@ -160,6 +160,33 @@ pub enum Error {
         /// The path as given.
         path: String,
     },
+    /// A name (of a keyspace, a document field, …) that tessera does not accept.
+    #[error("invalid {what} name {name:?}: {rule}")]
+    InvalidName {
+        /// What was being named.
+        what: &'static str,
+        /// The name as given.
+        name: String,
+        /// What a valid name is.
+        rule: String,
+    },
+    /// The call would deadlock: it waits for write transactions, and the calling thread is
+    /// inside one (a write inside a write; a subscription inside a write).
+    #[error("{operation} inside a write transaction of the same thread would deadlock; {advice}")]
+    WouldDeadlock {
+        /// What was attempted.
+        operation: &'static str,
+        /// What to do instead.
+        advice: &'static str,
+    },
+    /// The map must grow, but read transactions of this process stay open (LMDB resizes only
+    /// with none).
+    #[error("the map must grow, but {0}")]
+    GrowthBlocked(&'static str),
+    /// The application's own error, returned from a write closure and handed back unchanged
+    /// (the transaction rolled back). Make one with [`Error::other`].
+    #[error(transparent)]
+    Aborted(Box<dyn std::error::Error + Send + Sync>),
     /// A documented limit of tessera's storage layout was reached.
     #[error("limit reached: {what} (at most {limit})")]
     LimitExceeded {
@@ -171,9 +198,37 @@ pub enum Error {
     /// An I/O error not covered above.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-    /// An LMDB error not covered above.
-    #[error("storage engine error: {0}")]
-    Storage(String),
+    /// Committed data could not be flushed to stable storage. The commits happened, are
+    /// visible and were delivered on the change feed; they may not survive a power loss.
+    #[error("committed, but flushing to stable storage failed: {0}")]
+    NotDurable(String),
+    /// An LMDB error that no variant above describes.
+    #[error("LMDB error: {0}")]
+    Lmdb(String),
+}
+
+impl Error {
+    /// Wraps an application error so that a write closure can return it: the transaction rolls
+    /// back and `write` returns it as [`Error::Aborted`], unchanged.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let result: tessera::Result<()> = db.write(|tx| {
+    ///     tx.put(&ks, b"k", b"v")?;
+    ///     Err(tessera::Error::other(std::io::Error::other("the caller changed its mind")))
+    /// });
+    /// match result {
+    ///     Err(tessera::Error::Aborted(error)) => assert_eq!(error.to_string(), "the caller changed its mind"),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// assert_eq!(db.read(|tx| Ok(tx.get(&ks, b"k")?.is_none()))?, true, "rolled back");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn other(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+        Error::Aborted(error.into())
+    }
 }
 
 /// `Result` with [`Error`].
@@ -237,7 +292,7 @@ impl Error {
             heed::Error::Mdb(MdbError::MapFull) => Error::MapFull { ceiling_bytes },
             heed::Error::Mdb(MdbError::Corrupted | MdbError::PageNotFound) => Error::Corrupted(error.to_string()),
             heed::Error::Mdb(MdbError::Other(NO_SPACE)) => Error::DiskFull,
-            other => Error::Storage(other.to_string()),
+            other => Error::Lmdb(other.to_string()),
         }
     }
 }

@@ -179,7 +179,7 @@ fn transactional_writes_commit_with_the_rest_and_supersede_pending_ones() {
     let _ = db.write(|tx| -> tessera::Result<()> {
         tx.dictionary(&dict).set("balance", &100)?;
         tx.put(&audit, b"deposit", b"100")?;
-        Err(Error::Storage("rolled back".into()))
+        Err(Error::other("rolled back"))
     });
     assert_eq!(dict.get::<i32>("balance").unwrap(), None, "a rolled-back write never reaches the cache");
     dict.set("balance", &1).unwrap(); // pending, older than the transaction below

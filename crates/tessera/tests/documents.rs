@@ -80,8 +80,8 @@ fn single_fields_by_name_and_by_handle_use_serde_names() {
     age.set(&40).unwrap();
     assert_eq!(age.get().unwrap(), Some(40));
     assert_eq!(doc.get().unwrap().unwrap().age, 40);
-    assert!(matches!(doc.update_field("", &1), Err(Error::Storage(_))));
-    assert!(matches!(doc.update_field("a\0b", &1), Err(Error::Storage(_))));
+    assert!(matches!(doc.update_field("", &1), Err(Error::InvalidName { .. })));
+    assert!(matches!(doc.update_field("a\0b", &1), Err(Error::InvalidName { .. })));
 }
 
 #[test]
@@ -267,7 +267,7 @@ fn documents_join_a_database_transaction() {
     let _ = db.write(|tx| -> tessera::Result<()> {
         doc.set_in(tx, &ada())?;
         tx.put(&audit, b"ada", b"created")?;
-        Err(Error::Storage("abort".into()))
+        Err(Error::other("abort"))
     });
     assert_eq!(doc.get().unwrap(), None);
     db.write(|tx| {

@@ -251,7 +251,7 @@ fn dropped_and_panicking_subscribers_leave_the_rest_alone() {
     }
     // Subscribing inside a write transaction is an error, not a deadlock.
     let inside = db.write(|_| Ok(items.subscribe_query(&query).map(drop)));
-    assert!(matches!(inside, Ok(Err(Error::Storage(_)))));
+    assert!(matches!(inside, Ok(Err(Error::WouldDeadlock { operation: "subscribing", .. }))));
 }
 
 #[cfg(feature = "futures")]

@@ -33,7 +33,7 @@ fn keyspace_names_are_checked() {
     let (_dir, path) = temp();
     let db = Db::open(&path).unwrap();
     for bad in ["", "tessera.meta", &"x".repeat(256)] {
-        assert!(matches!(db.keyspace(bad), Err(Error::Storage(_))), "{bad:?}");
+        assert!(matches!(db.keyspace(bad), Err(Error::InvalidName { what: "keyspace", .. })), "{bad:?}");
     }
     assert!(db.keyspace(&"x".repeat(255)).is_ok());
 }
@@ -45,7 +45,7 @@ fn err_and_panic_roll_back_and_leave_the_database_usable() {
     let ks = db.keyspace("ks").unwrap();
     let result: tessera::Result<()> = db.write(|tx| {
         tx.put(&ks, b"rolled back", b"x")?;
-        Err(Error::Storage("the caller changed its mind".into()))
+        Err(Error::other("the caller changed its mind"))
     });
     assert!(result.is_err());
     assert_eq!(get(&db, &ks, b"rolled back"), None);
@@ -70,7 +70,7 @@ fn one_transaction_spans_keyspaces_atomically() {
     let _ = db.write(|tx| -> tessera::Result<()> {
         tx.put(&a, b"k", b"1")?;
         tx.put(&b, b"k", b"2")?;
-        Err(Error::Storage("abort".into()))
+        Err(Error::other("abort"))
     });
     assert_eq!((get(&db, &a, b"k"), get(&db, &b, b"k")), (None, None));
     db.write(|tx| {
@@ -234,7 +234,7 @@ fn the_feed_reports_each_commit_once_in_order_with_old_and_new_values() {
     db.write(|tx| tx.put(&ks, b"existing", b"3")).unwrap(); // unchanged: no batch
     let _ = db.write(|tx| -> tessera::Result<()> {
         tx.put(&ks, b"rolled", b"back")?;
-        Err(Error::Storage("abort".into()))
+        Err(Error::other("abort"))
     });
     db.write(|tx| tx.put(&ks, b"last", b"z")).unwrap();
 
@@ -365,7 +365,7 @@ fn a_write_inside_a_write_is_an_error_not_a_deadlock() {
         tx.put(&ks, b"outer", b"1")?;
         db.write(|inner| inner.put(&ks, b"inner", b"2"))
     });
-    assert!(matches!(result, Err(Error::Storage(ref message)) if message.contains("inside another")), "{result:?}");
+    assert!(matches!(result, Err(Error::WouldDeadlock { operation: "a write transaction", .. })), "{result:?}");
     assert_eq!(get(&db, &ks, b"outer"), None, "the outer transaction rolled back with the error");
     db.write(|tx| tx.put(&ks, b"after", b"ok")).unwrap();
 }

@@ -10,7 +10,7 @@ use tessera_value::{Doc, EncodeError, Encoder};
 /// dotted path separated by 0x00.
 pub(crate) fn path_of(name: &str, deep: bool) -> Result<Vec<u8>> {
     if name.is_empty() || name.as_bytes().contains(&PATH_SEPARATOR) {
-        return Err(Error::Storage(format!("invalid field name {name:?}: empty or containing NUL")));
+        return Err(Error::InvalidName { what: "document field", name: name.to_owned(), rule: "not empty, no NUL byte".into() });
     }
     if !deep {
         return Ok(name.as_bytes().to_vec());

@@ -474,8 +474,12 @@ impl<T: Record> Values<T> {
             decode::<T>(collection, &change.key, bytes).ok().map(Arc::new)
         });
         value.clone().ok_or_else(|| match change.new.as_deref() {
-            Some(bytes) => decode::<T>(collection, &change.key, bytes).err().unwrap_or_else(|| crate::Error::Storage("decode".into())),
-            None => crate::Error::Storage("a deleted record has no value".into()),
+            // The decode failed above; decoding again gives its error.
+            Some(bytes) => decode::<T>(collection, &change.key, bytes).err().unwrap_or_else(|| {
+                crate::Error::Corrupted(format!("collection {:?}: a record decoded once and failed once", collection.name))
+            }),
+            // Values are only asked for changes with a new version; say so if that ever breaks.
+            None => crate::Error::Corrupted(format!("collection {:?}: a deleted record was asked for its value", collection.name)),
         })
     }
 }

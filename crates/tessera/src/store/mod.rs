@@ -244,9 +244,11 @@ impl Db {
     /// The keyspace `name`, created if missing. Names starting with `tessera.` are reserved.
     pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
         if name.is_empty() || name.len() > KEYSPACE_NAME_LEN_MAX || name.starts_with(INTERNAL_PREFIX) {
-            return Err(Error::Storage(format!(
-                "invalid keyspace name {name:?}: 1..={KEYSPACE_NAME_LEN_MAX} bytes, not starting with {INTERNAL_PREFIX:?}"
-            )));
+            return Err(Error::InvalidName {
+                what: "keyspace",
+                name: name.to_owned(),
+                rule: format!("1..={KEYSPACE_NAME_LEN_MAX} bytes, not starting with {INTERNAL_PREFIX:?}"),
+            });
         }
         self.internal_keyspace(name)
     }
@@ -266,7 +268,7 @@ impl Db {
             created = Some(handle);
             Ok(())
         })?;
-        let handle = created.ok_or_else(|| Error::Storage("keyspace creation did not run".into()))?;
+        let handle = created.expect("the write closure ran and committed");
         let keyspace = Keyspace { name: name.clone(), handle };
         lock(&self.inner.keyspaces).insert(name, keyspace.clone());
         Ok(keyspace)
@@ -304,7 +306,7 @@ impl Db {
 
     /// Flushes every commit so far to stable storage.
     pub fn sync(&self) -> Result<()> {
-        self.inner.syncer.sync_all().map_err(Error::Storage)
+        self.inner.syncer.sync_all().map_err(Error::NotDurable)
     }
 
     /// Subscribes to the change feed: one event per commit from now on.
@@ -331,7 +333,7 @@ impl Db {
     /// rolled back). An error inside a write transaction of this thread, which would deadlock.
     pub(crate) fn wait_for_writers(&self) -> Result<()> {
         if txn::writing_on_this_thread() {
-            return Err(Error::Storage("subscribing inside a write transaction would deadlock; subscribe before writing".into()));
+            return Err(Error::WouldDeadlock { operation: "subscribing", advice: "subscribe before writing" });
         }
         drop(lock(&self.inner.writer));
         Ok(())

@@ -48,9 +48,10 @@ struct WritingGuard;
 impl WritingGuard {
     fn enter() -> Result<WritingGuard> {
         if WRITING_ON_THIS_THREAD.with(|writing| writing.replace(true)) {
-            return Err(Error::Storage(
-                "a write transaction was started inside another on the same thread, which would deadlock; use the `_in` forms with the outer transaction".into(),
-            ));
+            return Err(Error::WouldDeadlock {
+                operation: "a write transaction",
+                advice: "use the `_in` forms with the outer transaction",
+            });
         }
         Ok(WritingGuard)
     }
@@ -111,7 +112,7 @@ impl ResizeGate {
     /// Runs `resize` with no read transaction open in this process.
     fn exclusive<T>(&self, resize: impl FnOnce() -> Result<T>) -> Result<T> {
         if READERS_ON_THIS_THREAD.with(|count| count.load(Ordering::SeqCst)) > 0 {
-            return Err(Error::Storage("the map must grow, but this thread holds a read transaction: drop it before writing".into()));
+            return Err(Error::GrowthBlocked("this thread holds a read transaction: drop it before writing"));
         }
         let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
         self.closed.store(true, Ordering::SeqCst);
@@ -125,7 +126,7 @@ impl ResizeGate {
             let now = std::time::Instant::now();
             if now >= deadline {
                 reopen(guard);
-                return Err(Error::Storage("the map must grow, but read transactions stayed open for 30 s".into()));
+                return Err(Error::GrowthBlocked("read transactions of other threads stayed open for 30 s"));
             }
             guard = self.changed.wait_timeout(guard, (deadline - now).min(Duration::from_millis(10))).unwrap_or_else(|p| p.into_inner()).0;
         }
@@ -473,7 +474,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
     };
     drop(writer);
     if durability == Durability::Immediate {
-        inner.syncer.sync_through(sequence).map_err(Error::Storage)?;
+        inner.syncer.sync_through(sequence).map_err(Error::NotDurable)?;
     }
     Ok(value)
 }
