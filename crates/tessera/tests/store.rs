@@ -32,10 +32,28 @@ fn creates_a_single_file_and_reopens_it() {
 fn keyspace_names_are_checked() {
     let (_dir, path) = temp();
     let db = Db::open(&path).unwrap();
-    for bad in ["", "tessera.meta", &"x".repeat(256)] {
+    // A NUL byte used to panic inside heed (NulError), for documents and dictionaries too.
+    for bad in ["", "tessera.meta", &"x".repeat(256), "a\0b"] {
         assert!(matches!(db.keyspace(bad), Err(Error::InvalidName { what: "keyspace", .. })), "{bad:?}");
     }
+    assert!(matches!(db.documents("a\0b"), Err(Error::InvalidName { .. })));
+    assert!(matches!(db.dictionary_with("a\0b", Default::default()), Err(Error::InvalidName { .. })));
     assert!(db.keyspace(&"x".repeat(255)).is_ok());
+}
+
+#[test]
+fn the_empty_key_and_an_overlong_key_get_one_answer() {
+    // `get` of an empty key was an LMDB error (MDB_BAD_VALSIZE) while a 512-byte key read as
+    // absent: reads of keys that cannot be stored find nothing; writes of them are KeySize.
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    for key in [&b""[..], &[7u8; 512][..]] {
+        assert_eq!(db.read(|tx| Ok(tx.get(&ks, key)?.is_none())).unwrap(), true);
+        assert!(matches!(db.write(|tx| tx.put(&ks, key, b"v")), Err(Error::KeySize { .. })));
+        assert!(matches!(db.write(|tx| tx.get(&ks, key).map(|v| v.is_none())), Ok(true)));
+        assert!(matches!(db.write(|tx| tx.delete(&ks, key)), Err(Error::KeySize { .. })));
+    }
 }
 
 #[test]
@@ -434,4 +452,15 @@ fn a_second_name_for_an_open_file_is_already_open() {
     assert!(matches!(Db::open(&path), Err(tessera::Error::AlreadyOpen(_))));
     drop(through_link);
     Db::open(&path).unwrap();
+}
+
+#[test]
+fn missing_parent_directories_are_an_error_unless_asked_for() {
+    let (dir, _) = temp();
+    let nested = dir.path().join("no/such/dir/db");
+    assert!(matches!(Db::open(&nested), Err(Error::Io(ref error)) if error.kind() == std::io::ErrorKind::NotFound));
+    assert!(!dir.path().join("no").exists(), "nothing was created");
+    let db = Db::open_with(&nested, DbOptions { create_parent_dirs: true, ..DbOptions::default() }).unwrap();
+    drop(db);
+    assert!(nested.exists());
 }

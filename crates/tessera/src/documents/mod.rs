@@ -119,13 +119,13 @@ impl Documents {
     /// Ids of the documents whose id starts with `prefix`, in order.
     pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
         let raw = key::part_prefix(prefix.as_bytes());
-        self.collection.db.read(|tx| collect_ids(tx.prefix(&self.collection.keyspace, &raw)?, |_| true))
+        self.collection.db.read(|tx| collect_ids(tx.prefix(&self.collection.keyspace, &raw)?))
     }
 
     /// Ids of the documents with `start <= id < end`, in order.
     pub fn ids_in_range(&self, start: &str, end: &str) -> Result<Vec<String>> {
         let (from, to) = (key::encode(start), key::encode(end));
-        self.collection.db.read(|tx| collect_ids(tx.range(&self.collection.keyspace, &from[..]..&to[..])?, |_| true))
+        self.collection.db.read(|tx| collect_ids(tx.range(&self.collection.keyspace, &from[..]..&to[..])?))
     }
 
     /// The collection's name.
@@ -134,13 +134,13 @@ impl Documents {
     }
 }
 
-fn collect_ids(entries: Entries<'_>, keep: impl Fn(&str) -> bool) -> Result<Vec<String>> {
+fn collect_ids(entries: Entries<'_>) -> Result<Vec<String>> {
     let mut ids: Vec<String> = Vec::new();
     for entry in entries {
         let (stored_key, _) = entry?;
         let (id, _) = key::decode_bytes(stored_key).ok_or_else(|| Error::Corrupted("document key".into()))?;
         let id = String::from_utf8(id).map_err(|_| Error::Corrupted("document id is not UTF-8".into()))?;
-        if ids.last() != Some(&id) && keep(&id) {
+        if ids.last() != Some(&id) {
             ids.push(id);
         }
     }

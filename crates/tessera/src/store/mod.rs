@@ -74,6 +74,9 @@ pub struct DbOptions {
     /// map, and tessera reserves its blocks (`posix_fallocate`) whenever the map grows, so that a
     /// full disk is an error at growth time, never a `SIGBUS` while writing through the map.
     pub write_map: bool,
+    /// Create the file's missing parent directories. Off by default: a mistyped directory is
+    /// `Error::Io` (not found) instead of a new, empty database somewhere unexpected.
+    pub create_parent_dirs: bool,
 }
 
 impl Default for DbOptions {
@@ -86,6 +89,7 @@ impl Default for DbOptions {
             readers_max: 126,
             listener_queue_batches: LISTENER_QUEUE_BATCHES_DEFAULT,
             write_map: true,
+            create_parent_dirs: false,
         }
     }
 }
@@ -243,11 +247,11 @@ impl Db {
 
     /// The keyspace `name`, created if missing. Names starting with `tessera.` are reserved.
     pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
-        if name.is_empty() || name.len() > KEYSPACE_NAME_LEN_MAX || name.starts_with(INTERNAL_PREFIX) {
+        if name.starts_with(INTERNAL_PREFIX) {
             return Err(Error::InvalidName {
                 what: "keyspace",
                 name: name.to_owned(),
-                rule: format!("1..={KEYSPACE_NAME_LEN_MAX} bytes, not starting with {INTERNAL_PREFIX:?}"),
+                rule: format!("not starting with {INTERNAL_PREFIX:?}"),
             });
         }
         self.internal_keyspace(name)
@@ -255,6 +259,14 @@ impl Db {
 
     /// A keyspace for tessera's own modules (no name restriction).
     pub(crate) fn internal_keyspace(&self, name: &str) -> Result<Keyspace> {
+        // LMDB takes names as C strings: a NUL byte would panic inside heed.
+        if name.is_empty() || name.len() > KEYSPACE_NAME_LEN_MAX || name.contains('\0') {
+            return Err(Error::InvalidName {
+                what: "keyspace",
+                name: name.to_owned(),
+                rule: format!("1..={KEYSPACE_NAME_LEN_MAX} bytes, no NUL byte"),
+            });
+        }
         if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
             return Ok(keyspace.clone());
         }
@@ -409,7 +421,14 @@ impl Drop for FileClaim {
 
 fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
+        if options.create_parent_dirs {
+            std::fs::create_dir_all(parent)?;
+        } else if !parent.is_dir() {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{}: no such directory (set DbOptions::create_parent_dirs to create it)", parent.display()),
+            )));
+        }
     }
     let mut open_options = EnvOpenOptions::new().read_txn_without_tls();
     let initial = options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16);

@@ -25,6 +25,12 @@ const MAP_QUADRUPLE_BELOW_BYTES: u64 = 64 << 20;
 /// pages), and the attempt may have failed well before its end.
 const MAP_GROWTH_PER_WRITTEN_BYTE: u64 = 8;
 
+/// Whether a key can be stored: 1 to [`KEY_LEN_MAX`] bytes. Reads of other keys find nothing;
+/// writes of them are `Error::KeySize`, in every API.
+fn key_size_valid(key: &[u8]) -> bool {
+    !key.is_empty() && key.len() <= KEY_LEN_MAX
+}
+
 /// How long a map resize waits for read transactions of other threads to finish.
 const RESIZE_WAIT_MAX: Duration = Duration::from_secs(30);
 
@@ -173,6 +179,9 @@ impl<'db> ReadTxn<'db> {
 
     /// The value of `key`, borrowed from the database's pages (valid for this transaction).
     pub fn get(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+        if !key_size_valid(key) {
+            return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
+        }
         keyspace.handle.get(&self.txn, key).map_err(|e| self.error(e))
     }
 
@@ -309,7 +318,7 @@ impl<'db> WriteTxn<'db> {
     }
 
     fn check_key(key: &[u8]) -> Result<()> {
-        if key.is_empty() || key.len() > KEY_LEN_MAX {
+        if !key_size_valid(key) {
             return Err(Error::KeySize { len: key.len(), max: KEY_LEN_MAX });
         }
         Ok(())
@@ -379,6 +388,9 @@ impl<'db> WriteTxn<'db> {
 
     /// The value of `key` as this transaction sees it.
     pub fn get(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+        if !key_size_valid(key) {
+            return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
+        }
         keyspace.handle.get(&self.txn, key).map_err(|e| Error::from_heed(e, self.inner.options.map_size_max_bytes))
     }
 
