@@ -49,7 +49,7 @@ fn the_empty_key_and_an_overlong_key_get_one_answer() {
     let db = Db::open(&path).unwrap();
     let ks = db.keyspace("ks").unwrap();
     for key in [&b""[..], &[7u8; 512][..]] {
-        assert_eq!(db.read(|tx| Ok(tx.get(&ks, key)?.is_none())).unwrap(), true);
+        assert!(db.read(|tx| Ok(tx.get(&ks, key)?.is_none())).unwrap());
         assert!(matches!(db.write(|tx| tx.put(&ks, key, b"v")), Err(Error::KeySize { .. })));
         assert!(matches!(db.write(|tx| tx.get(&ks, key).map(|v| v.is_none())), Ok(true)));
         assert!(matches!(db.write(|tx| tx.delete(&ks, key)), Err(Error::KeySize { .. })));
