@@ -207,7 +207,9 @@ fn foreign_and_damaged_files_give_typed_errors() {
         txn.commit().unwrap();
         env.prepare_for_closing().wait();
     }
+    let size = std::fs::metadata(&foreign).unwrap().len();
     assert!(matches!(Db::open(&foreign), Err(Error::ForeignDatabase { .. })));
+    assert_eq!(std::fs::metadata(&foreign).unwrap().len(), size, "a refused file is not extended");
 }
 
 #[test]

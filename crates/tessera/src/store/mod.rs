@@ -168,6 +168,7 @@ impl Db {
         let path = std::path::absolute(path.as_ref())?;
         // Held across the open, so that two threads opening one file through two names cannot
         // both get past the check.
+        let new_file = std::fs::metadata(&path).map_or(true, |meta| meta.len() == 0);
         let mut open_files = lock(&OPEN_FILES);
         if let Some(identity) = FileIdentity::of(&path) {
             if open_files.contains(&identity) {
@@ -197,8 +198,15 @@ impl Db {
             _claim: claim,
         });
         let db = Db { inner };
-        txn::reserve_file(&db.inner)?;
-        db.check_or_write_version()?;
+        if new_file {
+            // Blocks first: the version record is then written into reserved space.
+            txn::reserve_file(&db.inner)?;
+            db.check_or_write_version()?;
+        } else {
+            // The version first: a foreign file is refused before any block is reserved for it.
+            db.check_or_write_version()?;
+            txn::reserve_file(&db.inner)?;
+        }
         Ok(db)
     }
 
@@ -431,10 +439,16 @@ fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
         }
     }
     let mut open_options = EnvOpenOptions::new().read_txn_without_tls();
-    let initial = options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16);
-    // An existing file larger than the initial map is opened at its own size.
+    // A new file starts at the initial map size; an existing one is opened at its own size,
+    // so that a file that turns out not to be a tessera database is not extended (the map
+    // grows on the first write that needs it).
     let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    open_options.map_size(round_to_page(initial.max(existing)) as usize).max_dbs(options.keyspaces_max).max_readers(options.readers_max);
+    let map_size = if existing > 0 {
+        existing.div_ceil(4096) * 4096
+    } else {
+        round_to_page(options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16))
+    };
+    open_options.map_size(map_size as usize).max_dbs(options.keyspaces_max).max_readers(options.readers_max);
     // SAFETY: NO_SUB_DIR makes `path` the data file. NO_META_SYNC keeps LMDB's ordering of
     // data before meta page while leaving the meta flush to the group-commit syncer; this is
     // safe for integrity (LMDB documents that only the last transactions may be lost).
