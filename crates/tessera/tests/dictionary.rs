@@ -343,3 +343,29 @@ fn any_number_of_long_keys_may_share_a_hash() {
     }
     assert_eq!(dict.keys().unwrap().len(), 200 + 20 + 1);
 }
+
+#[test]
+fn threads_opening_one_dictionary_at_once_share_one_cache() {
+    // The registry was read, then written, without a lock: two threads could each make a cache,
+    // and a value set through one was invisible through the other until flushed.
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let threads = 8;
+    let barrier = std::sync::Barrier::new(threads);
+    std::thread::scope(|scope| {
+        for i in 0..threads {
+            let (db, barrier) = (&db, &barrier);
+            scope.spawn(move || {
+                barrier.wait();
+                let options = DictionaryOptions { flush_interval_ms: 60_000, ..DictionaryOptions::default() };
+                let dict = db.dictionary_with("race", options).unwrap();
+                dict.set(&format!("k{i}"), &(i as u64)).unwrap();
+                barrier.wait();
+                for other in 0..threads {
+                    assert_eq!(dict.get::<u64>(&format!("k{other}")).unwrap(), Some(other as u64), "thread {i} sees k{other}");
+                }
+                barrier.wait();
+            });
+        }
+    });
+}

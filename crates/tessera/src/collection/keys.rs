@@ -105,6 +105,27 @@ mod tests {
     }
 
     #[test]
+    fn threads_opening_one_collection_at_once_share_one_state() {
+        // The registry was read, then written, without a lock: each racing thread could open
+        // its own state (its own indexes' build state, its own live hook).
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let barrier = std::sync::Barrier::new(8);
+        let states: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        db.collection::<Keyed>().unwrap().state
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+        });
+        assert!(states.iter().all(|state| std::sync::Arc::ptr_eq(state, &states[0])));
+    }
+
+    #[test]
     fn a_damaged_table_is_corruption_naming_its_keyspace() {
         let dir = tempfile::tempdir().unwrap();
         let db = crate::Db::open(dir.path().join("db")).unwrap();

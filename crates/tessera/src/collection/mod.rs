@@ -68,7 +68,7 @@ use serde::Serialize;
 use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use tessera_value::codec::{DecodeOwned, Encode};
 use tessera_value::{Doc, Value};
 
@@ -254,16 +254,17 @@ impl Db {
     /// [`Db::collection`] with a migration for records stored under another schema.
     pub fn collection_with<T: Record>(&self, options: CollectionOptions<T>) -> Result<Collection<T>> {
         let registry_key = format!("collection:{}", T::NAME);
-        if let Some(state) = self.shared_state(&registry_key).and_then(|any| any.downcast::<CollectionState>().ok()) {
-            if state.type_id == std::any::TypeId::of::<T>() {
-                return Ok(Collection { db: self.clone(), state, _type: PhantomData });
-            }
-        }
-        let state = Arc::new(open_collection::<T>(self, &options)?);
-        self.set_shared_state(&registry_key, Arc::downgrade(&state) as Weak<dyn std::any::Any + Send + Sync>);
-        if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
-            build::start(self, &state)?;
-        }
+        let state = self.shared_state_or(
+            &registry_key,
+            |state: &CollectionState| state.type_id == std::any::TypeId::of::<T>(),
+            || {
+                let state = Arc::new(open_collection::<T>(self, &options)?);
+                if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
+                    build::start(self, &state)?;
+                }
+                Ok(state)
+            },
+        )?;
         Ok(Collection { db: self.clone(), state, _type: PhantomData })
     }
 }

@@ -142,29 +142,32 @@ impl Db {
     /// The dictionary `name`. Options apply when the first handle for the name is made.
     pub fn dictionary_with(&self, name: &str, options: DictionaryOptions) -> Result<Dictionary> {
         let registry_key = format!("dictionary:{name}");
-        if let Some(inner) = self.shared_state(&registry_key).and_then(|any| any.downcast::<DictInner>().ok()) {
-            return Ok(Dictionary { inner });
-        }
-        let keyspace = self.internal_keyspace(&format!("tessera.dictionary.{name}"))?;
-        let shards = options.shards.max(1);
-        let inner = Arc::new(DictInner {
-            db: self.clone(),
-            keyspace,
-            name: name.into(),
-            shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
-            options,
-            sequence: AtomicU64::new(0),
-            has_pending: AtomicBool::new(false),
-            flusher: Arc::new(FlusherShared::default()),
-            thread: Mutex::new(None),
-        });
-        let (weak, shared, interval) = (Arc::downgrade(&inner), inner.flusher.clone(), inner.options.flush_interval_ms);
-        let thread = std::thread::Builder::new()
-            .name(format!("tessera-dict-{name}"))
-            .spawn(move || flusher_loop(weak, shared, Duration::from_millis(interval.max(1))))
-            .map_err(Error::Io)?;
-        *lock(&inner.thread) = Some(thread);
-        self.set_shared_state(&registry_key, Arc::downgrade(&inner) as Weak<dyn std::any::Any + Send + Sync>);
+        let inner = self.shared_state_or(
+            &registry_key,
+            |_: &DictInner| true,
+            || {
+                let keyspace = self.internal_keyspace(&format!("tessera.dictionary.{name}"))?;
+                let shards = options.shards.max(1);
+                let inner = Arc::new(DictInner {
+                    db: self.clone(),
+                    keyspace,
+                    name: name.into(),
+                    shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
+                    options,
+                    sequence: AtomicU64::new(0),
+                    has_pending: AtomicBool::new(false),
+                    flusher: Arc::new(FlusherShared::default()),
+                    thread: Mutex::new(None),
+                });
+                let (weak, shared, interval) = (Arc::downgrade(&inner), inner.flusher.clone(), inner.options.flush_interval_ms);
+                let thread = std::thread::Builder::new()
+                    .name(format!("tessera-dict-{name}"))
+                    .spawn(move || flusher_loop(weak, shared, Duration::from_millis(interval.max(1))))
+                    .map_err(Error::Io)?;
+                *lock(&inner.thread) = Some(thread);
+                Ok(inner)
+            },
+        )?;
         Ok(Dictionary { inner })
     }
 }

@@ -675,15 +675,17 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Engine {
-    fn of(db: &Db) -> Arc<Engine> {
-        if let Some(engine) = db.shared_state(ENGINE_STATE_KEY).and_then(|any| any.downcast::<Engine>().ok()) {
-            return engine;
-        }
-        let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: Arc::downgrade(&db.inner) });
-        db.set_shared_state(ENGINE_STATE_KEY, Arc::downgrade(&engine) as Weak<dyn Any + Send + Sync>);
-        let hook_engine = engine.clone();
-        db.inner.feed.add_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
-        engine
+    fn of(db: &Db) -> Result<Arc<Engine>> {
+        db.shared_state_or(
+            ENGINE_STATE_KEY,
+            |_: &Engine| true,
+            || {
+                let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: Arc::downgrade(&db.inner) });
+                let hook_engine = engine.clone();
+                db.inner.feed.add_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
+                Ok(engine)
+            },
+        )
     }
 
     fn apply(&self, batch: &Arc<ChangeBatch>) {
@@ -757,7 +759,7 @@ impl<T: Record> Collection<T> {
         let mut encoded = Vec::new();
         key.encode_key(&mut encoded);
         let mailbox = Arc::new(Mailbox::new(policy));
-        let engine = Engine::of(&self.db);
+        let engine = Engine::of(&self.db)?;
         engine.register::<T>(&self.db, &self.state, |live| {
             let since = self.db.read_txn()?.sequence();
             live.objects.entry(encoded.into_boxed_slice()).or_default().push(ObjectSub { mailbox: Arc::downgrade(&mailbox), since });
@@ -792,7 +794,7 @@ impl<T: Record> Collection<T> {
             policy,
             mailbox: Arc::downgrade(&mailbox),
         };
-        let engine = Engine::of(&self.db);
+        let engine = Engine::of(&self.db)?;
         engine.register::<T>(&self.db, &self.state, |live| {
             sub.load(&self.db, &self.state)?;
             let keys = (policy == Policy::LatestOnly).then(|| {

@@ -131,6 +131,8 @@ pub(crate) struct Inner {
     /// State that modules above the store share per database (one dictionary cache per name),
     /// held weakly so that it goes when its last handle does.
     shared_state: Mutex<HashMap<String, std::sync::Weak<dyn std::any::Any + Send + Sync>>>,
+    /// Held while a shared state is created (see `Db::shared_state_or`).
+    opening: Mutex<()>,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
     _claim: FileClaim,
@@ -195,6 +197,7 @@ impl Db {
             syncer,
             sync_thread: Mutex::new(Some(sync_thread)),
             shared_state: Mutex::new(HashMap::new()),
+            opening: Mutex::new(()),
             _claim: claim,
         });
         let db = Db { inner };
@@ -359,13 +362,33 @@ impl Db {
         Ok(())
     }
 
-    /// Per-database state of a module above the store, if still alive.
-    pub(crate) fn shared_state(&self, name: &str) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
-        lock(&self.inner.shared_state).get(name).and_then(std::sync::Weak::upgrade)
-    }
-
-    pub(crate) fn set_shared_state(&self, name: &str, state: std::sync::Weak<dyn std::any::Any + Send + Sync>) {
-        lock(&self.inner.shared_state).insert(name.to_owned(), state);
+    /// The live per-database state `name` of type `S` that `accept` takes, or a new one from
+    /// `create`. Creations are serialized per database, so two threads opening one collection
+    /// or dictionary at once get one state (one cache, one hook), never two.
+    pub(crate) fn shared_state_or<S: std::any::Any + Send + Sync>(
+        &self,
+        name: &str,
+        accept: impl Fn(&S) -> bool,
+        create: impl FnOnce() -> Result<Arc<S>>,
+    ) -> Result<Arc<S>> {
+        let existing = || {
+            let any = lock(&self.inner.shared_state).get(name).and_then(std::sync::Weak::upgrade)?;
+            any.downcast::<S>().ok().filter(|state| accept(state))
+        };
+        if let Some(state) = existing() {
+            return Ok(state);
+        }
+        // Inside a write transaction, waiting for another thread's creation (which may wait
+        // for this thread's write lock) could deadlock: create directly (a creation that
+        // writes then fails with `WouldDeadlock`).
+        let _opening = (!txn::writing_on_this_thread()).then(|| lock(&self.inner.opening));
+        if let Some(state) = existing() {
+            return Ok(state);
+        }
+        let state = create()?;
+        let weak: std::sync::Weak<dyn std::any::Any + Send + Sync> = Arc::downgrade(&state) as _;
+        lock(&self.inner.shared_state).insert(name.to_owned(), weak);
+        Ok(state)
     }
 
     /// Bytes the map currently spans (the file grows up to this).
