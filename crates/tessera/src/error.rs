@@ -49,8 +49,9 @@ pub enum Error {
     /// Too many keyspaces (`DbOptions::keyspaces_max`).
     #[error("too many keyspaces (the limit is {0})")]
     TooManyKeyspaces(u32),
-    /// The database is already open in this process with a different handle.
-    #[error("{0}: already open in this process; share the Db handle instead")]
+    /// The file's last handle in this process was still closing 5 s after an open asked for it
+    /// (an open of a file that is open returns the same database).
+    #[error("{0}: still closing in this process")]
     AlreadyOpen(PathBuf),
     /// A write transaction's closure panicked; the transaction was rolled back.
     #[error("the write transaction panicked and was rolled back: {0}")]

@@ -27,6 +27,7 @@ use heed::{EnvFlags, EnvOpenOptions, WithoutTls};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use sync::Syncer;
 
 /// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
@@ -135,7 +136,7 @@ pub(crate) struct Inner {
     opening: Mutex<()>,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
-    _claim: FileClaim,
+    claim: FileClaim,
 }
 
 /// An open database: cheap to clone, `Send` and `Sync`.
@@ -159,7 +160,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Db {
-    /// Opens the database at `path` (one file, plus `path-lock`), creating it if missing.
+    /// Opens the database at `path` (one file, plus `path-lock`), creating it if missing. A
+    /// file this process has open already (by any name) gives the same database.
     pub fn open(path: impl AsRef<Path>) -> Result<Db> {
         Db::open_with(path, DbOptions::default())
     }
@@ -168,22 +170,48 @@ impl Db {
     pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db> {
         // heed resolves the file's directory, which a bare relative file name does not have.
         let path = std::path::absolute(path.as_ref())?;
-        // Held across the open, so that two threads opening one file through two names cannot
-        // both get past the check.
-        let new_file = std::fs::metadata(&path).map_or(true, |meta| meta.len() == 0);
-        let mut open_files = lock(&OPEN_FILES);
-        if let Some(identity) = FileIdentity::of(&path) {
-            if open_files.contains(&identity) {
-                return Err(Error::AlreadyOpen(path));
+        let deadline = std::time::Instant::now() + CLOSING_WAIT_MAX;
+        loop {
+            // Held across the whole open, so that two threads opening one file (by one name or
+            // two) cannot both open it.
+            let mut open_files = lock(&OPEN_FILES);
+            if let Some(identity) = FileIdentity::of(&path) {
+                match open_files.get(&identity).map(std::sync::Weak::upgrade) {
+                    // Open in this process already: the same database, shared.
+                    Some(Some(inner)) => return Ok(Db { inner }),
+                    // Its last handle is being dropped: wait until it is closed.
+                    Some(None) => {
+                        drop(open_files);
+                        if std::time::Instant::now() >= deadline {
+                            return Err(Error::AlreadyOpen(path));
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                    None => {}
+                }
             }
+            let opened = Db::open_file(path.clone(), options.clone());
+            let db = match opened {
+                Ok(db) => db,
+                Err(error) => {
+                    drop(open_files);
+                    return Err(error);
+                }
+            };
+            if let Some(identity) = FileIdentity::of(&path) {
+                open_files.insert(identity, Arc::downgrade(&db.inner));
+                // Only a registered database removes itself when it closes.
+                let _ = db.inner.claim.set(identity);
+            }
+            return Ok(db);
         }
+    }
+
+    /// Opens the environment, starts the database's threads and checks the version.
+    fn open_file(path: PathBuf, options: DbOptions) -> Result<Db> {
+        let new_file = std::fs::metadata(&path).map_or(true, |meta| meta.len() == 0);
         let env = open_env(&path, &options)?;
-        let identity = FileIdentity::of(&path);
-        if let Some(identity) = identity {
-            open_files.insert(identity);
-        }
-        drop(open_files);
-        let claim = FileClaim(identity);
         let flush_env = env.clone();
         let (syncer, sync_thread) = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())))?;
         let inner = Arc::new(Inner {
@@ -198,7 +226,7 @@ impl Db {
             sync_thread: Mutex::new(Some(sync_thread)),
             shared_state: Mutex::new(HashMap::new()),
             opening: Mutex::new(()),
-            _claim: claim,
+            claim: FileClaim::default(),
         });
         let db = Db { inner };
         if new_file {
@@ -436,16 +464,31 @@ impl FileIdentity {
 
 /// Files this process has open as databases. LMDB forbids two environments on one file in a
 /// process (heed only compares paths, so two hard links passed its check: two writers then
-/// corrupted the file); a second open by any name is `Error::AlreadyOpen`.
-static OPEN_FILES: Mutex<std::collections::BTreeSet<FileIdentity>> = Mutex::new(std::collections::BTreeSet::new());
+/// corrupted the file); a second open by any name returns the same database.
+static OPEN_FILES: Mutex<std::collections::BTreeMap<FileIdentity, std::sync::Weak<Inner>>> = Mutex::new(std::collections::BTreeMap::new());
 
-/// Removes a file from [`OPEN_FILES`] when its database is closed.
-struct FileClaim(Option<FileIdentity>);
+/// How long an open waits for the same file's last handle to finish closing.
+const CLOSING_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// A database's entry in [`OPEN_FILES`], removed when the database is closed (set once the
+/// open succeeded).
+#[derive(Default)]
+struct FileClaim(std::sync::OnceLock<FileIdentity>);
+
+impl FileClaim {
+    fn set(&self, identity: FileIdentity) -> std::result::Result<(), FileIdentity> {
+        self.0.set(identity)
+    }
+}
 
 impl Drop for FileClaim {
     fn drop(&mut self) {
-        if let Some(identity) = self.0 {
-            lock(&OPEN_FILES).remove(&identity);
+        if let Some(identity) = self.0.get() {
+            let mut open_files = lock(&OPEN_FILES);
+            // The entry is this database's (dead) one unless a later open replaced it.
+            if open_files.get(identity).is_some_and(|weak| weak.upgrade().is_none()) {
+                open_files.remove(identity);
+            }
         }
     }
 }
