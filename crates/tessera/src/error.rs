@@ -161,6 +161,14 @@ pub enum Error {
         /// The path as given.
         path: String,
     },
+    /// A dictionary's background write failed; the call that reports it did nothing.
+    #[error("dictionary {dictionary:?}: a background write failed ({message}); nothing was set")]
+    WriteBehind {
+        /// The dictionary.
+        dictionary: String,
+        /// Why the write failed.
+        message: String,
+    },
     /// A name (of a keyspace, a document field, …) that tessera does not accept.
     #[error("invalid {what} name {name:?}: {rule}")]
     InvalidName {

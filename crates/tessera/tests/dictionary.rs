@@ -369,3 +369,29 @@ fn threads_opening_one_dictionary_at_once_share_one_cache() {
         }
     });
 }
+
+#[test]
+fn a_failed_background_write_is_reported_by_the_next_set() {
+    // The flusher stored its error where nothing read it: every `set` returned Ok while the
+    // background writes failed.
+    let dir = tempfile::tempdir().unwrap();
+    let options = tessera::DbOptions { map_size_initial_bytes: 1 << 20, map_size_max_bytes: 1 << 20, ..tessera::DbOptions::default() };
+    let db = Db::open_with(dir.path().join("small.tessera"), options).unwrap();
+    let dict = db.dictionary_with("d", DictionaryOptions { flush_interval_ms: 5, ..DictionaryOptions::default() }).unwrap();
+    dict.set("too big", &vec![7u8; 2 << 20]).unwrap(); // cannot fit the 1 MiB ceiling
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let reported = loop {
+        match dict.set("small", &1u8) {
+            Err(error) => break error,
+            Ok(()) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(()) => panic!("the failed background write was never reported"),
+        }
+    };
+    assert!(matches!(&reported, Error::WriteBehind { dictionary, .. } if dictionary == "d"), "{reported:?}");
+    assert!(matches!(dict.flush(), Err(Error::MapFull { .. })), "flush reports its own failure");
+    dict.remove("too big").unwrap_or_else(|error| assert!(matches!(error, Error::WriteBehind { .. })));
+    dict.remove("too big").unwrap();
+    dict.flush().unwrap();
+    assert_eq!(dict.get::<u8>("small").unwrap(), Some(1));
+    assert_eq!(dict.get::<Vec<u8>>("too big").unwrap(), None);
+}

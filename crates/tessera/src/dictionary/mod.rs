@@ -86,7 +86,8 @@ struct Flusher {
     stopped: bool,
     /// Highest write sequence known committed to storage.
     flushed: u64,
-    /// Error of the last failed flush, reported to `flush` and `close`.
+    /// Error of the last failed background flush not yet reported (by the next `set` or
+    /// `remove`; `flush` and `close` report their own flush's outcome).
     error: Option<String>,
 }
 
@@ -252,6 +253,14 @@ impl DictInner {
         self.flusher.changed.notify_all();
     }
 
+    /// The error of a background flush that no call has reported yet, as an error (once).
+    fn report_write_behind(&self) -> Result<()> {
+        match lock(&self.flusher.state).error.take() {
+            Some(message) => Err(Error::WriteBehind { dictionary: self.name.to_string(), message }),
+            None => Ok(()),
+        }
+    }
+
     /// Writes every pending entry in one transaction. Called by the flusher thread, `flush`
     /// and drop.
     fn flush_pending(&self) -> Result<()> {
@@ -286,7 +295,6 @@ impl DictInner {
                 }
             }
             self.has_pending.store(true, Ordering::SeqCst);
-            lock(&self.flusher.state).error = Some(error.to_string());
             return Err(error);
         }
         let mut flusher = lock(&self.flusher.state);
@@ -342,7 +350,10 @@ fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interva
         }
         let Some(inner) = dictionary.upgrade() else { return };
         if inner.has_pending.load(Ordering::SeqCst) {
-            let _ = inner.flush_pending(); // the error is kept for `flush` and `close`
+            if let Err(error) = inner.flush_pending() {
+                // Kept for the next `set` or `remove`; the values stay pending for a retry.
+                lock(&inner.flusher.state).error = Some(error.to_string());
+            }
         }
     }
 }
@@ -381,14 +392,21 @@ impl Dictionary {
 
     /// Sets `key`. Returns at once; the write reaches storage within the flush interval. A
     /// value equal to the cached one is not written again.
+    ///
+    /// If a background write failed since the last call was told, this call reports it as
+    /// [`Error::WriteBehind`] and sets nothing (the failed values stay pending and are retried;
+    /// `flush` says whether they reach storage).
     pub fn set<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<()> {
         let bytes = tessera_value::to_vec(value)?;
+        self.inner.report_write_behind()?;
         self.inner.write(key, Some(bytes));
         Ok(())
     }
 
-    /// Removes `key`. Returns at once, like `set`.
+    /// Removes `key`. Returns at once, like `set`, and reports a failed background write as
+    /// `set` does.
     pub fn remove(&self, key: &str) -> Result<()> {
+        self.inner.report_write_behind()?;
         self.inner.write(key, None);
         Ok(())
     }
