@@ -16,6 +16,7 @@
 
 extern crate self as tessera;
 
+mod check;
 pub mod collection;
 pub mod dictionary;
 pub mod documents;
@@ -24,6 +25,7 @@ pub mod live;
 pub mod query;
 pub mod store;
 
+pub use check::{CheckReport, Problem, CHECK_PROBLEMS_MAX};
 pub use collection::{Collection, CollectionOptions, Order, Query, Record, WriteOutcome};
 pub use dictionary::{DictEvent, DictStream, DictTxn, Dictionary, DictionaryOptions};
 pub use documents::{Document, Documents, DocumentsOptions, Field, FieldTransform};

@@ -94,6 +94,8 @@ fn run_crashes(level: &str) {
             Ok(())
         })
         .unwrap();
+        let report = db.check().unwrap();
+        assert!(report.is_ok(), "iteration {iteration}: {report}");
         drop(db);
     }
     assert!(acknowledged > iterations as u64, "the children made progress");
@@ -169,5 +171,7 @@ fn killed_document_writers_never_leave_a_partial_document() {
         let stored = db.documents("crash").unwrap().document::<Counters>("doc").get().unwrap().expect("a document");
         assert_eq!(stored, counters(stored.a), "iteration {iteration}: a partial document");
         assert!(stored.a >= acknowledged, "iteration {iteration}: acknowledged set {acknowledged} lost");
+        let report = db.check().unwrap();
+        assert!(report.is_ok(), "iteration {iteration}: {report}");
     }
 }

@@ -481,3 +481,48 @@ fn missing_parent_directories_are_an_error_unless_asked_for() {
     drop(db);
     assert!(nested.exists());
 }
+
+#[test]
+fn check_passes_on_a_sound_database_and_names_damage() {
+    #[derive(tessera::collection::Record, Debug)]
+    #[record(name = "checked")]
+    struct Checked {
+        #[record(key)]
+        id: u32,
+        #[record(index)]
+        score: i32,
+        #[record(unique)]
+        tag: String,
+    }
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let checked = db.collection::<Checked>().unwrap();
+    db.write(|tx| (0..50).try_for_each(|id| checked.insert(tx, &Checked { id, score: id as i32 % 7, tag: format!("t{id}") }).map(drop)))
+        .unwrap();
+    let dict = db.dictionary().unwrap();
+    dict.set("a", &1u8).unwrap();
+    dict.set(&"x".repeat(600), "long").unwrap();
+    dict.flush().unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert!(report.entries >= 50 + 100 + 2, "{report}");
+
+    // Damage the file: overwrite one record's bytes (through LMDB, so only the value is wrong).
+    drop((checked, dict, db));
+    {
+        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(128).flags(heed::EnvFlags::NO_SUB_DIR).open(&path) }.unwrap();
+        let mut txn = env.write_txn().unwrap();
+        let records: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+            env.open_database(&txn, Some("tessera.col.checked")).unwrap().unwrap();
+        records.put(&mut txn, &7u32.to_be_bytes(), b"not a document").unwrap();
+        records.delete(&mut txn, &9u32.to_be_bytes()).unwrap();
+        txn.commit().unwrap();
+        env.prepare_for_closing().wait();
+    }
+    let db = Db::open(&path).unwrap();
+    let report = db.check().unwrap();
+    assert!(!report.is_ok());
+    let text = report.to_string();
+    assert!(text.contains("tessera.col.checked [00000007]: record does not validate"), "{text}");
+    assert!(text.contains("points at key 00000009, which has no record"), "{text}");
+}

@@ -15,7 +15,7 @@ const BUILD_BATCH_RECORDS: usize = 1024;
 
 /// The index entry's key for a record whose field has sort key `component`. Unique indexes
 /// key non-null values by the value alone, so that a second record with it collides.
-fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]) -> Vec<u8> {
+pub(crate) fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + component.len() + primary_key.len());
     out.push(index.id);
     out.extend_from_slice(component);
@@ -25,7 +25,7 @@ fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]) -> Vec<u8
     out
 }
 
-fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, out: &mut Vec<u8>) -> Result<bool> {
+pub(crate) fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, out: &mut Vec<u8>) -> Result<bool> {
     out.clear();
     let Some(bytes) = record else { return Ok(false) };
     let doc = Doc::from_trusted_with_keys(bytes, keys)?;

@@ -742,3 +742,95 @@ impl<T: Record> Collection<T> {
         true
     }
 }
+
+/// Checks collection `name` for [`crate::Db::check`]: its schema and shared keys parse, every
+/// record validates, and its indexes hold exactly one entry per record and built index.
+pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report: &mut crate::CheckReport) -> Result<()> {
+    let Some(records) = crate::check::keyspace_in(db, txn, &format!("tessera.col.{name}"))? else { return Ok(()) };
+    let schema = match crate::check::keyspace_in(db, txn, SCHEMA_KEYSPACE)? {
+        Some(keyspace) => txn.get(&keyspace, name.as_bytes())?.map(tessera_value::from_slice::<StoredSchema>),
+        None => None,
+    };
+    let schema = match schema {
+        Some(Ok(schema)) => schema,
+        Some(Err(error)) => {
+            report.problem(SCHEMA_KEYSPACE, name.as_bytes(), format!("schema of collection {name:?} does not parse: {error}"));
+            return Ok(());
+        }
+        None => {
+            report.problem(SCHEMA_KEYSPACE, name.as_bytes(), format!("collection {name:?} has records but no schema"));
+            return Ok(());
+        }
+    };
+    let shared = match crate::check::keyspace_in(db, txn, keys::KEYS_KEYSPACE)? {
+        Some(keyspace) => keys::load(txn, &keyspace, name),
+        None => Ok(tessera_value::SharedKeys::new()),
+    };
+    let shared = match shared {
+        Ok(shared) => shared,
+        Err(error) => {
+            report.problem(keys::KEYS_KEYSPACE, name.as_bytes(), error.to_string());
+            return Ok(());
+        }
+    };
+    let indexes: Vec<IndexState> = schema.indexes.iter().filter(|index| index.ready).map(|index| IndexState::new(index, true)).collect();
+    let index_keyspace = crate::check::keyspace_in(db, txn, &format!("tessera.idx.{name}"))?;
+    let mut expected = 0u64;
+    let mut component = Vec::new();
+    for entry in txn.range(&records, ..)? {
+        let (key, bytes) = entry?;
+        crate::check::count(report);
+        if let Err(error) = Doc::from_untrusted_with_keys(bytes, &shared) {
+            report.problem(records.name(), key, format!("record does not validate: {error}"));
+            continue;
+        }
+        let Some(index_keyspace) = &index_keyspace else { continue };
+        for index in &indexes {
+            expected += 1;
+            build::component(Some(bytes), &shared, &index.path, &mut component)?;
+            let entry = build::entry_key(index, &component, key);
+            match txn.get(index_keyspace, &entry)? {
+                Some(holder) if holder == key => {}
+                Some(_) => {
+                    report.problem(index_keyspace.name(), &entry, format!("index `{}` entry of this record names another key", index.path))
+                }
+                None => report.problem(
+                    index_keyspace.name(),
+                    &entry,
+                    format!("index `{}` has no entry for record {}", index.path, key_display(key)),
+                ),
+            }
+        }
+    }
+    let Some(index_keyspace) = &index_keyspace else { return Ok(()) };
+    let mut found = 0u64;
+    for entry in txn.range(index_keyspace, ..)? {
+        let (entry_key, primary) = entry?;
+        crate::check::count(report);
+        let Some(index) = indexes.iter().find(|index| entry_key.first() == Some(&index.id)) else { continue };
+        found += 1;
+        match txn.get(&records, primary)? {
+            None => report.problem(
+                index_keyspace.name(),
+                entry_key,
+                format!("index `{}` entry points at key {}, which has no record", index.path, key_display(primary)),
+            ),
+            // A record that does not validate was reported above.
+            Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
+            Some(bytes) => {
+                build::component(Some(bytes), &shared, &index.path, &mut component)?;
+                if build::entry_key(index, &component, primary) != entry_key {
+                    report.problem(
+                        index_keyspace.name(),
+                        entry_key,
+                        format!("index `{}` entry does not match its record's value", index.path),
+                    );
+                }
+            }
+        }
+    }
+    if found != expected {
+        report.problem(index_keyspace.name(), &[], format!("{found} entries in built indexes, {expected} expected from the records"));
+    }
+    Ok(())
+}

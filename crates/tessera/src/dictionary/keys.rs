@@ -209,3 +209,21 @@ pub(super) fn may_hold(name: &str, stored: &[u8]) -> bool {
         None => stored.len() > LONG_PREFIX_LEN && stored[..LONG_PREFIX_LEN] == long_prefix(name),
     }
 }
+
+/// The value bytes of a stored entry, after checking that its key decodes (for `check`).
+pub(super) fn value_of<'r>(stored: &[u8], record: &'r [u8]) -> std::result::Result<&'r [u8], String> {
+    if stored.first() == Some(&LONG_KEY_MARKER) {
+        let (full, value) = split_record(record).ok_or("long-key record does not start with its key")?;
+        if std::str::from_utf8(full).is_err() {
+            return Err("long key is not UTF-8".into());
+        }
+        if stored.len() <= LONG_PREFIX_LEN || stored[..LONG_PREFIX_LEN] != long_prefix(&String::from_utf8_lossy(full)) {
+            return Err("long key stored under another hash".into());
+        }
+        return Ok(value);
+    }
+    match key::decode_bytes(stored) {
+        Some((name, [])) if std::str::from_utf8(&name).is_ok() => Ok(record),
+        _ => Err("key does not decode".into()),
+    }
+}

@@ -557,3 +557,21 @@ impl DictTxn<'_, '_> {
         }));
     }
 }
+
+/// Checks a dictionary's keyspace for [`crate::Db::check`]: every key decodes and every value
+/// validates.
+pub(crate) fn check(txn: &crate::store::ReadTxn<'_>, keyspace: &crate::store::Keyspace, report: &mut crate::CheckReport) -> Result<()> {
+    for entry in txn.range(keyspace, ..)? {
+        let (stored, record) = entry?;
+        report.entries += 1;
+        match keys::value_of(stored, record) {
+            Ok(value) => {
+                if let Err(error) = Doc::from_untrusted(value) {
+                    report.problem(keyspace.name(), stored, format!("value does not validate: {error}"));
+                }
+            }
+            Err(what) => report.problem(keyspace.name(), stored, what),
+        }
+    }
+    Ok(())
+}

@@ -296,6 +296,36 @@ impl Db {
         self.internal_keyspace(name)
     }
 
+    /// The names of every keyspace in the file, tessera's own included (LMDB lists named
+    /// databases as the keys of its main database).
+    pub(crate) fn keyspace_names(&self) -> Result<Vec<String>> {
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let txn = self.read_txn()?;
+        let main: Option<heed::Database<Bytes, Bytes>> =
+            self.inner.env.open_database(txn.raw(), None).map_err(|e| Error::from_heed(e, ceiling))?;
+        let Some(main) = main else { return Ok(Vec::new()) };
+        let mut names = Vec::new();
+        for entry in main.iter(txn.raw()).map_err(|e| Error::from_heed(e, ceiling))? {
+            let (name, _) = entry.map_err(|e| Error::from_heed(e, ceiling))?;
+            names.push(String::from_utf8_lossy(name).into_owned());
+        }
+        Ok(names)
+    }
+
+    /// The keyspace `name` if it exists, without creating it.
+    pub(crate) fn existing_keyspace(&self, txn: &ReadTxn<'_>, name: &str) -> Result<Option<Keyspace>> {
+        if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
+            return Ok(Some(keyspace.clone()));
+        }
+        if name.is_empty() || name.contains('\0') {
+            return Ok(None);
+        }
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let handle: Option<heed::Database<Bytes, Bytes>> =
+            self.inner.env.open_database(txn.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
+        Ok(handle.map(|handle| Keyspace { name: name.into(), handle }))
+    }
+
     /// A keyspace for tessera's own modules (no name restriction).
     pub(crate) fn internal_keyspace(&self, name: &str) -> Result<Keyspace> {
         // LMDB takes names as C strings: a NUL byte would panic inside heed.

@@ -1,0 +1,106 @@
+//! `Db::check`: an integrity check that reads every entry tessera keeps and reports what does
+//! not hold, without panicking on damage and without writing.
+//!
+//! It checks today: every collection's schema and shared-key table parse; every record
+//! validates as a binary document with those keys; every index entry points at a record whose
+//! value gives exactly that entry, and every record has its entry in every built index; every
+//! dictionary entry's key and value parse. (Damage to LMDB's own B-tree pages can still crash
+//! the process: see `docs/storage.md`.)
+
+use crate::error::Result;
+use crate::store::{Keyspace, ReadTxn};
+use crate::Db;
+
+/// What [`Db::check`] found.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let report = db.check()?;
+/// assert!(report.is_ok(), "{report}");
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Keyspaces read.
+    pub keyspaces: usize,
+    /// Entries read.
+    pub entries: u64,
+    /// What does not hold, at most [`CHECK_PROBLEMS_MAX`] of them.
+    pub problems: Vec<Problem>,
+    /// Problems found beyond the ones listed.
+    pub problems_not_listed: u64,
+}
+
+/// Most problems a [`CheckReport`] lists.
+pub const CHECK_PROBLEMS_MAX: usize = 1_000;
+
+/// One thing [`Db::check`] found wrong: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The keyspace.
+    pub keyspace: String,
+    /// The entry's key, as hex (empty for the keyspace as a whole).
+    pub key: String,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl CheckReport {
+    /// True when nothing was found wrong.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty() && self.problems_not_listed == 0
+    }
+
+    pub(crate) fn problem(&mut self, keyspace: &str, key: &[u8], what: impl Into<String>) {
+        if self.problems.len() < CHECK_PROBLEMS_MAX {
+            let key = key.iter().map(|byte| format!("{byte:02x}")).collect();
+            self.problems.push(Problem { keyspace: keyspace.to_owned(), key, what: what.into() });
+        } else {
+            self.problems_not_listed += 1;
+        }
+    }
+}
+
+impl std::fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let found = self.problems.len() as u64 + self.problems_not_listed;
+        writeln!(f, "{} keyspaces, {} entries checked, {found} problems", self.keyspaces, self.entries)?;
+        for problem in &self.problems {
+            writeln!(f, "  {} [{}]: {}", problem.keyspace, problem.key, problem.what)?;
+        }
+        Ok(())
+    }
+}
+
+impl Db {
+    /// Reads every entry tessera keeps and reports what does not hold (see [`CheckReport`]).
+    /// Damage is reported, never a panic; an error is returned only when the file cannot be
+    /// read at all.
+    pub fn check(&self) -> Result<CheckReport> {
+        let mut report = CheckReport::default();
+        let names = self.keyspace_names()?;
+        report.keyspaces = names.len();
+        let txn = self.read_txn()?;
+        for name in &names {
+            if let Some(collection) = name.strip_prefix("tessera.col.") {
+                crate::collection::check(self, &txn, collection, &mut report)?;
+            } else if name.starts_with("tessera.dictionary.") {
+                if let Some(keyspace) = self.existing_keyspace(&txn, name)? {
+                    crate::dictionary::check(&txn, &keyspace, &mut report)?;
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Counts the entries of a keyspace read by a check.
+pub(crate) fn count(report: &mut CheckReport) {
+    report.entries += 1;
+}
+
+/// A keyspace that exists, without creating it.
+pub(crate) fn keyspace_in(db: &Db, txn: &ReadTxn<'_>, name: &str) -> Result<Option<Keyspace>> {
+    db.existing_keyspace(txn, name)
+}
