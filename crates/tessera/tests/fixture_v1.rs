@@ -69,6 +69,28 @@ fn open_copy() -> (tempfile::TempDir, Db) {
     (dir, db)
 }
 
+/// The storage format version recorded in the file at `path`, read through LMDB directly.
+fn recorded_version(path: &std::path::Path) -> u32 {
+    let env = unsafe { heed::EnvOpenOptions::new().max_dbs(128).flags(heed::EnvFlags::NO_SUB_DIR).open(path) }.unwrap();
+    let txn = env.read_txn().unwrap();
+    let meta: heed::Database<heed::types::Bytes, heed::types::Bytes> = env.open_database(&txn, Some("tessera.meta")).unwrap().unwrap();
+    let version = u32::from_be_bytes(meta.get(&txn, b"format_version").unwrap().unwrap().try_into().unwrap());
+    drop(txn);
+    env.prepare_for_closing().wait();
+    version
+}
+
+#[test]
+fn opening_a_version_1_database_marks_it_version_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.tessera");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.tessera"), &path).unwrap();
+    assert_eq!(recorded_version(&path), 1);
+    drop(Db::open(&path).unwrap());
+    assert_eq!(recorded_version(&path), tessera::store::STORAGE_FORMAT_VERSION);
+    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 2);
+}
+
 #[test]
 fn a_version_1_database_reads_correctly() {
     let (_dir, db) = open_copy();

@@ -31,7 +31,12 @@ use std::time::Duration;
 use sync::Syncer;
 
 /// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
-pub const STORAGE_FORMAT_VERSION: u32 = 1;
+///
+/// Version 2 stores records with their collection's shared keys (keyspace `tessera.keys`) in
+/// document format 2, and may give long dictionary keys wide suffixes. Version-1 files are read
+/// as they are (records by key name, documents of format 1) and marked 2 when opened, so that a
+/// tessera that only knows version 1 refuses a file this one has written to.
+pub const STORAGE_FORMAT_VERSION: u32 = 2;
 
 /// Name of the metadata keyspace.
 const META_KEYSPACE: &str = "tessera.meta";
@@ -273,6 +278,11 @@ impl Db {
                     .map_err(|_| Error::Corrupted("format version record".into()))?;
                 if found > STORAGE_FORMAT_VERSION {
                     return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
+                }
+                if found < STORAGE_FORMAT_VERSION {
+                    // Older layouts read as they are; the mark keeps older tessera out.
+                    let meta = self.internal_keyspace(META_KEYSPACE)?;
+                    self.write_with(Durability::Immediate, |tx| tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes()))?;
                 }
                 Ok(())
             }
