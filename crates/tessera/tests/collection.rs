@@ -445,7 +445,7 @@ fn views_read_fields_in_place_and_name_the_field_on_error() {
     assert_eq!(view.color().unwrap(), Color::Blue);
     assert_eq!(view.content().unwrap(), Some(Content::Image { images: vec!["image3".into()] }));
     assert_eq!(view.decode().unwrap(), bench_doc(3));
-    assert_eq!(view.value().get("tag").unwrap().as_str(), Some("tag3"));
+    assert_eq!(view.as_value().get("tag").unwrap().as_str(), Some("tag3"));
     assert!(docs.get_ref(&tx, "missing").unwrap().is_none());
     // Views from a query, in the query's order, inside a write transaction too.
     let query = docs.filter(BenchDoc::priority().lt(-4990)).order_by(BenchDoc::priority(), Order::Asc);
@@ -572,4 +572,24 @@ fn a_refused_write_caught_inside_a_transaction_leaves_nothing_behind() {
     }
     assert_eq!(accounts.filter(Account::score().ge(0)).count(&db).unwrap(), 11, "no entry twice");
     assert!(accounts.filter(Account::score().eq(99)).fetch(&db).unwrap().is_empty());
+}
+
+#[test]
+fn a_field_named_value_keeps_its_view_accessor() {
+    #[derive(Record, Debug)]
+    #[record(name = "measures")]
+    struct Measure {
+        #[record(key)]
+        id: u32,
+        value: f64,
+        decode_hint: String,
+    }
+    let (_dir, db) = open();
+    let measures = db.collection::<Measure>().unwrap();
+    db.write(|tx| measures.insert(tx, &Measure { id: 1, value: 2.5, decode_hint: "x".into() })).unwrap();
+    let tx = db.read_txn().unwrap();
+    let view = measures.get_ref(&tx, &1u32).unwrap().unwrap();
+    assert_eq!(view.value().unwrap(), 2.5);
+    assert_eq!(view.decode_hint().unwrap(), "x");
+    assert_eq!(view.as_value().get("value").unwrap().as_f64(), Some(2.5));
 }

@@ -32,7 +32,7 @@ impl<'t> ViewParts<'t> {
     }
 
     /// The record as a binary-format value, for reads the accessors do not cover.
-    pub fn value(&self) -> Value<'t> {
+    pub fn as_value(&self) -> Value<'t> {
         self.dict.as_value()
     }
 }
@@ -47,7 +47,7 @@ pub trait RecordView<'t>: Sized {
 }
 
 /// The view of a record type that has no generated accessors (a record with type
-/// parameters): [`ViewParts::value`] and [`RecordRef::decode`] still work.
+/// parameters): [`ViewParts::as_value`] and [`RecordRef::decode`] still work.
 #[derive(Clone)]
 pub struct PlainView<'t>(ViewParts<'t>);
 
@@ -114,7 +114,7 @@ impl<'t, T: Record> RecordRef<'t, T> {
     /// Decodes the whole record.
     pub fn decode(&self) -> Result<T> {
         let parts = self.view.parts();
-        T::decode(parts.value(), parts.ids).map_err(|error| Error::RecordDecode {
+        T::decode(parts.as_value(), parts.ids).map_err(|error| Error::RecordDecode {
             collection: parts.collection.to_owned(),
             key: key_display(&parts.key),
             field: error.path,
@@ -122,9 +122,10 @@ impl<'t, T: Record> RecordRef<'t, T> {
         })
     }
 
-    /// The record as a binary-format value.
-    pub fn value(&self) -> Value<'t> {
-        self.view.parts().value()
+    /// The record as a binary-format value. (Named `as_value`, not `value`, so that a record
+    /// field called `value` keeps its accessor.)
+    pub fn as_value(&self) -> Value<'t> {
+        self.view.parts().as_value()
     }
 }
 
