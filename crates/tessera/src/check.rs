@@ -8,7 +8,6 @@
 //! the process: see `docs/storage.md`.)
 
 use crate::error::Result;
-use crate::store::{Keyspace, ReadTxn};
 use crate::Db;
 
 /// What [`Db::check`] found.
@@ -93,14 +92,4 @@ impl Db {
         }
         Ok(report)
     }
-}
-
-/// Counts the entries of a keyspace read by a check.
-pub(crate) fn count(report: &mut CheckReport) {
-    report.entries += 1;
-}
-
-/// A keyspace that exists, without creating it.
-pub(crate) fn keyspace_in(db: &Db, txn: &ReadTxn<'_>, name: &str) -> Result<Option<Keyspace>> {
-    db.existing_keyspace(txn, name)
 }

@@ -746,8 +746,8 @@ impl<T: Record> Collection<T> {
 /// Checks collection `name` for [`crate::Db::check`]: its schema and shared keys parse, every
 /// record validates, and its indexes hold exactly one entry per record and built index.
 pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report: &mut crate::CheckReport) -> Result<()> {
-    let Some(records) = crate::check::keyspace_in(db, txn, &format!("tessera.col.{name}"))? else { return Ok(()) };
-    let schema = match crate::check::keyspace_in(db, txn, SCHEMA_KEYSPACE)? {
+    let Some(records) = db.existing_keyspace(txn, &format!("tessera.col.{name}"))? else { return Ok(()) };
+    let schema = match db.existing_keyspace(txn, SCHEMA_KEYSPACE)? {
         Some(keyspace) => txn.get(&keyspace, name.as_bytes())?.map(tessera_value::from_slice::<StoredSchema>),
         None => None,
     };
@@ -762,7 +762,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             return Ok(());
         }
     };
-    let shared = match crate::check::keyspace_in(db, txn, keys::KEYS_KEYSPACE)? {
+    let shared = match db.existing_keyspace(txn, keys::KEYS_KEYSPACE)? {
         Some(keyspace) => keys::load(txn, &keyspace, name),
         None => Ok(tessera_value::SharedKeys::new()),
     };
@@ -774,12 +774,12 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         }
     };
     let indexes: Vec<IndexState> = schema.indexes.iter().filter(|index| index.ready).map(|index| IndexState::new(index, true)).collect();
-    let index_keyspace = crate::check::keyspace_in(db, txn, &format!("tessera.idx.{name}"))?;
+    let index_keyspace = db.existing_keyspace(txn, &format!("tessera.idx.{name}"))?;
     let mut expected = 0u64;
     let mut component = Vec::new();
     for entry in txn.range(&records, ..)? {
         let (key, bytes) = entry?;
-        crate::check::count(report);
+        report.entries += 1;
         if let Err(error) = Doc::from_untrusted_with_keys(bytes, &shared) {
             report.problem(records.name(), key, format!("record does not validate: {error}"));
             continue;
@@ -806,7 +806,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
     let mut found = 0u64;
     for entry in txn.range(index_keyspace, ..)? {
         let (entry_key, primary) = entry?;
-        crate::check::count(report);
+        report.entries += 1;
         let Some(index) = indexes.iter().find(|index| entry_key.first() == Some(&index.id)) else { continue };
         found += 1;
         match txn.get(&records, primary)? {
