@@ -96,6 +96,14 @@ impl<'de> Reader<'_, 'de> {
     }
 }
 
+impl<'de> Reader<'_, 'de> {
+    /// A packed vector or matrix (or a row of one), as a sequence.
+    fn visit_packed<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let array = self.value().as_array().expect("a packed item or row is an array");
+        visitor.visit_seq(PackedSeqAccess { doc: self.doc, array, next: 0 })
+    }
+}
+
 impl<'s, 'de> de::Deserializer<'de> for Reader<'s, 'de> {
     type Error = DecodeError;
 
@@ -105,6 +113,8 @@ impl<'s, 'de> de::Deserializer<'de> for Reader<'s, 'de> {
             Repr::Null => return visitor.visit_unit(),
             Repr::Bool(b) => return visitor.visit_bool(b),
             Repr::Int(v) => return visitor.visit_i64(v),
+            Repr::Float(v) => return visitor.visit_f64(v),
+            Repr::Row { .. } => return self.visit_packed(visitor),
             Repr::Item(pos) => pos,
         };
         let tag = self.doc.bytes()[pos];
@@ -114,6 +124,7 @@ impl<'s, 'de> de::Deserializer<'de> for Reader<'s, 'de> {
         match tag & 0xF0 {
             0x50 => visitor.visit_seq(SeqAccess { doc: self.doc, pos, shape: self.doc.shape(pos, false), next: 0 }),
             0x60 => visitor.visit_map(MapAccess { doc: self.doc, pos, shape: self.doc.shape(pos, true), next: 0 }),
+            TAG_PACKED => self.visit_packed(visitor),
             _ => {
                 let value = self.value();
                 match value.kind() {
@@ -190,6 +201,27 @@ impl<'de> de::SeqAccess<'de> for SeqAccess<'_, 'de> {
 
     fn size_hint(&self) -> Option<usize> {
         Some(self.shape.len - self.next)
+    }
+}
+
+struct PackedSeqAccess<'s, 'de> {
+    doc: &'s Doc<'de>,
+    array: crate::Array<'de>,
+    next: usize,
+}
+
+impl<'de> de::SeqAccess<'de> for PackedSeqAccess<'_, 'de> {
+    type Error = DecodeError;
+
+    #[inline]
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, DecodeError> {
+        let Some(value) = self.array.get(self.next) else { return Ok(None) };
+        self.next += 1;
+        seed.deserialize(Reader { doc: self.doc, repr: value.repr() }).map(Some)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.array.len() - self.next)
     }
 }
 

@@ -42,6 +42,16 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// What the packing of an array needs to know of an element.
+    #[inline]
+    fn as_element(&self) -> crate::packing::Element {
+        match self.kind {
+            SlotKind::Int => crate::packing::Element::Int(self.payload as i64),
+            SlotKind::Pointer => crate::packing::Element::Item { pos: self.payload as usize, height: self.height },
+            SlotKind::Special | SlotKind::Atom => crate::packing::Element::Other,
+        }
+    }
+
     fn pointer(pos: usize, height: u8) -> Slot {
         Slot { kind: SlotKind::Pointer, height, payload: pos as u64 }
     }
@@ -75,6 +85,8 @@ impl Slot {
 #[derive(Clone, Copy)]
 struct Frame {
     is_dict: bool,
+    /// Length of the output when the container was opened: its elements' items follow.
+    out_start: usize,
     slots_start: usize,
     keys_start: usize,
     /// Key id given by `key()` and not yet used by a value.
@@ -267,6 +279,8 @@ pub struct Encoder<'k> {
     tail_scratch: Vec<u8>,
     hash_scratch: Vec<u64>,
     index_scratch: Vec<u32>,
+    /// Numbers of an array being packed.
+    pack_scratch: Vec<crate::packed::PackedValue>,
     /// Amend mode: items below this position belong to the original document.
     original_len: usize,
     original_ptr: usize,
@@ -311,6 +325,7 @@ impl<'k> Encoder<'k> {
             tail_scratch: Vec::new(),
             hash_scratch: Vec::new(),
             index_scratch: Vec::new(),
+            pack_scratch: Vec::new(),
             original_len: 0,
             original_ptr: 0,
         }
@@ -364,6 +379,7 @@ impl<'k> Encoder<'k> {
         self.check_value_allowed()?;
         self.frames.push(Frame {
             is_dict,
+            out_start: self.out.len(),
             slots_start: self.slots.len(),
             keys_start: self.slot_keys.len(),
             pending_key: None,
@@ -413,6 +429,10 @@ impl<'k> Encoder<'k> {
     }
 
     fn write_array(&mut self, frame: Frame) -> Result<Slot, EncodeError> {
+        if let Some(slot) = self.pack_array(&frame) {
+            self.slots.truncate(frame.slots_start);
+            return Ok(slot);
+        }
         let pos = self.out.len();
         let (width, height) = self.children_shape(frame.slots_start, pos)?;
         let count = self.slots.len() - frame.slots_start;
@@ -422,6 +442,26 @@ impl<'k> Encoder<'k> {
         write_slots(&mut self.out, &self.slots[frame.slots_start..], pos, width);
         self.slots.truncate(frame.slots_start);
         Ok(Slot::pointer(pos, height))
+    }
+
+    /// Writes the array as a packed vector or matrix if it can be one (see `packing.rs`):
+    /// its elements' items, the last ones written, are replaced by the packed item.
+    fn pack_array(&mut self, frame: &Frame) -> Option<Slot> {
+        let slots = &self.slots[frame.slots_start..];
+        if slots.is_empty() || frame.out_start < self.original_len {
+            return None;
+        }
+        let mut values = std::mem::take(&mut self.pack_scratch);
+        let plan = crate::packing::plan(&self.out, frame.out_start, slots.iter().map(Slot::as_element), &mut values);
+        let slot = plan.map(|plan| {
+            self.out.truncate(frame.out_start);
+            let pos = self.out.len();
+            crate::packing::write(&mut self.out, &plan, &values);
+            Slot::pointer(pos, plan.height())
+        });
+        values.clear();
+        self.pack_scratch = values;
+        slot
     }
 
     fn write_dict(&mut self, frame: Frame) -> Result<Slot, EncodeError> {
@@ -839,6 +879,7 @@ impl<'k> Encoder<'k> {
             tail_scratch: self.tail_scratch,
             hash_scratch: self.hash_scratch,
             index_scratch: self.index_scratch,
+            pack_scratch: self.pack_scratch,
             original_len: 0,
             original_ptr: 0,
         }

@@ -354,32 +354,64 @@ impl<'i, 'k> Parser<'i, 'k> {
             pos += 1;
         }
         let digits_start = pos;
-        let mut magnitude: u64 = 0;
+        // The decimal significand, while it has at most 19 digits (`digits`), and the power of
+        // ten it is scaled by.
+        let mut significand: u64 = 0;
+        let mut digits = 0u32;
         let mut overflow = false;
         match input.get(pos) {
             Some(b'0') => pos += 1,
             Some(b'1'..=b'9') => {
                 while let Some(&digit @ b'0'..=b'9') = input.get(pos) {
-                    let (times_ten, o1) = magnitude.overflowing_mul(10);
+                    let (times_ten, o1) = significand.overflowing_mul(10);
                     let (sum, o2) = times_ten.overflowing_add((digit - b'0') as u64);
                     overflow |= o1 | o2;
-                    magnitude = sum;
+                    significand = sum;
+                    digits += 1;
                     pos += 1;
                 }
             }
             _ => return Err(self.error_at(JsonErrorKind::InvalidNumber, pos)),
         }
+        let integer_overflow = overflow;
         let mut is_float = false;
+        let mut exponent: i64 = 0;
         if input.get(pos) == Some(&b'.') {
-            pos = self.digits(pos + 1)?;
+            pos += 1;
+            let fraction_start = pos;
+            while let Some(&digit @ b'0'..=b'9') = input.get(pos) {
+                if digits < FAST_DIGITS_MAX {
+                    significand = significand * 10 + (digit - b'0') as u64;
+                    if significand != 0 {
+                        digits += 1;
+                    }
+                    exponent -= 1;
+                } else {
+                    overflow = true;
+                }
+                pos += 1;
+            }
+            if pos == fraction_start {
+                return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
+            }
             is_float = true;
         }
         if matches!(input.get(pos), Some(b'e' | b'E')) {
             pos += 1;
+            let exponent_negative = input.get(pos) == Some(&b'-');
             if matches!(input.get(pos), Some(b'+' | b'-')) {
                 pos += 1;
             }
-            pos = self.digits(pos)?;
+            let exponent_start = pos;
+            let mut written: i64 = 0;
+            while let Some(&digit @ b'0'..=b'9') = input.get(pos) {
+                written = (written * 10 + (digit - b'0') as i64).min(1 << 20);
+                pos += 1;
+            }
+            if pos == exponent_start {
+                return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
+            }
+            exponent += if exponent_negative { -written } else { written };
             is_float = true;
         }
         // A digit right after a leading zero ("01") is not JSON.
@@ -388,33 +420,24 @@ impl<'i, 'k> Parser<'i, 'k> {
         }
         self.pos = pos;
         // `-0` is the double -0.0; an overflowing integer becomes a double.
-        let is_integer = !(is_float || overflow || (negative && magnitude == 0));
+        let is_integer = !(is_float || integer_overflow || (negative && significand == 0));
         let slot = if is_integer {
             if !negative {
-                match i64::try_from(magnitude) {
+                match i64::try_from(significand) {
                     Ok(value) => self.encoder.int_slot(value),
-                    Err(_) => self.encoder.uint_slot(magnitude),
+                    Err(_) => self.encoder.uint_slot(significand),
                 }
-            } else if magnitude <= 1u64 << 63 {
-                self.encoder.int_slot((magnitude as i64).wrapping_neg())
+            } else if significand <= 1u64 << 63 {
+                self.encoder.int_slot((significand as i64).wrapping_neg())
             } else {
                 self.float_slot(start, pos)?
             }
+        } else if let Some(value) = (!overflow).then(|| fast_float(significand, exponent)).flatten() {
+            self.encoder.float_slot(if negative { -value } else { value })
         } else {
             self.float_slot(start, pos)?
         };
         self.place(slot)
-    }
-
-    /// One or more digits at `pos`; returns the position after them.
-    fn digits(&self, mut pos: usize) -> Result<usize, JsonError> {
-        if !matches!(self.input.get(pos), Some(b'0'..=b'9')) {
-            return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
-        }
-        while matches!(self.input.get(pos), Some(b'0'..=b'9')) {
-            pos += 1;
-        }
-        Ok(pos)
     }
 
     fn float_slot(&mut self, start: usize, end: usize) -> Result<crate::encoder::Slot, JsonError> {
@@ -422,6 +445,29 @@ impl<'i, 'k> Parser<'i, 'k> {
         let value: f64 = text.parse().map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))?;
         Ok(self.encoder.float_slot(value))
     }
+}
+
+/// Most significant digits the fast float path accumulates (10^19 < 2^64).
+const FAST_DIGITS_MAX: u32 = 19;
+
+/// Powers of ten that binary64 represents exactly.
+const EXACT_POWERS_OF_TEN: [f64; 23] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22];
+
+/// `significand * 10^exponent`, correctly rounded, when one IEEE operation on two exact
+/// operands gives it (Clinger's fast path: the significand below 2^53 and the power of ten
+/// exact); `None` otherwise, for the general algorithm of `str::parse`.
+#[inline(always)]
+fn fast_float(significand: u64, exponent: i64) -> Option<f64> {
+    if significand > 1 << 53 || !(-22..=22).contains(&exponent) {
+        return None;
+    }
+    let significand = significand as f64;
+    Some(if exponent < 0 {
+        significand / EXACT_POWERS_OF_TEN[(-exponent) as usize]
+    } else {
+        significand * EXACT_POWERS_OF_TEN[exponent as usize]
+    })
 }
 
 /// The first `"`, `\\` or control byte at or after `pos` (or the input's length), and whether a

@@ -6,9 +6,13 @@
 
 /// Format version written in the high nibble of a document's last byte.
 ///
+/// Version 3 adds packed numeric arrays (tags `0x30..=0x3D`, see [`PackedNumber`]).
 /// Version 2 places keys by XXH3-64 and may store a sorted key index (see
-/// [`KEY_INDEX_SORTED`]); version 1 placed them by [`key_hash_v1`]. Readers accept both.
-pub const FORMAT_VERSION: u8 = 2;
+/// [`KEY_INDEX_SORTED`]); version 1 placed them by [`key_hash_v1`]. Readers accept all three.
+pub const FORMAT_VERSION: u8 = 3;
+
+/// First format version whose documents may hold packed numeric arrays.
+pub const FORMAT_VERSION_PACKED: u8 = 3;
 
 /// Oldest format version readers accept.
 pub const FORMAT_VERSION_MIN: u8 = 1;
@@ -43,6 +47,13 @@ pub const TAG_TAIL: u8 = 0x70;
 pub const TAG_STRING: u8 = 0x80;
 /// Largest string length stored in the tag itself.
 pub const STRING_INLINE_LEN_MAX: usize = 62;
+
+/// Packed numeric array: `0x30 | number code` is a *vector* (`count` varint, padding, the
+/// numbers); `0x38 | number code` is a *matrix*, an array of equally long vectors (`rows` and
+/// `columns` varints, padding, the numbers row after row). See [`PackedNumber`].
+pub const TAG_PACKED: u8 = 0x30;
+/// Bit of a packed tag that marks a matrix.
+pub const PACKED_MATRIX: u8 = 0x08;
 
 /// Tail flag: a key table follows.
 pub const TAIL_HAS_KEYS: u8 = 1;
@@ -150,6 +161,95 @@ impl KeyIndexKind {
             _ => key_hash(name),
         }
     }
+}
+
+/// The number type of a packed numeric array (the low three bits of its tag).
+///
+/// Every element of a packed array has this type; the numbers are stored little-endian, back
+/// to back, starting at a position (counted from the document's first byte) that is a multiple
+/// of their size, so that a document in an aligned buffer can be read as `&[f64]` in place.
+///
+/// ```
+/// use tessera_value::layout::PackedNumber;
+/// assert_eq!(PackedNumber::from_code(5), Some(PackedNumber::F64));
+/// assert_eq!(PackedNumber::F64.size(), 8);
+/// assert_eq!(PackedNumber::from_code(6), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PackedNumber {
+    /// Signed 8-bit integers (code 0).
+    I8,
+    /// Signed 16-bit integers (code 1).
+    I16,
+    /// Signed 32-bit integers (code 2).
+    I32,
+    /// Signed 64-bit integers (code 3).
+    I64,
+    /// IEEE-754 binary32 (code 4).
+    F32,
+    /// IEEE-754 binary64 (code 5).
+    F64,
+}
+
+impl PackedNumber {
+    /// The type with this code (the low three bits of a packed tag), if it is defined.
+    #[inline(always)]
+    pub const fn from_code(code: u8) -> Option<PackedNumber> {
+        match code & 7 {
+            0 => Some(PackedNumber::I8),
+            1 => Some(PackedNumber::I16),
+            2 => Some(PackedNumber::I32),
+            3 => Some(PackedNumber::I64),
+            4 => Some(PackedNumber::F32),
+            5 => Some(PackedNumber::F64),
+            _ => None,
+        }
+    }
+
+    /// The code stored in the tag.
+    #[inline(always)]
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Bytes per element: 1, 2, 4 or 8.
+    #[inline(always)]
+    pub const fn size(self) -> usize {
+        match self {
+            PackedNumber::I8 => 1,
+            PackedNumber::I16 => 2,
+            PackedNumber::I32 | PackedNumber::F32 => 4,
+            PackedNumber::I64 | PackedNumber::F64 => 8,
+        }
+    }
+
+    /// True for `F32` and `F64`.
+    #[inline(always)]
+    pub const fn is_float(self) -> bool {
+        matches!(self, PackedNumber::F32 | PackedNumber::F64)
+    }
+
+    /// The narrowest integer type that holds every integer in `min..=max`.
+    #[inline]
+    pub const fn for_int_range(min: i64, max: i64) -> PackedNumber {
+        if min >= i8::MIN as i64 && max <= i8::MAX as i64 {
+            PackedNumber::I8
+        } else if min >= i16::MIN as i64 && max <= i16::MAX as i64 {
+            PackedNumber::I16
+        } else if min >= i32::MIN as i64 && max <= i32::MAX as i64 {
+            PackedNumber::I32
+        } else {
+            PackedNumber::I64
+        }
+    }
+}
+
+/// Where the numbers of a packed array whose header ends at `header_end` start: the first
+/// position at or after it that is a multiple of the element size. The bytes skipped are zero.
+#[inline(always)]
+pub const fn packed_data_start(header_end: usize, number: PackedNumber) -> usize {
+    let size = number.size();
+    (header_end + size - 1) & !(size - 1)
 }
 
 /// Width in bytes of a width code (0..=3 → 1, 2, 4, 8).

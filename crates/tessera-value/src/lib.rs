@@ -30,6 +30,8 @@ mod json_in;
 mod json_out;
 pub mod layout;
 mod mutate;
+mod packed;
+mod packing;
 mod path;
 mod reader;
 mod ser;
@@ -42,6 +44,7 @@ pub use error::{DecodeError, EncodeError, FormatError, JsonError, JsonErrorKind,
 pub use json_in::{from_json, from_json_with, JsonOptions};
 pub use json_out::JsonStyle;
 pub use mutate::{Mutable, MutableDoc, MutateError};
+pub use packed::{Numbers, MATRIX_ROWS_MAX};
 pub use reader::{Array, Dict, DictKey, Doc, Kind, Value};
 pub use ser::{to_vec, to_vec_with_keys, Compound};
 pub use shared_keys::{SharedKeys, SharedKeysError, SHARED_KEYS_COUNT_MAX, SHARED_KEY_LEN_MAX};

@@ -37,13 +37,21 @@ pub enum Kind {
     Dict,
 }
 
-/// Where a value's data is: inline in its slot, or an item at a byte position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a value's data is: inline in its slot, an item at a byte position, a number of a
+/// packed array, or one row of a packed matrix.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Repr {
     Null,
     Bool(bool),
     Int(i64),
     Item(usize),
+    /// An element of a packed float array.
+    Float(f64),
+    /// Row `row` of the packed matrix item at `matrix`.
+    Row {
+        matrix: usize,
+        row: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -438,6 +446,7 @@ impl<'a> Doc<'a> {
     pub(crate) fn item_height(&self, pos: usize) -> u8 {
         match self.bytes[pos] & 0xF0 {
             0x50 | 0x60 => self.bytes[pos + 1],
+            TAG_PACKED => packed_height(self.bytes[pos]),
             _ => 0,
         }
     }
@@ -617,6 +626,8 @@ impl<'a> Value<'a> {
             Repr::Null => Kind::Null,
             Repr::Bool(_) => Kind::Bool,
             Repr::Int(_) => Kind::Int,
+            Repr::Float(_) => Kind::Float,
+            Repr::Row { .. } => Kind::Array,
             Repr::Item(pos) => match self.doc.bytes[pos] {
                 0x10..=0x17 => Kind::Int,
                 0x18..=0x1F => {
@@ -627,6 +638,7 @@ impl<'a> Value<'a> {
                     }
                 }
                 TAG_F32 | TAG_F64 => Kind::Float,
+                0x30..=0x3F => Kind::Array,
                 0x40..=0x4F => Kind::Binary,
                 0x50..=0x5F => Kind::Array,
                 0x60..=0x6F => Kind::Dict,
@@ -696,6 +708,7 @@ impl<'a> Value<'a> {
     pub fn as_f64(&self) -> Option<f64> {
         match self.repr {
             Repr::Int(v) => Some(v as f64),
+            Repr::Float(v) => Some(v),
             Repr::Item(pos) => match self.doc.bytes[pos] {
                 TAG_F32 => Some(f32::from_le_bytes(self.doc.bytes[pos + 1..pos + 5].try_into().unwrap()) as f64),
                 TAG_F64 => Some(f64::from_le_bytes(self.doc.bytes[pos + 1..pos + 9].try_into().unwrap())),
@@ -710,7 +723,11 @@ impl<'a> Value<'a> {
     /// True if the value is stored as a float (as opposed to an integer).
     #[inline]
     pub fn is_float(&self) -> bool {
-        matches!(self.repr, Repr::Item(pos) if matches!(self.doc.bytes[pos], TAG_F32 | TAG_F64))
+        match self.repr {
+            Repr::Float(_) => true,
+            Repr::Item(pos) => matches!(self.doc.bytes[pos], TAG_F32 | TAG_F64),
+            _ => false,
+        }
     }
 
     /// The string, borrowed from the document.
@@ -738,7 +755,12 @@ impl<'a> Value<'a> {
     #[inline]
     pub fn as_array(&self) -> Option<Array<'a>> {
         match self.repr {
-            Repr::Item(pos) if self.doc.bytes[pos] & 0xF0 == TAG_ARRAY => Some(Array::at(self.doc, pos)),
+            Repr::Item(pos) => match self.doc.bytes[pos] & 0xF0 {
+                TAG_ARRAY => Some(Array::at(self.doc, pos)),
+                TAG_PACKED => Some(Array::packed_at(self.doc, pos)),
+                _ => None,
+            },
+            Repr::Row { matrix, row } => Some(Array::row_of(self.doc, matrix, row)),
             _ => None,
         }
     }
@@ -843,50 +865,126 @@ impl Doc<'_> {
     }
 }
 
-/// An array inside a document.
+/// An array inside a document: a container of slots, or a packed numeric array.
 #[derive(Clone, Copy)]
 pub struct Array<'a> {
     doc: Doc<'a>,
-    pos: usize,
-    shape: Shape,
+    /// The array as a value (an item, or a row of a packed matrix).
+    origin: Repr,
+    body: ArrayBody<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum ArrayBody<'a> {
+    /// A container at `pos`: one slot per element.
+    Slots { pos: usize, shape: Shape },
+    /// A packed vector (`columns == 0`) or matrix (`columns` numbers per row).
+    Packed { numbers: crate::packed::Numbers<'a>, columns: usize },
+}
+
+/// Height of a packed item: 1 for a vector, 2 for a matrix.
+#[inline(always)]
+pub(crate) const fn packed_height(tag: u8) -> u8 {
+    if tag & PACKED_MATRIX == 0 {
+        1
+    } else {
+        2
+    }
 }
 
 impl<'a> Array<'a> {
     #[inline(always)]
     fn at(doc: Doc<'a>, pos: usize) -> Self {
-        Array { doc, pos, shape: doc.shape(pos, false) }
+        Array { doc, origin: Repr::Item(pos), body: ArrayBody::Slots { pos, shape: doc.shape(pos, false) } }
+    }
+
+    #[inline]
+    fn packed_at(doc: Doc<'a>, pos: usize) -> Self {
+        let header = crate::packed::header_trusted(doc.bytes, pos);
+        let numbers = crate::packed::numbers_at(doc.bytes, &header);
+        Array { doc, origin: Repr::Item(pos), body: ArrayBody::Packed { numbers, columns: header.columns } }
+    }
+
+    #[inline]
+    fn row_of(doc: Doc<'a>, matrix: usize, row: u32) -> Self {
+        let header = crate::packed::header_trusted(doc.bytes, matrix);
+        let numbers = crate::packed::numbers_at(doc.bytes, &header).slice(row as usize * header.columns, header.columns);
+        Array { doc, origin: Repr::Row { matrix, row }, body: ArrayBody::Packed { numbers, columns: 0 } }
     }
 
     /// Number of elements.
     #[inline]
     pub fn len(&self) -> usize {
-        self.shape.len
+        match self.body {
+            ArrayBody::Slots { shape, .. } => shape.len,
+            ArrayBody::Packed { numbers, columns: 0 } => numbers.len(),
+            ArrayBody::Packed { numbers, columns } => numbers.len() / columns,
+        }
     }
 
     /// True if the array has no elements.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.shape.len == 0
+        self.len() == 0
     }
 
     /// Element `index`, in O(1).
     #[inline(always)]
     pub fn get(&self, index: usize) -> Option<Value<'a>> {
-        if index >= self.shape.len {
-            return None;
-        }
-        Some(Value::new(self.doc, self.doc.slot(self.pos, &self.shape, index)))
+        let repr = match self.body {
+            ArrayBody::Slots { pos, shape } => {
+                if index >= shape.len {
+                    return None;
+                }
+                self.doc.slot(pos, &shape, index)
+            }
+            ArrayBody::Packed { numbers, columns: 0 } => match numbers.element(index)? {
+                crate::packed::PackedValue::Int(value) => Repr::Int(value),
+                crate::packed::PackedValue::Float(value) => Repr::Float(value),
+            },
+            ArrayBody::Packed { .. } => {
+                let Repr::Item(matrix) = self.origin else { return None };
+                if index >= self.len() {
+                    return None;
+                }
+                Repr::Row { matrix, row: index as u32 }
+            }
+        };
+        Some(Value::new(self.doc, repr))
     }
 
     /// The elements in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Value<'a>> + 'a {
         let array = *self;
-        (0..array.shape.len).map(move |index| array.get(index).expect("index below len"))
+        (0..array.len()).map(move |index| array.get(index).expect("index below len"))
+    }
+
+    /// The numbers of a packed vector (or of one row of a packed matrix), read in place.
+    /// `None` for an array stored with slots, and for a matrix (whose rows have numbers).
+    ///
+    /// The encoder packs every non-empty array whose elements are all integers (of one signed
+    /// 64-bit range) or all floats, so JSON arrays of numbers come back packed:
+    ///
+    /// ```
+    /// use tessera_value::{from_json, layout::PackedNumber, Doc};
+    /// let bytes = from_json(b"[[1, 2, 3], [400, 500, 600], [1, 2.5]]").unwrap();
+    /// let root = Doc::from_untrusted(&bytes).unwrap().root();
+    /// let row = root.index(1).unwrap().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(row.number_type(), PackedNumber::I16);
+    /// assert_eq!(row.to_i64_vec(), Some(vec![400, 500, 600]));
+    /// assert!(root.index(2).unwrap().as_array().unwrap().numbers().is_none()); // mixed
+    /// ```
+    #[inline]
+    pub fn numbers(&self) -> Option<crate::packed::Numbers<'a>> {
+        match self.body {
+            ArrayBody::Packed { numbers, columns: 0 } => Some(numbers),
+            _ => None,
+        }
     }
 
     /// The array as a [`Value`].
     pub fn as_value(&self) -> Value<'a> {
-        Value::new(self.doc, Repr::Item(self.pos))
+        Value::new(self.doc, self.origin)
     }
 }
 

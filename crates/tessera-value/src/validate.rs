@@ -79,6 +79,8 @@ struct Validator<'a> {
     atoms: Table,
     key_id_limit: u64,
     depth_max: u8,
+    /// The document's version has packed numeric arrays.
+    packed_allowed: bool,
 }
 
 pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &ValidateOptions) -> Result<Footer, FormatError> {
@@ -99,6 +101,7 @@ pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &Vali
         atoms: footer.atoms,
         key_id_limit: footer.shared_count + footer.keys.count as u64,
         depth_max: options.depth_max,
+        packed_allowed: bytes[bytes.len() - 1] >> 4 >= FORMAT_VERSION_PACKED,
     };
     validator.scan()?;
     validator.check_key_table(&footer, shared)?;
@@ -106,8 +109,9 @@ pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &Vali
     if let Repr::Item(pos) = root {
         validator.check_target(pos, u16::MAX, footer.root_slot_pos)?;
         if is_container(bytes[pos]) {
-            if bytes[pos + 1] > options.depth_max {
-                return Err(FormatError::TooDeep { offset: pos, height: bytes[pos + 1], limit: options.depth_max });
+            let height = height_of(bytes, pos);
+            if height > options.depth_max {
+                return Err(FormatError::TooDeep { offset: pos, height, limit: options.depth_max });
             }
             if validator.shared_container {
                 validator.check_expanded_size(pos)?;
@@ -130,6 +134,7 @@ impl Validator<'_> {
                 0x80..=0xBF => self.check_blob(pos, true)?,
                 0x50..=0x53 => self.check_container(pos, false)?,
                 0x60..=0x6F => self.check_container(pos, true)?,
+                0x30..=0x3F if self.packed_allowed => crate::packed::header_checked(self.bytes, pos, self.end)?.1,
                 0x70..=0x77 => {
                     // A tail superseded by an amend: not a value, skipped whole.
                     let (total, _) = read_varint(self.bytes, pos + 1, self.end).ok_or(FormatError::BadLength { offset: pos })?;
@@ -234,9 +239,9 @@ impl Validator<'_> {
         if !self.starts.contains(target) {
             return Err(FormatError::BadSlot { offset: slot_pos, reason: "pointer not at the start of an earlier item" });
         }
-        if is_container(self.bytes[target]) && self.bytes[target + 1] as u16 >= parent_height {
+        if is_container(self.bytes[target]) && height_of(self.bytes, target) as u16 >= parent_height {
             let limit = parent_height.min(255) as u8;
-            return Err(FormatError::TooDeep { offset: target, height: self.bytes[target + 1], limit });
+            return Err(FormatError::TooDeep { offset: target, height: height_of(self.bytes, target), limit });
         }
         Ok(())
     }
@@ -253,6 +258,14 @@ impl Validator<'_> {
                 bits &= bits - 1;
                 let tag = self.bytes[pos];
                 if !is_container(tag) {
+                    continue;
+                }
+                if crate::packed::is_packed_tag(tag) {
+                    // No slots: every row and number is one item a reader walks.
+                    sizes.insert(pos, crate::packed::header_trusted(self.bytes, pos).expanded_items());
+                    if pos == root {
+                        return Ok(());
+                    }
                     continue;
                 }
                 let is_dict = tag & 0xF0 == TAG_DICT;
@@ -387,9 +400,19 @@ impl Validator<'_> {
 /// Rule 9's bound on the expanded tree, in items per byte of the document.
 pub const EXPANDED_ITEMS_PER_BYTE_MAX: u64 = 4;
 
+/// Arrays, dicts and packed arrays: the items with a height.
 #[inline(always)]
 fn is_container(tag: u8) -> bool {
-    matches!(tag & 0xF0, TAG_ARRAY | TAG_DICT)
+    matches!(tag & 0xF0, TAG_ARRAY | TAG_DICT) || crate::packed::is_packed_tag(tag)
+}
+
+/// Height of a container item (see [`is_container`]) whose extent the scan has checked.
+#[inline(always)]
+fn height_of(bytes: &[u8], pos: usize) -> u8 {
+    match bytes[pos] & 0xF0 {
+        TAG_PACKED => crate::reader::packed_height(bytes[pos]),
+        _ => bytes[pos + 1],
+    }
 }
 
 /// UTF-8 check with an inline fast path for ASCII, which most strings are.

@@ -53,14 +53,14 @@ fn an_amended_version_1_document_reads() {
 }
 
 #[test]
-fn amending_a_version_1_document_writes_version_2() {
+fn amending_a_version_1_document_writes_the_current_version() {
     let bytes = fixture("people.bin");
     let json: serde_json::Value = serde_json::from_slice(&fixture("people.json")).unwrap();
     let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes).unwrap());
     edit.root_mut().path_mut("[0]").unwrap().set("extra", 1i64).unwrap();
     let amended = edit.amend().unwrap();
     let doc = Doc::from_untrusted(&amended).unwrap();
-    assert_eq!(doc.format_version(), 2);
+    assert_eq!(doc.format_version(), tessera_value::layout::FORMAT_VERSION);
     assert_eq!(doc.key_index_kind(), Some(KeyIndexKind::Hashed));
     let mut expected = json.clone();
     expected[0]["extra"] = 1.into();

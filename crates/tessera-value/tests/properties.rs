@@ -40,6 +40,7 @@ fn model_strategy() -> impl Strategy<Value = Model> {
         any::<String>().prop_map(Model::Str),
         prop::collection::vec(any::<u8>(), 0..40).prop_map(Model::Bin),
     ];
+    let leaf = prop_oneof![4 => leaf, 1 => numbers_strategy(), 1 => rows_strategy()];
     leaf.prop_recursive(6, 200, 12, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..12).prop_map(Model::Array),
@@ -48,6 +49,49 @@ fn model_strategy() -> impl Strategy<Value = Model> {
                 Model::Dict(entries.into_iter().filter(|(k, _)| seen.insert(k.clone())).collect())
             }),
         ]
+    })
+}
+
+/// Arrays of numbers of one class, which the encoder packs.
+fn numbers_strategy() -> impl Strategy<Value = Model> {
+    prop_oneof![
+        prop::collection::vec(any::<i64>().prop_map(Model::Int), 1..20),
+        prop::collection::vec((-130i64..130).prop_map(Model::Int), 1..20),
+        prop::collection::vec((-40000i64..40000).prop_map(Model::Int), 1..20),
+        prop::collection::vec(any::<f64>().prop_map(Model::Float), 1..20),
+        prop::collection::vec(any::<f32>().prop_map(|f| Model::Float(f as f64)), 1..20),
+        // one class, several widths: the widest decides
+        prop::collection::vec(prop_oneof![any::<f32>().prop_map(|f| Model::Float(f as f64)), any::<f64>().prop_map(Model::Float)], 1..20),
+        // mixed classes, which stay slot arrays
+        prop::collection::vec(prop_oneof![(-5i64..5).prop_map(Model::Int), any::<f32>().prop_map(|f| Model::Float(f as f64))], 1..8),
+    ]
+    .prop_map(Model::Array)
+}
+
+/// Arrays of equally long number arrays (matrices), sometimes with one row of another length.
+fn rows_strategy() -> impl Strategy<Value = Model> {
+    (1usize..5, 1usize..8, any::<bool>(), any::<bool>(), any::<u64>()).prop_map(|(columns, rows, floats, ragged, seed)| {
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut number = |row: usize| {
+            let raw = next();
+            match (floats, row % 2) {
+                (true, 0) => Model::Float((raw % 1000) as f64 / 8.0),
+                (true, _) => Model::Float(f64::from_bits(raw)),
+                (false, 0) => Model::Int((raw % 200) as i64 - 100),
+                (false, _) => Model::Int(raw as i64),
+            }
+        };
+        let mut matrix: Vec<Model> = (0..rows).map(|row| Model::Array((0..columns).map(|_| number(row)).collect())).collect();
+        if ragged {
+            matrix.push(Model::Array((0..columns + 1).map(|_| number(0)).collect()));
+        }
+        Model::Array(matrix)
     })
 }
 
@@ -148,6 +192,48 @@ fn has_float(value: &serde_json::Value) -> bool {
         serde_json::Value::Array(items) => items.iter().any(has_float),
         serde_json::Value::Object(map) => map.values().any(has_float),
         _ => false,
+    }
+}
+
+/// Decimal number texts of every shape JSON allows: signs, leading-zero fractions, long
+/// significands, exponents near and far from the fast path's range.
+fn number_text_strategy() -> impl Strategy<Value = String> {
+    (any::<bool>(), "(0|[1-9][0-9]{0,20})", prop::option::of("[0-9]{1,25}"), prop::option::of((any::<bool>(), 0u32..330))).prop_map(
+        |(negative, integer, fraction, exponent)| {
+            let mut text = String::new();
+            if negative {
+                text.push('-');
+            }
+            text.push_str(&integer);
+            if let Some(fraction) = fraction {
+                text.push('.');
+                text.push_str(&fraction);
+            }
+            if let Some((negative, exponent)) = exponent {
+                text.push_str(if negative { "e-" } else { "E+" });
+                text.push_str(&exponent.to_string());
+            }
+            text
+        },
+    )
+}
+
+proptest! {
+    /// Every number parses to what the standard library's correctly rounded parser gives.
+    #[test]
+    fn numbers_parse_like_the_standard_library(text in number_text_strategy()) {
+        let bytes = from_json(text.as_bytes()).unwrap();
+        let value = Doc::from_untrusted(&bytes).unwrap().root();
+        let expected: f64 = text.parse().unwrap();
+        match value.kind() {
+            Kind::Int | Kind::UInt => {
+                prop_assert!(!text.contains(['.', 'e', 'E']), "{text}");
+                let integer = value.as_i64().map(|v| v as i128).or(value.as_u64().map(|v| v as i128)).unwrap();
+                prop_assert_eq!(integer, text.parse::<i128>().unwrap());
+            }
+            Kind::Float => prop_assert_eq!(value.as_f64().unwrap().to_bits(), expected.to_bits(), "{}", text),
+            other => prop_assert!(false, "{text} gave {other:?}"),
+        }
     }
 }
 

@@ -73,11 +73,22 @@ fn every_prefix_and_foreign_input_is_refused_without_panic() {
 
 #[test]
 fn newer_format_version_is_a_version_error() {
-    for version in [0u8, 3, 15] {
+    for version in [0u8, layout::FORMAT_VERSION + 1, 15] {
         let mut bytes = from_json(b"[1]").unwrap();
         *bytes.last_mut().unwrap() = (bytes.last().unwrap() & 0x0F) | (version << 4);
-        assert_eq!(Doc::from_untrusted(&bytes).unwrap_err(), FormatError::UnsupportedVersion { found: version, supported: 2 });
+        let supported = layout::FORMAT_VERSION;
+        assert_eq!(Doc::from_untrusted(&bytes).unwrap_err(), FormatError::UnsupportedVersion { found: version, supported });
         assert!(matches!(Doc::from_trusted(&bytes), Err(FormatError::UnsupportedVersion { .. })));
+    }
+}
+
+#[test]
+fn packed_arrays_are_refused_in_documents_of_versions_before_3() {
+    let mut bytes = from_json(b"[1, 2]").unwrap();
+    assert_eq!(bytes[0], 0x30, "a packed vector of bytes");
+    for version in [1u8, 2] {
+        *bytes.last_mut().unwrap() = (bytes.last().unwrap() & 0x0F) | (version << 4);
+        assert!(matches!(Doc::from_untrusted(&bytes), Err(FormatError::BadTag { offset: 0, tag: 0x30 })), "version {version}");
     }
 }
 
@@ -244,8 +255,15 @@ fn a_sorted_key_index_is_refused_in_a_version_1_document() {
 fn the_worked_examples_of_docs_format_md_are_byte_exact() {
     let example = [
         0x81, 0x61, 0x82, 0x78, 0x79, 0x50, 0x01, 0x02, 0x09, 0x06, 0x60, 0x02, 0x01, 0x00, 0x0a, 0x71, 0x0a, 0x00, 0x00, 0x01, 0x01, 0x00,
-        0x0a, 0x0f, 0x20,
+        0x0a, 0x0f, 0x30,
     ];
     assert_eq!(from_json(br#"{"a":[1,"xy"]}"#).unwrap(), example);
-    assert_eq!(from_json(b"null").unwrap(), [0x70, 0x05, 0x03, 0x00, 0x20]);
+    assert_eq!(from_json(b"null").unwrap(), [0x70, 0x05, 0x03, 0x00, 0x30]);
+    let matrix = [
+        0x3c, 0x02, 0x02, 0x00, 0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x20, 0x40, 0x00, 0x00, 0x00, 0x3f, 0x00, 0x00, 0x40, 0x40, 0x70, 0x05,
+        0x28, 0x14, 0x30,
+    ];
+    assert_eq!(from_json(b"[[1.5,2.5],[0.5,3.0]]").unwrap(), matrix);
+    let vector = [0x31, 0x03, 0x01, 0x00, 0x2c, 0x01, 0xfe, 0xff, 0x70, 0x05, 0x10, 0x08, 0x30];
+    assert_eq!(from_json(b"[1,300,-2]").unwrap(), vector);
 }

@@ -81,14 +81,14 @@ fn recorded_version(path: &std::path::Path) -> u32 {
 }
 
 #[test]
-fn opening_a_version_1_database_marks_it_version_2() {
+fn opening_a_version_1_database_marks_it_with_the_current_version() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v1.tessera");
     std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.tessera"), &path).unwrap();
     assert_eq!(recorded_version(&path), 1);
     drop(Db::open(&path).unwrap());
     assert_eq!(recorded_version(&path), tessera::store::STORAGE_FORMAT_VERSION);
-    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 2);
+    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 3);
 }
 
 #[test]

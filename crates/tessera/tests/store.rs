@@ -224,7 +224,7 @@ fn a_newer_format_version_is_refused() {
         txn.commit().unwrap();
         env.prepare_for_closing().wait();
     }
-    assert!(matches!(Db::open(&path), Err(Error::UnsupportedVersion { found: 99, supported: 2 })));
+    assert!(matches!(Db::open(&path), Err(Error::UnsupportedVersion { found: 99, supported: tessera::store::STORAGE_FORMAT_VERSION })));
 }
 
 #[test]

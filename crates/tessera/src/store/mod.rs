@@ -32,11 +32,12 @@ use sync::Syncer;
 
 /// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
 ///
-/// Version 2 stores records with their collection's shared keys (keyspace `tessera.keys`) in
-/// document format 2, and may give long dictionary keys wide suffixes. Version-1 files are read
-/// as they are (records by key name, documents of format 1) and marked 2 when opened, so that a
-/// tessera that only knows version 1 refuses a file this one has written to.
-pub const STORAGE_FORMAT_VERSION: u32 = 2;
+/// Version 3 stores documents of format 3 (packed numeric arrays). Version 2 stores records
+/// with their collection's shared keys (keyspace `tessera.keys`) in document format 2, and may
+/// give long dictionary keys wide suffixes. Files of versions 1 and 2 are read as they are
+/// (records by key name or by shared key, documents of formats 1 and 2) and marked 3 when
+/// opened, so that an older tessera refuses a file this one has written to.
+pub const STORAGE_FORMAT_VERSION: u32 = 3;
 
 /// Name of the metadata keyspace.
 const META_KEYSPACE: &str = "tessera.meta";
