@@ -197,5 +197,6 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         table.row("full re-encode after the same edit: time", "µs", reencode_ns / 1e3, &[], Goal::None);
     }
     crate::format_maps::rows(&mut table, samples);
+    crate::format_numbers::rows(&mut table, samples);
     table.finish()
 }

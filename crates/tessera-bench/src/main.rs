@@ -6,6 +6,7 @@ mod dictionary;
 mod documents;
 mod format;
 mod format_maps;
+mod format_numbers;
 mod harness;
 mod live;
 mod people;

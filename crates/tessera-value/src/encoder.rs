@@ -756,6 +756,63 @@ impl<'k> Encoder<'k> {
         self.push_f64(value as f64)
     }
 
+    /// Pushes an array of doubles, packed (as binary32 when every one is exact in it).
+    ///
+    /// ```
+    /// use tessera_value::{Doc, Encoder};
+    /// let mut enc = Encoder::new();
+    /// enc.push_f64s(&[0.1, 0.2]).unwrap();
+    /// let bytes = enc.finish().unwrap();
+    /// let numbers = Doc::from_untrusted(&bytes).unwrap().root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.to_f64_vec(), [0.1, 0.2]);
+    /// ```
+    pub fn push_f64s(&mut self, values: &[f64]) -> Result<(), EncodeError> {
+        self.push_numbers(values.iter().map(|&v| crate::packed::PackedValue::Float(v)))
+    }
+
+    /// Pushes an array of integers, packed in the narrowest type that holds them.
+    ///
+    /// ```
+    /// use tessera_value::{layout::PackedNumber, Doc, Encoder};
+    /// let mut enc = Encoder::new();
+    /// enc.push_i64s(&[1, -300]).unwrap();
+    /// let bytes = enc.finish().unwrap();
+    /// let numbers = Doc::from_untrusted(&bytes).unwrap().root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!((numbers.number_type(), numbers.to_i64_vec()), (PackedNumber::I16, Some(vec![1, -300])));
+    /// ```
+    pub fn push_i64s(&mut self, values: &[i64]) -> Result<(), EncodeError> {
+        self.push_numbers(values.iter().map(|&v| crate::packed::PackedValue::Int(v)))
+    }
+
+    fn push_numbers(&mut self, values: impl Iterator<Item = crate::packed::PackedValue>) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        let mut scratch = std::mem::take(&mut self.pack_scratch);
+        scratch.clear();
+        scratch.extend(values);
+        let slot = self.numbers_slot(&scratch);
+        scratch.clear();
+        self.pack_scratch = scratch;
+        match slot {
+            Some(slot) => {
+                self.place(slot);
+                Ok(())
+            }
+            None => {
+                self.begin_array()?;
+                self.end_array()
+            }
+        }
+    }
+
+    /// Writes `values` as a packed vector and returns its slot; `None` (nothing written) if
+    /// they cannot be one (empty, or integers mixed with floats).
+    pub(crate) fn numbers_slot(&mut self, values: &[crate::packed::PackedValue]) -> Option<Slot> {
+        let plan = crate::packing::plan_numbers(values)?;
+        let pos = self.out.len();
+        crate::packing::write(&mut self.out, &plan, values);
+        Some(Slot::pointer(pos, plan.height()))
+    }
+
     /// Pushes a UTF-8 string (de-duplicated against earlier strings of the document).
     pub fn push_str(&mut self, value: &str) -> Result<(), EncodeError> {
         self.check_value_allowed()?;

@@ -14,6 +14,7 @@
 use crate::encoder::Encoder;
 use crate::error::{JsonError, JsonErrorKind};
 use crate::layout::DEPTH_DEFAULT;
+use crate::packed::PackedValue;
 use crate::shared_keys::SharedKeys;
 
 /// Options for [`from_json_with`].
@@ -52,7 +53,16 @@ pub fn from_json_with(input: &[u8], options: &JsonOptions<'_>) -> Result<Vec<u8>
         None => Encoder::new(),
     };
     encoder.reserve(input.len() / 4 * 3 + 64);
-    let mut parser = Parser { input, pos: 0, encoder, scratch: Vec::new(), open: Vec::new(), depth_max: options.depth_max.min(254) };
+    let mut parser = Parser {
+        input,
+        pos: 0,
+        encoder,
+        scratch: Vec::new(),
+        open: Vec::new(),
+        numbers: Vec::new(),
+        unsigned: Vec::new(),
+        depth_max: options.depth_max.min(254),
+    };
     parser.run()?;
     // The parser closed every container, so `finish` can only fail on the format's limits
     // (more than 2^32 keys or atoms).
@@ -66,6 +76,10 @@ struct Parser<'i, 'k> {
     scratch: Vec<u8>,
     /// Open containers, innermost last: true for an object.
     open: Vec<bool>,
+    /// The numbers of the array being read by `number_run`.
+    numbers: Vec<PackedValue>,
+    /// Integers above `i64::MAX` among them, by index.
+    unsigned: Vec<(usize, u64)>,
     depth_max: u8,
 }
 
@@ -123,18 +137,25 @@ impl<'i, 'k> Parser<'i, 'k> {
                     self.pos += 1;
                     self.skip_whitespace();
                     let closing = if is_object { b'}' } else { b']' };
-                    let opened = if is_object { self.encoder.begin_dict() } else { self.encoder.begin_array() };
-                    opened.map_err(|_| self.error(JsonErrorKind::TooDeep))?;
-                    if self.peek() == Some(closing) {
-                        self.pos += 1;
-                        let closed = if is_object { self.encoder.end_dict() } else { self.encoder.end_array() };
-                        closed.map_err(|_| self.error(JsonErrorKind::TooDeep))?;
-                    } else {
-                        self.open.push(is_object);
-                        if is_object {
-                            self.object_key()?;
+                    if !is_object && matches!(self.peek(), Some(b'-' | b'0'..=b'9')) {
+                        if !self.number_run()? {
+                            self.open.push(false);
+                            continue 'value;
                         }
-                        continue 'value;
+                    } else {
+                        let opened = if is_object { self.encoder.begin_dict() } else { self.encoder.begin_array() };
+                        opened.map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                        if self.peek() == Some(closing) {
+                            self.pos += 1;
+                            let closed = if is_object { self.encoder.end_dict() } else { self.encoder.end_array() };
+                            closed.map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                        } else {
+                            self.open.push(is_object);
+                            if is_object {
+                                self.object_key()?;
+                            }
+                            continue 'value;
+                        }
                     }
                 }
                 b'"' => {
@@ -345,7 +366,9 @@ impl<'i, 'k> Parser<'i, 'k> {
         Ok(next)
     }
 
-    fn number(&mut self) -> Result<(), JsonError> {
+    /// Parses the number at the current position.
+    #[inline]
+    fn parse_number(&mut self) -> Result<Number, JsonError> {
         let input = self.input;
         let start = self.pos;
         let mut pos = start;
@@ -354,46 +377,48 @@ impl<'i, 'k> Parser<'i, 'k> {
             pos += 1;
         }
         let digits_start = pos;
-        // The decimal significand, while it has at most 19 digits (`digits`), and the power of
-        // ten it is scaled by.
+        // The decimal significand (wrapping: it is only used when it has at most 19 digits,
+        // which a u64 always holds), and the power of ten it is scaled by.
         let mut significand: u64 = 0;
-        let mut digits = 0u32;
-        let mut overflow = false;
-        match input.get(pos) {
-            Some(b'0') => pos += 1,
+        let integer_digits = match input.get(pos) {
+            Some(b'0') => {
+                pos += 1;
+                0 // a lone zero: no significant digit
+            }
             Some(b'1'..=b'9') => {
                 while let Some(&digit @ b'0'..=b'9') = input.get(pos) {
-                    let (times_ten, o1) = significand.overflowing_mul(10);
-                    let (sum, o2) = times_ten.overflowing_add((digit - b'0') as u64);
-                    overflow |= o1 | o2;
-                    significand = sum;
-                    digits += 1;
+                    significand = significand.wrapping_mul(10).wrapping_add((digit - b'0') as u64);
                     pos += 1;
                 }
+                pos - digits_start
             }
             _ => return Err(self.error_at(JsonErrorKind::InvalidNumber, pos)),
+        };
+        let mut integer_overflow = false;
+        if integer_digits > FAST_DIGITS_MAX {
+            // Twenty digits may still fit a u64; more never do.
+            match std::str::from_utf8(&input[digits_start..pos]).ok().and_then(|text| text.parse::<u64>().ok()) {
+                Some(value) => significand = value,
+                None => integer_overflow = true,
+            }
         }
-        let integer_overflow = overflow;
+        let mut overflow = integer_overflow;
         let mut is_float = false;
         let mut exponent: i64 = 0;
         if input.get(pos) == Some(&b'.') {
             pos += 1;
             let fraction_start = pos;
             while let Some(&digit @ b'0'..=b'9') = input.get(pos) {
-                if digits < FAST_DIGITS_MAX {
-                    significand = significand * 10 + (digit - b'0') as u64;
-                    if significand != 0 {
-                        digits += 1;
-                    }
-                    exponent -= 1;
-                } else {
-                    overflow = true;
-                }
+                significand = significand.wrapping_mul(10).wrapping_add((digit - b'0') as u64);
                 pos += 1;
             }
-            if pos == fraction_start {
+            let fraction_digits = pos - fraction_start;
+            if fraction_digits == 0 {
                 return Err(self.error_at(JsonErrorKind::InvalidNumber, pos));
             }
+            // Leading zeros of a fraction after "0." count here too: conservative, and exact.
+            overflow |= integer_digits + fraction_digits > FAST_DIGITS_MAX;
+            exponent = -(fraction_digits.min(1 << 20) as i64);
             is_float = true;
         }
         if matches!(input.get(pos), Some(b'e' | b'E')) {
@@ -421,34 +446,122 @@ impl<'i, 'k> Parser<'i, 'k> {
         self.pos = pos;
         // `-0` is the double -0.0; an overflowing integer becomes a double.
         let is_integer = !(is_float || integer_overflow || (negative && significand == 0));
-        let slot = if is_integer {
+        if is_integer {
             if !negative {
-                match i64::try_from(significand) {
-                    Ok(value) => self.encoder.int_slot(value),
-                    Err(_) => self.encoder.uint_slot(significand),
-                }
+                return Ok(match i64::try_from(significand) {
+                    Ok(value) => Number::Int(value),
+                    Err(_) => Number::UInt(significand),
+                });
             } else if significand <= 1u64 << 63 {
-                self.encoder.int_slot((significand as i64).wrapping_neg())
-            } else {
-                self.float_slot(start, pos)?
+                return Ok(Number::Int((significand as i64).wrapping_neg()));
             }
         } else if let Some(value) = (!overflow).then(|| fast_float(significand, exponent)).flatten() {
-            self.encoder.float_slot(if negative { -value } else { value })
-        } else {
-            self.float_slot(start, pos)?
+            return Ok(Number::Float(if negative { -value } else { value }));
+        }
+        self.parse_float(start, pos).map(Number::Float)
+    }
+
+    /// Parses a number and places it in the innermost container.
+    fn number(&mut self) -> Result<(), JsonError> {
+        let slot = match self.parse_number()? {
+            Number::Int(value) => self.encoder.int_slot(value),
+            Number::UInt(value) => self.encoder.uint_slot(value),
+            Number::Float(value) => self.encoder.float_slot(value),
         };
         self.place(slot)
     }
 
-    fn float_slot(&mut self, start: usize, end: usize) -> Result<crate::encoder::Slot, JsonError> {
+    /// After `[`, at a number: reads the array's numbers into a packed vector. Returns true if
+    /// the whole array was numbers of one class (it is then placed, `]` consumed); false if
+    /// something else came first: the array is then open in the encoder with the numbers read
+    /// so far, and the parser is at the start of the next element.
+    fn number_run(&mut self) -> Result<bool, JsonError> {
+        let mut values = std::mem::take(&mut self.numbers);
+        values.clear();
+        let mut packable = true;
+        let closed = loop {
+            match self.parse_number()? {
+                Number::Int(value) => values.push(PackedValue::Int(value)),
+                Number::Float(value) => values.push(PackedValue::Float(value)),
+                Number::UInt(value) => {
+                    // Beyond i64: no packed type holds it; keep it exactly as a float slot would not.
+                    packable = false;
+                    values.push(PackedValue::Int(0));
+                    self.unsigned.push((values.len() - 1, value));
+                }
+            }
+            self.skip_whitespace();
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                    self.skip_whitespace();
+                    if !matches!(self.peek(), Some(b'-' | b'0'..=b'9')) {
+                        break false;
+                    }
+                }
+                Some(b']') => {
+                    self.pos += 1;
+                    break true;
+                }
+                _ => {
+                    self.numbers = values;
+                    self.unsigned.clear();
+                    return Err(self.unexpected());
+                }
+            }
+        };
+        let packed = if closed && packable { self.encoder.numbers_slot(&values) } else { None };
+        let result = match packed {
+            Some(slot) => {
+                self.place(slot)?;
+                Ok(true)
+            }
+            None => {
+                self.encoder.begin_array().map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                let unsigned_list = std::mem::take(&mut self.unsigned);
+                let mut unsigned = unsigned_list.iter().peekable();
+                for (index, &value) in values.iter().enumerate() {
+                    let slot = match (unsigned.peek(), value) {
+                        (Some(&&(at, big)), _) if at == index => {
+                            unsigned.next();
+                            self.encoder.uint_slot(big)
+                        }
+                        (_, PackedValue::Int(v)) => self.encoder.int_slot(v),
+                        (_, PackedValue::Float(v)) => self.encoder.float_slot(v),
+                    };
+                    self.place(slot)?;
+                }
+                self.unsigned = unsigned_list;
+                if closed {
+                    self.encoder.end_array().map_err(|_| self.error(JsonErrorKind::TooDeep))?;
+                }
+                Ok(closed)
+            }
+        };
+        self.unsigned.clear();
+        self.numbers = values;
+        result
+    }
+
+    /// The general, correctly rounded parse of the number text at `start..end`.
+    #[cold]
+    fn parse_float(&self, start: usize, end: usize) -> Result<f64, JsonError> {
         let text = std::str::from_utf8(&self.input[start..end]).map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))?;
-        let value: f64 = text.parse().map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))?;
-        Ok(self.encoder.float_slot(value))
+        text.parse().map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))
     }
 }
 
+/// A parsed JSON number.
+#[derive(Clone, Copy)]
+enum Number {
+    Int(i64),
+    /// Above `i64::MAX`.
+    UInt(u64),
+    Float(f64),
+}
+
 /// Most significant digits the fast float path accumulates (10^19 < 2^64).
-const FAST_DIGITS_MAX: u32 = 19;
+const FAST_DIGITS_MAX: usize = 19;
 
 /// Powers of ten that binary64 represents exactly.
 const EXACT_POWERS_OF_TEN: [f64; 23] =

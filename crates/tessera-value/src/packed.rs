@@ -123,21 +123,6 @@ pub(crate) fn write_header(out: &mut Vec<u8>, doc_pos: usize, number: PackedNumb
     out.resize(out.len() + (packed_data_start(header_end, number) - header_end), 0);
 }
 
-/// Appends one number in `number`'s encoding. The caller has checked that it fits (an integer
-/// in range for integer types; any double for `F64`, one exact in binary32 for `F32`).
-#[inline(always)]
-pub(crate) fn write_number(out: &mut Vec<u8>, number: PackedNumber, value: PackedValue) {
-    match (number, value) {
-        (PackedNumber::I8, PackedValue::Int(v)) => out.push(v as i8 as u8),
-        (PackedNumber::I16, PackedValue::Int(v)) => out.extend_from_slice(&(v as i16).to_le_bytes()),
-        (PackedNumber::I32, PackedValue::Int(v)) => out.extend_from_slice(&(v as i32).to_le_bytes()),
-        (PackedNumber::I64, PackedValue::Int(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (PackedNumber::F32, PackedValue::Float(v)) => out.extend_from_slice(&(v as f32).to_le_bytes()),
-        (PackedNumber::F64, PackedValue::Float(v)) => out.extend_from_slice(&v.to_le_bytes()),
-        (number, value) => unreachable!("{value:?} is not a {number:?}"),
-    }
-}
-
 /// One number on its way into a packed array.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum PackedValue {

@@ -113,6 +113,26 @@ pub(crate) fn plan(out: &[u8], out_start: usize, elements: impl Iterator<Item = 
     Some(plan)
 }
 
+/// The packed vector for `values`, numbers the caller has in hand (not yet written): `None`
+/// if they are empty or mix integers and floats.
+pub(crate) fn plan_numbers(values: &[PackedValue]) -> Option<Plan> {
+    let mut class: Option<Class> = None;
+    for &value in values {
+        let is_f32 = match value {
+            PackedValue::Float(v) => (v as f32 as f64).to_bits() == v.to_bits(),
+            PackedValue::Int(_) => true,
+        };
+        add_number(&mut class, value, is_f32)?;
+    }
+    let number = match class? {
+        Class::Ints { min, max } => PackedNumber::for_int_range(min, max),
+        Class::Floats { all_f32: true } => PackedNumber::F32,
+        Class::Floats { all_f32: false } => PackedNumber::F64,
+        Class::Rows { .. } => unreachable!("numbers have no rows"),
+    };
+    Some(Plan { number, len: values.len(), columns: 0 })
+}
+
 /// Folds one number into the array's class; `None` if it does not fit the class.
 #[inline(always)]
 fn add_number(class: &mut Option<Class>, value: PackedValue, is_f32: bool) -> Option<()> {
@@ -154,8 +174,31 @@ fn scalar_item(out: &[u8], pos: usize) -> Option<(PackedValue, bool, usize)> {
 pub(crate) fn write(out: &mut Vec<u8>, plan: &Plan, values: &[PackedValue]) {
     debug_assert_eq!(values.len(), if plan.columns == 0 { plan.len } else { plan.len * plan.columns });
     packed::write_header(out, out.len(), plan.number, plan.len, plan.columns);
-    out.reserve(values.len() * plan.number.size());
-    for &value in values {
-        packed::write_number(out, plan.number, value);
+    // One loop per type, so that each is a plain copy the compiler can unroll.
+    let int = |value: &PackedValue| match *value {
+        PackedValue::Int(v) => v,
+        PackedValue::Float(v) => unreachable!("the plan packs {v} with integers"),
+    };
+    let float = |value: &PackedValue| match *value {
+        PackedValue::Float(v) => v,
+        PackedValue::Int(v) => unreachable!("the plan packs {v} with floats"),
+    };
+    match plan.number {
+        PackedNumber::I8 => out.extend(values.iter().map(|v| int(v) as i8 as u8)),
+        PackedNumber::I16 => extend_le(out, values.iter().map(|v| (int(v) as i16).to_le_bytes())),
+        PackedNumber::I32 => extend_le(out, values.iter().map(|v| (int(v) as i32).to_le_bytes())),
+        PackedNumber::I64 => extend_le(out, values.iter().map(|v| int(v).to_le_bytes())),
+        PackedNumber::F32 => extend_le(out, values.iter().map(|v| (float(v) as f32).to_le_bytes())),
+        PackedNumber::F64 => extend_le(out, values.iter().map(|v| float(v).to_le_bytes())),
+    }
+}
+
+/// Appends fixed-size little-endian encodings.
+#[inline(always)]
+fn extend_le<const N: usize>(out: &mut Vec<u8>, encodings: impl ExactSizeIterator<Item = [u8; N]>) {
+    let start = out.len();
+    out.resize(start + encodings.len() * N, 0);
+    for (chunk, bytes) in out[start..].chunks_exact_mut(N).zip(encodings) {
+        chunk.copy_from_slice(&bytes);
     }
 }

@@ -189,3 +189,26 @@ fn the_validator_checks_packed_items() {
         let _ = Doc::from_trusted(&bytes).map(|doc| doc.root().to_json());
     }
 }
+
+#[test]
+fn arrays_that_start_with_numbers_parse_like_any_other() {
+    // Texts whose first element is a number take the parser's number-run path: errors point
+    // at the same byte, and arrays that turn out mixed keep every element exactly.
+    let errors: &[(&str, usize)] = &[("[1,]", 4), ("[1 2]", 4), ("[1,,2]", 4), ("[1", 3), ("[-]", 3), ("[1.]", 4), ("[1e]", 4), ("[01]", 3)];
+    for &(text, column) in errors {
+        let error = from_json(text.as_bytes()).unwrap_err();
+        assert_eq!((error.line, error.column), (1, column), "{text}: {error:?}");
+    }
+    for text in ["[18446744073709551615, 1, -1]", "[1, 2.5, [3]]", "[1, \"x\", 2]", "[0.5, null]", "[ 1 , 2 ]", "[-0, 0]"] {
+        let bytes = from_json(text.as_bytes()).unwrap();
+        let expected: serde_json::Value = serde_json::from_str(text).unwrap();
+        let root = doc(&bytes).root();
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&root.to_json()).unwrap(), expected, "{text}");
+    }
+    let big = from_json(b"[18446744073709551615, 1]").unwrap();
+    assert_eq!(doc(&big).root().index(0).unwrap().as_u64(), Some(u64::MAX));
+    let zeros = from_json(b"[-0, 0]").unwrap();
+    let root = doc(&zeros).root();
+    assert!(root.index(0).unwrap().is_float() && root.index(0).unwrap().as_f64().unwrap().is_sign_negative());
+    assert_eq!(root.index(1).unwrap().as_i64(), Some(0));
+}
