@@ -177,6 +177,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
             black_box(serde_json::to_vec(black_box(&people_structs)).unwrap());
         });
         table.row("encode structs via serde", "µs", encode_ns / 1e3, &[("serde_json", serde_json_encode_ns / 1e3)], Goal::None);
+        crate::format_codec::rows(&mut table, samples, &json);
 
         fn edit(doc: Doc<'_>) -> MutableDoc<'_> {
             let mut edit = MutableDoc::new(doc);

@@ -5,6 +5,7 @@ mod crud;
 mod dictionary;
 mod documents;
 mod format;
+mod format_codec;
 mod format_maps;
 mod format_numbers;
 mod harness;

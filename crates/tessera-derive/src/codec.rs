@@ -112,7 +112,7 @@ fn body(fields: &Fields, bindings: &[syn::Ident], constructor: Tokens, names_ide
                 visit: quote! { if visit(#names_ident) { #visit } },
                 decode: quote! {
                     let dict = value.as_dict().ok_or_else(|| ::tessera::codec::FieldError::wrong_type(#what, value))?;
-                    let list = ids.get(#names_ident);
+                    let list = ids.fields(#names_ident);
                     ::std::result::Result::Ok(#constructor {
                         #(#idents: ::tessera::codec::decode_field(&dict, list, #names_ident, #indexes, ids)?,)*
                     })

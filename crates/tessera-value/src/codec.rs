@@ -126,8 +126,20 @@ pub fn decode<'a, T: Decode<'a>>(value: Value<'a>, ids: &FieldIds) -> Result<T, 
 /// ```
 #[derive(Debug, Default, Clone)]
 pub struct FieldIds {
-    /// By the address of a [`FieldNames`] list (identical lists share ids).
+    /// By the address of a [`FieldNames`] list (identical lists share ids): the ids of its
+    /// names, followed by each id's rank among them (its position in a dict that holds them
+    /// all, since dict entries are sorted by id).
     by_list: rustc_hash::FxHashMap<usize, Box<[u32]>>,
+}
+
+/// The resolved ids of one [`FieldNames`] list, with each id's position in a dict that holds
+/// every field (see [`FieldIds::fields`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ResolvedFields<'i> {
+    /// Shared-key id of each name.
+    pub ids: &'i [u32],
+    /// Rank of each id among `ids`: where the field sits in a dict of all of them.
+    pub ranks: &'i [u32],
 }
 
 impl FieldIds {
@@ -136,9 +148,11 @@ impl FieldIds {
     pub fn resolve(shared: &SharedKeys, lists: impl IntoIterator<Item = FieldNames>) -> Self {
         let mut ids = FieldIds::default();
         for list in lists {
-            let resolved: Option<Box<[u32]>> = list.iter().map(|name| shared.id(name)).collect();
-            if let Some(resolved) = resolved {
-                ids.by_list.insert(list.as_ptr() as usize, resolved);
+            let resolved: Option<Vec<u32>> = list.iter().map(|name| shared.id(name)).collect();
+            if let Some(mut resolved) = resolved {
+                let ranks: Vec<u32> = resolved.iter().map(|id| resolved.iter().filter(|other| *other < id).count() as u32).collect();
+                resolved.extend(ranks);
+                ids.by_list.insert(list.as_ptr() as usize, resolved.into_boxed_slice());
             }
         }
         ids
@@ -163,7 +177,29 @@ impl FieldIds {
         if self.by_list.is_empty() {
             return None;
         }
-        self.by_list.get(&(list.as_ptr() as usize)).map(|ids| &**ids)
+        self.by_list.get(&(list.as_ptr() as usize)).map(|both| &both[..both.len() / 2])
+    }
+
+    /// The ids of `list` and where each sits in a dict of all of them, if it was resolved.
+    ///
+    /// ```
+    /// use tessera_value::codec::FieldIds;
+    /// use tessera_value::SharedKeys;
+    /// static NAMES: &[&str] = &["x", "y"];
+    /// let mut keys = SharedKeys::new();
+    /// keys.add("y").unwrap();
+    /// keys.add("x").unwrap();
+    /// let fields = FieldIds::resolve(&keys, [NAMES]).fields(NAMES).unwrap();
+    /// assert_eq!((fields.ids, fields.ranks), (&[1, 0][..], &[1, 0][..]));
+    /// ```
+    #[inline]
+    pub fn fields(&self, list: FieldNames) -> Option<ResolvedFields<'_>> {
+        if self.by_list.is_empty() {
+            return None;
+        }
+        let both = self.by_list.get(&(list.as_ptr() as usize))?;
+        let (ids, ranks) = both.split_at(both.len() / 2);
+        Some(ResolvedFields { ids, ranks })
     }
 }
 
@@ -288,9 +324,9 @@ pub fn write_field_key(out: &mut Encoder<'_>, ids: Option<&[u32]>, names: FieldN
 
 /// The value of field `index` of `names` in `dict`, if present.
 #[inline]
-pub fn field_value<'a>(dict: &Dict<'a>, ids: Option<&[u32]>, names: FieldNames, index: usize) -> Option<Value<'a>> {
-    match ids {
-        Some(ids) => dict.get_field(ids[index], names[index]),
+pub fn field_value<'a>(dict: &Dict<'a>, fields: Option<ResolvedFields<'_>>, names: FieldNames, index: usize) -> Option<Value<'a>> {
+    match fields {
+        Some(fields) => dict.get_field_at(fields.ids[index], names[index], fields.ranks[index] as usize),
         None => dict.get(names[index]),
     }
 }
@@ -300,12 +336,12 @@ pub fn field_value<'a>(dict: &Dict<'a>, ids: Option<&[u32]>, names: FieldNames, 
 #[inline]
 pub fn decode_field<'a, T: Decode<'a>>(
     dict: &Dict<'a>,
-    ids: Option<&[u32]>,
+    fields: Option<ResolvedFields<'_>>,
     names: FieldNames,
     index: usize,
     all: &FieldIds,
 ) -> Result<T, FieldError> {
-    match field_value(dict, ids, names, index) {
+    match field_value(dict, fields, names, index) {
         Some(value) => T::decode(value, all).map_err(|error| error.in_field(names[index])),
         None => T::missing().ok_or_else(|| FieldError::missing().in_field(names[index])),
     }
@@ -712,12 +748,12 @@ impl<'a, T: View<'a>> View<'a> for BTreeMap<String, T> {
 #[inline]
 pub fn view_field<'a, T: View<'a>>(
     dict: &Dict<'a>,
-    ids: Option<&[u32]>,
+    fields: Option<ResolvedFields<'_>>,
     names: FieldNames,
     index: usize,
     all: &FieldIds,
 ) -> Result<T::Out, FieldError> {
-    match field_value(dict, ids, names, index) {
+    match field_value(dict, fields, names, index) {
         Some(value) => T::view(value, all).map_err(|error| error.in_field(names[index])),
         None => T::view_missing().ok_or_else(|| FieldError::missing().in_field(names[index])),
     }

@@ -194,7 +194,8 @@ fn the_validator_checks_packed_items() {
 fn arrays_that_start_with_numbers_parse_like_any_other() {
     // Texts whose first element is a number take the parser's number-run path: errors point
     // at the same byte, and arrays that turn out mixed keep every element exactly.
-    let errors: &[(&str, usize)] = &[("[1,]", 4), ("[1 2]", 4), ("[1,,2]", 4), ("[1", 3), ("[-]", 3), ("[1.]", 4), ("[1e]", 4), ("[01]", 3)];
+    let errors: &[(&str, usize)] =
+        &[("[1,]", 4), ("[1 2]", 4), ("[1,,2]", 4), ("[1", 3), ("[-]", 3), ("[1.]", 4), ("[1e]", 4), ("[01]", 3)];
     for &(text, column) in errors {
         let error = from_json(text.as_bytes()).unwrap_err();
         assert_eq!((error.line, error.column), (1, column), "{text}: {error:?}");

@@ -212,3 +212,40 @@ fn decode_errors_name_the_field_path() {
     let error = decode::<Shape>(Doc::from_untrusted(&bytes).unwrap().root(), &plain).unwrap_err();
     assert_eq!((error.path.as_str(), error.problem), ("Rect.h", FieldProblem::OutOfRange { expected: "u16" }));
 }
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+struct Ordered {
+    a: u8,
+    b: Option<String>,
+    c: Vec<f64>,
+}
+
+#[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+struct Fewer {
+    a: u8,
+    c: Vec<f64>,
+}
+
+/// Fields are found by their expected position first; when ids do not ascend in declaration
+/// order, or a field is absent, the search still finds every one.
+#[test]
+fn fields_are_found_whatever_the_order_of_their_ids() {
+    let value = Ordered { a: 7, b: Some("x".into()), c: vec![0.5, 0.25] };
+    let lists = FieldIds::lists_of::<Ordered>();
+    for order in [["a", "b", "c"], ["c", "a", "b"], ["b", "c", "a"]] {
+        let mut keys = SharedKeys::new();
+        for name in order {
+            keys.add(name).unwrap();
+        }
+        let ids = FieldIds::resolve(&keys, lists.iter().copied());
+        let mut bytes = Vec::new();
+        encode_into(&value, Some(&keys), &ids, &mut bytes).unwrap();
+        let doc = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap();
+        assert_eq!(decode::<Ordered>(doc.root(), &ids).unwrap(), value, "{order:?}");
+        // A record written without `b` (an older layout) reads with `b` missing: `None`.
+        let fewer_ids = FieldIds::resolve(&keys, FieldIds::lists_of::<Fewer>());
+        encode_into(&Fewer { a: 7, c: vec![1.0] }, Some(&keys), &fewer_ids, &mut bytes).unwrap();
+        let doc = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap();
+        assert_eq!(decode::<Ordered>(doc.root(), &ids).unwrap(), Ordered { a: 7, b: None, c: vec![1.0] }, "{order:?}");
+    }
+}

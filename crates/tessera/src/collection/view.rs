@@ -23,7 +23,7 @@ impl<'t> ViewParts<'t> {
     #[doc(hidden)]
     #[inline]
     pub fn field<F: View<'t>>(&self, names: FieldNames, index: usize) -> Result<F::Out> {
-        view_field::<F>(&self.dict, self.ids.get(names), names, index, self.ids).map_err(|error| Error::RecordDecode {
+        view_field::<F>(&self.dict, self.ids.fields(names), names, index, self.ids).map_err(|error| Error::RecordDecode {
             collection: self.collection.to_owned(),
             key: key_display(&self.key),
             field: error.path,
