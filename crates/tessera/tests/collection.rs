@@ -376,13 +376,14 @@ fn composite_keys_and_enum_indexes() {
 }
 
 #[test]
-fn a_unique_index_over_duplicate_records_reports_its_failed_build() {
+fn a_unique_index_over_duplicate_records_is_refused_like_create_unique_index() {
     #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
     #[record(name = "accounts")]
     struct Plain {
         #[record(key)]
         id: u32,
         email: String,
+        age: u8,
     }
     #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
     #[record(name = "accounts")]
@@ -391,19 +392,39 @@ fn a_unique_index_over_duplicate_records_reports_its_failed_build() {
         id: u32,
         #[record(unique)]
         email: String,
+        #[record(index)]
+        age: u8,
     }
     let (_dir, db) = open();
     let plain = db.collection::<Plain>().unwrap();
-    db.write(|tx| (0..3000u32).try_for_each(|id| plain.insert(tx, &Plain { id, email: format!("user{}", id % 2900) }).map(drop))).unwrap();
+    db.write(|tx| {
+        (0..3000u32).try_for_each(|id| plain.insert(tx, &Plain { id, email: format!("user{}", id % 2900), age: (id % 90) as u8 }).map(drop))
+    })
+    .unwrap();
+    // Records 2900..3000 repeat the emails of 0..100: the schema change fails, naming the
+    // index and the first two records that share a value.
+    match db.collection::<UniqueEmail>() {
+        Err(Error::UniqueViolation { collection, index, key, holder }) => {
+            assert_eq!((collection.as_str(), index.as_str()), ("accounts", "email"));
+            assert_ne!(key, holder);
+            let (key, holder) = (u32::from_str_radix(&key, 16).unwrap(), u32::from_str_radix(&holder, 16).unwrap());
+            assert_eq!((key % 2900, holder % 2900), (key.min(holder), key.min(holder)), "{key} and {holder} share an email");
+        }
+        other => panic!("expected a unique violation, got {other:?}"),
+    }
+    // Nothing changed: the old type still opens, and writes with duplicates still succeed.
+    db.write(|tx| plain.insert(tx, &Plain { id: 5000, email: "user1".into(), age: 3 }).map(drop)).unwrap();
+    // Remove the duplicates: the unique index is then built at once, and enforced.
+    db.write(|tx| (2900..3000u32).chain([5000]).try_for_each(|id| plain.delete(tx, &id).map(drop))).unwrap();
     drop(plain);
     let unique = db.collection::<UniqueEmail>().unwrap();
-    assert!(!unique.wait_for_indexes(Duration::from_secs(30)), "the build cannot finish");
-    let failure = unique.index_failure("email").expect("the failure is recorded");
-    assert!(failure.contains("unique index `email`"), "{failure}");
-    // The index is never used; queries keep answering by scanning.
     let query = unique.filter(UniqueEmail::email().eq("user5"));
-    assert!(query.explain().unwrap().to_string().starts_with("full scan"));
-    assert_eq!(query.count(&db).unwrap(), 2);
+    assert!(query.explain().unwrap().to_string().starts_with("index"), "{}", query.explain().unwrap());
+    assert_eq!(query.count(&db).unwrap(), 1);
+    let duplicate = db.write(|tx| unique.insert(tx, &UniqueEmail { id: 9000, email: "user7".into(), age: 1 }).map(drop));
+    assert!(matches!(duplicate, Err(Error::UniqueViolation { .. })), "{duplicate:?}");
+    assert!(unique.wait_for_indexes(Duration::from_secs(30)), "the plain index builds in the background");
+    assert_eq!(unique.index_failure("age"), None);
 }
 
 #[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
@@ -592,4 +613,51 @@ fn a_field_named_value_keeps_its_view_accessor() {
     assert_eq!(view.value().unwrap(), 2.5);
     assert_eq!(view.decode_hint().unwrap(), "x");
     assert_eq!(view.as_value().get("value").unwrap().as_f64(), Some(2.5));
+}
+
+#[test]
+fn a_failed_index_build_leaves_its_siblings_to_finish() {
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "notes")]
+    struct Plain {
+        #[record(key)]
+        id: u32,
+        note: String,
+        score: i32,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "notes")]
+    struct Indexed {
+        #[record(key)]
+        id: u32,
+        #[record(index)]
+        note: String,
+        #[record(index)]
+        score: i32,
+    }
+    let (_dir, db) = open();
+    let plain = db.collection::<Plain>().unwrap();
+    db.write(|tx| {
+        for id in 0..2000u32 {
+            // One note too long for an index key: that index cannot be built.
+            let note = if id == 1500 { "x".repeat(600) } else { format!("n{id}") };
+            plain.insert(tx, &Plain { id, note, score: (id % 10) as i32 })?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(plain);
+    let indexed = db.collection::<Indexed>().unwrap();
+    let by_score = indexed.filter(Indexed::score().eq(3));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while indexed.index_failure("note").is_none() || !by_score.explain().unwrap().to_string().starts_with("index") {
+        assert!(std::time::Instant::now() < deadline, "note: {:?}; score: {}", indexed.index_failure("note"), by_score.explain().unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(indexed.index_failure("note").unwrap().contains("key"), "{:?}", indexed.index_failure("note"));
+    assert_eq!(indexed.index_failure("score"), None);
+    assert_eq!(by_score.count(&db).unwrap(), 200);
+    let by_note = indexed.filter(Indexed::note().eq("n7"));
+    assert!(by_note.explain().unwrap().to_string().starts_with("full scan"), "the failed index is never used");
+    assert_eq!(by_note.count(&db).unwrap(), 1);
 }

@@ -116,29 +116,33 @@ pub(crate) fn clear_index(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, id: u8) ->
     Ok(())
 }
 
-/// Builds the collection's unready indexes on a thread of its own, in batches. Writers keep
-/// every index current meanwhile, so records written during the build are indexed by their
-/// writers and records not yet reached by the build are indexed when it gets there; putting an
-/// entry twice is harmless. Queries do not use an index until it is marked ready.
+/// Builds the collection's unready indexes on a thread of its own, one index after another, in
+/// batches. Writers keep every index current meanwhile, so records written during the build
+/// are indexed by their writers and records not yet reached by the build are indexed when it
+/// gets there; putting an entry twice is harmless. Queries do not use an index until it is
+/// marked ready. An index whose build fails records its own failure; the others still build.
 pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
+    let building: Vec<u8> = state.indexes.iter().filter(|index| !index.ready.load(Ordering::Acquire)).map(|index| index.id).collect();
     let db = Arc::downgrade(&db.inner);
     let state = Arc::downgrade(state);
     std::thread::Builder::new().name("tessera-index-build".into()).spawn(move || {
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let (Some(inner), Some(state)) = (db.upgrade(), state.upgrade()) else { return };
-            let db = Db { inner };
-            match build_batch(&db, &state, after.as_deref()) {
-                Ok(Some(last)) => after = Some(last),
-                Ok(None) => {
-                    if let Err(error) = mark_ready(&db, &state) {
-                        fail(&state, error);
+        for id in building {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let (Some(inner), Some(state)) = (db.upgrade(), state.upgrade()) else { return };
+                let db = Db { inner };
+                match build_batch(&db, &state, id, after.as_deref()) {
+                    Ok(Some(last)) => after = Some(last),
+                    Ok(None) => {
+                        if let Err(error) = mark_ready(&db, &state, id) {
+                            fail(&state, id, error);
+                        }
+                        break;
                     }
-                    return;
-                }
-                Err(error) => {
-                    fail(&state, error);
-                    return;
+                    Err(error) => {
+                        fail(&state, id, error);
+                        break;
+                    }
                 }
             }
         }
@@ -146,16 +150,16 @@ pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
     Ok(())
 }
 
-fn fail(state: &CollectionState, error: Error) {
-    for index in state.indexes.iter().filter(|index| !index.ready.load(Ordering::Acquire)) {
+fn fail(state: &CollectionState, id: u8, error: Error) {
+    for index in state.indexes.iter().filter(|index| index.id == id) {
         *index.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
     }
 }
 
-/// Indexes the next batch of records after `after`; returns the last key done, or `None`
-/// when there were none left.
-fn build_batch(db: &Db, state: &CollectionState, after: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
-    let building = || state.indexes.iter().filter(|index| !index.ready.load(Ordering::Acquire));
+/// Indexes the next batch of records after `after` into index `id`; returns the last key
+/// done, or `None` when there were none left.
+fn build_batch(db: &Db, state: &CollectionState, id: u8, after: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+    let building = || state.indexes.iter().filter(|index| index.id == id);
     db.write(|tx| {
         let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
         let batch: Vec<(Vec<u8>, Vec<u8>)> = tx
@@ -170,20 +174,20 @@ fn build_batch(db: &Db, state: &CollectionState, after: Option<&[u8]>) -> Result
     })
 }
 
-/// Records in the schema that the building indexes are complete, then lets queries use them.
-fn mark_ready(db: &Db, state: &CollectionState) -> Result<()> {
+/// Records in the schema that index `id` is complete, then lets queries use it.
+fn mark_ready(db: &Db, state: &CollectionState, id: u8) -> Result<()> {
     let schema_keyspace = db.internal_keyspace(super::SCHEMA_KEYSPACE)?;
     db.write(|tx| {
         let Some(bytes) = tx.get(&schema_keyspace, state.name.as_bytes())? else { return Ok(()) };
         let mut schema: super::StoredSchema = tessera_value::from_slice(bytes)
             .map_err(|error| Error::Corrupted(format!("schema of collection {:?}: {error}", state.name)))?;
-        for index in &mut schema.indexes {
+        for index in schema.indexes.iter_mut().filter(|index| index.id == id) {
             index.ready = true;
         }
         let bytes = tessera_value::to_vec(&schema)?;
         tx.put(&schema_keyspace, state.name.as_bytes(), &bytes)
     })?;
-    for index in &state.indexes {
+    for index in state.indexes.iter().filter(|index| index.id == id) {
         index.ready.store(true, Ordering::Release);
     }
     Ok(())

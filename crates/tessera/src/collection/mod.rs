@@ -335,6 +335,8 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         if migrate {
             let migration = options.migrate.as_ref().ok_or_else(|| schema_error(name, "no migration"))?;
             run_migration::<T>(tx, name, &records, &index_keyspace, &record_keys, &mut schema, migration.as_ref())?;
+        } else {
+            build_unique_indexes(tx, name, &records, &index_keyspace, &record_keys, &mut schema)?;
         }
         if stored.as_ref() != Some(&schema) {
             let bytes = tessera_value::to_vec(&schema)?;
@@ -352,6 +354,35 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         keys: record_keys,
         type_id: std::any::TypeId::of::<T>(),
     })
+}
+
+/// Builds every new unique index over the existing records inside the schema change's own
+/// transaction, as SQL's `CREATE UNIQUE INDEX` does: if two records hold one value, the error
+/// names both keys and the transaction (so the schema change) is rolled back, so that a
+/// declared constraint is never left unenforced. Other new indexes build in the background.
+fn build_unique_indexes(
+    tx: &mut WriteTxn<'_>,
+    name: &str,
+    records: &Keyspace,
+    index_keyspace: &Keyspace,
+    record_keys: &RecordKeys,
+    schema: &mut StoredSchema,
+) -> Result<()> {
+    let building: Vec<IndexState> =
+        schema.indexes.iter().filter(|index| index.unique && !index.ready).map(|index| IndexState::new(index, true)).collect();
+    if building.is_empty() {
+        return Ok(());
+    }
+    let stored: Vec<(Vec<u8>, Vec<u8>)> =
+        tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>()?;
+    let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared };
+    for (key, bytes) in &stored {
+        build::update_entries(tx, &target, &building, key, None, Some(bytes))?;
+    }
+    for index in schema.indexes.iter_mut().filter(|index| index.unique) {
+        index.ready = true;
+    }
+    Ok(())
 }
 
 /// Rewrites every record through `migrate` and rebuilds every index, inside `tx`.
