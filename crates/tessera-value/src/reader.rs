@@ -103,8 +103,11 @@ pub struct Doc<'a> {
     key_count: u32,
     atom_count: u32,
     shared_count: u32,
-    key_width: u8,
-    atom_width: u8,
+    /// Byte widths of the key table (low nibble) and the atom table (high nibble), in one byte
+    /// so that the small fields fill 16 bytes exactly: a `Doc` (and every `Value`) is then
+    /// copied in whole words, without the partial overlapping moves that stall on
+    /// store-to-load forwarding.
+    table_widths: u8,
     key_index_kind: KeyIndexKind,
     /// log2 of a hashed index's slot count (unused for a sorted index).
     key_index_log2: u8,
@@ -255,8 +258,7 @@ impl<'a> Doc<'a> {
             key_count: footer.keys.count as u32,
             atom_count: footer.atoms.count as u32,
             shared_count: footer.shared_count as u32,
-            key_width: footer.keys.width as u8,
-            atom_width: footer.atoms.width as u8,
+            table_widths: footer.keys.width as u8 | (footer.atoms.width as u8) << 4,
             key_index_kind: footer.key_index_kind,
             key_index_log2: footer.key_index_len.trailing_zeros() as u8,
             validated,
@@ -377,6 +379,16 @@ impl<'a> Doc<'a> {
         self.shared
     }
 
+    #[inline(always)]
+    fn key_width(&self) -> usize {
+        (self.table_widths & 0xF) as usize
+    }
+
+    #[inline(always)]
+    fn atom_width(&self) -> usize {
+        (self.table_widths >> 4) as usize
+    }
+
     pub(crate) fn shared_count(&self) -> u64 {
         self.shared_count as u64
     }
@@ -391,14 +403,14 @@ impl<'a> Doc<'a> {
 
     #[inline(always)]
     pub(crate) fn atom_item(&self, atom: usize) -> usize {
-        let width = self.atom_width as usize;
+        let width = self.atom_width();
         read_uint(self.bytes, self.atoms_entries + atom * width, width) as usize
     }
 
     /// Item position of the string of local key `local`.
     #[inline(always)]
     pub(crate) fn local_key_item(&self, local: usize) -> usize {
-        let width = self.key_width as usize;
+        let width = self.key_width();
         read_uint(self.bytes, self.keys_entries + local * width, width) as usize
     }
 
@@ -495,7 +507,7 @@ impl<'a> Doc<'a> {
     /// Position of the key index's first entry.
     #[inline(always)]
     fn key_index_start(&self) -> usize {
-        self.keys_entries + self.key_count as usize * self.key_width as usize
+        self.keys_entries + self.key_count as usize * self.key_width()
     }
 
     /// The bytes of local key `local`.
@@ -508,7 +520,7 @@ impl<'a> Doc<'a> {
     /// Linear probing from the home slot, at most [`KEY_PROBE_MAX`] slots.
     #[inline]
     fn hashed_local_id(&self, kind: KeyIndexKind, name: &[u8]) -> Option<usize> {
-        let width = self.key_width as usize;
+        let width = self.key_width();
         let index = self.key_index_start();
         let mask = (1usize << self.key_index_log2) - 1;
         let mut slot = kind.hash(name) as usize & mask;
@@ -527,7 +539,7 @@ impl<'a> Doc<'a> {
 
     /// Bisection over a sorted index (entries in ascending byte order of the key strings).
     fn sorted_local_id(&self, name: &[u8]) -> Option<usize> {
-        let width = self.key_width as usize;
+        let width = self.key_width();
         let index = self.key_index_start();
         let (mut low, mut high) = (0usize, self.key_count as usize);
         while low < high {
