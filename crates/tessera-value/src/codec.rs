@@ -189,7 +189,8 @@ impl FieldIds {
     /// let mut keys = SharedKeys::new();
     /// keys.add("y").unwrap();
     /// keys.add("x").unwrap();
-    /// let fields = FieldIds::resolve(&keys, [NAMES]).fields(NAMES).unwrap();
+    /// let ids = FieldIds::resolve(&keys, [NAMES]);
+    /// let fields = ids.fields(NAMES).unwrap();
     /// assert_eq!((fields.ids, fields.ranks), (&[1, 0][..], &[1, 0][..]));
     /// ```
     #[inline]
