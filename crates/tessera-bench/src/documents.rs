@@ -43,19 +43,30 @@ struct Timing {
     p95: f64,
 }
 
-fn time(iterations: usize, warmup: usize, mut operation: impl FnMut(u64)) -> Timing {
-    for i in 0..warmup {
-        operation(i as u64);
-    }
-    let mut samples: Vec<f64> = (0..iterations)
-        .map(|i| {
-            let start = Instant::now();
-            operation((warmup + i) as u64);
-            start.elapsed().as_nanos() as f64 / 1e3
-        })
-        .collect();
+fn summary(mut samples: Vec<f64>) -> Timing {
     samples.sort_by(|a, b| a.total_cmp(b));
     Timing { median: samples[samples.len() / 2], p95: samples[samples.len() * 95 / 100] }
+}
+
+/// Times `ours` and `theirs` one call each in turn, so that both see the same machine: on a
+/// shared VM whose speed drifts by 2x within seconds, timing one whole row after the other
+/// measured the drift as much as the stores.
+fn time_pair(iterations: usize, warmup: usize, mut ours: impl FnMut(u64), mut theirs: impl FnMut(u64)) -> (Timing, Timing) {
+    for i in 0..warmup {
+        ours(i as u64);
+        theirs(i as u64);
+    }
+    let timed = |operation: &mut dyn FnMut(u64), i: usize| {
+        let start = Instant::now();
+        operation((warmup + i) as u64);
+        start.elapsed().as_nanos() as f64 / 1e3
+    };
+    let (mut our_samples, mut their_samples) = (Vec::with_capacity(iterations), Vec::with_capacity(iterations));
+    for i in 0..iterations {
+        our_samples.push(timed(&mut ours, i));
+        their_samples.push(timed(&mut theirs, i));
+    }
+    (summary(our_samples), summary(their_samples))
 }
 
 /// Raw heed, by hand: same configuration as tessera's defaults with Buffered durability.
@@ -205,52 +216,56 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         doc.set(&profile(0)).unwrap();
         raw.set("bench", &profile(0));
 
-        let rows: [(&str, Option<f64>, Timing, Timing); 6] = [
-            ("set (5 fields)", Some(5.0), time(n, w, |i| doc.set(&profile(i)).unwrap()), time(n, w, |i| raw.set("bench", &profile(i)))),
-            (
-                "get (5 fields)",
-                Some(2.0),
-                time(n, w, |_| drop(black_box(doc.get().unwrap()))),
-                time(n, w, |_| drop(black_box(raw.get("bench")))),
-            ),
+        let rows: [(&str, Option<f64>, (Timing, Timing)); 6] = [
+            ("set (5 fields)", Some(5.0), time_pair(n, w, |i| doc.set(&profile(i)).unwrap(), |i| raw.set("bench", &profile(i)))),
+            ("get (5 fields)", Some(2.0), time_pair(n, w, |_| drop(black_box(doc.get().unwrap())), |_| drop(black_box(raw.get("bench"))))),
             (
                 "update {} (full get + set)",
                 None,
-                time(n, w, |i| drop(doc.update(|p| Profile { age: i as i32, ..p }).unwrap())),
-                time(n, w, |i| raw.update("bench", |p| Profile { age: i as i32, ..p })),
+                time_pair(
+                    n,
+                    w,
+                    |i| drop(doc.update(|p| Profile { age: i as i32, ..p }).unwrap()),
+                    |i| raw.update("bench", |p| Profile { age: i as i32, ..p }),
+                ),
             ),
             (
                 "update_field (1 field)",
                 Some(2.0),
-                time(n, w, |i| doc.update_field("age", &(i as i32)).unwrap()),
-                time(n, w, |i| raw.update_field("bench", "age", &(i as i32))),
+                time_pair(n, w, |i| doc.update_field("age", &(i as i32)).unwrap(), |i| raw.update_field("bench", "age", &(i as i32))),
             ),
             (
                 "delete (including a set)",
                 None,
-                time(n, w, |i| {
-                    doc.set(&profile(i)).unwrap();
-                    doc.delete().unwrap();
-                }),
-                time(n, w, |i| {
-                    raw.set("bench", &profile(i));
-                    raw.delete("bench");
-                }),
+                time_pair(
+                    n,
+                    w,
+                    |i| {
+                        doc.set(&profile(i)).unwrap();
+                        doc.delete().unwrap();
+                    },
+                    |i| {
+                        raw.set("bench", &profile(i));
+                        raw.delete("bench");
+                    },
+                ),
             ),
             (
                 "field handle write",
                 None,
-                time(n, w, |i| age.set(&(i as i32)).unwrap()),
-                time(n, w, |i| raw.update_field("bench", "age", &(i as i32))),
+                time_pair(n, w, |i| age.set(&(i as i32)).unwrap(), |i| raw.update_field("bench", "age", &(i as i32))),
             ),
         ];
-        for (name, absolute, ours, theirs) in rows {
+        for (name, absolute, (ours, theirs)) in rows {
+            // get and set: at most 1.1x raw heed in the same run (the typed-records issue); the
+            // other rows keep the seed's 1.25x.
+            let factor = if name.starts_with("get") || name.starts_with("set") { 1.1 } else { 1.25 };
             table.row(
                 &format!("{name}{suffix}"),
                 "µs",
                 ours.median,
                 &[("heed", theirs.median)],
-                Goal::AtMostTimesPeer { peer: "heed", factor: 1.25 },
+                Goal::AtMostTimesPeer { peer: "heed", factor },
             );
             if let Some(limit) = absolute {
                 table.row(&format!("{name}{suffix}, absolute"), "µs", ours.median, &[], Goal::AtMost(limit));

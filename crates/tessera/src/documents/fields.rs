@@ -244,10 +244,20 @@ impl ser::SerializeMap for SplitFields<'_> {
 /// `None` if there are none.
 pub(crate) fn decode<'e, T: DeserializeOwned>(
     document: &Document<T>,
-    entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
+    mut entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
 ) -> Result<Option<T>> {
-    let prefix_len = document.prefix.len();
     let options = &document.collection.options;
+    let prefix_len = document.prefix.len();
+    if options.transform.is_none() && !options.deep {
+        // The common case: each value is validated and read in place as serde asks for it,
+        // straight from the snapshot's pages, with nothing gathered first.
+        let Some(first) = entries.next() else { return Ok(None) };
+        let fields = std::iter::once(first).chain(entries).map(|entry| match entry {
+            Ok((stored_key, bytes)) => plain_field(document, &stored_key[prefix_len..], bytes),
+            Err(error) => Err(Box::new(error)),
+        });
+        return deserialize_fields(document, fields).map(Some);
+    }
     // Bytes kept alive for the values: borrowed from the snapshot, or owned after a transform.
     let mut stored: Vec<(&[u8], std::borrow::Cow<'_, [u8]>)> = Vec::with_capacity(8);
     for entry in entries {
@@ -265,15 +275,36 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(
     if options.deep {
         return decode_deep(document, &stored).map(Some);
     }
-    let mut fields = Vec::with_capacity(stored.len());
-    for (path, bytes) in &stored {
-        let name = std::str::from_utf8(path).map_err(|_| field_error(document, &display_name(path), "field name is not UTF-8"))?;
-        let doc = Doc::from_untrusted(bytes).map_err(|error| field_error(document, name, error))?;
-        fields.push((name, doc.root()));
+    let fields = stored.iter().map(|(path, bytes)| plain_field(document, path, bytes));
+    deserialize_fields(document, fields).map(Some)
+}
+
+/// One stored field of a plain document: its name and its validated value.
+#[inline]
+fn plain_field<'v, T>(document: &Document<T>, path: &'v [u8], bytes: &'v [u8]) -> FieldResult<'v> {
+    let Ok(name) = std::str::from_utf8(path) else {
+        return Err(Box::new(field_error(document, &display_name(path), "field name is not UTF-8")));
+    };
+    match Doc::from_untrusted(bytes) {
+        Ok(doc) => Ok((name, doc.root())),
+        Err(error) => Err(Box::new(field_error(document, name, error))),
     }
-    let mut failed_field = None;
-    let result = T::deserialize(FieldsDeserializer { fields: &fields, failed_field: &mut failed_field });
-    result.map(Some).map_err(|error| field_error(document, failed_field.unwrap_or(""), error))
+}
+
+/// A field's name and value, or why it could not be read (boxed: the error is rare, and a
+/// small item is cheaper to pass along the iterator for every field).
+type FieldResult<'v> = std::result::Result<(&'v str, tessera_value::Value<'v>), Box<Error>>;
+
+/// Runs `T`'s deserializer over the fields as they come, naming the field that failed; an
+/// error of the fields themselves (storage, validation) is returned as it is.
+fn deserialize_fields<'v, T: DeserializeOwned>(document: &Document<T>, fields: impl Iterator<Item = FieldResult<'v>>) -> Result<T> {
+    let mut failure = Failure::default();
+    let result = T::deserialize(FieldsDeserializer { fields, failure: &mut failure });
+    match (result, failure.source) {
+        (_, Some(error)) => Err(*error),
+        (Ok(value), None) => Ok(value),
+        (Err(error), None) => Err(field_error(document, failure.field.unwrap_or(""), error)),
+    }
 }
 
 /// Deep documents: the leaves are assembled into one nested document, then decoded.
@@ -308,20 +339,28 @@ fn decode_deep<T: DeserializeOwned>(document: &Document<T>, stored: &[(&[u8], st
     tessera_value::from_value(doc.root()).map_err(|error| field_error(document, "", error))
 }
 
+/// What went wrong while serde read the fields: the field whose value failed to decode, or an
+/// error of the fields themselves (kept whole, with its type, rather than turned into text).
+#[derive(Default)]
+struct Failure<'v> {
+    field: Option<&'v str>,
+    source: Option<Box<Error>>,
+}
+
 /// The stored fields as a map, for serde: missing fields take their defaults, unknown ones are
 /// ignored by the derived code, and the field being read when an error occurs is recorded.
 /// `T: DeserializeOwned` deserializes from any lifetime, so the values are handed over as the
 /// format's own zero-copy deserializers, borrowing from the read transaction.
-struct FieldsDeserializer<'f, 'v> {
-    fields: &'f [(&'v str, tessera_value::Value<'v>)],
-    failed_field: &'f mut Option<&'v str>,
+struct FieldsDeserializer<'f, 'v, I> {
+    fields: I,
+    failure: &'f mut Failure<'v>,
 }
 
-impl<'f, 'v> de::Deserializer<'v> for FieldsDeserializer<'f, 'v> {
+impl<'f, 'v, I: Iterator<Item = FieldResult<'v>>> de::Deserializer<'v> for FieldsDeserializer<'f, 'v, I> {
     type Error = tessera_value::DecodeError;
 
     fn deserialize_any<V: Visitor<'v>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        visitor.visit_map(FieldsMap { fields: self.fields, next: 0, failed_field: self.failed_field })
+        visitor.visit_map(FieldsMap { fields: self.fields, value: None, failure: self.failure })
     }
 
     serde::forward_to_deserialize_any! {
@@ -331,27 +370,86 @@ impl<'f, 'v> de::Deserializer<'v> for FieldsDeserializer<'f, 'v> {
     }
 }
 
-struct FieldsMap<'f, 'v> {
-    fields: &'f [(&'v str, tessera_value::Value<'v>)],
-    next: usize,
-    failed_field: &'f mut Option<&'v str>,
+struct FieldsMap<'f, 'v, I> {
+    fields: I,
+    /// The value of the key just handed out.
+    value: Option<(&'v str, tessera_value::Value<'v>)>,
+    failure: &'f mut Failure<'v>,
 }
 
-impl<'v> de::MapAccess<'v> for FieldsMap<'_, 'v> {
+impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_, 'v, I> {
     type Error = tessera_value::DecodeError;
 
     fn next_key_seed<K: DeserializeSeed<'v>>(&mut self, seed: K) -> Result<Option<K::Value>, Self::Error> {
-        let Some(&(name, _)) = self.fields.get(self.next) else { return Ok(None) };
-        seed.deserialize(de::value::BorrowedStrDeserializer::new(name)).map(Some)
+        match self.fields.next() {
+            None => Ok(None),
+            Some(Ok(field)) => {
+                self.value = Some(field);
+                seed.deserialize(de::value::BorrowedStrDeserializer::new(field.0)).map(Some)
+            }
+            Some(Err(error)) => {
+                // Stops the deserializer; `deserialize_fields` returns this error instead.
+                self.failure.source = Some(error);
+                Err(<tessera_value::DecodeError as de::Error>::custom("the stored fields could not be read"))
+            }
+        }
     }
 
     fn next_value_seed<V: DeserializeSeed<'v>>(&mut self, seed: V) -> Result<V::Value, Self::Error> {
-        let (name, value) = self.fields[self.next];
-        self.next += 1;
+        let (name, value) = self.value.take().expect("serde asks for a value after its key");
         let result = seed.deserialize(value);
         if result.is_err() {
-            *self.failed_field = Some(name);
+            self.failure.field = Some(name);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Stored bytes that do not validate: the streaming decode must return the field's own
+    //! typed error, not serde's stand-in message.
+    use crate::{Db, Error};
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Pair {
+        left: u32,
+        right: String,
+    }
+
+    #[test]
+    fn a_damaged_field_is_an_error_naming_that_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let documents = db.documents("pairs").unwrap();
+        let pair = documents.document::<Pair>("p");
+        pair.set(&Pair { left: 1, right: "r".into() }).unwrap();
+        let keyspace = documents.collection.keyspace.clone();
+        let right = pair.field_key(b"right").unwrap();
+        db.write(|tx| tx.put(&keyspace, &right, &[0xFF, 0x00, 0x13])).unwrap();
+        match pair.get() {
+            Err(Error::DocumentField { collection, id, field, message }) => {
+                assert_eq!((collection.as_str(), id.as_str(), field.as_str()), ("pairs", "p", "right"));
+                assert!(!message.contains("could not be read"), "the real error, not the stand-in: {message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_field_name_that_is_not_utf8_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let documents = db.documents("pairs").unwrap();
+        let pair = documents.document::<Pair>("p");
+        pair.set(&Pair { left: 1, right: "r".into() }).unwrap();
+        let keyspace = documents.collection.keyspace.clone();
+        let odd = pair.field_key(&[0xC3]).unwrap();
+        let value = tessera_value::to_vec(&5u32).unwrap();
+        db.write(|tx| tx.put(&keyspace, &odd, &value)).unwrap();
+        match pair.get() {
+            Err(Error::DocumentField { message, .. }) => assert!(message.contains("not UTF-8"), "{message}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
