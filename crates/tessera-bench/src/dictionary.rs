@@ -2,7 +2,7 @@
 //! runs as 100 concurrent tasks × 400 keys on all cores, as Dflat's `concurrentPerform`.
 //! Side by side in the same run: tessera with its default 32 shards, with Dflat's 12 and with
 //! a single lock; a UserDefaults-like store that rewrites its whole map to one file on each
-//! flush; and a SQLite key-value table.
+//! flush; and a SQLite key-value table. The cold rows include reopening the store.
 
 use crate::harness::{Goal, Table};
 use serde::{Deserialize, Serialize};
@@ -241,19 +241,31 @@ fn round(dir: &Path, name: &str, open: &dyn Fn(&Path) -> Box<dyn Store>) -> Vec<
     store.flush();
     rows.extend([memory, memory + start.elapsed().as_secs_f64() * 1e3]);
     drop(store);
+    // The cold rows time the reopen too: a store that reads its whole file when it opens does
+    // its cold work there, and one that loads lazily does it in the reads.
+    let reopen = || {
+        let start = Instant::now();
+        let store = open(&path);
+        (store, start.elapsed().as_secs_f64() * 1e3)
+    };
     // read 40,000 cold: the database really reopened
-    let store = open(&path);
-    rows.push(concurrent(|t| (0..KEYS_PER_TASK).for_each(|i| assert!(black_box(store.get_int(key(t, i, 0))).is_some()))));
+    let (store, opening) = reopen();
+    rows.push(opening + concurrent(|t| (0..KEYS_PER_TASK).for_each(|i| assert!(black_box(store.get_int(key(t, i, 0))).is_some()))));
     drop(store);
     // 400 keys × 100 tasks, cold then hot: every task reads the same 400 keys
-    let store = open(&path);
-    rows.push(concurrent(|_| (0..KEYS_PER_TASK).for_each(|i| assert!(black_box(store.get_int(key(0, i, 40_000))).is_some()))));
+    let (store, opening) = reopen();
+    rows.push(opening + concurrent(|_| (0..KEYS_PER_TASK).for_each(|i| assert!(black_box(store.get_int(key(0, i, 40_000))).is_some()))));
     drop(store);
     // cold read of the structs
-    let store = open(&path);
-    rows.push(concurrent(|t| (0..KEYS_PER_TASK).for_each(|i| assert!(black_box(store.get_doc(key(t, i, 100_000))).is_some()))));
+    let (store, opening) = reopen();
+    rows.push(opening + concurrent(|t| (0..KEYS_PER_TASK).for_each(|i| assert!(black_box(store.get_doc(key(t, i, 100_000))).is_some()))));
     rows
 }
+
+/// The stores that are peers; the others are tessera in other configurations.
+const PEERS: [&str; 2] = ["userdefaults-like", "sqlite"];
+/// The row that also has a target against SQLite alone.
+const STRUCTS_TO_DISK: &str = "insert 40,000 serde structs, to disk";
 
 pub fn run(options: &Options) -> std::io::Result<()> {
     let names = [
@@ -265,7 +277,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         "update 1 key 40,000 times, in memory",
         "update 1 key 40,000 times, to disk",
         "insert 40,000 serde structs, in memory",
-        "insert 40,000 serde structs, to disk",
+        STRUCTS_TO_DISK,
         "read 40,000, cold (database reopened)",
         "read 400 keys x 100, cold then hot",
         "cold read of the 40,000 structs",
@@ -299,7 +311,21 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     let mut table = Table::new("dictionary");
     for (row, name) in names.iter().enumerate() {
         let peers: Vec<(&str, f64)> = stores.iter().enumerate().skip(1).map(|(index, (store, _))| (*store, median(index, row))).collect();
-        table.row(name, "ms", median(0, row), &peers, Goal::AtMost(targets[row]));
+        // Targets are ratios to the real peers of this run (the typed-records issue): every row
+        // at most 1.0x the better of the two; the other tessera configurations are shown only.
+        let best = peers.iter().filter(|(store, _)| PEERS.contains(store)).min_by(|a, b| a.1.total_cmp(&b.1)).expect("the peers ran").0;
+        table.row(name, "ms", median(0, row), &peers, Goal::AtMostTimesPeer { peer: best, factor: 1.0 });
+        if *name == STRUCTS_TO_DISK {
+            let sqlite = peers.iter().filter(|(store, _)| *store == "sqlite").copied().collect::<Vec<_>>();
+            table.row(
+                &format!("{name}, against sqlite"),
+                "ms",
+                median(0, row),
+                &sqlite,
+                Goal::AtMostTimesPeer { peer: "sqlite", factor: 0.8 },
+            );
+        }
+        table.row(&format!("{name}, absolute (Dflat's table)"), "ms", median(0, row), &[], Goal::AtMost(targets[row]));
     }
     println!(
         "default shards: {default_shards}; {} worker threads; medians of {} rounds",

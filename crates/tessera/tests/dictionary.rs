@@ -395,3 +395,87 @@ fn a_failed_background_write_is_reported_by_the_next_set() {
     assert_eq!(dict.get::<u8>("small").unwrap(), Some(1));
     assert_eq!(dict.get::<Vec<u8>>("too big").unwrap(), None);
 }
+
+/// Stores `count` values of three types (and a long key, an escaped key and the empty key),
+/// flushed, and reopens the database: every read then starts cold.
+fn stored_mixed_values(dir: &tempfile::TempDir, count: u32) -> Db {
+    {
+        let db = open(dir);
+        let dict = db.dictionary_with("bulk", DictionaryOptions::default()).unwrap();
+        for i in 0..count {
+            match i % 3 {
+                0 => dict.set(&format!("int-{i}"), &i64::from(i)).unwrap(),
+                1 => dict.set(&format!("text-{i}"), &format!("value {i}")).unwrap(),
+                _ => dict.set(&format!("settings-{i}"), &Settings { theme: format!("t{i}"), font_size: i as u16, recent: vec![] }).unwrap(),
+            }
+        }
+        dict.set(&"L".repeat(600), "long").unwrap();
+        dict.set("nul\0inside", "escaped").unwrap();
+        dict.set("", "empty").unwrap();
+        dict.close().unwrap();
+    }
+    open(dir)
+}
+
+#[test]
+fn a_cold_dictionary_read_in_bulk_loads_every_value_with_its_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = stored_mixed_values(&dir, 3000);
+    let dict = db.dictionary_with("bulk", DictionaryOptions::default()).unwrap();
+    // Enough cold reads to load the rest in one scan, then every value, through both paths.
+    for i in 0..3000u32 {
+        match i % 3 {
+            0 => assert_eq!(dict.get::<i64>(&format!("int-{i}")).unwrap(), Some(i64::from(i))),
+            1 => assert_eq!(dict.get::<String>(&format!("text-{i}")).unwrap(), Some(format!("value {i}"))),
+            _ => assert_eq!(dict.get::<Settings>(&format!("settings-{i}")).unwrap().unwrap().font_size, i as u16),
+        }
+    }
+    assert_eq!(dict.get::<String>(&"L".repeat(600)).unwrap().as_deref(), Some("long"));
+    assert_eq!(dict.get::<String>("nul\0inside").unwrap().as_deref(), Some("escaped"));
+    assert_eq!(dict.get::<String>("").unwrap().as_deref(), Some("empty"));
+    assert_eq!(dict.get::<i64>("never-stored").unwrap(), None);
+    // Loaded in bulk or not, a value read as another type is a typed error.
+    assert!(matches!(dict.get::<String>("int-2997"), Err(Error::DictionaryValue { .. })));
+    assert!(matches!(dict.get::<i64>("text-2998"), Err(Error::DictionaryValue { .. })));
+    assert_eq!(dict.keys().unwrap().len(), 3003);
+}
+
+#[test]
+fn a_bulk_load_keeps_writes_made_before_it_and_sees_other_handles_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = stored_mixed_values(&dir, 3000);
+    let dict = db.dictionary_with("bulk", DictionaryOptions { flush_interval_ms: 60_000, ..DictionaryOptions::default() }).unwrap();
+    let other = db.dictionary_with("bulk", DictionaryOptions::default()).unwrap();
+    // Before any bulk load: a pending write, a pending removal, a transactional write and a
+    // write through another handle, none of them flushed.
+    dict.set("int-2997", &-1i64).unwrap();
+    dict.remove("int-2994").unwrap();
+    db.write(|tx| tx.dictionary(&other).set("text-2998", "from a transaction")).unwrap();
+    other.set("new-key", &7u8).unwrap();
+    for i in (0..3000u32).step_by(3).take(500) {
+        assert_eq!(dict.get::<i64>(&format!("int-{i}")).unwrap(), Some(i64::from(i)));
+    }
+    assert_eq!(dict.get::<i64>("int-2997").unwrap(), Some(-1));
+    assert_eq!(dict.get::<i64>("int-2994").unwrap(), None);
+    assert_eq!(other.get::<String>("text-2998").unwrap().as_deref(), Some("from a transaction"));
+    assert_eq!(dict.get::<u8>("new-key").unwrap(), Some(7));
+    // Writes after the load, and clear, behave as before.
+    other.set("later", &1u8).unwrap();
+    assert_eq!(dict.get::<u8>("later").unwrap(), Some(1));
+    dict.clear().unwrap();
+    assert_eq!(dict.get::<i64>("int-0").unwrap(), None);
+    dict.set("after-clear", &2u8).unwrap();
+    dict.flush().unwrap();
+    assert_eq!(dict.keys().unwrap(), vec!["after-clear".to_owned()]);
+}
+
+#[test]
+fn a_bounded_cache_reads_a_cold_dictionary_key_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = stored_mixed_values(&dir, 3000);
+    let dict = db.dictionary_with("bulk", DictionaryOptions { entries_max: Some(100), ..DictionaryOptions::default() }).unwrap();
+    for i in (0..3000u32).step_by(3) {
+        assert_eq!(dict.get::<i64>(&format!("int-{i}")).unwrap(), Some(i64::from(i)));
+    }
+    assert_eq!(dict.get::<i64>("never-stored").unwrap(), None);
+}

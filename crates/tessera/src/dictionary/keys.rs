@@ -227,3 +227,25 @@ pub(super) fn value_of<'r>(stored: &[u8], record: &'r [u8]) -> std::result::Resu
         _ => Err("key does not decode".into()),
     }
 }
+
+/// The key and the value bytes of a stored entry (for a bulk load of the whole keyspace).
+/// The key is borrowed from the storage key when it has no escaped byte (the common case).
+pub(super) fn entry_of<'r>(stored: &'r [u8], record: &'r [u8]) -> Result<(std::borrow::Cow<'r, str>, &'r [u8])> {
+    if stored.first() == Some(&LONG_KEY_MARKER) {
+        let (full, value) = split_record(record).ok_or_else(corrupt)?;
+        let name = std::str::from_utf8(full).map_err(|_| corrupt())?;
+        return Ok((std::borrow::Cow::Borrowed(name), value));
+    }
+    // An encoded key ends with the terminator 0x00 0x01; a key with no other 0x00 byte is its
+    // own bytes before it.
+    if let Some(plain) = stored.strip_suffix(&[0x00, 0x01]) {
+        if !plain.contains(&0x00) {
+            let name = std::str::from_utf8(plain).map_err(|_| corrupt())?;
+            return Ok((std::borrow::Cow::Borrowed(name), record));
+        }
+    }
+    match key::decode_bytes(stored) {
+        Some((name, [])) => Ok((std::borrow::Cow::Owned(String::from_utf8(name).map_err(|_| corrupt())?), record)),
+        _ => Err(corrupt()),
+    }
+}

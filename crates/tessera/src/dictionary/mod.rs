@@ -3,6 +3,12 @@
 //!
 //! - **Reads** come from a sharded cache; a cold key is read from storage on first access, and
 //!   its absence is cached too. The cache can be bounded (`entries_max`), evicting clean entries.
+//! - **Bulk load.** An unbounded cache that has read [`BULK_LOAD_MISSES_MIN`] keys from storage,
+//!   and at least one for every [`BULK_LOAD_ENTRIES_PER_MISS`] stored entries, loads the rest of
+//!   the dictionary in one range scan of its keyspace, filling every shard; from then on a miss
+//!   is known absent without a read. Reading a few keys costs a few lookups; reading many costs
+//!   one scan, and never more than about twice the cheaper of the two. Values loaded in bulk
+//!   are validated when first read.
 //! - **Writes** (`set`, `remove`) update the cache and return at once: they never wait on disk.
 //!   A write of the bytes already cached is skipped. A background flusher writes everything
 //!   pending in one storage transaction per `flush_interval_ms`. [`Dictionary::flush`] waits
@@ -41,6 +47,13 @@ use tessera_value::{Doc, Value};
 pub const SHARDS_DEFAULT: usize = 32;
 /// Default write-behind interval.
 pub const FLUSH_INTERVAL_MS_DEFAULT: u64 = 20;
+/// Keys read from storage one at a time before an unbounded cache may load the whole
+/// dictionary in one scan.
+pub const BULK_LOAD_MISSES_MIN: u64 = 64;
+/// An unbounded cache loads the whole dictionary once it has read one key from storage for
+/// every this many stored entries (and at least [`BULK_LOAD_MISSES_MIN`]): a scan costs about
+/// a tenth of a lookup per entry, so by then the lookups have cost about as much as the scan.
+pub const BULK_LOAD_ENTRIES_PER_MISS: u64 = 32;
 
 /// Options for [`Db::dictionary_with`].
 #[derive(Debug, Clone)]
@@ -64,6 +77,9 @@ impl Default for DictionaryOptions {
 struct Entry {
     value: Option<Arc<[u8]>>,
     pending: u64,
+    /// The bytes are known valid: written by the encoder, or validated when loaded or first
+    /// read (a bulk load leaves them to the first read).
+    validated: bool,
 }
 
 /// A pending write taken for a flush: key, value (`None`: remove) and its write sequence.
@@ -108,6 +124,19 @@ pub(crate) struct DictInner {
     /// Sequence of the last accepted write (set or remove).
     sequence: AtomicU64,
     has_pending: AtomicBool,
+    /// A background write failed and no call has reported it yet (`Flusher::error` holds it):
+    /// lets `set` skip the flusher's lock in the common case.
+    write_behind_failed: AtomicBool,
+    /// Keys read from storage one at a time (misses), towards a bulk load.
+    misses: AtomicU64,
+    /// A bulk load is running or has run.
+    bulk_load_started: AtomicBool,
+    /// Every stored key is cached (a bulk load finished, and the cache evicts nothing): a miss
+    /// is known absent.
+    complete: AtomicBool,
+    /// Bumped by `clear` when it empties the cache, so that a load from an older snapshot
+    /// cannot put cleared values back.
+    clears: AtomicU64,
     flusher: Arc<FlusherShared>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -157,6 +186,11 @@ impl Db {
                     options,
                     sequence: AtomicU64::new(0),
                     has_pending: AtomicBool::new(false),
+                    write_behind_failed: AtomicBool::new(false),
+                    misses: AtomicU64::new(0),
+                    bulk_load_started: AtomicBool::new(false),
+                    complete: AtomicBool::new(false),
+                    clears: AtomicU64::new(0),
                     flusher: Arc::new(FlusherShared::default()),
                     thread: Mutex::new(None),
                 });
@@ -187,22 +221,96 @@ impl DictInner {
     /// Runs `read` on the cached bytes of `key` (loading them on a miss).
     fn with_bytes<R>(&self, key: &str, read: impl FnOnce(Option<&[u8]>) -> Result<R>) -> Result<R> {
         {
-            let shard = lock(self.shard(key));
-            if let Some(entry) = shard.entries.get(key) {
-                return read(entry.value.as_deref());
+            let mut shard = lock(self.shard(key));
+            if let Some(entry) = shard.entries.get_mut(key) {
+                return self.read_entry(key, entry, read);
             }
         }
+        if self.complete.load(Ordering::Acquire) {
+            return read(None);
+        }
+        // A failed bulk load (a damaged entry anywhere, say) leaves the cache incomplete and is
+        // not retried: each key is then read alone, and reports its own errors.
+        if self.bulk_load_due()? && self.bulk_load().is_ok() {
+            return self.with_bytes(key, read);
+        }
+        let clears = self.clears.load(Ordering::Acquire);
         let loaded = self.db.read(|tx| keys::load(tx, &self.keyspace, key))?;
         if let Some(bytes) = &loaded {
             // Validated once here; cached bytes are then opened without checks.
             Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
         }
         let mut shard = lock(self.shard(key));
+        if self.clears.load(Ordering::Acquire) != clears {
+            // Cleared since the snapshot: what it held is gone.
+            drop(shard);
+            return self.with_bytes(key, read);
+        }
         // A write that raced with the load wins: keep what is cached.
-        let entry = shard.entries.entry(key.into()).or_insert(Entry { value: loaded.map(Arc::from), pending: 0 });
-        let result = read(entry.value.as_deref());
+        let entry = shard.entries.entry(key.into()).or_insert(Entry { value: loaded.map(Arc::from), pending: 0, validated: true });
+        let result = self.read_entry(key, entry, read);
         self.evict(&mut shard);
         result
+    }
+
+    /// Runs `read` on a cached entry, validating bytes a bulk load left unchecked.
+    fn read_entry<R>(&self, key: &str, entry: &mut Entry, read: impl FnOnce(Option<&[u8]>) -> Result<R>) -> Result<R> {
+        if !entry.validated {
+            if let Some(bytes) = &entry.value {
+                Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
+            }
+            entry.validated = true;
+        }
+        read(entry.value.as_deref())
+    }
+
+    /// Counts a miss; true when this caller should load the whole dictionary now.
+    fn bulk_load_due(&self) -> Result<bool> {
+        if self.options.entries_max.is_some() || self.bulk_load_started.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let misses = self.misses.fetch_add(1, Ordering::Relaxed) + 1;
+        if misses < BULK_LOAD_MISSES_MIN {
+            return Ok(false);
+        }
+        // Checked at the threshold and then every few misses: `len` is cheap, not free.
+        if misses != BULK_LOAD_MISSES_MIN && !misses.is_multiple_of(BULK_LOAD_MISSES_MIN) {
+            return Ok(false);
+        }
+        let stored = self.db.read(|tx| tx.len(&self.keyspace))?;
+        if misses.saturating_mul(BULK_LOAD_ENTRIES_PER_MISS) < stored {
+            return Ok(false);
+        }
+        // One caller loads; the others go on reading one key at a time meanwhile.
+        Ok(!self.bulk_load_started.swap(true, Ordering::AcqRel))
+    }
+
+    /// Loads every stored entry not cached yet, in one range scan of the keyspace, and marks
+    /// the cache complete. Entries already cached (written, or loaded since) are kept.
+    fn bulk_load(&self) -> Result<()> {
+        assert!(self.options.entries_max.is_none(), "a bounded cache is never loaded whole");
+        let clears = self.clears.load(Ordering::Acquire);
+        self.db.read(|tx| {
+            let stored = usize::try_from(tx.len(&self.keyspace)?).unwrap_or(usize::MAX);
+            for shard in self.shards.iter() {
+                let mut shard = lock(shard);
+                let room = (stored / self.shards.len()).saturating_sub(shard.entries.len());
+                shard.entries.reserve(room);
+            }
+            for entry in tx.range(&self.keyspace, ..)? {
+                let (stored_key, record) = entry?;
+                let (key, value) = keys::entry_of(stored_key, record)?;
+                let mut shard = lock(self.shard(&key));
+                if self.clears.load(Ordering::Acquire) != clears {
+                    return Ok(()); // cleared meanwhile: the snapshot is stale
+                }
+                if !shard.entries.contains_key(&*key) {
+                    shard.entries.insert(key.into(), Entry { value: Some(Arc::from(value)), pending: 0, validated: false });
+                }
+            }
+            self.complete.store(self.clears.load(Ordering::Acquire) == clears, Ordering::Release);
+            Ok(())
+        })
     }
 
     fn evict(&self, shard: &mut Shard) {
@@ -226,15 +334,25 @@ impl DictInner {
     /// Records a write of `value` (`None`: remove) in the cache. False if nothing changed.
     fn write(&self, key: &str, value: Option<Vec<u8>>) -> bool {
         let mut shard = lock(self.shard(key));
-        if let Some(entry) = shard.entries.get(key) {
-            if entry.value.as_deref() == value.as_deref() {
-                return false;
+        let newly_dirty = match shard.entries.get_mut(key) {
+            Some(entry) => {
+                if entry.value.as_deref() == value.as_deref() {
+                    return false;
+                }
+                let was_clean = entry.pending == 0;
+                entry.value = value.map(Arc::from);
+                entry.pending = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
+                entry.validated = true;
+                was_clean.then(|| shard.entries.get_key_value(key).expect("just updated").0.clone())
             }
-        }
-        let sequence = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
-        let key: Arc<str> = key.into();
-        let previous = shard.entries.insert(key.clone(), Entry { value: value.map(Arc::from), pending: sequence });
-        if previous.is_none_or(|entry| entry.pending == 0) {
+            None => {
+                let key: Arc<str> = key.into();
+                let sequence = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
+                shard.entries.insert(key.clone(), Entry { value: value.map(Arc::from), pending: sequence, validated: true });
+                Some(key)
+            }
+        };
+        if let Some(key) = newly_dirty {
             shard.dirty.push(key);
         }
         drop(shard);
@@ -255,7 +373,12 @@ impl DictInner {
 
     /// The error of a background flush that no call has reported yet, as an error (once).
     fn report_write_behind(&self) -> Result<()> {
-        match lock(&self.flusher.state).error.take() {
+        if !self.write_behind_failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut flusher = lock(&self.flusher.state);
+        self.write_behind_failed.store(false, Ordering::Release);
+        match flusher.error.take() {
             Some(message) => Err(Error::WriteBehind { dictionary: self.name.to_string(), message }),
             None => Ok(()),
         }
@@ -353,6 +476,7 @@ fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interva
             if let Err(error) = inner.flush_pending() {
                 // Kept for the next `set` or `remove`; the values stay pending for a retry.
                 lock(&inner.flusher.state).error = Some(error.to_string());
+                inner.write_behind_failed.store(true, Ordering::Release);
             }
         }
     }
@@ -365,8 +489,9 @@ impl Dictionary {
         inner.with_bytes(key, |bytes| match bytes {
             None => Ok(None),
             Some(bytes) => {
-                // SAFETY: cached bytes were validated when loaded from storage
-                // (`with_bytes`) or written by the encoder (`set`), and are never modified.
+                // SAFETY: `with_bytes` hands out only validated bytes: written by the encoder
+                // (`set`), or validated when loaded from storage or, after a bulk load, when
+                // first read (`read_entry`); cached bytes are never modified.
                 let doc = unsafe { Doc::from_trusted_unchecked(bytes, None) }.map_err(|error| inner.value_error(key, error))?;
                 tessera_value::from_value(doc.root()).map(Some).map_err(|error| inner.value_error(key, error))
             }
@@ -436,6 +561,8 @@ impl Dictionary {
             keys::remove_all(tx, &inner.keyspace)?;
             let inner = inner.clone();
             tx.after_commit(Box::new(move || {
+                // Storage is empty: so is the cache, and it is complete if it was.
+                inner.clears.fetch_add(1, Ordering::AcqRel);
                 for shard in inner.shards.iter() {
                     let mut shard = lock(shard);
                     shard.entries.clear();
@@ -553,7 +680,7 @@ impl DictTxn<'_, '_> {
             // Committed: the cache takes the value, and any pending write of the key (older
             // than this transaction) is superseded.
             let mut shard = lock(inner.shard(&key));
-            shard.entries.insert(key, Entry { value: value.map(Arc::from), pending: 0 });
+            shard.entries.insert(key, Entry { value: value.map(Arc::from), pending: 0, validated: true });
         }));
     }
 }
@@ -574,4 +701,59 @@ pub(crate) fn check(txn: &crate::store::ReadTxn<'_>, keyspace: &crate::store::Ke
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The bulk load's internals: when it runs, and values it leaves unvalidated.
+    use super::*;
+
+    fn stored(dir: &tempfile::TempDir, count: u32) -> Db {
+        {
+            let db = Db::open(dir.path().join("db")).unwrap();
+            let dict = db.dictionary().unwrap();
+            for i in 0..count {
+                dict.set(&format!("k{i}"), &i).unwrap();
+            }
+            dict.close().unwrap();
+        }
+        Db::open(dir.path().join("db")).unwrap()
+    }
+
+    #[test]
+    fn a_few_cold_reads_stay_key_by_key_and_many_load_the_rest_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = stored(&dir, 10_000);
+        let dict = db.dictionary().unwrap();
+        // 10,000 entries: 64 misses are too few (64 x 32 < 10,000), 320 are enough.
+        for i in 0..BULK_LOAD_MISSES_MIN as u32 {
+            assert_eq!(dict.get::<u32>(&format!("k{i}")).unwrap(), Some(i));
+        }
+        assert!(!dict.inner.complete.load(Ordering::Acquire));
+        for i in 0..10_000u32 {
+            assert_eq!(dict.get::<u32>(&format!("k{i}")).unwrap(), Some(i));
+        }
+        assert!(dict.inner.complete.load(Ordering::Acquire));
+        let misses = dict.inner.misses.load(Ordering::Relaxed);
+        assert!(misses <= 10_000 / BULK_LOAD_ENTRIES_PER_MISS + BULK_LOAD_MISSES_MIN, "{misses} misses");
+        // Complete: an absent key is known absent, and is not cached.
+        assert_eq!(dict.get::<u32>("absent").unwrap(), None);
+        assert!(!lock(dict.inner.shard("absent")).entries.contains_key("absent"));
+    }
+
+    #[test]
+    fn a_damaged_value_loaded_in_bulk_is_an_error_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = stored(&dir, 200);
+        let keyspace = db.internal_keyspace("tessera.dictionary.default").unwrap();
+        db.write(|tx| tx.put(&keyspace, &crate::store::key::encode("k150"), &[0xFF, 0x00, 0x13])).unwrap();
+        let dict = db.dictionary().unwrap();
+        for i in 0..100u32 {
+            assert_eq!(dict.get::<u32>(&format!("k{i}")).unwrap(), Some(i));
+        }
+        assert!(dict.inner.complete.load(Ordering::Acquire), "200 entries: 64 misses load them all");
+        assert!(matches!(dict.get::<u32>("k150"), Err(Error::DictionaryValue { .. })));
+        assert!(matches!(dict.with_value("k150", |_| ()), Err(Error::DictionaryValue { .. })));
+        assert_eq!(dict.get::<u32>("k151").unwrap(), Some(151));
+    }
 }
