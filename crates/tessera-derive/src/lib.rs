@@ -170,6 +170,23 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
                 )*
                 true
             }
+            fn display_key(key: &[u8]) -> ::std::option::Option<::std::string::String> {
+                let quote = #key_count > 1;
+                let mut rest = key;
+                let mut parts: ::std::vec::Vec<::std::string::String> = ::std::vec::Vec::new();
+                // A prefix of the key's parts (a range bound) shows the parts it has.
+                #(
+                    if parts.is_empty() || !rest.is_empty() {
+                        let (part, next) = <#key_types as ::tessera::collection::KeyLiteral>::display_part(rest, quote)?;
+                        parts.push(part);
+                        rest = next;
+                    }
+                )*
+                if !rest.is_empty() {
+                    return ::std::option::Option::None;
+                }
+                ::std::option::Option::Some(if quote { ::std::format!("({})", parts.join(", ")) } else { parts.concat() })
+            }
             fn encode_key_literals(literals: &[::tessera::query::Literal], out: &mut ::std::vec::Vec<u8>) -> bool {
                 let mut literals = literals.iter();
                 #(

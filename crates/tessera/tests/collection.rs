@@ -407,8 +407,8 @@ fn a_unique_index_over_duplicate_records_is_refused_like_create_unique_index() {
         Err(Error::UniqueViolation { collection, index, key, holder }) => {
             assert_eq!((collection.as_str(), index.as_str()), ("accounts", "email"));
             assert_ne!(key, holder);
-            let (key, holder) = (u32::from_str_radix(&key, 16).unwrap(), u32::from_str_radix(&holder, 16).unwrap());
-            assert_eq!((key % 2900, holder % 2900), (key.min(holder), key.min(holder)), "{key} and {holder} share an email");
+            // Keys read as the record type's values: decimal ids.
+            assert_eq!((key.as_str(), holder.as_str()), ("2900", "0"), "the first record with a repeated email, and its holder");
         }
         other => panic!("expected a unique violation, got {other:?}"),
     }
@@ -509,9 +509,9 @@ fn a_view_of_a_field_that_does_not_fit_is_a_typed_error() {
     assert_eq!(view.label().unwrap(), None);
     match view.count() {
         Err(Error::RecordDecode { collection, key, field, message }) => {
-            // (Integer keys still print as their stored bytes: the no-silent-wrong-answers issue
-            // makes them readable.)
-            assert_eq!((collection.as_str(), key.as_str(), field.as_str()), ("viewed", "00000001", "count"));
+            // The key reads as the record type's value (it printed as the stored bytes,
+            // `00000001`, before).
+            assert_eq!((collection.as_str(), key.as_str(), field.as_str()), ("viewed", "1", "count"));
             assert!(message.contains("out of range"), "{message}");
         }
         other => panic!("expected a decode error, got {other:?}"),
@@ -660,4 +660,32 @@ fn a_failed_index_build_leaves_its_siblings_to_finish() {
     let by_note = indexed.filter(Indexed::note().eq("n7"));
     assert!(by_note.explain().unwrap().to_string().starts_with("full scan"), "the failed index is never used");
     assert_eq!(by_note.count(&db).unwrap(), 1);
+}
+
+#[test]
+fn errors_and_explain_show_keys_as_the_record_types_values() {
+    #[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+    #[record(name = "ledger")]
+    struct Entry {
+        #[record(key)]
+        account: i64,
+        #[record(key)]
+        label: String,
+        #[record(key)]
+        open: bool,
+        amount: u32,
+    }
+    let (_dir, db) = open();
+    let ledger = db.collection::<Entry>().unwrap();
+    let entry = Entry { account: -42, label: "rent \"may\"".into(), open: true, amount: 5 };
+    db.write(|tx| ledger.insert(tx, &entry).map(drop)).unwrap();
+    match db.write(|tx| ledger.insert(tx, &entry).map(drop)) {
+        Err(Error::DuplicateKey { key, .. }) => assert_eq!(key, r#"(-42, "rent \"may\"", true)"#),
+        other => panic!("expected a duplicate key, got {other:?}"),
+    }
+    let plan = ledger.filter(Entry::account().eq(-42)).explain().unwrap().to_string();
+    assert!(plan.contains("(-42)"), "a key prefix shows its parts: {plan}");
+    let plan =
+        ledger.filter(Entry::account().eq(7).and(Entry::label().eq("x")).and(Entry::open().eq(false))).explain().unwrap().to_string();
+    assert!(plan.contains(r#"(7, "x", false)"#), "{plan}");
 }

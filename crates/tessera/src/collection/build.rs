@@ -39,11 +39,13 @@ pub(crate) struct IndexTarget<'a> {
     pub(crate) collection: &'a str,
     pub(crate) keyspace: &'a Keyspace,
     pub(crate) keys: &'a SharedKeys,
+    /// Shows primary keys in errors ([`super::Record::display_key`]).
+    pub(crate) key_text: fn(&[u8]) -> Option<String>,
 }
 
 impl CollectionState {
     pub(crate) fn index_target(&self) -> IndexTarget<'_> {
-        IndexTarget { collection: &self.name, keyspace: &self.index_keyspace, keys: &self.keys.shared }
+        IndexTarget { collection: &self.name, keyspace: &self.index_keyspace, keys: &self.keys.shared, key_text: self.key_text }
     }
 }
 
@@ -63,7 +65,8 @@ pub(crate) fn update_entries<'i>(
     old: Option<&[u8]>,
     new: Option<&[u8]>,
 ) -> Result<()> {
-    let IndexTarget { collection, keyspace, keys } = *target;
+    let IndexTarget { collection, keyspace, keys, key_text } = *target;
+    let show = |key: &[u8]| key_text(key).unwrap_or_else(|| key_display(key));
     let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
     let mut changes: Vec<EntryChange> = Vec::new();
     for index in indexes {
@@ -84,8 +87,8 @@ pub(crate) fn update_entries<'i>(
                         return Err(Error::UniqueViolation {
                             collection: collection.to_owned(),
                             index: index.path.clone(),
-                            key: key_display(primary_key),
-                            holder: key_display(holder),
+                            key: show(primary_key),
+                            holder: show(holder),
                         });
                     }
                 }

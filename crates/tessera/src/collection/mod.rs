@@ -105,17 +105,52 @@ pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     /// key order): a prefix of every key whose leading fields equal them. `false` when a
     /// constant does not convert exactly, or there are more constants than key fields.
     fn encode_key_prefix(literals: &[Literal], out: &mut Vec<u8>) -> bool;
+    /// The stored primary key `key` as text for errors and `explain`: `42`, `k1`, or
+    /// `(2, "k1")` for a composite key. `None` if the bytes are not a key of this type.
+    fn display_key(key: &[u8]) -> Option<String> {
+        let _ = key;
+        None
+    }
 }
 
 /// Primary-key field types a query constant converts to (for key lookups from a query).
 pub trait KeyLiteral: KeyPart + Sized {
     /// The constant as this type, if it converts exactly.
     fn from_literal(literal: &Literal) -> Option<Self>;
+
+    /// Reads one encoded part of this type from the start of `encoded`, as text (strings
+    /// quoted when `quote`); returns it and the rest. `None` if the bytes are not one.
+    ///
+    /// ```
+    /// use tessera::collection::KeyLiteral;
+    /// let key = tessera::store::key::encode(&(-7i32, "a"));
+    /// let (number, rest) = <i32 as KeyLiteral>::display_part(&key, true).unwrap();
+    /// assert_eq!(number, "-7");
+    /// assert_eq!(<String as KeyLiteral>::display_part(rest, true).unwrap().0, "\"a\"");
+    /// ```
+    fn display_part(encoded: &[u8], quote: bool) -> Option<(String, &[u8])> {
+        let _ = (encoded, quote);
+        None
+    }
+}
+
+/// Splits a fixed-width key part off the front of `encoded`.
+fn fixed_part<const N: usize>(encoded: &[u8]) -> Option<([u8; N], &[u8])> {
+    let (part, rest) = encoded.split_at_checked(N)?;
+    Some((part.try_into().ok()?, rest))
 }
 
 macro_rules! int_key_literal {
     ($($type:ty),*) => {$(
         impl KeyLiteral for $type {
+            fn display_part(encoded: &[u8], _quote: bool) -> Option<(String, &[u8])> {
+                let (bytes, rest) = fixed_part::<{ std::mem::size_of::<$type>() }>(encoded)?;
+                // Signed parts were written with the sign bit flipped (see `store::key`).
+                let flip = if <$type>::MIN == 0 { 0 } else { 1 << (<$type>::BITS - 1) };
+                let value = <$type>::from_be_bytes(bytes) ^ flip;
+                Some((value.to_string(), rest))
+            }
+
             fn from_literal(literal: &Literal) -> Option<Self> {
                 match literal {
                     Literal::Int(int) => <$type>::try_from(*int).ok(),
@@ -129,6 +164,12 @@ macro_rules! int_key_literal {
 int_key_literal!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 impl KeyLiteral for String {
+    fn display_part(encoded: &[u8], quote: bool) -> Option<(String, &[u8])> {
+        let (bytes, rest) = crate::store::key::decode_bytes(encoded)?;
+        let text = String::from_utf8_lossy(&bytes);
+        Some((if quote { format!("{text:?}") } else { text.into_owned() }, rest))
+    }
+
     fn from_literal(literal: &Literal) -> Option<Self> {
         match literal {
             Literal::Str(text) => Some(text.clone()),
@@ -138,6 +179,14 @@ impl KeyLiteral for String {
 }
 
 impl KeyLiteral for bool {
+    fn display_part(encoded: &[u8], _quote: bool) -> Option<(String, &[u8])> {
+        match encoded.split_first()? {
+            (0, rest) => Some(("false".into(), rest)),
+            (1, rest) => Some(("true".into(), rest)),
+            _ => None,
+        }
+    }
+
     fn from_literal(literal: &Literal) -> Option<Self> {
         match literal {
             Literal::Bool(b) => Some(*b),
@@ -204,13 +253,21 @@ pub(crate) struct CollectionState {
     pub(crate) indexes: Vec<IndexState>,
     /// The shared keys records are written with, and the record type's field ids.
     pub(crate) keys: RecordKeys,
+    /// The record type's [`Record::display_key`].
+    key_text: fn(&[u8]) -> Option<String>,
     type_id: std::any::TypeId,
 }
 
 impl CollectionState {
+    /// A stored primary key as text for an error or `explain`: typed values when the bytes
+    /// are a key of the record type, hex otherwise.
+    pub(crate) fn display_key(&self, key: &[u8]) -> String {
+        (self.key_text)(key).unwrap_or_else(|| key_display(key))
+    }
+
     /// Opens a stored record of this collection in O(1), with its shared keys.
     pub(crate) fn open_record<'a>(&'a self, key: &[u8], bytes: &'a [u8]) -> Result<Doc<'a>> {
-        Doc::from_trusted_with_keys(bytes, &self.keys.shared).map_err(|error| decode_error(&self.name, key, error))
+        Doc::from_trusted_with_keys(bytes, &self.keys.shared).map_err(|error| self.decode_error(key, error))
     }
 
     /// Encodes `record` into `out` with the collection's shared keys.
@@ -336,7 +393,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
             let migration = options.migrate.as_ref().ok_or_else(|| schema_error(name, "no migration"))?;
             run_migration::<T>(tx, name, &records, &index_keyspace, &record_keys, &mut schema, migration.as_ref())?;
         } else {
-            build_unique_indexes(tx, name, &records, &index_keyspace, &record_keys, &mut schema)?;
+            build_unique_indexes::<T>(tx, name, &records, &index_keyspace, &record_keys, &mut schema)?;
         }
         if stored.as_ref() != Some(&schema) {
             let bytes = tessera_value::to_vec(&schema)?;
@@ -352,6 +409,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         shape,
         indexes,
         keys: record_keys,
+        key_text: T::display_key,
         type_id: std::any::TypeId::of::<T>(),
     })
 }
@@ -360,7 +418,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
 /// transaction, as SQL's `CREATE UNIQUE INDEX` does: if two records hold one value, the error
 /// names both keys and the transaction (so the schema change) is rolled back, so that a
 /// declared constraint is never left unenforced. Other new indexes build in the background.
-fn build_unique_indexes(
+fn build_unique_indexes<T: Record>(
     tx: &mut WriteTxn<'_>,
     name: &str,
     records: &Keyspace,
@@ -375,7 +433,7 @@ fn build_unique_indexes(
     }
     let stored: Vec<(Vec<u8>, Vec<u8>)> =
         tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>()?;
-    let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared };
+    let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared, key_text: T::display_key };
     for (key, bytes) in &stored {
         build::update_entries(tx, &target, &building, key, None, Some(bytes))?;
     }
@@ -399,7 +457,13 @@ fn run_migration<T: Record>(
         tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>()?;
     let mut migrated = Vec::with_capacity(stored.len());
     for (key, bytes) in &stored {
-        let doc = Doc::from_untrusted_with_keys(bytes, &record_keys.shared).map_err(|error| decode_error(name, key, error))?;
+        let doc = Doc::from_untrusted_with_keys(bytes, &record_keys.shared).map_err(|error| {
+            let mut error = decode_error(name, key, error);
+            if let (Error::RecordDecode { key: text, .. }, Some(typed)) = (&mut error, T::display_key(key)) {
+                *text = typed;
+            }
+            error
+        })?;
         migrated.push(migrate(doc.root())?);
         tx.delete(records, key)?;
     }
@@ -413,11 +477,14 @@ fn run_migration<T: Record>(
         key.clear();
         record.encode_key(&mut key);
         if tx.get(records, &key)?.is_some() {
-            return Err(Error::DuplicateKey { collection: name.to_owned(), key: key_display(&key) });
+            return Err(Error::DuplicateKey {
+                collection: name.to_owned(),
+                key: T::display_key(&key).unwrap_or_else(|| key_display(&key)),
+            });
         }
         tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
-        let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared };
+        let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared, key_text: T::display_key };
         build::update_entries(tx, &target, &indexes, &key, None, Some(&bytes))?;
     }
     schema.version = T::VERSION;
@@ -439,13 +506,20 @@ pub(crate) fn decode_error(collection: &str, key: &[u8], error: impl std::fmt::D
     Error::RecordDecode { collection: collection.to_owned(), key: key_display(key), field: String::new(), message: error.to_string() }
 }
 
+impl CollectionState {
+    /// [`decode_error`] with the key shown as the record type's values.
+    pub(crate) fn decode_error(&self, key: &[u8], error: impl std::fmt::Display) -> Error {
+        Error::RecordDecode { collection: self.name.clone(), key: self.display_key(key), field: String::new(), message: error.to_string() }
+    }
+}
+
 /// Decodes a stored record with the generated codec: a stored value that does not fit `T` is
 /// [`Error::RecordDecode`] naming the collection, the key and the field path.
 pub(crate) fn decode<T: Record>(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<T> {
     let doc = state.open_record(key, bytes)?;
     T::decode(doc.root(), &state.keys.ids).map_err(|error| Error::RecordDecode {
         collection: state.name.clone(),
-        key: key_display(key),
+        key: state.display_key(key),
         field: error.path,
         message: error.problem.to_string(),
     })
@@ -521,7 +595,7 @@ impl<T: Record> Collection<T> {
     pub fn insert(&self, tx: &mut WriteTxn<'_>, record: &T) -> Result<WriteOutcome> {
         let mut key = Vec::with_capacity(32);
         record.encode_key(&mut key);
-        let duplicate = || Error::DuplicateKey { collection: self.state.name.clone(), key: key_display(&key) };
+        let duplicate = || Error::DuplicateKey { collection: self.state.name.clone(), key: self.state.display_key(&key) };
         if self.state.indexes.is_empty() {
             // No index to maintain: one descent writes the record or finds the key taken.
             return with_buffer(|bytes| {
@@ -564,14 +638,14 @@ impl<T: Record> Collection<T> {
         let key = Self::encode_key(key);
         let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
         let Some(old) = old else {
-            return Err(Error::NotFound { collection: self.state.name.clone(), key: key_display(&key) });
+            return Err(Error::NotFound { collection: self.state.name.clone(), key: self.state.display_key(&key) });
         };
         let mut record: T = decode(&self.state, &key, &old)?;
         change(&mut record);
         let mut new_key = Vec::with_capacity(key.len());
         record.encode_key(&mut new_key);
         if new_key != key {
-            return Err(Error::KeyChanged { collection: self.state.name.clone(), key: key_display(&key) });
+            return Err(Error::KeyChanged { collection: self.state.name.clone(), key: self.state.display_key(&key) });
         }
         with_buffer(|bytes| {
             self.state.encode(&record, bytes)?;
@@ -609,10 +683,10 @@ impl<T: Record> Collection<T> {
         }
         let key = Self::encode_key(key);
         let Some(old) = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec) else {
-            return Err(Error::NotFound { collection: self.state.name.clone(), key: key_display(&key) });
+            return Err(Error::NotFound { collection: self.state.name.clone(), key: self.state.display_key(&key) });
         };
         if T::KEY_FIELDS.contains(&path) {
-            return Err(Error::KeyChanged { collection: self.state.name.clone(), key: key_display(&key) });
+            return Err(Error::KeyChanged { collection: self.state.name.clone(), key: self.state.display_key(&key) });
         }
         let value_bytes = tessera_value::to_vec(value)?;
         let value_doc = Doc::from_trusted(&value_bytes)?;
@@ -624,7 +698,7 @@ impl<T: Record> Collection<T> {
         };
         let field_error = |error: tessera_value::MutateError| Error::RecordDecode {
             collection: self.state.name.clone(),
-            key: key_display(&key),
+            key: self.state.display_key(&key),
             field: path.to_owned(),
             message: format!("cannot set it: {error}"),
         };

@@ -49,7 +49,7 @@ pub enum PlanOrdering {
 }
 
 /// A query's plan, as [`super::Query::explain`] returns it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Plan {
     /// Where candidates come from.
     pub access: Access,
@@ -57,25 +57,46 @@ pub struct Plan {
     pub ordering: PlanOrdering,
     /// The predicate evaluated on every candidate, if any.
     pub filter: Option<String>,
+    /// Shows primary keys as the record type's values ([`super::Record::display_key`]).
+    pub(crate) key_text: fn(&[u8]) -> Option<String>,
 }
 
-fn bound_text(bound: &Bound<Vec<u8>>) -> String {
+impl PartialEq for Plan {
+    fn eq(&self, other: &Plan) -> bool {
+        (&self.access, self.ordering, &self.filter) == (&other.access, other.ordering, &other.filter)
+    }
+}
+
+fn bound_text(bound: &Bound<Vec<u8>>, key_text: fn(&[u8]) -> Option<String>) -> String {
+    let text = |key: &[u8]| key_text(key).unwrap_or_else(|| key_display(key));
     match bound {
-        Bound::Included(key) => format!("[{}", key_display(key)),
-        Bound::Excluded(key) => format!("({}", key_display(key)),
+        Bound::Included(key) => format!("[{}", text(key)),
+        Bound::Excluded(key) => format!("({}", text(key)),
         Bound::Unbounded => "∞".to_owned(),
     }
 }
 
+/// Key text of a plan with no record type at hand: strings as text, anything else in hex.
+fn untyped_key_text(_key: &[u8]) -> Option<String> {
+    None
+}
+
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, untyped_key_text)
+    }
+}
+
+impl Access {
+    /// Writes the access path, showing primary keys with `key_text`.
+    fn write(&self, f: &mut fmt::Formatter<'_>, key_text: fn(&[u8]) -> Option<String>) -> fmt::Result {
         match self {
             Access::Empty => f.write_str("empty"),
             Access::Keys(keys) => {
-                let keys: Vec<String> = keys.iter().map(|key| key_display(key)).collect();
+                let keys: Vec<String> = keys.iter().map(|key| key_text(key).unwrap_or_else(|| key_display(key))).collect();
                 write!(f, "primary key lookup {}", keys.join(", "))
             }
-            Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start), bound_text(end)),
+            Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start, key_text), bound_text(end, key_text)),
             Access::IndexRange { path, start, end } => {
                 // Entry keys are the index id, the value's sort key, and (mostly) the primary
                 // key: show the value part of each bound. A bound of the id alone, or of a
@@ -103,8 +124,14 @@ impl fmt::Display for Access {
             }
             Access::Intersect(parts) | Access::Union(parts) => {
                 let word = if matches!(self, Access::Intersect(_)) { "intersect" } else { "union" };
-                let parts: Vec<String> = parts.iter().map(ToString::to_string).collect();
-                write!(f, "{word}({})", parts.join("; "))
+                write!(f, "{word}(")?;
+                for (index, part) in parts.iter().enumerate() {
+                    if index > 0 {
+                        f.write_str("; ")?;
+                    }
+                    part.write(f, key_text)?;
+                }
+                f.write_str(")")
             }
             Access::Scan => f.write_str("full scan"),
         }
@@ -113,7 +140,7 @@ impl fmt::Display for Access {
 
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.access)?;
+        self.access.write(f, self.key_text)?;
         if let Some(filter) = &self.filter {
             write!(f, ", filter {filter}")?;
         }

@@ -210,7 +210,7 @@ impl<T: Record> Query<T> {
             ([(path, Order::Desc)], Access::Scan | Access::KeyRange(..)) if T::KEY_FIELDS == [path.as_str()] => PlanOrdering::Reversed,
             _ => PlanOrdering::Sort,
         };
-        Ok(Plan { access, ordering, filter: None })
+        Ok(Plan { access, ordering, filter: None, key_text: T::display_key })
     }
 
     /// Candidates in the access path's order (or reversed), with the predicate applied.
@@ -408,7 +408,7 @@ fn record_of_entry<'t>(
             state.name,
             entry_key.iter().map(|byte| format!("{byte:02x}")).collect::<String>(),
             state.index_keyspace.name(),
-            super::key_display(key)
+            state.display_key(key)
         ))),
     }
 }

@@ -15,6 +15,8 @@ pub struct ViewParts<'t> {
     ids: &'t FieldIds,
     collection: &'t str,
     key: SmallVec<[u8; 32]>,
+    /// Shows the key in errors ([`Record::display_key`]).
+    key_text: fn(&[u8]) -> Option<String>,
 }
 
 impl<'t> ViewParts<'t> {
@@ -25,7 +27,7 @@ impl<'t> ViewParts<'t> {
     pub fn field<F: View<'t>>(&self, names: FieldNames, index: usize) -> Result<F::Out> {
         view_field::<F>(&self.dict, self.ids.fields(names), names, index, self.ids).map_err(|error| Error::RecordDecode {
             collection: self.collection.to_owned(),
-            key: key_display(&self.key),
+            key: (self.key_text)(&self.key).unwrap_or_else(|| key_display(&self.key)),
             field: error.path,
             message: error.problem.to_string(),
         })
@@ -103,11 +105,12 @@ impl<'t, T: Record> RecordRef<'t, T> {
     pub(crate) fn new(state: &'t CollectionState, key: &[u8], value: Value<'t>) -> Result<Self> {
         let dict = value.as_dict().ok_or_else(|| Error::RecordDecode {
             collection: state.name.clone(),
-            key: key_display(key),
+            key: state.display_key(key),
             field: String::new(),
             message: format!("a record is a dict, found {:?}", value.kind()),
         })?;
-        let parts = ViewParts { dict, ids: &state.keys.ids, collection: &state.name, key: SmallVec::from_slice(key) };
+        let parts =
+            ViewParts { dict, ids: &state.keys.ids, collection: &state.name, key: SmallVec::from_slice(key), key_text: T::display_key };
         Ok(RecordRef { view: T::View::from_parts(parts) })
     }
 
@@ -116,7 +119,7 @@ impl<'t, T: Record> RecordRef<'t, T> {
         let parts = self.view.parts();
         T::decode(parts.as_value(), parts.ids).map_err(|error| Error::RecordDecode {
             collection: parts.collection.to_owned(),
-            key: key_display(&parts.key),
+            key: (parts.key_text)(&parts.key).unwrap_or_else(|| key_display(&parts.key)),
             field: error.path,
             message: error.problem.to_string(),
         })
