@@ -364,7 +364,7 @@ impl<'a> Doc<'a> {
         (self.key_count > 0).then_some(self.key_index_kind)
     }
 
-    /// The format version the document was written in (1 or 2).
+    /// The format version the document was written in (1 to 3).
     ///
     /// ```
     /// let bytes = tessera_value::from_json(b"[1]").unwrap();

@@ -526,3 +526,40 @@ fn check_passes_on_a_sound_database_and_names_damage() {
     assert!(text.contains("tessera.col.checked [00000007]: record does not validate"), "{text}");
     assert!(text.contains("points at key 00000009, which has no record"), "{text}");
 }
+
+#[test]
+fn a_record_that_does_not_open_is_an_error_for_filters_never_a_match() {
+    #[derive(tessera::collection::Record, Debug)]
+    #[record(name = "damaged")]
+    struct Damaged {
+        #[record(key)]
+        id: u32,
+        score: i32,
+    }
+    let (_dir, path) = temp();
+    {
+        let db = Db::open(&path).unwrap();
+        let damaged = db.collection::<Damaged>().unwrap();
+        db.write(|tx| (0..10).try_for_each(|id| damaged.insert(tx, &Damaged { id, score: id as i32 }).map(drop))).unwrap();
+    }
+    {
+        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(128).flags(heed::EnvFlags::NO_SUB_DIR).open(&path) }.unwrap();
+        let mut txn = env.write_txn().unwrap();
+        let records: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+            env.open_database(&txn, Some("tessera.col.damaged")).unwrap().unwrap();
+        records.put(&mut txn, &3u32.to_be_bytes(), b"not a document").unwrap();
+        txn.commit().unwrap();
+        env.prepare_for_closing().wait();
+    }
+    let db = Db::open(&path).unwrap();
+    let damaged = db.collection::<Damaged>().unwrap();
+    let high = damaged.filter(Damaged::score().ge(5));
+    // Before, the damaged record counted as a match: 6 instead of an error.
+    for result in [high.count(&db).map(drop), high.fetch(&db).map(drop), db.write(|tx| damaged.delete_where(tx, &high)).map(drop)] {
+        match result {
+            Err(Error::RecordDecode { collection, key, .. }) => assert_eq!((collection.as_str(), key.as_str()), ("damaged", "3")),
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
+    assert_eq!(damaged.get(&db, &7u32).unwrap().unwrap().score, 7, "nothing was deleted");
+}

@@ -228,7 +228,7 @@ pub(crate) struct IndexState {
     pub(crate) unique: bool,
     pub(crate) id: u8,
     pub(crate) ready: AtomicBool,
-    /// Why a background build stopped (a unique violation among existing records).
+    /// Why a background build stopped (for example an entry too long for an index key).
     pub(crate) failure: Mutex<Option<String>>,
 }
 
@@ -827,7 +827,8 @@ impl<T: Record> Collection<T> {
         self.state.indexes.iter().all(|index| index.ready.load(Ordering::Acquire))
     }
 
-    /// Why an index build stopped, if one did (a unique index over records that violate it).
+    /// Why an index's background build stopped, if it did (for example an entry too long for
+    /// an index key). Unique indexes never build in the background: see [`Db::collection`].
     pub fn index_failure(&self, path: &str) -> Option<String> {
         let index = self.state.indexes.iter().find(|index| index.path == path)?;
         index.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()

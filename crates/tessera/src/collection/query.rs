@@ -218,12 +218,14 @@ impl<T: Record> Query<T> {
         let candidates = if reversed { candidates_reversed(self, snapshot, access)? } else { candidates(self, snapshot, access)? };
         let Some(predicate) = self.predicate.clone() else { return Ok(candidates) };
         let state = self.collection.state.clone();
-        Ok(Box::new(candidates.filter(move |candidate| match candidate {
-            Ok((_, bytes)) => match Doc::from_trusted_with_keys(bytes, &state.keys.shared) {
-                Ok(doc) => predicate.eval(doc.root()) == Truth::True,
-                Err(_) => true, // reported when decoded
+        // A record that does not open is an error wherever it is met, never a match or a
+        // miss: `count`, `exists` and `delete_where` would otherwise act on a guess.
+        Ok(Box::new(candidates.filter_map(move |candidate| match candidate {
+            Ok((key, bytes)) => match Doc::from_trusted_with_keys(bytes, &state.keys.shared) {
+                Ok(doc) => (predicate.eval(doc.root()) == Truth::True).then_some(Ok((key, bytes))),
+                Err(error) => Some(Err(state.decode_error(&key, error))),
             },
-            Err(_) => true,
+            Err(error) => Some(Err(error)),
         })))
     }
 
