@@ -191,6 +191,8 @@ fn foreign_and_damaged_files_give_typed_errors() {
     let (dir, path) = temp();
     std::fs::write(&path, vec![0xA5; 64 * 1024]).unwrap();
     assert!(matches!(Db::open(&path), Err(Error::NotADatabase { .. })));
+    let lock_of = |path: &std::path::Path| path.with_file_name(format!("{}-lock", path.file_name().unwrap().to_str().unwrap()));
+    assert!(!lock_of(&path).exists(), "no lock file is left beside a refused file");
     let sqlite = dir.path().join("sqlite.db");
     let mut header = b"SQLite format 3\0".to_vec();
     header.resize(8192, 0);
@@ -208,8 +210,14 @@ fn foreign_and_damaged_files_give_typed_errors() {
         env.prepare_for_closing().wait();
     }
     let size = std::fs::metadata(&foreign).unwrap().len();
+    std::fs::remove_file(lock_of(&foreign)).unwrap();
     assert!(matches!(Db::open(&foreign), Err(Error::ForeignDatabase { .. })));
     assert_eq!(std::fs::metadata(&foreign).unwrap().len(), size, "a refused file is not extended");
+    assert!(!lock_of(&foreign).exists(), "no lock file is left beside a refused file");
+    // A lock file that was there before stays.
+    std::fs::write(lock_of(&foreign), b"").unwrap();
+    assert!(matches!(Db::open(&foreign), Err(Error::ForeignDatabase { .. })));
+    assert!(lock_of(&foreign).exists());
 }
 
 #[test]

@@ -197,11 +197,18 @@ impl Db {
                     None => {}
                 }
             }
+            let lock_file = lock_file_of(&path);
+            let lock_existed = lock_file.exists();
             let opened = Db::open_file(path.clone(), options.clone());
             let db = match opened {
                 Ok(db) => db,
                 Err(error) => {
                     drop(open_files);
+                    // Leave nothing beside a file that is not ours: the environment is closed
+                    // (open_file dropped it), and the lock file is LMDB's, made by this open.
+                    if !lock_existed && matches!(error, Error::NotADatabase { .. } | Error::ForeignDatabase { .. }) {
+                        let _ = std::fs::remove_file(&lock_file);
+                    }
                     return Err(error);
                 }
             };
@@ -576,6 +583,13 @@ fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
         heed::Error::EnvAlreadyOpened => Error::AlreadyOpen(path.to_path_buf()),
         other => Error::from_heed(other, options.map_size_max_bytes),
     })
+}
+
+/// LMDB's lock file for the data file `path` (`NO_SUB_DIR`): `path-lock`.
+fn lock_file_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-lock");
+    PathBuf::from(name)
 }
 
 /// Map sizes are whole pages (LMDB rounds them anyway; 64 KiB covers every page size).
