@@ -56,6 +56,17 @@ pub enum Error {
     /// A write transaction's closure panicked; the transaction was rolled back.
     #[error("the write transaction panicked and was rolled back: {0}")]
     Panicked(String),
+    /// [`crate::Db::close`] found other handles holding the database; nothing was closed.
+    #[error("{path}: still held by {handles} other handle(s){}", if holders.is_empty() { String::new() } else { format!(" (among them: {})", holders.join(", ")) })]
+    StillOpen {
+        /// The file.
+        path: PathBuf,
+        /// Handles other than the one being closed: `Db` clones and everything that holds one.
+        handles: usize,
+        /// The shared states (collections, dictionaries, documents) that have live handles,
+        /// such as `collection:accounts`.
+        holders: Vec<String>,
+    },
     /// A binary document could not be read.
     #[error(transparent)]
     Format(#[from] tessera_value::FormatError),

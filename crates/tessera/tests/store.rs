@@ -68,13 +68,12 @@ fn err_and_panic_roll_back_and_leave_the_database_usable() {
     assert!(result.is_err());
     assert_eq!(get(&db, &ks, b"rolled back"), None);
 
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        db.write(|tx| -> tessera::Result<()> {
-            tx.put(&ks, b"panicked", b"x")?;
-            panic!("boom")
-        })
-    }));
-    assert!(panicked.is_err());
+    // A panic is a typed error (it used to unwind through `write`), with nothing written.
+    let panicked = db.write(|tx| -> tessera::Result<()> {
+        tx.put(&ks, b"panicked", b"x")?;
+        panic!("boom {}", 7)
+    });
+    assert!(matches!(&panicked, Err(Error::Panicked(message)) if message == "boom 7"), "{panicked:?}");
     assert_eq!(get(&db, &ks, b"panicked"), None);
     db.write(|tx| tx.put(&ks, b"after", b"ok")).unwrap();
     assert_eq!(get(&db, &ks, b"after").as_deref(), Some(&b"ok"[..]));
@@ -570,4 +569,30 @@ fn a_record_that_does_not_open_is_an_error_for_filters_never_a_match() {
         }
     }
     assert_eq!(damaged.get(&db, &7u32).unwrap().unwrap().score, 7, "nothing was deleted");
+}
+
+#[test]
+fn close_names_what_still_holds_the_database_and_then_closes_it() {
+    #[derive(tessera::collection::Record, Debug)]
+    #[record(name = "held")]
+    struct Held {
+        #[record(key)]
+        id: u32,
+    }
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let held = db.collection::<Held>().unwrap();
+    db.write(|tx| held.insert(tx, &Held { id: 1 }).map(drop)).unwrap();
+    match db.clone().close() {
+        Err(Error::StillOpen { handles, holders, .. }) => {
+            assert!(handles >= 2, "this Db and the collection: {handles}");
+            assert_eq!(holders, ["collection:held"]);
+        }
+        other => panic!("expected StillOpen, got {other:?}"),
+    }
+    drop(held);
+    db.close().unwrap();
+    // Closed: the path opens again at once, with the data.
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.collection::<Held>().unwrap().all().count(&db).unwrap(), 1);
 }

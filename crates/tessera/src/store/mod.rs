@@ -386,7 +386,8 @@ impl Db {
     }
 
     /// Runs `write` in a transaction with the database's default durability: commits when it
-    /// returns `Ok`, rolls back when it returns `Err` or panics (the panic continues).
+    /// returns `Ok`, rolls back when it returns `Err` or panics. A panic is caught and
+    /// returned as [`Error::Panicked`] with its message.
     ///
     /// `write` may run more than once, and only for one reason: the transaction needed more
     /// room than the map had free. It is then rolled back, the map grown (by 4x below 64 MiB,
@@ -406,6 +407,30 @@ impl Db {
     /// Flushes every commit so far to stable storage.
     pub fn sync(&self) -> Result<()> {
         self.inner.syncer.sync_all().map_err(Error::NotDurable)
+    }
+
+    /// Closes the database: flushes every commit to stable storage (reporting a failure, which
+    /// dropping the last handle cannot), stops its threads and closes the file, so that the
+    /// path can be opened again at once. If other handles still hold the database (clones of
+    /// this `Db`, collections, dictionaries, documents, subscriptions), nothing is closed and
+    /// [`Error::StillOpen`] says how many and which.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("close.tessera")).unwrap();
+    /// let other = db.clone();
+    /// assert!(matches!(other.close(), Err(tessera::Error::StillOpen { handles: 1, .. })));
+    /// db.close().unwrap();
+    /// ```
+    pub fn close(self) -> Result<()> {
+        let handles = Arc::strong_count(&self.inner) - 1;
+        if handles > 0 {
+            let mut holders: Vec<String> =
+                lock(&self.inner.shared_state).iter().filter(|(_, state)| state.strong_count() > 0).map(|(name, _)| name.clone()).collect();
+            holders.sort();
+            return Err(Error::StillOpen { path: self.inner.path.clone(), handles, holders });
+        }
+        self.sync()
     }
 
     /// Subscribes to the change feed: one event per commit from now on.

@@ -445,7 +445,16 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             written_bytes: 0,
             after_commit: Vec::new(),
         };
-        let result = write(&mut txn);
+        // A panic in the closure is a typed error like any other: the transaction rolls back
+        // and the caller gets `Panicked` (tessera's own state is the transaction, which is
+        // dropped; what the closure captured is the caller's to judge).
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(&mut txn))) {
+            Ok(result) => result,
+            Err(payload) => {
+                drop(txn); // rolls back
+                return Err(Error::Panicked(panic_message(payload.as_ref())));
+            }
+        };
         if txn.map_full {
             let written = txn.written_bytes;
             drop(txn); // rolls back
@@ -489,6 +498,15 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         inner.syncer.sync_through(sequence).map_err(Error::NotDurable)?;
     }
     Ok(value)
+}
+
+/// The text of a panic's payload (`panic!` with a message gives a `&str` or a `String`).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(text), _) => (*text).to_owned(),
+        (_, Some(text)) => text.clone(),
+        _ => "a panic with a payload that is not text".to_owned(),
+    }
 }
 
 /// Commits with LMDB's flush switched off for a buffered transaction. The environment's
