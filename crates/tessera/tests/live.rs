@@ -281,3 +281,23 @@ fn subscriptions_are_streams() {
     db.write(|tx| items.insert(tx, &Item { id: 1, priority: None, tag: String::new() })).unwrap();
     assert_eq!(next().unwrap().insertions, [0]);
 }
+
+#[test]
+fn subscriptions_end_when_the_database_is_gone() {
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    db.write(|tx| items.insert(tx, &Item { id: 1, priority: Some(1), tag: "a".into() }).map(drop)).unwrap();
+    let object = items.subscribe_object(&1u32).unwrap();
+    let query = items.subscribe_query(&items.all()).unwrap();
+    // The query's first delivery (its current result) is waiting; the object's comes with a change.
+    assert!(query.recv_timeout(WAIT).is_some());
+    drop((items, db));
+    // Both used to wait forever here: nothing ended their mailboxes when the database closed.
+    let waiter = std::thread::spawn(move || (object.recv().is_none(), query.recv().is_none()));
+    let deadline = std::time::Instant::now() + WAIT;
+    while !waiter.is_finished() {
+        assert!(std::time::Instant::now() < deadline, "recv still waits after the database is gone");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(waiter.join().unwrap(), (true, true));
+}

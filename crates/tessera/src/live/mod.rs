@@ -501,6 +501,23 @@ struct LiveCollection<T: Record> {
     matcher: Matcher,
 }
 
+/// The registry goes with the database's change feed: every subscription still open then ends,
+/// so that `recv` returns `None` instead of waiting for deliveries that cannot come.
+impl<T: Record> Drop for LiveCollection<T> {
+    fn drop(&mut self) {
+        for sub in self.objects.values().flatten() {
+            if let Some(mailbox) = sub.mailbox.upgrade() {
+                mailbox.end();
+            }
+        }
+        for sub in self.queries.iter().flatten() {
+            if let Some(mailbox) = sub.mailbox.upgrade() {
+                mailbox.end();
+            }
+        }
+    }
+}
+
 /// A collection's subscriptions, whatever the record type.
 trait AnyLive: Send {
     /// Applies a commit; returns how many dead subscriptions were removed.
