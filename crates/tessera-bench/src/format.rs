@@ -81,7 +81,8 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     let open_ns = median_ns(samples, 100_000, || {
         black_box(Doc::from_trusted(black_box(&binary)).unwrap().root());
     });
-    table.row("open trusted", "ns", open_ns, &[], Goal::AtMost(5.0));
+    // Issue 13's target: real Fleece opens in 3.17 ns on this machine (not measurable here).
+    table.row("open trusted", "ns", open_ns, &[], Goal::AtMost(3.0));
 
     // ---- lookups
     let doc = Doc::from_untrusted(&binary).unwrap();
@@ -106,7 +107,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
             "ns",
             lookup_ns,
             &[("serde_json", serde_value_ns), ("sonic-rs", sonic_lookup_ns)],
-            Goal::AtMost(25.0),
+            Goal::AtMostTimesPeer { peer: "serde_json", factor: 1.0 },
         );
         table.row("look up path(\"[123].name\")", "ns", path_ns, &[], Goal::None);
 
