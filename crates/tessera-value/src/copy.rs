@@ -1,8 +1,8 @@
 //! Copying a value from any document into an encoder, with an explicit stack.
 
-use crate::encoder::Encoder;
+use crate::encoder::{Encoder, Slot};
 use crate::error::EncodeError;
-use crate::reader::{Array, Dict, Kind, Value};
+use crate::reader::{Array, Dict, Kind, Repr, Value};
 
 enum Frame<'a> {
     Array(Array<'a>, usize),
@@ -63,5 +63,33 @@ fn push_scalar(encoder: &mut Encoder<'_>, value: Value<'_>) -> Result<(), Encode
         Kind::String => encoder.push_str(value.as_str().unwrap_or("")),
         Kind::Binary => encoder.push_bytes(value.as_bytes().unwrap_or(&[])),
         Kind::Array | Kind::Dict => unreachable!("containers are copied by copy_value"),
+    }
+}
+
+impl Encoder<'_> {
+    /// Pushes a value read from any document. A value of the document being amended is
+    /// referenced in place; any other is copied.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, Encoder};
+    /// let source = from_json(br#"{"tags": ["a", "b"]}"#).unwrap();
+    /// let tags = Doc::from_untrusted(&source).unwrap().root().get("tags").unwrap();
+    /// let mut enc = Encoder::new();
+    /// enc.begin_array().unwrap();
+    /// enc.push_value(tags).unwrap();
+    /// enc.end_array().unwrap();
+    /// let bytes = enc.finish().unwrap();
+    /// assert_eq!(Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"[["a","b"]]"#);
+    /// ```
+    pub fn push_value(&mut self, value: Value<'_>) -> Result<(), EncodeError> {
+        self.check_value_allowed()?;
+        if let Repr::Item(pos) = value.repr() {
+            if self.original_len > 0 && value.doc().bytes().as_ptr() as usize == self.original_ptr {
+                let height = value.doc().item_height(pos);
+                self.place(Slot::pointer(pos, height));
+                return Ok(());
+            }
+        }
+        copy_value(self, value)
     }
 }

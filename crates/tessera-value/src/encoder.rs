@@ -8,7 +8,7 @@
 
 use crate::error::EncodeError;
 use crate::layout::*;
-use crate::reader::{Doc, Repr, Value};
+use crate::reader::Doc;
 use crate::shared_keys::SharedKeys;
 use hashbrown::HashTable;
 use std::hash::Hasher;
@@ -52,7 +52,7 @@ impl Slot {
         }
     }
 
-    fn pointer(pos: usize, height: u8) -> Slot {
+    pub(crate) fn pointer(pos: usize, height: u8) -> Slot {
         Slot { kind: SlotKind::Pointer, height, payload: pos as u64 }
     }
     fn special(code: u64) -> Slot {
@@ -282,8 +282,8 @@ pub struct Encoder<'k> {
     /// Numbers of an array being packed.
     pack_scratch: Vec<crate::packed::PackedValue>,
     /// Amend mode: items below this position belong to the original document.
-    original_len: usize,
-    original_ptr: usize,
+    pub(crate) original_len: usize,
+    pub(crate) original_ptr: usize,
 }
 
 impl Default for Encoder<'static> {
@@ -649,7 +649,7 @@ impl<'k> Encoder<'k> {
 
     // ---------------------------------------------------------------- scalars
 
-    fn check_value_allowed(&self) -> Result<(), EncodeError> {
+    pub(crate) fn check_value_allowed(&self) -> Result<(), EncodeError> {
         match self.frames.last() {
             Some(frame) if frame.is_dict && frame.pending_key.is_none() => Err(EncodeError::KeyOrder("dict value without a key")),
             None if self.root.is_some() => Err(EncodeError::Incomplete("a document has one root value")),
@@ -659,7 +659,7 @@ impl<'k> Encoder<'k> {
 
     /// Places a finished value in the innermost container, or as the root.
     #[inline]
-    fn place(&mut self, slot: Slot) {
+    pub(crate) fn place(&mut self, slot: Slot) {
         match self.frames.last_mut() {
             Some(frame) => {
                 if let Some(key) = frame.pending_key.take() {
@@ -871,20 +871,6 @@ impl<'k> Encoder<'k> {
         let content_pos = self.out.len();
         self.out.extend_from_slice(bytes);
         (item_pos, content_pos)
-    }
-
-    /// Pushes a value read from any document. A value of the document being amended is
-    /// referenced in place; any other is copied.
-    pub fn push_value(&mut self, value: Value<'_>) -> Result<(), EncodeError> {
-        self.check_value_allowed()?;
-        if let Repr::Item(pos) = value.repr() {
-            if self.original_len > 0 && value.doc().bytes().as_ptr() as usize == self.original_ptr {
-                let height = value.doc().item_height(pos);
-                self.place(Slot::pointer(pos, height));
-                return Ok(());
-            }
-        }
-        crate::copy::copy_value(self, value)
     }
 
     // ---------------------------------------------------------------- finish

@@ -416,6 +416,28 @@ pub const fn code_of_width(width: usize) -> u8 {
     }
 }
 
+/// UTF-8 check with an inline fast path for ASCII, which most strings are.
+///
+/// ```
+/// assert!(tessera_value::layout::is_utf8("héllo".as_bytes()));
+/// assert!(!tessera_value::layout::is_utf8(&[0xC3]));
+/// ```
+#[inline]
+pub fn is_utf8(bytes: &[u8]) -> bool {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut high = 0u64;
+    for chunk in &mut chunks {
+        high |= u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    }
+    for &byte in chunks.remainder() {
+        high |= byte as u64;
+    }
+    if high & 0x8080_8080_8080_8080 == 0 {
+        return true;
+    }
+    simdutf8::basic::from_utf8(bytes).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

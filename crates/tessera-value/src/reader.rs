@@ -10,7 +10,9 @@
 //! UTF-8 on access).
 
 use crate::error::FormatError;
+use crate::footer::{parse_footer, read_footer, Footer};
 use crate::layout::*;
+pub(crate) use crate::repr::Repr;
 use crate::shared_keys::SharedKeys;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,53 +38,6 @@ pub enum Kind {
     /// A dict with string keys.
     Dict,
 }
-
-/// Where a value's data is: inline in its slot, an item at a byte position, a number of a
-/// packed array, or one row of a packed matrix.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Repr {
-    Null,
-    Bool(bool),
-    Int(i64),
-    Item(usize),
-    /// An element of a packed float array.
-    Float(f64),
-    /// Row `row` of the packed matrix item at `matrix`.
-    Row {
-        matrix: usize,
-        row: u32,
-    },
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Table {
-    /// Position of the first entry.
-    pub(crate) entries: usize,
-    pub(crate) count: usize,
-    pub(crate) width: usize,
-}
-
-/// Where a document's parts are, as read from its footer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Footer {
-    pub(crate) tail_start: usize,
-    pub(crate) root_slot_pos: usize,
-    pub(crate) root_width: usize,
-    /// Local keys: item offsets by local id, followed by the key index.
-    pub(crate) keys: Table,
-    /// How the key index is searched.
-    pub(crate) key_index_kind: KeyIndexKind,
-    /// Number of entries of the key index (a power of two for hashed indexes, the key count for
-    /// sorted ones).
-    pub(crate) key_index_len: usize,
-    pub(crate) atoms: Table,
-    pub(crate) shared_count: u64,
-    /// First byte after the tail's length varint, as computed from the end.
-    pub(crate) tables_start: usize,
-}
-
-/// Most keys, atoms or shared keys a document may refer to.
-pub const TABLE_COUNT_MAX: u64 = u32::MAX as u64;
 
 /// An opened document: the bytes, where its tables are, and the shared keys it was opened with.
 ///
@@ -120,136 +75,9 @@ impl std::fmt::Debug for Doc<'_> {
     }
 }
 
-const fn bad(reason: &'static str) -> FormatError {
-    FormatError::BadFooter { reason }
-}
-
-/// Reads the footer from the end of the document (see `docs/format.md`, "Tail"): a fixed
-/// number of reads, each bounds-checked, so any input gives a `Footer` or an error.
-#[inline(always)]
-pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
-    let len = bytes.len();
-    let &last = bytes.last().ok_or(bad("empty input"))?;
-    let version = last >> 4;
-    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
-        return Err(FormatError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
-    }
-    let root_width = width_of(last & 3);
-    let offset_width = width_of((last >> 2) & 3);
-    let root_slot_pos = len.checked_sub(1 + offset_width + root_width).ok_or(bad("too short"))?;
-    let tail_start = read_uint(bytes, len - 1 - offset_width, offset_width);
-    if tail_start >= root_slot_pos as u64 {
-        return Err(bad("tail offset"));
-    }
-    let tail_start = tail_start as usize;
-    let tag = bytes[tail_start];
-    if tag & !7 != TAG_TAIL {
-        return Err(bad("no tail item at the tail offset"));
-    }
-    // Fields before the root slot, read backwards; none may reach the tail's first byte.
-    let mut cursor = root_slot_pos;
-    let mut take = |size: usize| -> Result<usize, FormatError> {
-        cursor = cursor.checked_sub(size).filter(|&c| c > tail_start).ok_or(bad("tail fields"))?;
-        Ok(cursor)
-    };
-    let (mut key_width, mut atom_width, mut growth) = (1, 1, 0);
-    if tag & (TAIL_HAS_KEYS | TAIL_HAS_ATOMS) != 0 {
-        let widths = bytes[take(1)?];
-        key_width = width_of(widths);
-        atom_width = width_of(widths >> 2);
-        growth = widths >> 4;
-        let sorted_allowed = version >= 2 && growth == KEY_INDEX_SORTED;
-        if growth > KEY_INDEX_GROWTH_MAX && !sorted_allowed {
-            return Err(bad("key index growth"));
-        }
-    }
-    let mut count = |flag: u8| -> Result<u64, FormatError> {
-        if tag & flag == 0 {
-            return Ok(0);
-        }
-        let value = read_uint(bytes, take(offset_width)?, offset_width);
-        if value == 0 || value > TABLE_COUNT_MAX {
-            return Err(bad("table count"));
-        }
-        Ok(value)
-    };
-    let key_count = count(TAIL_HAS_KEYS)?;
-    let atom_count = count(TAIL_HAS_ATOMS)?;
-    let shared_count = count(TAIL_HAS_SHARED)?;
-    let key_index_kind = match (version, growth) {
-        (1, _) => KeyIndexKind::HashedV1,
-        (_, KEY_INDEX_SORTED) => KeyIndexKind::Sorted,
-        _ => KeyIndexKind::Hashed,
-    };
-    let key_index_slots = match (key_count, key_index_kind) {
-        (0, _) => 0,
-        (_, KeyIndexKind::Sorted) => key_count,
-        _ => key_index_slots(key_count, growth),
-    };
-    let keys_size = (key_count + key_index_slots) * key_width as u64;
-    let atoms_size = atom_count * atom_width as u64;
-    let tables_start = (cursor as u64).checked_sub(keys_size + atoms_size).filter(|&start| start > tail_start as u64);
-    let tables_start = tables_start.ok_or(bad("table sizes"))? as usize;
-    Ok(Footer {
-        tail_start,
-        root_slot_pos,
-        root_width,
-        keys: Table { entries: tables_start, count: key_count as usize, width: key_width },
-        key_index_kind,
-        key_index_len: key_index_slots as usize,
-        atoms: Table { entries: tables_start + keys_size as usize, count: atom_count as usize, width: atom_width },
-        shared_count,
-        tables_start,
-    })
-}
-
-/// [`read_footer`], plus the checks that need more than a fixed number of reads: the tail's
-/// length varint and the root slot.
-pub(crate) fn parse_footer(bytes: &[u8]) -> Result<(Footer, Repr), FormatError> {
-    let footer = read_footer(bytes)?;
-    let (total, used) = read_varint(bytes, footer.tail_start + 1, footer.tables_start).ok_or(bad("tail length"))?;
-    if total != (bytes.len() - footer.tail_start) as u64 || footer.tail_start + 1 + used != footer.tables_start {
-        return Err(bad("tail length"));
-    }
-    let bits = read_uint(bytes, footer.root_slot_pos, footer.root_width);
-    let root = decode_slot_checked(bits, footer.root_width, footer.tail_start, &footer.atoms, bytes)
-        .ok_or(FormatError::BadSlot { offset: footer.root_slot_pos, reason: "root slot" })?;
-    Ok((footer, root))
-}
-
-/// Decodes a slot, checking only what can be checked without knowing the item map.
-#[inline]
-pub(crate) fn decode_slot_checked(bits: u64, width: usize, container: usize, atoms: &Table, bytes: &[u8]) -> Option<Repr> {
-    if bits & SLOT_POINTER_MASK == 0 {
-        let distance = bits >> 1;
-        if distance == 0 || distance > container as u64 {
-            return None;
-        }
-        return Some(Repr::Item(container - distance as usize));
-    }
-    match bits & 7 {
-        SLOT_INT => Some(Repr::Int(sign_extend(bits, width) >> 3)),
-        SLOT_SPECIAL => match bits >> 3 {
-            SPECIAL_NULL => Some(Repr::Null),
-            SPECIAL_FALSE => Some(Repr::Bool(false)),
-            SPECIAL_TRUE => Some(Repr::Bool(true)),
-            _ => None,
-        },
-        SLOT_ATOM => {
-            let atom = bits >> 3;
-            if atom >= atoms.count as u64 {
-                return None;
-            }
-            let pos = read_uint(bytes, atoms.entries + atom as usize * atoms.width, atoms.width);
-            usize::try_from(pos).ok().map(Repr::Item)
-        }
-        _ => None,
-    }
-}
-
 impl<'a> Doc<'a> {
     #[inline]
-    fn from_footer(bytes: &'a [u8], shared: Option<&'a SharedKeys>, footer: &Footer, validated: bool) -> Self {
+    pub(crate) fn from_footer(bytes: &'a [u8], shared: Option<&'a SharedKeys>, footer: &Footer, validated: bool) -> Self {
         Doc {
             bytes,
             shared,
@@ -267,25 +95,6 @@ impl<'a> Doc<'a> {
 }
 
 impl<'a> Doc<'a> {
-    /// Checks every byte of `bytes` once, in linear time, and opens the document.
-    ///
-    /// After this succeeds, every accessor on the document's values is infallible. Documents
-    /// that refer to shared keys need [`Doc::from_untrusted_with_keys`].
-    pub fn from_untrusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
-        Self::validate(bytes, None, &crate::ValidateOptions::default())
-    }
-
-    /// [`Doc::from_untrusted`] for a document encoded with shared keys.
-    pub fn from_untrusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
-        Self::validate(bytes, Some(shared), &crate::ValidateOptions::default())
-    }
-
-    /// [`Doc::from_untrusted`] with explicit options (depth limit, shared keys).
-    pub fn validate(bytes: &'a [u8], shared: Option<&'a SharedKeys>, options: &crate::ValidateOptions) -> Result<Doc<'a>, FormatError> {
-        let footer = crate::validate::validate(bytes, shared, options)?;
-        Ok(Doc::from_footer(bytes, shared, &footer, true))
-    }
-
     /// Opens a document this program wrote, checking only the footer: O(1).
     ///
     /// Use it for bytes that cannot have been corrupted or forged, such as those read back from
@@ -446,7 +255,7 @@ impl<'a> Doc<'a> {
             // it comes from a slot, atom or key table entry, all of which point at the start of
             // a string item in a valid document.
             unsafe { std::str::from_utf8_unchecked(content) }
-        } else if crate::validate::is_utf8(content) {
+        } else if is_utf8(content) {
             // SAFETY: `is_utf8` just checked the bytes.
             unsafe { std::str::from_utf8_unchecked(content) }
         } else {

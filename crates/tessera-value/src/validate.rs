@@ -2,7 +2,7 @@
 //!
 //! "Valid bytes" means, and [`crate::Doc::from_untrusted`] checks, all of the following:
 //!
-//! 1. The footer and tail parse (`reader::parse_footer`), and the version is supported.
+//! 1. The footer and tail parse (`footer::parse_footer`), and the version is supported.
 //! 2. The value region `[0, tail_start)` is a gap-free sequence of items, each with a known tag
 //!    and a length that stays inside the region. Old tails left by amends are skipped whole.
 //! 3. Every string item is UTF-8.
@@ -32,8 +32,10 @@
 //! container in that second pass.
 
 use crate::error::FormatError;
+use crate::footer::{decode_slot_checked, parse_footer, Footer, Table};
 use crate::layout::*;
-use crate::reader::{decode_slot_checked, parse_footer, Footer, Repr, Table};
+use crate::reader::Doc;
+use crate::repr::Repr;
 use crate::shared_keys::SharedKeys;
 
 /// Options for [`crate::Doc::validate`].
@@ -415,19 +417,23 @@ fn height_of(bytes: &[u8], pos: usize) -> u8 {
     }
 }
 
-/// UTF-8 check with an inline fast path for ASCII, which most strings are.
-#[inline]
-pub(crate) fn is_utf8(bytes: &[u8]) -> bool {
-    let mut chunks = bytes.chunks_exact(8);
-    let mut high = 0u64;
-    for chunk in &mut chunks {
-        high |= u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+impl<'a> Doc<'a> {
+    /// Checks every byte of `bytes` once, in linear time, and opens the document.
+    ///
+    /// After this succeeds, every accessor on the document's values is infallible. Documents
+    /// that refer to shared keys need [`Doc::from_untrusted_with_keys`].
+    pub fn from_untrusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
+        Self::validate(bytes, None, &crate::ValidateOptions::default())
     }
-    for &byte in chunks.remainder() {
-        high |= byte as u64;
+
+    /// [`Doc::from_untrusted`] for a document encoded with shared keys.
+    pub fn from_untrusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
+        Self::validate(bytes, Some(shared), &crate::ValidateOptions::default())
     }
-    if high & 0x8080_8080_8080_8080 == 0 {
-        return true;
+
+    /// [`Doc::from_untrusted`] with explicit options (depth limit, shared keys).
+    pub fn validate(bytes: &'a [u8], shared: Option<&'a SharedKeys>, options: &crate::ValidateOptions) -> Result<Doc<'a>, FormatError> {
+        let footer = validate(bytes, shared, options)?;
+        Ok(Doc::from_footer(bytes, shared, &footer, true))
     }
-    simdutf8::basic::from_utf8(bytes).is_ok()
 }

@@ -1,0 +1,163 @@
+//! The footer at the end of every document (`docs/format.md`, "Tail"): reading it, in a fixed
+//! number of bounds-checked reads, for the reader (trusted opens) and the validator.
+
+use crate::error::FormatError;
+use crate::layout::*;
+use crate::repr::Repr;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Table {
+    /// Position of the first entry.
+    pub(crate) entries: usize,
+    pub(crate) count: usize,
+    pub(crate) width: usize,
+}
+
+/// Where a document's parts are, as read from its footer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Footer {
+    pub(crate) tail_start: usize,
+    pub(crate) root_slot_pos: usize,
+    pub(crate) root_width: usize,
+    /// Local keys: item offsets by local id, followed by the key index.
+    pub(crate) keys: Table,
+    /// How the key index is searched.
+    pub(crate) key_index_kind: KeyIndexKind,
+    /// Number of entries of the key index (a power of two for hashed indexes, the key count for
+    /// sorted ones).
+    pub(crate) key_index_len: usize,
+    pub(crate) atoms: Table,
+    pub(crate) shared_count: u64,
+    /// First byte after the tail's length varint, as computed from the end.
+    pub(crate) tables_start: usize,
+}
+
+/// Most keys, atoms or shared keys a document may refer to.
+pub const TABLE_COUNT_MAX: u64 = u32::MAX as u64;
+
+const fn bad(reason: &'static str) -> FormatError {
+    FormatError::BadFooter { reason }
+}
+
+/// Reads the footer from the end of the document (see `docs/format.md`, "Tail"): a fixed
+/// number of reads, each bounds-checked, so any input gives a `Footer` or an error.
+#[inline(always)]
+pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
+    let len = bytes.len();
+    let &last = bytes.last().ok_or(bad("empty input"))?;
+    let version = last >> 4;
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
+        return Err(FormatError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+    }
+    let root_width = width_of(last & 3);
+    let offset_width = width_of((last >> 2) & 3);
+    let root_slot_pos = len.checked_sub(1 + offset_width + root_width).ok_or(bad("too short"))?;
+    let tail_start = read_uint(bytes, len - 1 - offset_width, offset_width);
+    if tail_start >= root_slot_pos as u64 {
+        return Err(bad("tail offset"));
+    }
+    let tail_start = tail_start as usize;
+    let tag = bytes[tail_start];
+    if tag & !7 != TAG_TAIL {
+        return Err(bad("no tail item at the tail offset"));
+    }
+    // Fields before the root slot, read backwards; none may reach the tail's first byte.
+    let mut cursor = root_slot_pos;
+    let mut take = |size: usize| -> Result<usize, FormatError> {
+        cursor = cursor.checked_sub(size).filter(|&c| c > tail_start).ok_or(bad("tail fields"))?;
+        Ok(cursor)
+    };
+    let (mut key_width, mut atom_width, mut growth) = (1, 1, 0);
+    if tag & (TAIL_HAS_KEYS | TAIL_HAS_ATOMS) != 0 {
+        let widths = bytes[take(1)?];
+        key_width = width_of(widths);
+        atom_width = width_of(widths >> 2);
+        growth = widths >> 4;
+        let sorted_allowed = version >= 2 && growth == KEY_INDEX_SORTED;
+        if growth > KEY_INDEX_GROWTH_MAX && !sorted_allowed {
+            return Err(bad("key index growth"));
+        }
+    }
+    let mut count = |flag: u8| -> Result<u64, FormatError> {
+        if tag & flag == 0 {
+            return Ok(0);
+        }
+        let value = read_uint(bytes, take(offset_width)?, offset_width);
+        if value == 0 || value > TABLE_COUNT_MAX {
+            return Err(bad("table count"));
+        }
+        Ok(value)
+    };
+    let key_count = count(TAIL_HAS_KEYS)?;
+    let atom_count = count(TAIL_HAS_ATOMS)?;
+    let shared_count = count(TAIL_HAS_SHARED)?;
+    let key_index_kind = match (version, growth) {
+        (1, _) => KeyIndexKind::HashedV1,
+        (_, KEY_INDEX_SORTED) => KeyIndexKind::Sorted,
+        _ => KeyIndexKind::Hashed,
+    };
+    let key_index_slots = match (key_count, key_index_kind) {
+        (0, _) => 0,
+        (_, KeyIndexKind::Sorted) => key_count,
+        _ => key_index_slots(key_count, growth),
+    };
+    let keys_size = (key_count + key_index_slots) * key_width as u64;
+    let atoms_size = atom_count * atom_width as u64;
+    let tables_start = (cursor as u64).checked_sub(keys_size + atoms_size).filter(|&start| start > tail_start as u64);
+    let tables_start = tables_start.ok_or(bad("table sizes"))? as usize;
+    Ok(Footer {
+        tail_start,
+        root_slot_pos,
+        root_width,
+        keys: Table { entries: tables_start, count: key_count as usize, width: key_width },
+        key_index_kind,
+        key_index_len: key_index_slots as usize,
+        atoms: Table { entries: tables_start + keys_size as usize, count: atom_count as usize, width: atom_width },
+        shared_count,
+        tables_start,
+    })
+}
+
+/// [`read_footer`], plus the checks that need more than a fixed number of reads: the tail's
+/// length varint and the root slot.
+pub(crate) fn parse_footer(bytes: &[u8]) -> Result<(Footer, Repr), FormatError> {
+    let footer = read_footer(bytes)?;
+    let (total, used) = read_varint(bytes, footer.tail_start + 1, footer.tables_start).ok_or(bad("tail length"))?;
+    if total != (bytes.len() - footer.tail_start) as u64 || footer.tail_start + 1 + used != footer.tables_start {
+        return Err(bad("tail length"));
+    }
+    let bits = read_uint(bytes, footer.root_slot_pos, footer.root_width);
+    let root = decode_slot_checked(bits, footer.root_width, footer.tail_start, &footer.atoms, bytes)
+        .ok_or(FormatError::BadSlot { offset: footer.root_slot_pos, reason: "root slot" })?;
+    Ok((footer, root))
+}
+
+/// Decodes a slot, checking only what can be checked without knowing the item map.
+#[inline]
+pub(crate) fn decode_slot_checked(bits: u64, width: usize, container: usize, atoms: &Table, bytes: &[u8]) -> Option<Repr> {
+    if bits & SLOT_POINTER_MASK == 0 {
+        let distance = bits >> 1;
+        if distance == 0 || distance > container as u64 {
+            return None;
+        }
+        return Some(Repr::Item(container - distance as usize));
+    }
+    match bits & 7 {
+        SLOT_INT => Some(Repr::Int(sign_extend(bits, width) >> 3)),
+        SLOT_SPECIAL => match bits >> 3 {
+            SPECIAL_NULL => Some(Repr::Null),
+            SPECIAL_FALSE => Some(Repr::Bool(false)),
+            SPECIAL_TRUE => Some(Repr::Bool(true)),
+            _ => None,
+        },
+        SLOT_ATOM => {
+            let atom = bits >> 3;
+            if atom >= atoms.count as u64 {
+                return None;
+            }
+            let pos = read_uint(bytes, atoms.entries + atom as usize * atoms.width, atoms.width);
+            usize::try_from(pos).ok().map(Repr::Item)
+        }
+        _ => None,
+    }
+}
