@@ -244,19 +244,18 @@ impl ser::SerializeMap for SplitFields<'_> {
 /// `None` if there are none.
 pub(crate) fn decode<'e, T: DeserializeOwned>(
     document: &Document<T>,
-    mut entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
+    entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
 ) -> Result<Option<T>> {
     let options = &document.collection.options;
     let prefix_len = document.prefix.len();
     if options.transform.is_none() && !options.deep {
         // The common case: each value is validated and read in place as serde asks for it,
         // straight from the snapshot's pages, with nothing gathered first.
-        let Some(first) = entries.next() else { return Ok(None) };
-        let fields = std::iter::once(first).chain(entries).map(|entry| match entry {
+        let fields = entries.map(|entry| match entry {
             Ok((stored_key, bytes)) => plain_field(document, &stored_key[prefix_len..], bytes),
             Err(error) => Err(Box::new(error)),
         });
-        return deserialize_fields(document, fields).map(Some);
+        return deserialize_fields(document, fields);
     }
     // Bytes kept alive for the values: borrowed from the snapshot, or owned after a transform.
     let mut stored: Vec<(&[u8], std::borrow::Cow<'_, [u8]>)> = Vec::with_capacity(8);
@@ -276,7 +275,7 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(
         return decode_deep(document, &stored).map(Some);
     }
     let fields = stored.iter().map(|(path, bytes)| plain_field(document, path, bytes));
-    deserialize_fields(document, fields).map(Some)
+    deserialize_fields(document, fields)
 }
 
 /// One stored field of a plain document: its name and its validated value.
@@ -296,13 +295,15 @@ fn plain_field<'v, T>(document: &Document<T>, path: &'v [u8], bytes: &'v [u8]) -
 type FieldResult<'v> = std::result::Result<(&'v str, tessera_value::Value<'v>), Box<Error>>;
 
 /// Runs `T`'s deserializer over the fields as they come, naming the field that failed; an
-/// error of the fields themselves (storage, validation) is returned as it is.
-fn deserialize_fields<'v, T: DeserializeOwned>(document: &Document<T>, fields: impl Iterator<Item = FieldResult<'v>>) -> Result<T> {
+/// error of the fields themselves (storage, validation) is returned as it is. `None` if there
+/// were no fields: the document does not exist (whatever serde made of an empty map).
+fn deserialize_fields<'v, T: DeserializeOwned>(document: &Document<T>, fields: impl Iterator<Item = FieldResult<'v>>) -> Result<Option<T>> {
     let mut failure = Failure::default();
     let result = T::deserialize(FieldsDeserializer { fields, failure: &mut failure });
     match (result, failure.source) {
         (_, Some(error)) => Err(*error),
-        (Ok(value), None) => Ok(value),
+        _ if failure.fields_seen == 0 => Ok(None),
+        (Ok(value), None) => Ok(Some(value)),
         (Err(error), None) => Err(field_error(document, failure.field.unwrap_or(""), error)),
     }
 }
@@ -343,6 +344,8 @@ fn decode_deep<T: DeserializeOwned>(document: &Document<T>, stored: &[(&[u8], st
 /// error of the fields themselves (kept whole, with its type, rather than turned into text).
 #[derive(Default)]
 struct Failure<'v> {
+    /// Fields handed to serde so far.
+    fields_seen: usize,
     field: Option<&'v str>,
     source: Option<Box<Error>>,
 }
@@ -384,6 +387,7 @@ impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_
         match self.fields.next() {
             None => Ok(None),
             Some(Ok(field)) => {
+                self.failure.fields_seen += 1;
                 self.value = Some(field);
                 seed.deserialize(de::value::BorrowedStrDeserializer::new(field.0)).map(Some)
             }
@@ -434,6 +438,24 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_missing_document_is_none_even_for_a_type_that_an_empty_map_decodes_to() {
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct AllDefault {
+            #[serde(default)]
+            count: u32,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let documents = db.documents("defaults").unwrap();
+        let document = documents.document::<AllDefault>("d");
+        assert_eq!(document.get().unwrap(), None);
+        document.set(&AllDefault { count: 3 }).unwrap();
+        assert_eq!(document.get().unwrap(), Some(AllDefault { count: 3 }));
+        document.delete().unwrap();
+        assert_eq!(document.get().unwrap(), None);
     }
 
     #[test]
