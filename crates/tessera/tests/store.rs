@@ -596,3 +596,23 @@ fn close_names_what_still_holds_the_database_and_then_closes_it() {
     let db = Db::open(&path).unwrap();
     assert_eq!(db.collection::<Held>().unwrap().all().count(&db).unwrap(), 1);
 }
+
+#[test]
+fn a_failed_flush_after_a_commit_is_not_durable_but_committed_and_published() {
+    let (_dir, path) = temp();
+    let db = Db::open_with(&path, DbOptions { durability: Durability::Immediate, ..DbOptions::default() }).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let stream = db.subscribe();
+    db.inject_flush_failures(1);
+    let result = db.write(|tx| tx.put(&ks, b"k", b"v"));
+    assert!(matches!(&result, Err(Error::NotDurable(message)) if message.contains("injected")), "{result:?}");
+    // The commit happened: readers see it and subscribers got its batch.
+    assert_eq!(get(&db, &ks, b"k").as_deref(), Some(&b"v"[..]));
+    match stream.recv_timeout(Duration::from_secs(10)) {
+        Some(FeedEvent::Batch(batch)) => assert_eq!(batch.changes.len(), 1),
+        other => panic!("expected the commit's batch, got {other:?}"),
+    }
+    // The next flush works again, and covers the earlier commit.
+    db.write(|tx| tx.put(&ks, b"k2", b"v2")).unwrap();
+    db.sync().unwrap();
+}

@@ -26,6 +26,7 @@ use heed::types::Bytes;
 use heed::{EnvFlags, EnvOpenOptions, WithoutTls};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use sync::Syncer;
@@ -140,6 +141,8 @@ pub(crate) struct Inner {
     shared_state: Mutex<HashMap<String, std::sync::Weak<dyn std::any::Any + Send + Sync>>>,
     /// Held while a shared state is created (see `Db::shared_state_or`).
     opening: Mutex<()>,
+    /// Flushes still to fail on purpose ([`Db::inject_flush_failures`]).
+    injected_flush_failures: Arc<AtomicU32>,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
     claim: FileClaim,
@@ -226,7 +229,16 @@ impl Db {
         let new_file = std::fs::metadata(&path).map_or(true, |meta| meta.len() == 0);
         let env = open_env(&path, &options)?;
         let flush_env = env.clone();
-        let (syncer, sync_thread) = Syncer::start(Box::new(move || flush_env.force_sync().map_err(|e| e.to_string())))?;
+        let injected_flush_failures = Arc::new(AtomicU32::new(0));
+        let failures = injected_flush_failures.clone();
+        let flush = move || {
+            let injected = failures.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(1)).is_ok();
+            if injected {
+                return Err("injected flush failure (a test asked for it)".to_owned());
+            }
+            flush_env.force_sync().map_err(|e| e.to_string())
+        };
+        let (syncer, sync_thread) = Syncer::start(Box::new(flush))?;
         let inner = Arc::new(Inner {
             env,
             path,
@@ -239,6 +251,7 @@ impl Db {
             sync_thread: Mutex::new(Some(sync_thread)),
             shared_state: Mutex::new(HashMap::new()),
             opening: Mutex::new(()),
+            injected_flush_failures,
             claim: FileClaim::default(),
         });
         let db = Db { inner };
@@ -402,6 +415,14 @@ impl Db {
     /// [`Db::write`] with the given durability for this transaction.
     pub fn write_with<T>(&self, durability: Durability, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
         txn::run_write(&self.inner, durability, write)
+    }
+
+    /// Makes the next `count` flushes to stable storage fail, as a full or failing disk would
+    /// after LMDB's commit succeeded: for tests of what callers see then
+    /// ([`Error::NotDurable`], with the commit made and published).
+    #[doc(hidden)]
+    pub fn inject_flush_failures(&self, count: u32) {
+        self.inner.injected_flush_failures.store(count, Ordering::Release);
     }
 
     /// Flushes every commit so far to stable storage.
