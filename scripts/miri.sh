@@ -19,9 +19,12 @@ fi
 set -e
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-strict-provenance}"
 # Unit tests, the hand-built malformed documents, and serde/API tests: every unsafe block
-# (UTF-8 of validated strings, JSON keys) is reached from these.
+# (UTF-8 of validated strings, JSON keys, the SIMD string scan) is reached from these.
 cargo +nightly miri test -p tessera-value --lib
 cargo +nightly miri test -p tessera-value --test validation -- --skip bit_flips --skip shared_subtree_chain --skip a_sorted_key_index
 cargo +nightly miri test -p tessera-value --test serde_and_api -- --skip wider_than --skip nesting_limit --skip repeated_strings
 cargo +nightly miri test -p tessera-value --test json_conformance -- --skip depth_limit
+# Packed numeric arrays: the in-place `&[f64]`/`&[i32]` views (bytemuck's checked casts) on
+# aligned and misaligned buffers, and the number-run parser.
+cargo +nightly miri test -p tessera-value --test packed
 echo "miri: ok"
