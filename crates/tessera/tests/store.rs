@@ -616,3 +616,25 @@ fn a_failed_flush_after_a_commit_is_not_durable_but_committed_and_published() {
     db.write(|tx| tx.put(&ks, b"k2", b"v2")).unwrap();
     db.sync().unwrap();
 }
+
+#[test]
+fn closing_delivers_every_published_batch_first() {
+    for round in 0..20 {
+        let (_dir, path) = temp();
+        let db = Db::open(&path).unwrap();
+        let ks = db.keyspace("ks").unwrap();
+        let stream = db.subscribe();
+        for n in 0..200u32 {
+            db.write(|tx| tx.put(&ks, &n.to_be_bytes(), b"v")).unwrap();
+        }
+        drop((ks, db));
+        // Every commit's batch arrives, then the end of the stream (batches still queued when
+        // the last handle went used to be dropped).
+        let mut batches = 0;
+        while let Some(event) = stream.recv_timeout(Duration::from_secs(10)) {
+            assert!(matches!(event, FeedEvent::Batch(_)), "round {round}: {event:?}");
+            batches += 1;
+        }
+        assert_eq!(batches, 200, "round {round}");
+    }
+}

@@ -82,6 +82,8 @@ pub(crate) struct Feed {
     hook_demand: AtomicUsize,
     outbox: Mutex<Option<mpsc::Sender<Arc<ChangeBatch>>>>,
     queue_batches: usize,
+    /// The delivery thread, joined by [`Feed::close`].
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Feed {
@@ -95,14 +97,16 @@ impl Feed {
             hook_demand: AtomicUsize::new(0),
             outbox: Mutex::new(Some(sender)),
             queue_batches: queue_batches.max(1),
+            thread: Mutex::new(None),
         });
         let weak = Arc::downgrade(&feed);
-        std::thread::Builder::new().name("tessera-feed".into()).spawn(move || {
+        let thread = std::thread::Builder::new().name("tessera-feed".into()).spawn(move || {
             for batch in receiver {
                 let Some(feed) = weak.upgrade() else { return };
                 feed.deliver(&batch);
             }
         })?;
+        *lock(&feed.thread) = Some(thread);
         Ok(feed)
     }
 
@@ -119,9 +123,14 @@ impl Feed {
         }
     }
 
-    /// Stops the delivery thread after it has delivered what was published.
+    /// Stops the delivery thread after it has delivered what was published, and waits for it
+    /// (unless called on that thread: a hook or listener that drops the last handle).
     pub(crate) fn close(&self) {
         lock(&self.outbox).take();
+        let thread = lock(&self.thread).take();
+        if let Some(thread) = thread.filter(|thread| thread.thread().id() != std::thread::current().id()) {
+            let _ = thread.join();
+        }
     }
 
     /// Installs a hook. Writers record changes for it only while its module has raised the
