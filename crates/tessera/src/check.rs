@@ -4,7 +4,9 @@
 //! It checks today: every collection's schema and shared-key table parse; every record
 //! validates as a binary document with those keys; every index entry points at a record whose
 //! value gives exactly that entry, and every record has its entry in every built index; every
-//! dictionary entry's key and value parse. (Damage to LMDB's own B-tree pages can still crash
+//! dictionary entry's key and value parse; every document field's key is a document id followed
+//! by a field path of non-empty names. (A document field's value is not checked: a
+//! `FieldTransform` may store any bytes there. Damage to LMDB's own B-tree pages can still crash
 //! the process: see `docs/storage.md`.)
 
 use crate::error::Result;
@@ -79,17 +81,39 @@ impl Db {
     pub fn check(&self) -> Result<CheckReport> {
         let mut report = CheckReport::default();
         let names = self.keyspace_names()?;
-        report.keyspaces = names.len();
         let txn = self.read_txn()?;
         for name in &names {
             if let Some(collection) = name.strip_prefix("tessera.col.") {
+                report.keyspaces += 1;
                 crate::collection::check(self, &txn, collection, &mut report)?;
-            } else if name.starts_with("tessera.dictionary.") {
-                if let Some(keyspace) = self.existing_keyspace(&txn, name)? {
+            } else if name.starts_with("tessera.dictionary.") || name.starts_with("tessera.documents.") {
+                let Some(keyspace) = self.existing_keyspace(&txn, name)? else { continue };
+                report.keyspaces += 1;
+                if name.starts_with("tessera.dictionary.") {
                     crate::dictionary::check(&txn, &keyspace, &mut report)?;
+                } else {
+                    check_document_fields(&txn, &keyspace, &mut report)?;
                 }
             }
         }
         Ok(report)
     }
+}
+
+/// Checks the keys of a documents keyspace: each is a document id in the order-preserving
+/// encoding (`store::key`), then a field path of names separated by 0x00, none empty (see
+/// `documents`, "Key layout").
+fn check_document_fields(txn: &crate::store::ReadTxn<'_>, keyspace: &crate::store::Keyspace, report: &mut CheckReport) -> Result<()> {
+    for entry in txn.range(keyspace, ..)? {
+        let (stored, _) = entry?;
+        report.entries += 1;
+        match crate::store::key::decode_bytes(stored) {
+            None => report.problem(keyspace.name(), stored, "field key does not start with a document id"),
+            Some((_, path)) if path.is_empty() || path.split(|&byte| byte == 0).any(<[u8]>::is_empty) => {
+                report.problem(keyspace.name(), stored, "field key has an empty field name")
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }

@@ -510,12 +510,17 @@ fn check_passes_on_a_sound_database_and_names_damage() {
     dict.set("a", &1u8).unwrap();
     dict.set(&"x".repeat(600), "long").unwrap();
     dict.flush().unwrap();
+    let profiles = db.documents("profiles").unwrap();
+    profiles
+        .document::<std::collections::BTreeMap<String, u32>>("ada")
+        .set(&[("age".to_owned(), 36), ("visits".to_owned(), 2)].into())
+        .unwrap();
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{report}");
-    assert!(report.entries >= 50 + 100 + 2, "{report}");
+    assert!(report.entries >= 50 + 100 + 2 + 2, "{report}");
 
     // Damage the file: overwrite one record's bytes (through LMDB, so only the value is wrong).
-    drop((checked, dict, db));
+    drop((checked, dict, profiles, db));
     {
         let env = unsafe { heed::EnvOpenOptions::new().max_dbs(128).flags(heed::EnvFlags::NO_SUB_DIR).open(&path) }.unwrap();
         let mut txn = env.write_txn().unwrap();
@@ -523,6 +528,10 @@ fn check_passes_on_a_sound_database_and_names_damage() {
             env.open_database(&txn, Some("tessera.col.checked")).unwrap().unwrap();
         records.put(&mut txn, &7u32.to_be_bytes(), b"not a document").unwrap();
         records.delete(&mut txn, &9u32.to_be_bytes()).unwrap();
+        let fields: heed::Database<heed::types::Bytes, heed::types::Bytes> =
+            env.open_database(&txn, Some("tessera.documents.profiles")).unwrap().unwrap();
+        fields.put(&mut txn, b"no terminator", b"x").unwrap();
+        fields.put(&mut txn, b"bob\x00\x01", b"x").unwrap(); // an id and no field name
         txn.commit().unwrap();
         env.prepare_for_closing().wait();
     }
@@ -532,6 +541,8 @@ fn check_passes_on_a_sound_database_and_names_damage() {
     let text = report.to_string();
     assert!(text.contains("tessera.col.checked [00000007]: record does not validate"), "{text}");
     assert!(text.contains("points at key 00000009, which has no record"), "{text}");
+    assert!(text.contains("field key does not start with a document id"), "{text}");
+    assert!(text.contains("field key has an empty field name"), "{text}");
 }
 
 #[test]
