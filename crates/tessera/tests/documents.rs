@@ -117,7 +117,21 @@ fn missing_fields_default_unknown_fields_are_ignored_and_bad_fields_are_named() 
     let narrow = profiles.document::<Narrow>("ada").get().unwrap().unwrap();
     assert_eq!(narrow, Narrow { name: "Ada".into(), score: 0 });
 
-    profiles.document::<Profile>("ada").update_field("age", "not a number").unwrap();
+    // A wrong type is refused by the document's own type, with nothing written...
+    match profiles.document::<Profile>("ada").update_field("age", "not a number") {
+        Err(Error::DocumentField { field, message, .. }) => {
+            assert_eq!(field, "age");
+            assert!(message.contains("invalid type"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(profiles.document::<Profile>("ada").get().unwrap().unwrap(), ada());
+    // ...and a field another type wrote is named when it does not decode.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Loose {
+        age: String,
+    }
+    profiles.document::<Loose>("ada").update_field("age", "not a number").unwrap();
     match profiles.document::<Profile>("ada").get() {
         Err(Error::DocumentField { collection, id, field, message }) => {
             assert_eq!((collection.as_str(), id.as_str(), field.as_str()), ("profiles", "ada", "age"));
@@ -292,4 +306,46 @@ fn values_that_are_not_records_are_refused() {
     let map = docs.document::<std::collections::BTreeMap<String, u32>>("map");
     map.set(&[("x".to_string(), 1)].into_iter().collect()).unwrap();
     assert_eq!(map.get().unwrap().unwrap()["x"], 1);
+}
+
+#[test]
+fn a_set_that_cannot_be_stored_leaves_the_document_as_it_was() {
+    let (_dir, db) = open();
+    let profiles = db.documents("profiles").unwrap();
+    // An id long enough that one field name more fits no key.
+    let id = "i".repeat(480);
+    let maps = profiles.document::<std::collections::BTreeMap<String, u32>>(&id);
+    maps.set(&[("a".to_owned(), 1), ("b".to_owned(), 2)].into()).unwrap();
+    let too_long: std::collections::BTreeMap<String, u32> = [("a".to_owned(), 10), ("n".repeat(40), 3)].into();
+    // The closure catches the error and commits: before, the stale field `b` had been deleted
+    // (and `a` rewritten) when the long key failed, and that half-change was committed.
+    db.write(|tx| {
+        let refused = maps.set_in(tx, &too_long);
+        assert!(matches!(&refused, Err(Error::DocumentField { message, .. }) if message.contains("bytes")), "{refused:?}");
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(maps.get().unwrap().unwrap(), [("a".to_owned(), 1), ("b".to_owned(), 2)].into());
+}
+
+#[test]
+fn update_field_checks_the_name_the_type_and_that_the_document_exists() {
+    let (_dir, db) = open();
+    let profiles = db.documents("profiles").unwrap();
+    let doc = profiles.document::<Profile>("ada");
+    // A field of a missing document would leave a document that does not decode.
+    assert!(matches!(doc.update_field("age", &36), Err(Error::NotFound { .. })));
+    assert_eq!(doc.get().unwrap(), None, "nothing was written");
+    doc.set(&ada()).unwrap();
+    match doc.update_field("agee", &37) {
+        Err(Error::UnknownField { path, .. }) => assert_eq!(path, "agee"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(doc.update_field("nickname", &5), Err(Error::DocumentField { .. })));
+    doc.update_field("nickname", &None::<String>).unwrap();
+    doc.update_field("age", &37).unwrap();
+    assert_eq!(doc.get().unwrap().unwrap(), Profile { age: 37, nickname: None, ..ada() });
+    // Inside a caller's transaction the same checks apply.
+    let refused = db.write(|tx| doc.update_field_in(tx, "age", "old"));
+    assert!(matches!(refused, Err(Error::DocumentField { .. })));
 }

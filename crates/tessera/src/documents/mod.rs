@@ -20,6 +20,7 @@
 
 mod fields;
 mod observe;
+mod probe;
 
 pub use observe::{DocumentStream, FieldStream};
 
@@ -163,8 +164,22 @@ impl<T> Clone for Document<T> {
 
 impl<T> Document<T> {
     /// The key of field `path` (names separated by 0x00 for deep fields).
+    /// The key of the field at `path`. Checked here, before anything is written, so that a
+    /// `set` whose id and field name are too long for a key fails whole.
     pub(crate) fn field_key(&self, path: &[u8]) -> Result<Vec<u8>> {
-        let mut stored_key = Vec::with_capacity(self.prefix.len() + path.len());
+        let len = self.prefix.len() + path.len();
+        if len > crate::store::KEY_LEN_MAX {
+            return Err(Error::DocumentField {
+                collection: self.collection.name.to_string(),
+                id: self.id.to_string(),
+                field: String::from_utf8_lossy(path).replace('\0', "."),
+                message: format!(
+                    "the field's key would be {len} bytes, over the {} a key may have: shorten the id or the name",
+                    crate::store::KEY_LEN_MAX
+                ),
+            });
+        }
+        let mut stored_key = Vec::with_capacity(len);
         stored_key.extend_from_slice(&self.prefix);
         stored_key.extend_from_slice(path);
         Ok(stored_key)
@@ -241,23 +256,69 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         })
     }
 
-    /// Writes one field: one key, no read. `name` is the serde name of the field (for deep
-    /// documents, a path such as `address.city`).
+    /// Writes one field: one key, and no read of the other fields. `name` is the serde name
+    /// of the field (for deep documents, a path such as `address.city`).
+    ///
+    /// The field must be one of `T`'s ([`Error::UnknownField`] otherwise) and the value must
+    /// deserialize as its type ([`Error::DocumentField`] otherwise), and the document must
+    /// exist ([`Error::NotFound`]): a field written alone would otherwise leave a document that
+    /// no longer decodes. Nothing is written when it fails.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db")).unwrap();
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, age: u32 }
+    /// let ada = db.documents("profiles").unwrap().document::<Profile>("ada");
+    /// assert!(matches!(ada.update_field("age", &37), Err(tessera::Error::NotFound { .. })));
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 }).unwrap();
+    /// ada.update_field("age", &37).unwrap();
+    /// assert!(matches!(ada.update_field("agee", &37), Err(tessera::Error::UnknownField { .. })));
+    /// assert!(matches!(ada.update_field("age", "old"), Err(tessera::Error::DocumentField { .. })));
+    /// assert_eq!(ada.get().unwrap().unwrap().age, 37);
+    /// ```
     pub fn update_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<()> {
         let (field_key, bytes) = self.encode_field(name, value)?;
-        self.write(|tx| tx.put(&self.collection.keyspace, &field_key, &bytes))
+        self.write(|tx| self.put_field(tx, &field_key, &bytes))
     }
 
     /// [`Document::update_field`] inside a caller's write transaction.
     pub fn update_field_in<V: Serialize + ?Sized>(&self, tx: &mut WriteTxn<'_>, name: &str, value: &V) -> Result<()> {
         let (field_key, bytes) = self.encode_field(name, value)?;
-        tx.put(&self.collection.keyspace, &field_key, &bytes)
+        self.put_field(tx, &field_key, &bytes)
     }
 
+    /// The field's key and stored bytes, once the field is known to fit `T`.
     fn encode_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<(Vec<u8>, Vec<u8>)> {
-        let path = fields::path_of(name, self.collection.options.deep)?;
-        let bytes = fields::transform_out(self, name, tessera_value::to_vec(value)?);
+        let deep = self.collection.options.deep;
+        let path = fields::path_of(name, deep)?;
+        let plain = tessera_value::to_vec(value)?;
+        let names: Vec<&str> = if deep { name.split('.').collect() } else { vec![name] };
+        let written = tessera_value::Doc::from_trusted(&plain)?;
+        match probe::check_field::<T>(&names, written.root()) {
+            Ok(()) => {}
+            Err(probe::Probe::UnknownField { at }) => {
+                return Err(Error::UnknownField { collection: format!("{}/{}", self.collection.name, self.id), path: at });
+            }
+            Err(probe::Probe::WrongType(message)) => {
+                return Err(Error::DocumentField {
+                    collection: self.collection.name.to_string(),
+                    id: self.id.to_string(),
+                    field: name.to_owned(),
+                    message: format!("the value does not fit the field: {message}"),
+                });
+            }
+        }
+        let bytes = fields::transform_out(self, name, plain);
         Ok((self.field_key(&path)?, bytes))
+    }
+
+    /// Puts one field of an existing document.
+    fn put_field(&self, tx: &mut WriteTxn<'_>, field_key: &[u8], bytes: &[u8]) -> Result<()> {
+        if tx.prefix(&self.collection.keyspace, &self.prefix)?.next().transpose()?.is_none() {
+            return Err(Error::NotFound { collection: self.collection.name.to_string(), key: self.id.to_string() });
+        }
+        tx.put(&self.collection.keyspace, field_key, bytes)
     }
 
     /// A handle on one field, with `get` and `set`.
