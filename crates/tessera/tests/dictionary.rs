@@ -106,7 +106,9 @@ fn empty_and_very_long_keys_work_and_list_in_order() {
 fn writes_are_behind_and_unchanged_writes_are_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir);
-    let dict = db.dictionary_with("behind", DictionaryOptions { flush_interval_ms: 200, ..DictionaryOptions::default() }).unwrap();
+    let dict = db
+        .dictionary_with("behind", DictionaryOptions { flush_interval: Duration::from_millis(200), ..DictionaryOptions::default() })
+        .unwrap();
     let feed = db.subscribe();
     for i in 0..100u32 {
         dict.set(&format!("k{i}"), &i).unwrap();
@@ -130,7 +132,9 @@ fn dropping_with_pending_writes_flushes_them_and_handles_share_a_cache() {
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open(&dir);
-        let first = db.dictionary_with("shared", DictionaryOptions { flush_interval_ms: 60_000, ..DictionaryOptions::default() }).unwrap();
+        let first = db
+            .dictionary_with("shared", DictionaryOptions { flush_interval: Duration::from_millis(60_000), ..DictionaryOptions::default() })
+            .unwrap();
         let second = db.dictionary_with("shared", DictionaryOptions::default()).unwrap();
         first.set("k", &"v").unwrap();
         assert_eq!(second.get::<String>("k").unwrap().as_deref(), Some("v"));
@@ -202,7 +206,8 @@ fn transactional_writes_commit_with_the_rest_and_supersede_pending_ones() {
 fn subscriptions_see_initial_updated_and_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let db = open(&dir);
-    let dict = db.dictionary_with("subs", DictionaryOptions { flush_interval_ms: 5, ..DictionaryOptions::default() }).unwrap();
+    let dict =
+        db.dictionary_with("subs", DictionaryOptions { flush_interval: Duration::from_millis(5), ..DictionaryOptions::default() }).unwrap();
     dict.set("volume", &3u8).unwrap();
     let mut events = dict.subscribe::<u8>("volume").unwrap();
     let timeout = Duration::from_secs(5);
@@ -221,7 +226,9 @@ fn subscriptions_see_initial_updated_and_deleted() {
 fn flush_child() {
     let path = std::env::var("TESSERA_DICT_CHILD_PATH").unwrap();
     let db = Db::open(&path).unwrap();
-    let dict = db.dictionary_with("flush", DictionaryOptions { flush_interval_ms: 600_000, ..DictionaryOptions::default() }).unwrap();
+    let dict = db
+        .dictionary_with("flush", DictionaryOptions { flush_interval: Duration::from_millis(600_000), ..DictionaryOptions::default() })
+        .unwrap();
     std::thread::scope(|scope| {
         for thread in 0..4u32 {
             let dict = dict.clone();
@@ -357,7 +364,7 @@ fn threads_opening_one_dictionary_at_once_share_one_cache() {
             let (db, barrier) = (&db, &barrier);
             scope.spawn(move || {
                 barrier.wait();
-                let options = DictionaryOptions { flush_interval_ms: 60_000, ..DictionaryOptions::default() };
+                let options = DictionaryOptions { flush_interval: Duration::from_millis(60_000), ..DictionaryOptions::default() };
                 let dict = db.dictionary_with("race", options).unwrap();
                 dict.set(&format!("k{i}"), &(i as u64)).unwrap();
                 barrier.wait();
@@ -377,7 +384,8 @@ fn a_failed_background_write_is_reported_by_the_next_set() {
     let dir = tempfile::tempdir().unwrap();
     let options = tessera::DbOptions { map_size_initial_bytes: 1 << 20, map_size_max_bytes: 1 << 20, ..tessera::DbOptions::default() };
     let db = Db::open_with(dir.path().join("small.tessera"), options).unwrap();
-    let dict = db.dictionary_with("d", DictionaryOptions { flush_interval_ms: 5, ..DictionaryOptions::default() }).unwrap();
+    let dict =
+        db.dictionary_with("d", DictionaryOptions { flush_interval: Duration::from_millis(5), ..DictionaryOptions::default() }).unwrap();
     dict.set("too big", &vec![7u8; 2 << 20]).unwrap(); // cannot fit the 1 MiB ceiling
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let reported = loop {
@@ -444,7 +452,9 @@ fn a_cold_dictionary_read_in_bulk_loads_every_value_with_its_type() {
 fn a_bulk_load_keeps_writes_made_before_it_and_sees_other_handles_writes() {
     let dir = tempfile::tempdir().unwrap();
     let db = stored_mixed_values(&dir, 3000);
-    let dict = db.dictionary_with("bulk", DictionaryOptions { flush_interval_ms: 60_000, ..DictionaryOptions::default() }).unwrap();
+    let dict = db
+        .dictionary_with("bulk", DictionaryOptions { flush_interval: Duration::from_millis(60_000), ..DictionaryOptions::default() })
+        .unwrap();
     let other = db.dictionary_with("bulk", DictionaryOptions::default()).unwrap();
     // Before any bulk load: a pending write, a pending removal, a transactional write and a
     // write through another handle, none of them flushed.

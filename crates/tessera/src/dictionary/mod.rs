@@ -11,7 +11,7 @@
 //!   are validated when first read.
 //! - **Writes** (`set`, `remove`) update the cache and return at once: they never wait on disk.
 //!   A write of the bytes already cached is skipped. A background flusher writes everything
-//!   pending in one storage transaction per `flush_interval_ms`. [`Dictionary::flush`] waits
+//!   pending in one storage transaction per `flush_interval`. [`Dictionary::flush`] waits
 //!   until everything set so far, by every thread, is durable.
 //! - **Transactions**: [`WriteTxn::dictionary`] writes go into the caller's transaction and
 //!   reach the cache when it commits (under the writer lock, so no flush can interleave).
@@ -46,7 +46,7 @@ use tessera_value::{Doc, Value};
 /// single lock by up to 3× on hot reads.
 pub const SHARDS_DEFAULT: usize = 32;
 /// Default write-behind interval.
-pub const FLUSH_INTERVAL_MS_DEFAULT: u64 = 20;
+pub const FLUSH_INTERVAL_DEFAULT: Duration = Duration::from_millis(20);
 /// Keys read from storage one at a time before an unbounded cache may load the whole
 /// dictionary in one scan.
 pub const BULK_LOAD_MISSES_MIN: u64 = 64;
@@ -62,15 +62,15 @@ pub const BULK_LOAD_ENTRIES_PER_MISS: u64 = 2;
 pub struct DictionaryOptions {
     /// Cache shards (each with its own lock); at least 1.
     pub shards: usize,
-    /// Longest time a write waits in memory before the flusher writes it.
-    pub flush_interval_ms: u64,
+    /// Longest time a write waits in memory before the flusher writes it (at least 1 ms).
+    pub flush_interval: Duration,
     /// Most cached entries (clean ones are evicted beyond it); `None` for no bound.
     pub entries_max: Option<usize>,
 }
 
 impl Default for DictionaryOptions {
     fn default() -> Self {
-        DictionaryOptions { shards: SHARDS_DEFAULT, flush_interval_ms: FLUSH_INTERVAL_MS_DEFAULT, entries_max: None }
+        DictionaryOptions { shards: SHARDS_DEFAULT, flush_interval: FLUSH_INTERVAL_DEFAULT, entries_max: None }
     }
 }
 
@@ -199,10 +199,10 @@ impl Db {
                     flusher: Arc::new(FlusherShared::default()),
                     thread: Mutex::new(None),
                 });
-                let (weak, shared, interval) = (Arc::downgrade(&inner), inner.flusher.clone(), inner.options.flush_interval_ms);
+                let (weak, shared, interval) = (Arc::downgrade(&inner), inner.flusher.clone(), inner.options.flush_interval);
                 let thread = std::thread::Builder::new()
                     .name(format!("tessera-dict-{name}"))
-                    .spawn(move || flusher_loop(weak, shared, Duration::from_millis(interval.max(1))))
+                    .spawn(move || flusher_loop(weak, shared, interval.max(Duration::from_millis(1))))
                     .map_err(Error::Io)?;
                 *lock(&inner.thread) = Some(thread);
                 Ok(inner)

@@ -322,8 +322,8 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     }
 
     /// A handle on one field, with `get` and `set`.
-    pub fn field<V: Serialize + DeserializeOwned>(&self, name: &str) -> Field<T, V> {
-        Field { document: self.clone(), name: name.into(), _type: PhantomData }
+    pub fn field<V: Serialize + DeserializeOwned>(&self, name: &str) -> FieldHandle<T, V> {
+        FieldHandle { document: self.clone(), name: name.into(), _type: PhantomData }
     }
 
     /// Removes the document; returns whether it existed.
@@ -358,14 +358,27 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     }
 }
 
-/// A handle on one field of a document: the counterpart of a Kotlin property delegate.
-pub struct Field<T, V> {
+/// A handle on one field of a document: the counterpart of a Kotlin property delegate. (Not
+/// to be confused with [`crate::query::Field`], a record field in a typed query.)
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db")).unwrap();
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Profile { name: String, age: u32 }
+/// let ada = db.documents("profiles").unwrap().document::<Profile>("ada");
+/// ada.set(&Profile { name: "Ada".into(), age: 36 }).unwrap();
+/// let age: tessera::FieldHandle<Profile, u32> = ada.field("age");
+/// age.set(&37).unwrap();
+/// assert_eq!(age.get().unwrap(), Some(37));
+/// ```
+pub struct FieldHandle<T, V> {
     document: Document<T>,
     name: Arc<str>,
     _type: PhantomData<fn() -> V>,
 }
 
-impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> Field<T, V> {
+impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHandle<T, V> {
     /// The field's value, or `None` if it is not stored.
     pub fn get(&self) -> Result<Option<V>> {
         let path = fields::path_of(&self.name, self.document.collection.options.deep)?;
