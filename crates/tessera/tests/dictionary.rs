@@ -495,3 +495,31 @@ fn a_bounded_cache_reads_a_cold_dictionary_key_by_key() {
     }
     assert_eq!(dict.get::<i64>("never-stored").unwrap(), None);
 }
+
+#[test]
+fn a_dictionary_dropped_inside_a_write_transaction_still_writes_its_pending_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let ks = db.keyspace("other").unwrap();
+    let dict =
+        db.dictionary_with("late", DictionaryOptions { flush_interval: Duration::from_secs(600), ..DictionaryOptions::default() }).unwrap();
+    dict.set("k", &7u32).unwrap();
+    let mut holder = Some(dict);
+    // The last handle goes inside a write closure: its final flush cannot take the writer lock
+    // there (it used to fail with WouldDeadlock and lose the value, saying so on stderr only).
+    db.write(|tx| {
+        holder.take();
+        tx.put(&ks, b"x", b"y")
+    })
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let reopened = db.dictionary_with("late", DictionaryOptions::default()).unwrap();
+        if reopened.get::<u32>("k").unwrap() == Some(7) {
+            break;
+        }
+        drop(reopened);
+        assert!(std::time::Instant::now() < deadline, "the pending value was never written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

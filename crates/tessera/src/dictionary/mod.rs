@@ -99,8 +99,6 @@ struct Shard {
 
 #[derive(Default)]
 struct Flusher {
-    /// A flush was asked for now.
-    requested: bool,
     /// When the oldest write not yet taken by a flush was made: the flush is due one interval
     /// later.
     pending_since: Option<std::time::Instant>,
@@ -371,16 +369,14 @@ impl DictInner {
         // Read before the swap: while writes are pending (most of the time under load) every
         // thread then only reads the shared flag, instead of taking its cache line in turn.
         if !self.has_pending.load(Ordering::Acquire) && !self.has_pending.swap(true, Ordering::AcqRel) {
-            self.wake(false);
+            self.wake();
         }
         true
     }
 
-    /// Tells the flusher a write is pending (starting the interval if none was), or, if
-    /// `urgent`, that a flush is wanted now.
-    fn wake(&self, urgent: bool) {
+    /// Tells the flusher a write is pending (starting the interval if none was).
+    fn wake(&self) {
         let mut flusher = lock(&self.flusher.state);
-        flusher.requested |= urgent;
         flusher.pending_since.get_or_insert_with(std::time::Instant::now);
         self.flusher.changed.notify_all();
     }
@@ -490,9 +486,6 @@ fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interva
                 if flusher.stopped {
                     return;
                 }
-                if std::mem::take(&mut flusher.requested) {
-                    break;
-                }
                 let wait = match flusher.pending_since {
                     Some(since) => match (since + interval).checked_duration_since(std::time::Instant::now()) {
                         Some(left) if !left.is_zero() => left,
@@ -501,7 +494,7 @@ fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interva
                     None => interval, // idle: wake now and then to notice a dropped dictionary
                 };
                 flusher = shared.changed.wait_timeout(flusher, wait).unwrap_or_else(|p| p.into_inner()).0;
-                if flusher.pending_since.is_none() && !flusher.requested && !flusher.stopped {
+                if flusher.pending_since.is_none() && !flusher.stopped {
                     break; // idle timeout: check that the dictionary still exists
                 }
             }
@@ -650,7 +643,33 @@ impl Drop for DictInner {
                 let _ = thread.join();
             }
         }
-        if self.has_pending.load(Ordering::SeqCst) || !self.shards.iter().all(|s| lock(s).dirty.is_empty()) {
+        let pending = self.has_pending.load(Ordering::SeqCst) || !self.shards.iter().all(|s| lock(s).dirty.is_empty());
+        if pending && crate::store::writing_on_this_thread() {
+            // Dropped inside a write transaction of this thread, whose writer lock a flush here
+            // would wait for forever: hand the pending values to a thread that writes them as
+            // soon as that transaction ends.
+            let batch = in_key_order(self.take_pending());
+            let (db, keyspace, name) = (self.db.clone(), self.keyspace.clone(), self.name.clone());
+            let spawned = std::thread::Builder::new().name(format!("tessera-dict-{name}-last")).spawn(move || {
+                let written = db.write_with(Durability::BUFFERED, |tx| {
+                    for (key, value, _) in &batch {
+                        match value {
+                            Some(bytes) => keys::store(tx, &keyspace, key, bytes)?,
+                            None => keys::remove(tx, &keyspace, key)?,
+                        }
+                    }
+                    Ok(())
+                });
+                if let Err(error) = written.and_then(|()| db.sync()) {
+                    eprintln!("tessera: dictionary {name:?} could not write its pending values when dropped: {error}");
+                }
+            });
+            if let Err(error) = spawned {
+                eprintln!("tessera: dictionary {:?} could not write its pending values when dropped: {error}", self.name);
+            }
+            return;
+        }
+        if pending {
             if let Err(error) = self.flush_pending().and_then(|()| self.db.sync()) {
                 // Drop cannot return it: say so rather than swallow it (`close` returns it).
                 eprintln!("tessera: dictionary {:?} could not write its pending values when dropped: {error}", self.name);

@@ -18,6 +18,7 @@ mod txn;
 
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub use sync::Durability;
+pub(crate) use txn::writing_on_this_thread;
 pub use txn::{Entries, ReadSource, ReadTxn, Snapshot, WriteTxn, KEY_LEN_MAX};
 
 use crate::error::{Error, Result};
