@@ -254,16 +254,12 @@ pub fn run(options: &Options) -> std::io::Result<()> {
                     },
                 ),
             ),
-            (
-                "field handle write",
-                None,
-                {
-                    // The delete row left no document; a field is written into an existing one.
-                    doc.set(&profile(0)).unwrap();
-                    raw.set("bench", &profile(0));
-                    time_pair(n, w, |i| age.set(&(i as i32)).unwrap(), |i| raw.update_field("bench", "age", &(i as i32)))
-                },
-            ),
+            ("field handle write", None, {
+                // The delete row left no document; a field is written into an existing one.
+                doc.set(&profile(0)).unwrap();
+                raw.set("bench", &profile(0));
+                time_pair(n, w, |i| age.set(&(i as i32)).unwrap(), |i| raw.update_field("bench", "age", &(i as i32)))
+            }),
         ];
         for (name, absolute, (ours, theirs)) in rows {
             // get and set: at most 1.1x raw heed in the same run (the typed-records issue); the

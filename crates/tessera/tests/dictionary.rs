@@ -523,3 +523,31 @@ fn a_dictionary_dropped_inside_a_write_transaction_still_writes_its_pending_valu
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn a_read_closure_may_use_the_dictionary_and_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let ks = db.keyspace("other").unwrap();
+    let dict = db.dictionary_with("reentrant", DictionaryOptions { shards: 1, ..DictionaryOptions::default() }).unwrap();
+    dict.set("a", &1u32).unwrap();
+    // With one shard, every key shares the lock `with_value` used to hold while its closure ran:
+    // these calls deadlocked.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = {
+        let (dict, db, ks) = (dict.clone(), db.clone(), ks.clone());
+        std::thread::spawn(move || {
+            let copied = dict
+                .with_value("a", |value| {
+                    let n = value.and_then(|v| v.as_i64()).unwrap();
+                    dict.set("b", &(n + 1)).unwrap();
+                    db.write(|tx| tx.put(&ks, b"seen", &n.to_be_bytes())).unwrap();
+                    dict.get::<i64>("b").unwrap()
+                })
+                .unwrap();
+            tx.send(copied).unwrap();
+        })
+    };
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("the closure finished"), Some(2));
+    worker.join().unwrap();
+}

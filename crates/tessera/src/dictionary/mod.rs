@@ -227,11 +227,14 @@ impl DictInner {
 
     /// Runs `read` on the cached bytes of `key` (loading them on a miss).
     fn with_bytes<R>(&self, key: &str, read: impl FnOnce(Option<&[u8]>) -> Result<R>) -> Result<R> {
-        {
+        // The caller's `read` runs after the shard's lock is released, on a reference to the
+        // cached bytes: it may call back into the dictionary (or start a transaction) freely.
+        let cached = {
             let mut shard = lock(self.shard(key));
-            if let Some(entry) = shard.entries.get_mut(key) {
-                return self.read_entry(key, entry, read);
-            }
+            shard.entries.get_mut(key).map(|entry| self.checked_value(key, entry))
+        };
+        if let Some(value) = cached {
+            return read(value?.as_deref());
         }
         if self.complete.load(Ordering::Acquire) {
             return read(None);
@@ -255,20 +258,21 @@ impl DictInner {
         }
         // A write that raced with the load wins: keep what is cached.
         let entry = shard.entries.entry(key.into()).or_insert(Entry { value: loaded.map(Arc::from), pending: 0, validated: true });
-        let result = self.read_entry(key, entry, read);
+        let value = self.checked_value(key, entry);
         self.evict(&mut shard);
-        result
+        drop(shard);
+        read(value?.as_deref())
     }
 
-    /// Runs `read` on a cached entry, validating bytes a bulk load left unchecked.
-    fn read_entry<R>(&self, key: &str, entry: &mut Entry, read: impl FnOnce(Option<&[u8]>) -> Result<R>) -> Result<R> {
+    /// A cached entry's value, validating bytes a bulk load left unchecked.
+    fn checked_value(&self, key: &str, entry: &mut Entry) -> Result<Option<Arc<[u8]>>> {
         if !entry.validated {
             if let Some(bytes) = &entry.value {
                 Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
             }
             entry.validated = true;
         }
-        read(entry.value.as_deref())
+        Ok(entry.value.clone())
     }
 
     /// Counts a miss; true when this caller should load the whole dictionary now.
