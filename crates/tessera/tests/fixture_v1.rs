@@ -1,6 +1,7 @@
-//! A database written by the code of commit 0f34021 (document format 1, storage format 1; see
-//! `tests/fixtures/make_v1.rs`, whose types and values are repeated here) opens and reads
-//! correctly, and takes new writes.
+//! Databases written by earlier code open and read correctly, and take new writes:
+//! `v1.tessera` by commit 0f34021 (document format 1, storage format 1) and `v2.tessera` by
+//! commit ef4c539 (storage format 2: records with shared keys); see
+//! `tests/fixtures/make_v1.rs`, whose types and values are repeated here.
 
 // The fixture's functions are kept exactly as `make_v1.rs` wrote them.
 #![allow(clippy::manual_is_multiple_of)]
@@ -60,11 +61,19 @@ pub fn long_key(n: u32) -> String {
     format!("{n:04}-{}", "x".repeat(600))
 }
 
-/// A copy of the fixture in a temporary directory (opening a database writes to it).
-fn open_copy() -> (tempfile::TempDir, Db) {
+/// The fixtures, with the storage format version each was written in.
+const FIXTURES: [(&str, u32); 2] = [("v1.tessera", 1), ("v2.tessera", 2)];
+
+/// A copy of a fixture in a temporary directory (opening a database writes to it).
+fn copy_of(fixture: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("v1.tessera");
-    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.tessera"), &path).unwrap();
+    let path = dir.path().join(fixture);
+    std::fs::copy(format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR")), &path).unwrap();
+    (dir, path)
+}
+
+fn open_copy(fixture: &str) -> (tempfile::TempDir, Db) {
+    let (dir, path) = copy_of(fixture);
     let db = Db::open(&path).unwrap();
     (dir, db)
 }
@@ -81,19 +90,27 @@ fn recorded_version(path: &std::path::Path) -> u32 {
 }
 
 #[test]
-fn opening_a_version_1_database_marks_it_with_the_current_version() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("v1.tessera");
-    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v1.tessera"), &path).unwrap();
-    assert_eq!(recorded_version(&path), 1);
-    drop(Db::open(&path).unwrap());
-    assert_eq!(recorded_version(&path), tessera::store::STORAGE_FORMAT_VERSION);
+fn opening_an_older_database_marks_it_with_the_current_version() {
+    for (fixture, version) in FIXTURES {
+        let (_dir, path) = copy_of(fixture);
+        assert_eq!(recorded_version(&path), version, "{fixture}");
+        drop(Db::open(&path).unwrap());
+        assert_eq!(recorded_version(&path), tessera::store::STORAGE_FORMAT_VERSION, "{fixture}");
+    }
     assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 3);
 }
 
 #[test]
-fn a_version_1_database_reads_correctly() {
-    let (_dir, db) = open_copy();
+fn older_databases_read_correctly() {
+    for (fixture, _) in FIXTURES {
+        reads_correctly(fixture);
+    }
+}
+
+fn reads_correctly(fixture: &str) {
+    let (_dir, db) = open_copy(fixture);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{fixture}: {report}");
     let items = db.collection::<Item>().unwrap();
     let all = items.all().fetch(&db).unwrap();
     assert_eq!(all, (0..200).map(item).collect::<Vec<_>>());
@@ -127,8 +144,14 @@ fn a_version_1_database_reads_correctly() {
 }
 
 #[test]
-fn a_version_1_database_takes_new_writes() {
-    let (_dir, db) = open_copy();
+fn older_databases_take_new_writes() {
+    for (fixture, _) in FIXTURES {
+        takes_new_writes(fixture);
+    }
+}
+
+fn takes_new_writes(fixture: &str) {
+    let (_dir, db) = open_copy(fixture);
     let items = db.collection::<Item>().unwrap();
     let mut changed = item(5);
     changed.attrs = (0..12).map(|i| (format!("user_{i}"), i)).collect();
@@ -154,4 +177,6 @@ fn a_version_1_database_takes_new_writes() {
     assert_eq!(dictionary.get::<String>(&long_key(9)).unwrap().as_deref(), Some("new"));
     assert_eq!(dictionary.get::<String>(&long_key(3)).unwrap(), None);
     assert_eq!(dictionary.keys().unwrap().len(), 106);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{fixture} after new writes: {report}");
 }
