@@ -47,6 +47,33 @@ fn crash_child() {
     }
 }
 
+/// Runs the child test `name` on `path` until a random moment (up to `delay_max_micros`) after
+/// its first acknowledged commit, kills it with SIGKILL, and returns the highest commit it
+/// acknowledged.
+fn kill_child(name: &str, path: &std::path::Path, level: &str, rng: &mut fastrand::Rng, delay_max_micros: u64) -> u64 {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD_PATH, path)
+        .env(CHILD_LEVEL, level)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (sender, receiver) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for n in stdout.lines().map_while(Result::ok).filter_map(|line| line.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok())) {
+            let _ = sender.send(n);
+        }
+    });
+    let first = receiver.recv_timeout(Duration::from_secs(30)).expect("the child acknowledges a commit");
+    std::thread::sleep(Duration::from_micros(rng.u64(0..delay_max_micros)));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap();
+    receiver.try_iter().max().unwrap_or(0).max(first)
+}
+
 fn run_crashes(level: &str) {
     let iterations: usize = std::env::var("TESSERA_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let dir = tempfile::tempdir().unwrap();
@@ -54,32 +81,7 @@ fn run_crashes(level: &str) {
     let mut rng = fastrand::Rng::with_seed(0x7e55e7a);
     let mut acknowledged = 0u64;
     for iteration in 0..iterations {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(CHILD_PATH, &path)
-            .env(CHILD_LEVEL, level)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let (sender, receiver) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(n) = line.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok()) {
-                    let _ = sender.send(n);
-                }
-            }
-        });
-        // Let it start writing, then kill it at a random moment.
-        let first = receiver.recv_timeout(Duration::from_secs(20)).expect("the child acknowledges a commit");
-        acknowledged = acknowledged.max(first);
-        std::thread::sleep(Duration::from_micros(rng.u64(0..20_000)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        reader.join().unwrap();
-        acknowledged = acknowledged.max(receiver.try_iter().max().unwrap_or(0));
-
+        acknowledged = acknowledged.max(kill_child("crash_child", &path, level, &mut rng, 20_000));
         let db = Db::open(&path).unwrap_or_else(|e| panic!("iteration {iteration}: reopen failed: {e}"));
         let (main, mirror) = (db.keyspace("main").unwrap(), db.keyspace("mirror").unwrap());
         db.read(|tx| {
@@ -147,26 +149,7 @@ fn killed_document_writers_never_leave_a_partial_document() {
     let iterations: usize = std::env::var("TESSERA_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(200) / 4;
     let mut acknowledged = 0;
     for iteration in 0..iterations {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["crash_child_documents", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(CHILD_PATH, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (sender, receiver) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for n in stdout.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok())) {
-                let _ = sender.send(n);
-            }
-        });
-        acknowledged = acknowledged.max(receiver.recv_timeout(Duration::from_secs(20)).expect("the child acknowledges a set"));
-        std::thread::sleep(Duration::from_micros(rng.u64(0..10_000)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        reader.join().unwrap();
-        acknowledged = acknowledged.max(receiver.try_iter().max().unwrap_or(0));
+        acknowledged = acknowledged.max(kill_child("crash_child_documents", &path, "immediate", &mut rng, 10_000));
         let db = Db::open(&path).unwrap();
         let stored = db.documents("crash").unwrap().document::<Counters>("doc").get().unwrap().expect("a document");
         assert_eq!(stored, counters(stored.a), "iteration {iteration}: a partial document");
@@ -238,27 +221,7 @@ fn run_product_crashes(level: &str) {
     let mut rng = fastrand::Rng::with_seed(0x9d0c);
     let mut acknowledged = 0u64;
     for iteration in 0..iterations {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["crash_child_product", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(CHILD_PATH, &path)
-            .env(CHILD_LEVEL, level)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (sender, receiver) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for n in stdout.lines().map_while(Result::ok).filter_map(|l| l.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok())) {
-                let _ = sender.send(n);
-            }
-        });
-        acknowledged = acknowledged.max(receiver.recv_timeout(Duration::from_secs(30)).expect("the child acknowledges a commit"));
-        std::thread::sleep(Duration::from_micros(rng.u64(0..20_000)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        reader.join().unwrap();
-        acknowledged = acknowledged.max(receiver.try_iter().max().unwrap_or(0));
+        acknowledged = acknowledged.max(kill_child("crash_child_product", &path, level, &mut rng, 20_000));
 
         let db = Db::open(&path).unwrap_or_else(|e| panic!("iteration {iteration}: reopen failed: {e}"));
         let last: u64 = db.dictionary().unwrap().get("last").unwrap().expect("a commit happened");
