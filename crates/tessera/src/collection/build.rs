@@ -1,7 +1,7 @@
 //! Index entries: computing them for a record, keeping them current on every write, and
 //! building a new index over existing records in the background.
 
-use super::{key_display, sort_key, CollectionState, IndexState};
+use super::{show_key, sort_key, CollectionState, IndexState};
 use crate::error::{Error, Result};
 use crate::store::{Keyspace, WriteTxn};
 use crate::Db;
@@ -66,7 +66,6 @@ pub(crate) fn update_entries<'i>(
     new: Option<&[u8]>,
 ) -> Result<()> {
     let IndexTarget { collection, keyspace, keys, key_text } = *target;
-    let show = |key: &[u8]| key_text(key).unwrap_or_else(|| key_display(key));
     let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
     let mut changes: Vec<EntryChange> = Vec::new();
     for index in indexes {
@@ -87,8 +86,8 @@ pub(crate) fn update_entries<'i>(
                         return Err(Error::UniqueViolation {
                             collection: collection.to_owned(),
                             index: index.path.clone(),
-                            key: show(primary_key),
-                            holder: show(holder),
+                            key: show_key(key_text, primary_key),
+                            holder: show_key(key_text, holder),
                         });
                     }
                 }

@@ -262,7 +262,7 @@ impl CollectionState {
     /// A stored primary key as text for an error or `explain`: typed values when the bytes
     /// are a key of the record type, hex otherwise.
     pub(crate) fn display_key(&self, key: &[u8]) -> String {
-        (self.key_text)(key).unwrap_or_else(|| key_display(key))
+        show_key(self.key_text, key)
     }
 
     /// Opens a stored record of this collection in O(1), with its shared keys.
@@ -431,8 +431,7 @@ fn build_unique_indexes<T: Record>(
     if building.is_empty() {
         return Ok(());
     }
-    let stored: Vec<(Vec<u8>, Vec<u8>)> =
-        tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>()?;
+    let stored = all_records(tx, records)?;
     let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared, key_text: T::display_key };
     for (key, bytes) in &stored {
         build::update_entries(tx, &target, &building, key, None, Some(bytes))?;
@@ -441,6 +440,11 @@ fn build_unique_indexes<T: Record>(
         index.ready = true;
     }
     Ok(())
+}
+
+/// Every stored record, copied out of the transaction (which the caller then writes to).
+fn all_records(tx: &WriteTxn<'_>, records: &Keyspace) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect()
 }
 
 /// Rewrites every record through `migrate` and rebuilds every index, inside `tx`.
@@ -453,17 +457,11 @@ fn run_migration<T: Record>(
     schema: &mut StoredSchema,
     migrate: &(dyn Fn(Value<'_>) -> Result<T> + Send + Sync),
 ) -> Result<()> {
-    let stored: Vec<(Vec<u8>, Vec<u8>)> =
-        tx.range(records, ..)?.map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_>>()?;
+    let stored = all_records(tx, records)?;
     let mut migrated = Vec::with_capacity(stored.len());
     for (key, bytes) in &stored {
-        let doc = Doc::from_untrusted_with_keys(bytes, &record_keys.shared).map_err(|error| {
-            let mut error = decode_error(name, key, error);
-            if let (Error::RecordDecode { key: text, .. }, Some(typed)) = (&mut error, T::display_key(key)) {
-                *text = typed;
-            }
-            error
-        })?;
+        let doc =
+            Doc::from_untrusted_with_keys(bytes, &record_keys.shared).map_err(|error| decode_error(name, T::display_key, key, error))?;
         migrated.push(migrate(doc.root())?);
         tx.delete(records, key)?;
     }
@@ -477,10 +475,7 @@ fn run_migration<T: Record>(
         key.clear();
         record.encode_key(&mut key);
         if tx.get(records, &key)?.is_some() {
-            return Err(Error::DuplicateKey {
-                collection: name.to_owned(),
-                key: T::display_key(&key).unwrap_or_else(|| key_display(&key)),
-            });
+            return Err(Error::DuplicateKey { collection: name.to_owned(), key: show_key(T::display_key, &key) });
         }
         tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
@@ -502,14 +497,26 @@ pub(crate) fn key_display(key: &[u8]) -> String {
     }
 }
 
-pub(crate) fn decode_error(collection: &str, key: &[u8], error: impl std::fmt::Display) -> Error {
-    Error::RecordDecode { collection: collection.to_owned(), key: key_display(key), field: String::new(), message: error.to_string() }
+/// A primary key as text: the record type's values where `key_text` (a
+/// [`Record::display_key`]) reads the bytes, else [`key_display`]'s form.
+pub(crate) fn show_key(key_text: fn(&[u8]) -> Option<String>, key: &[u8]) -> String {
+    key_text(key).unwrap_or_else(|| key_display(key))
+}
+
+/// A record of `collection` at `key` that does not open.
+fn decode_error(collection: &str, key_text: fn(&[u8]) -> Option<String>, key: &[u8], error: impl std::fmt::Display) -> Error {
+    Error::RecordDecode {
+        collection: collection.to_owned(),
+        key: show_key(key_text, key),
+        field: String::new(),
+        message: error.to_string(),
+    }
 }
 
 impl CollectionState {
-    /// [`decode_error`] with the key shown as the record type's values.
+    /// [`decode_error`] for this collection's record type.
     pub(crate) fn decode_error(&self, key: &[u8], error: impl std::fmt::Display) -> Error {
-        Error::RecordDecode { collection: self.name.clone(), key: self.display_key(key), field: String::new(), message: error.to_string() }
+        decode_error(&self.name, self.key_text, key, error)
     }
 }
 

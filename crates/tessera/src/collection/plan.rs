@@ -5,7 +5,7 @@
 //! three-valued logic is decided in one place (`query::eval`).
 
 use super::sort_key::{self, prefix_end};
-use super::{key_display, CollectionState, Record};
+use super::{show_key, CollectionState, Record};
 use crate::query::{CompareOp, Expr, Literal, StringOp};
 use crate::store::key::part_prefix;
 use std::fmt;
@@ -68,10 +68,9 @@ impl PartialEq for Plan {
 }
 
 fn bound_text(bound: &Bound<Vec<u8>>, key_text: fn(&[u8]) -> Option<String>) -> String {
-    let text = |key: &[u8]| key_text(key).unwrap_or_else(|| key_display(key));
     match bound {
-        Bound::Included(key) => format!("[{}", text(key)),
-        Bound::Excluded(key) => format!("({}", text(key)),
+        Bound::Included(key) => format!("[{}", show_key(key_text, key)),
+        Bound::Excluded(key) => format!("({}", show_key(key_text, key)),
         Bound::Unbounded => "∞".to_owned(),
     }
 }
@@ -93,7 +92,7 @@ impl Access {
         match self {
             Access::Empty => f.write_str("empty"),
             Access::Keys(keys) => {
-                let keys: Vec<String> = keys.iter().map(|key| key_text(key).unwrap_or_else(|| key_display(key))).collect();
+                let keys: Vec<String> = keys.iter().map(|key| show_key(key_text, key)).collect();
                 write!(f, "primary key lookup {}", keys.join(", "))
             }
             Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start, key_text), bound_text(end, key_text)),

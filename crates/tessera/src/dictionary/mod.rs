@@ -409,13 +409,7 @@ impl DictInner {
             // Collected under the writer lock, once even if the transaction is retried, and
             // written in key order, which LMDB's B-tree takes fastest.
             let batch = batch.get_or_insert_with(|| in_key_order(self.take_pending()));
-            for (key, value, _) in batch.iter() {
-                match value {
-                    Some(bytes) => keys::store(tx, &self.keyspace, key, bytes)?,
-                    None => keys::remove(tx, &self.keyspace, key)?,
-                }
-            }
-            Ok(())
+            write_batch(tx, &self.keyspace, batch)
         });
         if let Err(error) = result {
             // Nothing was written: mark the batch pending again (unless rewritten since).
@@ -479,6 +473,17 @@ fn in_key_order(batch: Vec<PendingWrite>) -> Vec<PendingWrite> {
     order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| batch[a.1].0.cmp(&batch[b.1].0)));
     let mut slots: Vec<Option<PendingWrite>> = batch.into_iter().map(Some).collect();
     order.into_iter().map(|(_, index)| slots[index].take().expect("each index once")).collect()
+}
+
+/// Writes a batch of pending values (`None`: removed) into the dictionary's keyspace.
+fn write_batch(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, batch: &[PendingWrite]) -> Result<()> {
+    for (key, value, _) in batch {
+        match value {
+            Some(bytes) => keys::store(tx, keyspace, key, bytes)?,
+            None => keys::remove(tx, keyspace, key)?,
+        }
+    }
+    Ok(())
 }
 
 fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interval: Duration) {
@@ -655,15 +660,7 @@ impl Drop for DictInner {
             let batch = in_key_order(self.take_pending());
             let (db, keyspace, name) = (self.db.clone(), self.keyspace.clone(), self.name.clone());
             let spawned = std::thread::Builder::new().name(format!("tessera-dict-{name}-last")).spawn(move || {
-                let written = db.write_with(Durability::BUFFERED, |tx| {
-                    for (key, value, _) in &batch {
-                        match value {
-                            Some(bytes) => keys::store(tx, &keyspace, key, bytes)?,
-                            None => keys::remove(tx, &keyspace, key)?,
-                        }
-                    }
-                    Ok(())
-                });
+                let written = db.write_with(Durability::BUFFERED, |tx| write_batch(tx, &keyspace, &batch));
                 if let Err(error) = written.and_then(|()| db.sync()) {
                     eprintln!("tessera: dictionary {name:?} could not write its pending values when dropped: {error}");
                 }
