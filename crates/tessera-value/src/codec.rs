@@ -134,6 +134,19 @@ pub struct FieldIds {
 
 /// The resolved ids of one [`FieldNames`] list, with each id's position in a dict that holds
 /// every field (see [`FieldIds::fields`]).
+///
+/// ```
+/// use tessera_value::codec::FieldIds;
+/// use tessera_value::SharedKeys;
+/// static NAMES: &[&str] = &["b", "a"];
+/// let mut keys = SharedKeys::new();
+/// keys.add("a").unwrap();
+/// keys.add("b").unwrap();
+/// let ids = FieldIds::resolve(&keys, [NAMES]);
+/// let fields = ids.fields(NAMES).unwrap();
+/// // "b" has id 1 and sits second in a dict of both (entries are sorted by id).
+/// assert_eq!((fields.ids[0], fields.ranks[0]), (1, 1));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct ResolvedFields<'i> {
     /// Shared-key id of each name.

@@ -107,6 +107,21 @@ pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     fn encode_key_prefix(literals: &[Literal], out: &mut Vec<u8>) -> bool;
     /// The stored primary key `key` as text for errors and `explain`: `42`, `k1`, or
     /// `(2, "k1")` for a composite key. `None` if the bytes are not a key of this type.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// #[record(name = "events")]
+    /// struct Event {
+    ///     #[record(key)]
+    ///     day: u16,
+    ///     #[record(key)]
+    ///     name: String,
+    /// }
+    /// let key = tessera::store::key::encode(&(3u16, "launch"));
+    /// assert_eq!(Event::display_key(&key).as_deref(), Some(r#"(3, "launch")"#));
+    /// assert_eq!(Event::display_key(b"x"), None);
+    /// ```
     fn display_key(key: &[u8]) -> Option<String> {
         let _ = key;
         None
