@@ -58,20 +58,65 @@ pub struct Doc<'a> {
     key_count: u32,
     atom_count: u32,
     shared_count: u32,
-    /// Byte widths of the key table (low nibble) and the atom table (high nibble), in one byte
-    /// so that the small fields fill 16 bytes exactly: a `Doc` (and every `Value`) is then
-    /// copied in whole words, without the partial overlapping moves that stall on
-    /// store-to-load forwarding.
-    table_widths: u8,
-    key_index_kind: KeyIndexKind,
-    /// log2 of a hashed index's slot count (unused for a sorted index).
-    key_index_log2: u8,
-    validated: bool,
+    /// The small fields in one word (see [`Small`]), written and copied whole: a `Doc` (and
+    /// every `Value`) is then copied in whole words, without the partial overlapping moves
+    /// that stall on store-to-load forwarding.
+    small: Small,
+}
+
+/// A `Doc`'s byte-sized fields packed in a `u32`: the key table's width (bits 0–3), the atom
+/// table's width (bits 4–7), the key index kind (bits 8–15), log2 of a hashed index's slot
+/// count (bits 16–23; unused for a sorted index) and whether the bytes were validated (bit 24).
+#[derive(Clone, Copy)]
+struct Small(u32);
+
+impl Small {
+    const VALIDATED: u32 = 1 << 24;
+
+    #[inline(always)]
+    fn new(key_width: usize, atom_width: usize, kind: KeyIndexKind, index_log2: u32, validated: bool) -> Self {
+        debug_assert!(key_width <= 8 && atom_width <= 8 && index_log2 <= 64, "64 for a document without an index");
+        let kind = match kind {
+            KeyIndexKind::Hashed => 0,
+            KeyIndexKind::HashedV1 => 1,
+            KeyIndexKind::Sorted => 2,
+        };
+        Small(key_width as u32 | (atom_width as u32) << 4 | kind << 8 | index_log2 << 16 | if validated { Self::VALIDATED } else { 0 })
+    }
+
+    #[inline(always)]
+    fn key_width(self) -> usize {
+        (self.0 & 0xF) as usize
+    }
+
+    #[inline(always)]
+    fn atom_width(self) -> usize {
+        (self.0 >> 4 & 0xF) as usize
+    }
+
+    #[inline(always)]
+    fn key_index_kind(self) -> KeyIndexKind {
+        match self.0 >> 8 & 0xFF {
+            0 => KeyIndexKind::Hashed,
+            1 => KeyIndexKind::HashedV1,
+            _ => KeyIndexKind::Sorted,
+        }
+    }
+
+    #[inline(always)]
+    fn key_index_log2(self) -> u32 {
+        self.0 >> 16 & 0xFF
+    }
+
+    #[inline(always)]
+    fn validated(self) -> bool {
+        self.0 & Self::VALIDATED != 0
+    }
 }
 
 impl std::fmt::Debug for Doc<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Doc").field("len", &self.bytes.len()).field("validated", &self.validated).finish()
+        f.debug_struct("Doc").field("len", &self.bytes.len()).field("validated", &self.small.validated()).finish()
     }
 }
 
@@ -86,10 +131,13 @@ impl<'a> Doc<'a> {
             key_count: footer.keys.count as u32,
             atom_count: footer.atoms.count as u32,
             shared_count: footer.shared_count as u32,
-            table_widths: footer.keys.width as u8 | (footer.atoms.width as u8) << 4,
-            key_index_kind: footer.key_index_kind,
-            key_index_log2: footer.key_index_len.trailing_zeros() as u8,
-            validated,
+            small: Small::new(
+                footer.keys.width,
+                footer.atoms.width,
+                footer.key_index_kind,
+                footer.key_index_len.trailing_zeros(),
+                validated,
+            ),
         }
     }
 }
@@ -159,7 +207,7 @@ impl<'a> Doc<'a> {
 
     /// True if the document was opened with [`Doc::from_untrusted`].
     pub fn is_validated(&self) -> bool {
-        self.validated
+        self.small.validated()
     }
 
     /// How the document's local keys are indexed, or `None` if it has no local keys.
@@ -170,7 +218,7 @@ impl<'a> Doc<'a> {
     /// assert_eq!(Doc::from_untrusted(&bytes).unwrap().key_index_kind(), Some(KeyIndexKind::Hashed));
     /// ```
     pub fn key_index_kind(&self) -> Option<KeyIndexKind> {
-        (self.key_count > 0).then_some(self.key_index_kind)
+        (self.key_count > 0).then_some(self.small.key_index_kind())
     }
 
     /// The format version the document was written in (1 to 3).
@@ -190,12 +238,12 @@ impl<'a> Doc<'a> {
 
     #[inline(always)]
     fn key_width(&self) -> usize {
-        (self.table_widths & 0xF) as usize
+        self.small.key_width()
     }
 
     #[inline(always)]
     fn atom_width(&self) -> usize {
-        (self.table_widths >> 4) as usize
+        self.small.atom_width()
     }
 
     pub(crate) fn shared_count(&self) -> u64 {
@@ -248,7 +296,7 @@ impl<'a> Doc<'a> {
             (pos + 1 + used, len as usize)
         };
         let content = &self.bytes[start..start + len];
-        if self.validated {
+        if self.small.validated() {
             // SAFETY: `validated` is set by `Doc::validate`, which checked that every string
             // item of the value region is UTF-8 (validate.rs, `check_blob`), and by
             // `from_trusted_unchecked`, whose caller promises the same. `pos` is such an item:
@@ -306,7 +354,7 @@ impl<'a> Doc<'a> {
         if self.key_count == 0 {
             return None;
         }
-        let local = match self.key_index_kind {
+        let local = match self.small.key_index_kind() {
             KeyIndexKind::Sorted => self.sorted_local_id(name.as_bytes()),
             kind => self.hashed_local_id(kind, name.as_bytes()),
         };
@@ -331,7 +379,7 @@ impl<'a> Doc<'a> {
     fn hashed_local_id(&self, kind: KeyIndexKind, name: &[u8]) -> Option<usize> {
         let width = self.key_width();
         let index = self.key_index_start();
-        let mask = (1usize << self.key_index_log2) - 1;
+        let mask = (1usize << self.small.key_index_log2()) - 1;
         let mut slot = kind.hash(name) as usize & mask;
         for _ in 0..KEY_PROBE_MAX {
             let entry = read_uint(self.bytes, index + slot * width, width) as usize;

@@ -24,11 +24,41 @@ pub const SHARED_KEY_LEN_MAX: usize = 4096;
 /// let doc = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap();
 /// assert_eq!(doc.root().get("name").unwrap().as_str(), Some("Ada"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct SharedKeys {
     names: Vec<Box<str>>,
     ids: rustc_hash::FxHashMap<Box<str>, u32>,
+    /// This table's [`SharedKeys::identity`].
+    identity: u64,
 }
+
+/// The identity the next table gets.
+static NEXT_IDENTITY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn fresh_identity() -> u64 {
+    NEXT_IDENTITY.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Default for SharedKeys {
+    fn default() -> Self {
+        SharedKeys { names: Vec::new(), ids: Default::default(), identity: fresh_identity() }
+    }
+}
+
+/// A clone is a new table: it may grow apart from the original, so it gets its own identity.
+impl Clone for SharedKeys {
+    fn clone(&self) -> Self {
+        SharedKeys { names: self.names.clone(), ids: self.ids.clone(), identity: fresh_identity() }
+    }
+}
+
+/// Tables are equal when they hold the same names under the same ids.
+impl PartialEq for SharedKeys {
+    fn eq(&self, other: &Self) -> bool {
+        self.names == other.names
+    }
+}
+impl Eq for SharedKeys {}
 
 /// Why a key was not added to a [`SharedKeys`] table.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,6 +117,24 @@ impl SharedKeys {
     #[inline]
     pub(crate) fn id_below(&self, name: &str, limit: u64) -> Option<u32> {
         self.id(name).filter(|&id| (id as u64) < limit)
+    }
+
+    /// A number that no other table in this process has, clones included. A table only
+    /// grows, and an id never changes its name, so an id resolved from a table stays right for
+    /// every document opened with a table of the same identity: a caller may cache ids by it.
+    ///
+    /// ```
+    /// use tessera_value::SharedKeys;
+    /// let mut keys = SharedKeys::new();
+    /// let id = keys.add("name").unwrap();
+    /// let identity = keys.identity();
+    /// keys.add("age").unwrap();
+    /// assert_eq!((keys.identity(), keys.id("name")), (identity, Some(id)), "growing keeps both");
+    /// assert_ne!(keys.clone().identity(), identity, "a clone may grow apart");
+    /// ```
+    #[inline]
+    pub fn identity(&self) -> u64 {
+        self.identity
     }
 
     /// The key with this id.

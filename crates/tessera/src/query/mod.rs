@@ -207,20 +207,52 @@ pub enum Expr {
 /// ```
 pub struct FieldPath {
     text: String,
-    steps: Box<[tessera_value::DictKey]>,
+    /// The steps' ids in the first shared-key table the path met (a collection's), so that
+    /// records opened with that table are read by integer ids alone.
+    resolved: std::sync::OnceLock<ResolvedSteps>,
+    /// The steps as cached keys, for records opened with another table or none; made on
+    /// first use.
+    by_name: std::sync::OnceLock<Box<[tessera_value::DictKey]>>,
+}
+
+/// A path's steps resolved in one shared-key table.
+#[derive(Debug)]
+struct ResolvedSteps {
+    /// The table's [`tessera_value::SharedKeys::identity`].
+    table: u64,
+    /// Each step's id, or `u32::MAX` for a name the table lacks (looked up by name).
+    ids: Box<[u32]>,
 }
 
 impl FieldPath {
     /// The path `text` (steps separated by `.`).
     pub fn new(text: &str) -> Self {
-        FieldPath { text: text.to_owned(), steps: text.split('.').map(tessera_value::DictKey::new).collect() }
+        FieldPath { text: text.to_owned(), resolved: std::sync::OnceLock::new(), by_name: std::sync::OnceLock::new() }
     }
 
     /// The value at this path in `record`; `None` when a step is missing.
     #[inline]
     pub fn lookup<'a>(&self, record: tessera_value::Value<'a>) -> Option<tessera_value::Value<'a>> {
+        if let Some(shared) = record.doc().shared_keys() {
+            let resolved = self.resolved.get_or_init(|| ResolvedSteps {
+                table: shared.identity(),
+                ids: self.text.split('.').map(|step| shared.id(step).unwrap_or(u32::MAX)).collect(),
+            });
+            if resolved.table == shared.identity() {
+                // Same table: an id below the document's shared count names the step.
+                if let [id] = *resolved.ids {
+                    return record.as_dict()?.get_field(id, &self.text);
+                }
+                let mut current = record;
+                for (step, &id) in self.text.split('.').zip(resolved.ids.iter()) {
+                    current = current.as_dict()?.get_field(id, step)?;
+                }
+                return Some(current);
+            }
+        }
+        let steps = self.by_name.get_or_init(|| self.text.split('.').map(tessera_value::DictKey::new).collect());
         let mut current = record;
-        for step in self.steps.iter() {
+        for step in steps.iter() {
             current = current.as_dict()?.get_key(step)?;
         }
         Some(current)
@@ -778,5 +810,66 @@ impl<T: Textual> Field<T> {
 impl<T> From<Field<T>> for Expr {
     fn from(value: Field<T>) -> Expr {
         value.expr()
+    }
+}
+
+#[cfg(test)]
+mod field_path_tests {
+    use super::FieldPath;
+    use tessera_value::{Doc, Encoder, SharedKeys};
+
+    /// `{"a": a, "pos": {"x": x}, "local": 9}`, with `local` kept out of the shared table.
+    fn record(keys: &SharedKeys, a: i64, x: i64) -> Vec<u8> {
+        let mut enc = Encoder::with_shared_keys(keys);
+        enc.begin_dict().unwrap();
+        for (name, value) in [("a", a), ("local", 9)] {
+            enc.key(name).unwrap();
+            enc.push_i64(value).unwrap();
+        }
+        enc.key("pos").unwrap();
+        enc.begin_dict().unwrap();
+        enc.key("x").unwrap();
+        enc.push_i64(x).unwrap();
+        enc.end_dict().unwrap();
+        enc.end_dict().unwrap();
+        enc.finish().unwrap()
+    }
+
+    fn table(names: &[&str]) -> SharedKeys {
+        let mut keys = SharedKeys::new();
+        for name in names {
+            keys.add(name).unwrap();
+        }
+        keys
+    }
+
+    #[test]
+    fn a_path_reads_right_through_tables_that_number_keys_differently() {
+        // The path resolves its ids in the first table it meets; records of another table
+        // (other ids for the same names), or of none, must still read by name.
+        let first = table(&["a", "pos", "x"]);
+        let second = table(&["x", "pos", "a", "unused"]);
+        let (one, two) = (record(&first, 1, 10), record(&second, 2, 20));
+        let plain = tessera_value::from_json(br#"{"a": 3, "local": 9, "pos": {"x": 30}}"#).unwrap();
+        let docs = [
+            Doc::from_untrusted_with_keys(&one, &first).unwrap(),
+            Doc::from_untrusted_with_keys(&two, &second).unwrap(),
+            Doc::from_untrusted(&plain).unwrap(),
+        ];
+        let (a, x, local, missing) = (FieldPath::new("a"), FieldPath::new("pos.x"), FieldPath::new("local"), FieldPath::new("pos.y"));
+        for _ in 0..2 {
+            for (doc, (want_a, want_x)) in docs.iter().zip([(1, 10), (2, 20), (3, 30)]) {
+                assert_eq!(a.lookup(doc.root()).and_then(|v| v.as_i64()), Some(want_a));
+                assert_eq!(x.lookup(doc.root()).and_then(|v| v.as_i64()), Some(want_x));
+                assert_eq!(local.lookup(doc.root()).and_then(|v| v.as_i64()), Some(9));
+                assert!(missing.lookup(doc.root()).is_none());
+            }
+        }
+        // A clone of a table is another table: it may number new keys differently.
+        let mut grown = first.clone();
+        grown.add("local").unwrap();
+        let three = record(&grown, 4, 40);
+        let doc = Doc::from_untrusted_with_keys(&three, &grown).unwrap();
+        assert_eq!((a.lookup(doc.root()).and_then(|v| v.as_i64()), local.lookup(doc.root()).and_then(|v| v.as_i64())), (Some(4), Some(9)));
     }
 }

@@ -133,6 +133,8 @@ pub(crate) struct Inner {
     /// Entered by every read transaction and closed while the map is resized: LMDB requires
     /// that no transaction of this process is open during a resize.
     pub(crate) resize_gate: txn::ResizeGate,
+    /// The read transaction kept for reuse by reads through the `Db`.
+    pub(crate) snapshot_cache: txn::SnapshotCache,
     keyspaces: Mutex<HashMap<Arc<str>, Keyspace>>,
     pub(crate) feed: Arc<Feed>,
     pub(crate) syncer: Arc<Syncer>,
@@ -247,6 +249,7 @@ impl Db {
             options,
             writer: Mutex::new(()),
             resize_gate: txn::ResizeGate::default(),
+            snapshot_cache: txn::SnapshotCache::default(),
             keyspaces: Mutex::new(HashMap::new()),
             syncer,
             sync_thread: Mutex::new(Some(sync_thread)),
@@ -389,8 +392,10 @@ impl Db {
 
     /// Runs `read` on a consistent snapshot (MVCC: writers are never blocked).
     pub fn read<T>(&self, read: impl FnOnce(&ReadTxn<'_>) -> Result<T>) -> Result<T> {
-        let txn = self.read_txn()?;
-        read(&txn)
+        let txn = txn::ReadTxn::begin_reused(&self.inner)?;
+        let result = read(&txn);
+        txn.keep();
+        result
     }
 
     /// Opens a read transaction; it may be moved to another thread. Long-lived read
@@ -522,6 +527,8 @@ impl Db {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // The kept read transaction holds the environment open: drop it first.
+        self.snapshot_cache.clear();
         // Buffered commits are flushed when the last handle goes; a failure here cannot be
         // returned, which is why `Db::sync` exists.
         let _ = self.syncer.sync_all();

@@ -144,18 +144,61 @@ impl ResizeGate {
 
 /// A read-only snapshot of the database. It may be sent to another thread.
 pub struct ReadTxn<'db> {
-    txn: heed::RoTxn<'db, WithoutTls>,
+    /// Always `Some` until [`ReadTxn::keep`] hands it to the database's [`SnapshotCache`].
+    txn: Option<heed::RoTxn<'static, WithoutTls>>,
     inner: &'db Inner,
     /// The reader count of the thread that opened it.
     opened_on: Arc<AtomicUsize>,
 }
 
+/// One read transaction kept by a database for the reads that go through a `Db` (a `get`, a
+/// query, `Db::read`): beginning an LMDB read transaction costs more than a point read (a
+/// 6 KB allocation, and the reader table's lock, which LMDB takes because tessera's
+/// transactions may move between threads), so the last one is reused while its snapshot is
+/// still the newest.
+///
+/// It is dropped at every commit of this process (it would pin pages the writer frees), before
+/// a map resize (LMDB wants no transaction open) and when the database closes; a commit of
+/// another process is seen at the next read, which then begins a new transaction. Until that
+/// read, the kept snapshot holds back the reuse of pages that process frees.
+#[derive(Default)]
+pub(crate) struct SnapshotCache {
+    slot: Mutex<Option<heed::RoTxn<'static, WithoutTls>>>,
+}
+
+impl SnapshotCache {
+    /// Drops the kept transaction, if any.
+    pub(crate) fn clear(&self) {
+        let kept = lock(&self.slot).take();
+        drop(kept);
+    }
+}
+
 impl<'db> ReadTxn<'db> {
+    /// A new read transaction.
     pub(crate) fn begin(inner: &'db Inner) -> Result<ReadTxn<'db>> {
+        Self::begin_with(inner, false)
+    }
+
+    /// A read transaction on the newest commit: the database's kept one if it is still the
+    /// newest, else a new one. Give it back with [`ReadTxn::keep`].
+    pub(crate) fn begin_reused(inner: &'db Inner) -> Result<ReadTxn<'db>> {
+        Self::begin_with(inner, true)
+    }
+
+    fn begin_with(inner: &'db Inner, reuse: bool) -> Result<ReadTxn<'db>> {
         loop {
             let opened_on = inner.resize_gate.enter();
-            match inner.env.read_txn() {
-                Ok(txn) => return Ok(ReadTxn { txn, inner, opened_on }),
+            if reuse {
+                // Taken inside the gate, so a resize (which empties the cache with the gate
+                // closed) never races this.
+                let kept = lock(&inner.snapshot_cache.slot).take();
+                if let Some(txn) = kept.filter(|txn| txn.id() == inner.env.info().last_txn_id) {
+                    return Ok(ReadTxn { txn: Some(txn), inner, opened_on });
+                }
+            }
+            match inner.env.clone().static_read_txn() {
+                Ok(txn) => return Ok(ReadTxn { txn: Some(txn), inner, opened_on }),
                 Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
                     inner.resize_gate.leave(&opened_on);
                     let _writer = lock(&inner.writer);
@@ -169,12 +212,35 @@ impl<'db> ReadTxn<'db> {
         }
     }
 
+    /// Ends the transaction, handing it to the database for reuse if its snapshot is still the
+    /// newest and none is kept already. The check and the hand-over happen under the cache's
+    /// lock, which a writer takes after each commit to empty the cache: a transaction checked
+    /// before a commit is therefore emptied by that commit's writer, and one checked after it
+    /// is seen to be old and dropped.
+    pub(crate) fn keep(mut self) {
+        let Some(txn) = self.txn.take() else { return };
+        let mut slot = lock(&self.inner.snapshot_cache.slot);
+        if slot.is_none() && txn.id() == self.inner.env.info().last_txn_id {
+            *slot = Some(txn);
+        }
+        // `self` leaves the resize gate when dropped, after the hand-over.
+    }
+
+    #[inline]
+    fn txn(&self) -> &heed::RoTxn<'static, WithoutTls> {
+        self.txn.as_ref().expect("a ReadTxn holds its transaction until it is kept")
+    }
+
+    fn ro(&self) -> &heed::RoTxn<'_> {
+        self.txn()
+    }
+
     fn error(&self, error: heed::Error) -> Error {
         Error::from_heed(error, self.inner.options.map_size_max_bytes)
     }
 
     pub(crate) fn raw(&self) -> &heed::RoTxn<'db, WithoutTls> {
-        &self.txn
+        self.txn()
     }
 
     /// The value of `key`, borrowed from the database's pages (valid for this transaction).
@@ -182,13 +248,13 @@ impl<'db> ReadTxn<'db> {
         if !key_size_valid(key) {
             return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
         }
-        keyspace.handle.get(&self.txn, key).map_err(|e| self.error(e))
+        keyspace.handle.get(self.txn(), key).map_err(|e| self.error(e))
     }
 
     /// The entries with keys in `range`, in key order, read lazily.
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
-        let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| self.error(e))?;
+        let iter = keyspace.handle.range(self.txn(), &bounds).map_err(|e| self.error(e))?;
         Ok(Entries { iter: RawEntries::Range(iter), ceiling: self.inner.options.map_size_max_bytes })
     }
 
@@ -198,18 +264,18 @@ impl<'db> ReadTxn<'db> {
         if prefix.is_empty() {
             return self.range(keyspace, ..);
         }
-        let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| self.error(e))?;
+        let iter = keyspace.handle.prefix_iter(self.txn(), prefix).map_err(|e| self.error(e))?;
         Ok(Entries { iter: RawEntries::Prefix(iter), ceiling: self.inner.options.map_size_max_bytes })
     }
 
     /// Number of entries in the keyspace.
     pub fn len(&self, keyspace: &Keyspace) -> Result<u64> {
-        keyspace.handle.len(&self.txn).map_err(|e| self.error(e))
+        keyspace.handle.len(self.txn()).map_err(|e| self.error(e))
     }
 
     /// The snapshot's sequence: the sequence of the last commit it sees.
     pub fn sequence(&self) -> u64 {
-        self.txn.id() as u64
+        self.txn().id() as u64
     }
 }
 
@@ -299,6 +365,10 @@ pub struct WriteTxn<'db> {
 }
 
 impl<'db> WriteTxn<'db> {
+    fn ro(&self) -> &heed::RoTxn<'_> {
+        &self.txn
+    }
+
     pub(crate) fn raw(&mut self) -> &mut heed::RwTxn<'db> {
         &mut self.txn
     }
@@ -475,6 +545,8 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed_write(error, ceiling, &inner.path)),
         }
+        // The kept read snapshot is now old: drop it before it pins pages this commit freed.
+        inner.snapshot_cache.clear();
         let delay = match durability {
             Durability::Buffered { max_delay } => Some(max_delay),
             Durability::Immediate => None,
@@ -570,8 +642,10 @@ fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
     }
     let grown = grown.ok_or(last_error)?;
     inner.resize_gate.exclusive(|| {
+        inner.snapshot_cache.clear();
         // SAFETY: LMDB requires that no transaction of this process is open: the caller holds
-        // the writer lock with no write transaction, and the gate has no reader.
+        // the writer lock with no write transaction, the gate has no reader, and the kept read
+        // transaction is gone.
         unsafe { inner.env.resize(grown as usize) }.map_err(|e| Error::from_heed(e, ceiling))
     })
 }
@@ -613,8 +687,10 @@ fn reserve_bytes(inner: &Inner, bytes: u64) -> Result<()> {
 /// writer lock.
 fn adopt_resized_map(inner: &Inner) -> Result<()> {
     inner.resize_gate.exclusive(|| {
-        // SAFETY: no transaction of this process is open (the gate has no reader and callers
-        // hold no write transaction); a size of 0 adopts the size in the file.
+        inner.snapshot_cache.clear();
+        // SAFETY: no transaction of this process is open (the gate has no reader, the kept
+        // read transaction is gone, and callers hold no write transaction); a size of 0 adopts
+        // the size in the file.
         unsafe { inner.env.resize(0) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))
     })?;
     reserve_file(inner)
@@ -659,10 +735,10 @@ macro_rules! snapshot_for {
                 self.get(keyspace, key)
             }
             fn entries<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
-                entries_between(&self.txn, self.inner, keyspace, (start, end), false)
+                entries_between(self.ro(), self.inner, keyspace, (start, end), false)
             }
             fn entries_rev<'t>(&'t self, keyspace: &Keyspace, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Result<Entries<'t>> {
-                entries_between(&self.txn, self.inner, keyspace, (start, end), true)
+                entries_between(self.ro(), self.inner, keyspace, (start, end), true)
             }
             fn view_sequence(&self) -> u64 {
                 self.sequence()
@@ -681,8 +757,10 @@ pub trait ReadSource {
 
 impl ReadSource for crate::Db {
     fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
-        let txn = self.read_txn()?;
-        read(&txn)
+        let txn = ReadTxn::begin_reused(&self.inner)?;
+        let result = read(&txn);
+        txn.keep();
+        result
     }
 }
 

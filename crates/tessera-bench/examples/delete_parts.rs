@@ -1,0 +1,58 @@
+//! Where a delete of 10,000 records spends its time: order of keys, LMDB alone.
+use std::time::Instant;
+use tessera::collection::Record;
+use tessera_bench::crud_model::{parts, BenchDoc};
+
+fn main() {
+    let n = 10_000;
+    let records: Vec<BenchDoc> = (0..n).map(|i| parts(i).into()).collect();
+    let keys: Vec<Vec<u8>> = records
+        .iter()
+        .map(|r| {
+            let mut k = Vec::new();
+            r.encode_key(&mut k);
+            k
+        })
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    let value = vec![7u8; 110];
+    let dir = tempfile::tempdir().unwrap();
+    let db = tessera::Db::open_with(
+        dir.path().join("db"),
+        tessera::DbOptions {
+            durability: tessera::Durability::Buffered {
+                max_delay: std::time::Duration::from_secs(std::env::var("DELAY").ok().and_then(|d| d.parse().ok()).unwrap_or(0)),
+            },
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ks = db.keyspace("x").unwrap();
+    let rounds = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
+    for _ in 0..rounds {
+        for (name, order) in [("insertion order", &keys), ("sorted", &sorted)] {
+            let start = Instant::now();
+            db.write(|tx| {
+                for k in order {
+                    tx.put(&ks, k, &value)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            let put = start.elapsed().as_secs_f64() * 1e3;
+            if let Ok(ms) = std::env::var("PAUSE") {
+                std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap()));
+            }
+            let start = Instant::now();
+            db.write(|tx| {
+                for k in order {
+                    tx.delete(&ks, k)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            println!("{name}: puts {put:.2} ms, deletes {:.2} ms", start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+}

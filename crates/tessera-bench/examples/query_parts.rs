@@ -1,0 +1,41 @@
+//! Where a fetch by key through a query spends its time, beside a plain get.
+use tessera_bench::crud_model::{parts, BenchDoc};
+
+fn main() {
+    let n = 10_000;
+    let records: Vec<BenchDoc> = (0..n).map(|i| parts(i).into()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let db = tessera::Db::open(dir.path().join("db")).unwrap();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
+    let mode = std::env::var("MODE").unwrap_or_default();
+    let reps: usize = std::env::var("REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
+    for _ in 0..reps {
+        let start = cpu_ms();
+        match mode.as_str() {
+            "get" => records.iter().for_each(|r| drop(docs.get(&db, &r.title).unwrap().unwrap())),
+            "scan" => (0..20).for_each(|_| assert_eq!(docs.filter(BenchDoc::priority().gt(2500)).count(&db).unwrap(), 1667)),
+            "fetch" => (0..20).for_each(|_| drop(docs.filter(BenchDoc::priority().gt(2500)).fetch(&db).unwrap())),
+            "none" => {}
+            "get_txn" => {
+                let tx = db.read_txn().unwrap();
+                records.iter().for_each(|r| drop(docs.get(&tx, &r.title).unwrap().unwrap()))
+            }
+            "query_txn" => {
+                let tx = db.read_txn().unwrap();
+                records.iter().for_each(|r| drop(docs.filter(BenchDoc::title().eq(r.title.as_str())).first(&tx).unwrap().unwrap()))
+            }
+            "image" => (0..20).for_each(|_| drop(docs.filter(BenchDoc::content().is_variant("Image")).fetch(&db).unwrap())),
+            _ => records.iter().for_each(|r| drop(docs.filter(BenchDoc::title().eq(r.title.as_str())).first(&db).unwrap().unwrap())),
+        }
+        println!("{mode}: {:.2} ms of CPU", cpu_ms() - start);
+    }
+}
+
+/// This thread's CPU time: the figure to compare while other work shares the machine.
+fn cpu_ms() -> f64 {
+    let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `time` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut time) };
+    time.tv_sec as f64 * 1e3 + time.tv_nsec as f64 / 1e6
+}
