@@ -215,7 +215,20 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         let i = next_probe();
         black_box(select.query_row([i as i64], |row| row.get::<_, i64>(0)).unwrap());
     });
-    table.row("point read, new snapshot", "ns", tessera_fresh, &[("heed", heed_fresh), ("sqlite", sqlite_fresh)], overhead);
+    // `Db::read_txn` always begins a new LMDB read transaction, as heed's `read_txn` does.
+    let tessera_new_txn = median_ns(samples, 20_000, || {
+        let i = next_probe();
+        let tx = db.read_txn().unwrap();
+        black_box(tx.get(&ks, &key(1 << 40 | i)).unwrap().map(|v| v.len()));
+    });
+    table.row(
+        "point read, newest snapshot (Db::read: the kept transaction between commits; heed: a new one)",
+        "ns",
+        tessera_fresh,
+        &[("heed", heed_fresh), ("sqlite", sqlite_fresh)],
+        overhead,
+    );
+    table.row("point read, new read transaction (Db::read_txn)", "ns", tessera_new_txn, &[("heed", heed_fresh)], overhead);
 
     let snapshot = db.read_txn().unwrap();
     let tessera_inside = median_ns(samples, 100_000, || {

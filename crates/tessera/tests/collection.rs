@@ -689,3 +689,39 @@ fn errors_and_explain_show_keys_as_the_record_types_values() {
         ledger.filter(Entry::account().eq(7).and(Entry::label().eq("x")).and(Entry::open().eq(false))).explain().unwrap().to_string();
     assert!(plan.contains(r#"(7, "x", false)"#), "{plan}");
 }
+
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "numbered")]
+struct Numbered {
+    #[record(key)]
+    id: u32,
+    label: String,
+}
+
+#[test]
+fn an_exact_key_lookup_skips_the_filter_and_every_other_lookup_keeps_it() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    let numbered = db.collection::<Numbered>().unwrap();
+    db.write(|tx| {
+        (0..20).try_for_each(|i| docs.insert(tx, &bench_doc(i)).map(drop))?;
+        (0..20).try_for_each(|id| numbered.insert(tx, &Numbered { id, label: format!("n{id}") }).map(drop))
+    })
+    .unwrap();
+    // `key == string` and `key == integer` find exactly their record: no filter runs.
+    let title = docs.filter(BenchDoc::title().eq("title5"));
+    assert_eq!(title.explain().unwrap().to_string(), "primary key lookup title5");
+    assert_eq!(title.fetch(&db).unwrap(), vec![bench_doc(5)]);
+    assert!(docs.filter(BenchDoc::title().eq("title99")).fetch(&db).unwrap().is_empty());
+    let id = numbered.filter(Numbered::id().eq(7));
+    assert_eq!(id.explain().unwrap().to_string(), "primary key lookup 7");
+    assert_eq!(id.fetch(&db).unwrap().iter().map(|n| n.id).collect::<Vec<_>>(), [7]);
+    // A float compared with an integer key, or a key equality beside other conditions, keeps
+    // its filter: 7.5 matches nothing, and the label decides the rest.
+    let fractional = numbered.filter(field("id").eq(7.5));
+    assert!(fractional.fetch(&db).unwrap().is_empty(), "{}", fractional.explain().unwrap());
+    assert_eq!(numbered.filter(field("id").eq(7.0)).count(&db).unwrap(), 1);
+    let both = numbered.filter(Numbered::id().eq(7).and(Numbered::label().eq("other")));
+    assert!(both.explain().unwrap().to_string().contains("filter"), "{}", both.explain().unwrap());
+    assert_eq!(both.count(&db).unwrap(), 0);
+}

@@ -59,6 +59,9 @@ pub struct Plan {
     pub filter: Option<String>,
     /// Shows primary keys as the record type's values ([`super::Record::display_key`]).
     pub(crate) key_text: fn(&[u8]) -> Option<String>,
+    /// The access path yields exactly the matches (see [`is_exact_key_lookup`]): the
+    /// predicate is not evaluated.
+    pub(crate) exact: bool,
 }
 
 impl PartialEq for Plan {
@@ -150,6 +153,23 @@ impl fmt::Display for Plan {
         }
         Ok(())
     }
+}
+
+/// Whether `predicate` is exactly `key == literal` on a one-field primary key of strings (with
+/// a string literal) or integers (with an integer literal). Its one key lookup then finds
+/// precisely the records that match, since a record is stored under the key its own field
+/// encodes, and equal strings or integers are equal keys: the predicate need not run.
+pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate: &Expr) -> bool {
+    let Expr::Compare(a, CompareOp::Eq, b) = predicate else { return false };
+    let (path, literal) = match (&**a, &**b) {
+        (Expr::Field(path), Expr::Literal(literal)) | (Expr::Literal(literal), Expr::Field(path)) => (path, literal),
+        _ => return false,
+    };
+    is_single_key::<T>(path)
+        && matches!(
+            (state.shape.resolve(path), literal),
+            (Some(super::TypeDesc::String), Literal::Str(_)) | (Some(super::TypeDesc::Int), Literal::Int(_))
+        )
 }
 
 /// Plans a predicate's access path for collection `state` of `T`.

@@ -163,7 +163,7 @@ impl<T: Record> Query<T> {
     /// Type-checks the query against the record type and plans it.
     pub fn explain(&self) -> Result<Plan> {
         let mut plan = self.plan()?;
-        plan.filter = self.predicate.as_ref().map(ToString::to_string);
+        plan.filter = self.predicate.as_ref().filter(|_| !plan.exact).map(ToString::to_string);
         Ok(plan)
     }
 
@@ -210,13 +210,16 @@ impl<T: Record> Query<T> {
             ([(path, Order::Desc)], Access::Scan | Access::KeyRange(..)) if T::KEY_FIELDS == [path.as_str()] => PlanOrdering::Reversed,
             _ => PlanOrdering::Sort,
         };
-        Ok(Plan { access, ordering, filter: None, key_text: T::display_key })
+        let exact = matches!(&access, Access::Keys(keys) if keys.len() == 1)
+            && self.predicate.as_deref().is_some_and(|predicate| plan::is_exact_key_lookup::<T>(state, predicate));
+        Ok(Plan { access, ordering, filter: None, key_text: T::display_key, exact })
     }
 
     /// Candidates in the access path's order (or reversed), with the predicate applied.
-    fn matches<'t>(&self, snapshot: &'t dyn Snapshot, access: &Access, reversed: bool) -> Result<Candidates<'t>> {
+    fn matches<'t>(&self, snapshot: &'t dyn Snapshot, plan: &Plan) -> Result<Candidates<'t>> {
+        let (access, reversed) = (&plan.access, plan.ordering == PlanOrdering::Reversed);
         let candidates = if reversed { candidates_reversed(self, snapshot, access)? } else { candidates(self, snapshot, access)? };
-        let Some(predicate) = self.predicate.clone() else { return Ok(candidates) };
+        let Some(predicate) = self.predicate.clone().filter(|_| !plan.exact) else { return Ok(candidates) };
         let state = self.collection.state.clone();
         // A record that does not open is an error wherever it is met, never a match or a
         // miss: `count`, `exists` and `delete_where` would otherwise act on a guess.
@@ -232,7 +235,7 @@ impl<T: Record> Query<T> {
     /// The matching candidates, ordered, offset and limited.
     fn run<'t>(&self, snapshot: &'t dyn Snapshot) -> Result<Candidates<'t>> {
         let plan = self.plan()?;
-        let matches = self.matches(snapshot, &plan.access, plan.ordering == PlanOrdering::Reversed)?;
+        let matches = self.matches(snapshot, &plan)?;
         let limit = self.limit.unwrap_or(usize::MAX);
         if matches!(plan.ordering, PlanOrdering::Natural | PlanOrdering::Reversed) {
             return Ok(Box::new(matches.skip(self.offset).take(limit)));
