@@ -17,6 +17,8 @@ fn main() {
             "scan" => (0..20).for_each(|_| assert_eq!(docs.filter(BenchDoc::priority().gt(2500)).count(&db).unwrap(), 1667)),
             "fetch" => (0..20).for_each(|_| drop(docs.filter(BenchDoc::priority().gt(2500)).fetch(&db).unwrap())),
             "none" => {}
+            "to_vec" => records.iter().for_each(|r| drop(std::hint::black_box(tessera::value::to_vec(r).unwrap()))),
+            "serde_json" => records.iter().for_each(|r| drop(std::hint::black_box(serde_json::to_vec(r).unwrap()))),
             "get_txn" => {
                 let tx = db.read_txn().unwrap();
                 records.iter().for_each(|r| drop(docs.get(&tx, &r.title).unwrap().unwrap()))

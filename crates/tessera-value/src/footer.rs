@@ -62,14 +62,10 @@ pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
         return Err(bad("no tail item at the tail offset"));
     }
     // Fields before the root slot, read backwards; none may reach the tail's first byte.
-    let mut cursor = root_slot_pos;
-    let mut take = |size: usize| -> Result<usize, FormatError> {
-        cursor = cursor.checked_sub(size).filter(|&c| c > tail_start).ok_or(bad("tail fields"))?;
-        Ok(cursor)
-    };
+    let mut fields = Backwards { cursor: root_slot_pos, floor: tail_start };
     let (mut key_width, mut atom_width, mut growth) = (1, 1, 0);
     if tag & (TAIL_HAS_KEYS | TAIL_HAS_ATOMS) != 0 {
-        let widths = bytes[take(1)?];
+        let widths = bytes[fields.take(1)?];
         key_width = width_of(widths);
         atom_width = width_of(widths >> 2);
         growth = widths >> 4;
@@ -78,19 +74,10 @@ pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
             return Err(bad("key index growth"));
         }
     }
-    let mut count = |flag: u8| -> Result<u64, FormatError> {
-        if tag & flag == 0 {
-            return Ok(0);
-        }
-        let value = read_uint(bytes, take(offset_width)?, offset_width);
-        if value == 0 || value > TABLE_COUNT_MAX {
-            return Err(bad("table count"));
-        }
-        Ok(value)
-    };
-    let key_count = count(TAIL_HAS_KEYS)?;
-    let atom_count = count(TAIL_HAS_ATOMS)?;
-    let shared_count = count(TAIL_HAS_SHARED)?;
+    let key_count = fields.count(bytes, tag & TAIL_HAS_KEYS != 0, offset_width)?;
+    let atom_count = fields.count(bytes, tag & TAIL_HAS_ATOMS != 0, offset_width)?;
+    let shared_count = fields.count(bytes, tag & TAIL_HAS_SHARED != 0, offset_width)?;
+    let cursor = fields.cursor;
     let key_index_kind = match (version, growth) {
         (1, _) => KeyIndexKind::HashedV1,
         (_, KEY_INDEX_SORTED) => KeyIndexKind::Sorted,
@@ -116,6 +103,36 @@ pub(crate) fn read_footer(bytes: &[u8]) -> Result<Footer, FormatError> {
         shared_count,
         tables_start,
     })
+}
+
+/// The tail's fields, read backwards from the root slot: none may reach the tail's first byte.
+struct Backwards {
+    /// Position of the field read last.
+    cursor: usize,
+    /// The tail item's first byte.
+    floor: usize,
+}
+
+impl Backwards {
+    /// Steps back over a field of `size` bytes; returns its position.
+    #[inline(always)]
+    fn take(&mut self, size: usize) -> Result<usize, FormatError> {
+        self.cursor = self.cursor.checked_sub(size).filter(|&cursor| cursor > self.floor).ok_or(bad("tail fields"))?;
+        Ok(self.cursor)
+    }
+
+    /// A table count (`width` bytes, 1 to [`TABLE_COUNT_MAX`]) if the tail has the table, else 0.
+    #[inline(always)]
+    fn count(&mut self, bytes: &[u8], present: bool, width: usize) -> Result<u64, FormatError> {
+        if !present {
+            return Ok(0);
+        }
+        let value = read_uint(bytes, self.take(width)?, width);
+        if value == 0 || value > TABLE_COUNT_MAX {
+            return Err(bad("table count"));
+        }
+        Ok(value)
+    }
 }
 
 /// [`read_footer`], plus the checks that need more than a fixed number of reads: the tail's

@@ -101,7 +101,13 @@ impl Expr {
     /// The truth of this predicate for `record`. Only [`Truth::True`] matches.
     pub fn eval(&self, record: Value<'_>) -> Truth {
         match self {
-            Expr::Compare(a, op, b) => compare(&a.operand(record), *op, &b.operand(record)),
+            Expr::Compare(a, op, b) => match (&**a, &**b) {
+                // The common shape, `field op literal`, without the operand recursion.
+                (Expr::Field(path), Expr::Literal(literal)) => {
+                    compare(&path.lookup(record).map_or(Operand::Null, from_value), *op, &from_literal(literal))
+                }
+                _ => compare(&a.operand(record), *op, &b.operand(record)),
+            },
             Expr::Between(a, low, high) => {
                 let value = a.operand(record);
                 compare(&value, CompareOp::Ge, &low.operand(record)).and(compare(&value, CompareOp::Le, &high.operand(record)))
