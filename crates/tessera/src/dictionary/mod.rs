@@ -57,6 +57,11 @@ pub const BULK_LOAD_MISSES_MIN: u64 = 64;
 /// the scan only pays once about half the dictionary has been read key by key.
 pub const BULK_LOAD_ENTRIES_PER_MISS: u64 = 2;
 
+/// Prefix of a dictionary's keyspace.
+const DICTIONARY_KEYSPACE_PREFIX: &str = "tessera.dictionary.";
+/// Longest dictionary name: what fits a keyspace name after `tessera.dictionary.`.
+pub const DICTIONARY_NAME_LEN_MAX: usize = crate::store::names::len_max_after(DICTIONARY_KEYSPACE_PREFIX);
+
 /// Options for [`Db::dictionary_with`].
 #[derive(Debug, Clone)]
 pub struct DictionaryOptions {
@@ -172,14 +177,27 @@ impl Db {
         self.dictionary_with("default", DictionaryOptions::default())
     }
 
-    /// The dictionary `name`. Options apply when the first handle for the name is made.
+    /// The dictionary `name`. Options apply when the first handle for the name is made. A
+    /// name is 1 to [`DICTIONARY_NAME_LEN_MAX`] bytes without NUL ([`Error::InvalidName`]
+    /// otherwise).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use tessera::DictionaryOptions;
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(db.dictionary_with("settings", DictionaryOptions::default()).is_ok());
+    /// let nul = db.dictionary_with("a\0b", DictionaryOptions::default());
+    /// assert!(matches!(nul, Err(tessera::Error::InvalidName { what: "dictionary", .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn dictionary_with(&self, name: &str, options: DictionaryOptions) -> Result<Dictionary> {
+        crate::store::names::check("dictionary", name, DICTIONARY_NAME_LEN_MAX)?;
         let registry_key = format!("dictionary:{name}");
         let inner = self.shared_state_or(
             &registry_key,
             |_: &DictInner| true,
             || {
-                let keyspace = self.internal_keyspace(&format!("tessera.dictionary.{name}"))?;
+                let keyspace = self.internal_keyspace(&format!("{DICTIONARY_KEYSPACE_PREFIX}{name}"))?;
                 let shards = options.shards.max(1);
                 let inner = Arc::new(DictInner {
                     db: self.clone(),

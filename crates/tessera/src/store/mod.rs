@@ -13,6 +13,7 @@
 pub mod key;
 
 mod feed;
+pub(crate) mod names;
 mod sync;
 mod txn;
 
@@ -316,8 +317,21 @@ impl Db {
         }
     }
 
-    /// The keyspace `name`, created if missing. Names starting with `tessera.` are reserved.
+    /// The keyspace `name`, created if missing. A name is 1 to [`KEYSPACE_NAME_LEN_MAX`] bytes
+    /// without NUL, and names starting with `tessera.` are reserved: anything else is
+    /// [`Error::InvalidName`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(db.keyspace("notes").is_ok());
+    /// for bad in ["", "a\0b", "tessera.meta"] {
+    ///     assert!(matches!(db.keyspace(bad), Err(tessera::Error::InvalidName { what: "keyspace", .. })));
+    /// }
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX)?;
         if name.starts_with(INTERNAL_PREFIX) {
             return Err(Error::InvalidName {
                 what: "keyspace",
@@ -361,13 +375,7 @@ impl Db {
     /// A keyspace for tessera's own modules (no name restriction).
     pub(crate) fn internal_keyspace(&self, name: &str) -> Result<Keyspace> {
         // LMDB takes names as C strings: a NUL byte would panic inside heed.
-        if name.is_empty() || name.len() > KEYSPACE_NAME_LEN_MAX || name.contains('\0') {
-            return Err(Error::InvalidName {
-                what: "keyspace",
-                name: name.to_owned(),
-                rule: format!("1..={KEYSPACE_NAME_LEN_MAX} bytes, no NUL byte"),
-            });
-        }
+        names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX)?;
         if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
             return Ok(keyspace.clone());
         }

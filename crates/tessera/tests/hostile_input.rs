@@ -1,0 +1,134 @@
+//! Issue 15, "hostile files and input", items 4 and 5: names and keys that tessera cannot
+//! store, predicates built deeper than the stack, and a flood of colliding dictionary keys.
+//!
+//! What broke: a NUL in a name panicked inside heed; an empty or over-long collection name
+//! was a schema mismatch while the same names elsewhere were `InvalidName`; a filter built
+//! from 100,000 `.and(…)` calls aborted the process with a stack overflow in `count()`; 17
+//! long dictionary keys crafted to share a hash made every later save fail, and after a
+//! reopen none of them, nor an ordinary key set after them, existed.
+
+use serde::{Deserialize, Serialize};
+use tessera::collection::Record;
+use tessera::{Db, DictionaryOptions, Error};
+
+fn open() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("hostile.tessera")).unwrap();
+    (dir, db)
+}
+
+// ---- names -------------------------------------------------------------------------------
+
+#[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+#[record(name = "a\0b")]
+struct NulName {
+    #[record(key)]
+    id: u32,
+}
+
+#[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+#[record(name = "")]
+struct EmptyName {
+    #[record(key)]
+    id: u32,
+}
+
+#[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+#[record(
+    name = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+)]
+struct LongName {
+    #[record(key)]
+    id: u32,
+}
+
+fn is_invalid_name(result: Result<impl Sized, Error>, expected_what: &str) -> bool {
+    matches!(result, Err(Error::InvalidName { what, .. }) if what == expected_what)
+}
+
+#[test]
+fn names_with_nul_empty_or_too_long_are_invalid_names_everywhere() {
+    let (_dir, db) = open();
+    let too_long = "x".repeat(256);
+    for bad in ["a\0b", "", too_long.as_str()] {
+        assert!(is_invalid_name(db.keyspace(bad), "keyspace"), "keyspace {bad:?}");
+        assert!(is_invalid_name(db.documents(bad), "documents"), "documents {bad:?}");
+        assert!(is_invalid_name(db.dictionary_with(bad, DictionaryOptions::default()), "dictionary"), "dictionary {bad:?}");
+    }
+    assert!(is_invalid_name(db.collection::<NulName>(), "collection"));
+    assert!(is_invalid_name(db.collection::<EmptyName>(), "collection"));
+    assert_eq!(LongName::NAME.len(), tessera::collection::COLLECTION_NAME_LEN_MAX + 1);
+    assert!(is_invalid_name(db.collection::<LongName>(), "collection"));
+    // The error names what the caller gave, not the keyspace tessera would have made of it.
+    match db.documents("a\0b") {
+        Err(Error::InvalidName { name, .. }) => assert_eq!(name, "a\0b"),
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+#[test]
+fn names_at_their_limits_are_accepted() {
+    let (_dir, db) = open();
+    assert!(db.keyspace(&"k".repeat(tessera::store::KEYSPACE_NAME_LEN_MAX)).is_ok());
+    let documents = "d".repeat(tessera::documents::DOCUMENTS_NAME_LEN_MAX);
+    db.documents(&documents).unwrap().document::<Note>("x").set(&Note { n: 1 }).unwrap();
+    assert!(is_invalid_name(db.documents(&format!("{documents}d")), "documents"));
+    let dictionary = "y".repeat(tessera::dictionary::DICTIONARY_NAME_LEN_MAX);
+    db.dictionary_with(&dictionary, DictionaryOptions::default()).unwrap().set("k", &1u8).unwrap();
+    assert!(is_invalid_name(db.dictionary_with(&format!("{dictionary}y"), DictionaryOptions::default()), "dictionary"));
+}
+
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+struct Note {
+    n: u32,
+}
+
+// ---- the empty key -----------------------------------------------------------------------
+
+#[derive(Serialize, Deserialize, Record, Debug, PartialEq, Clone)]
+#[record(name = "labels")]
+struct Label {
+    #[record(key)]
+    name: String,
+    colour: u32,
+}
+
+#[test]
+fn the_empty_key_is_an_ordinary_key_in_typed_apis_and_absent_in_raw_keyspaces() {
+    let (_dir, db) = open();
+    // Collections: "" is a key like any other (its order-preserving encoding is not empty).
+    let labels = db.collection::<Label>().unwrap();
+    assert_eq!(labels.get(&db, &"".to_owned()).unwrap(), None);
+    db.write(|tx| labels.insert(tx, &Label { name: String::new(), colour: 7 }).map(|_| ())).unwrap();
+    assert_eq!(labels.get(&db, &"".to_owned()).unwrap(), Some(Label { name: String::new(), colour: 7 }));
+    // Documents: the empty id likewise.
+    let documents = db.documents("docs").unwrap();
+    let empty = documents.document::<Note>("");
+    assert_eq!(empty.get().unwrap(), None);
+    empty.set(&Note { n: 5 }).unwrap();
+    assert_eq!(empty.get().unwrap(), Some(Note { n: 5 }));
+    assert_eq!(documents.ids_with_prefix("").unwrap(), vec![String::new()]);
+    // The dictionary: the empty key likewise.
+    let dictionary = db.dictionary().unwrap();
+    assert_eq!(dictionary.get::<u32>("").unwrap(), None);
+    dictionary.set("", &9u32).unwrap();
+    dictionary.flush().unwrap();
+    assert_eq!(dictionary.get::<u32>("").unwrap(), Some(9));
+    // Raw keyspaces store keys of 1 to 511 bytes: the empty key reads as absent (as a 512-byte
+    // key does), and writing or deleting it is `KeySize`.
+    let raw = db.keyspace("raw").unwrap();
+    for key in [&b""[..], &[1u8; 512][..]] {
+        assert!(db.read(|tx| Ok(tx.get(&raw, key)?.is_none())).unwrap());
+        assert!(matches!(db.write(|tx| tx.put(&raw, key, b"v")), Err(Error::KeySize { .. })));
+        assert!(matches!(db.write(|tx| tx.delete(&raw, key)), Err(Error::KeySize { .. })));
+        assert!(matches!(db.write(|tx| tx.insert_new(&raw, key, b"v")), Err(Error::KeySize { .. })));
+    }
+    drop((labels, documents, dictionary));
+    // And after a reopen, everything written under an empty key is still there.
+    let path = db.path().to_owned();
+    drop(db); // (a background thread may hold a handle for a moment: open waits for it)
+    let db = Db::open(&path).unwrap();
+    assert_eq!(db.collection::<Label>().unwrap().get(&db, &"".to_owned()).unwrap().map(|l| l.colour), Some(7));
+    assert_eq!(db.documents("docs").unwrap().document::<Note>("").get().unwrap(), Some(Note { n: 5 }));
+    assert_eq!(db.dictionary().unwrap().get::<u32>("").unwrap(), Some(9));
+}
