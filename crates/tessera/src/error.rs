@@ -164,6 +164,16 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A query's expression is deeper than [`crate::query::EXPR_DEPTH_MAX`] levels (a filter
+    /// built in code from thousands of `.and(…)` calls): refused before it is checked,
+    /// planned or evaluated, each of which walks the tree recursively.
+    #[error("collection {collection:?}: the query's expression is deeper than {depth_max} levels")]
+    QueryTooDeep {
+        /// The collection queried.
+        collection: String,
+        /// The limit.
+        depth_max: usize,
+    },
     /// A field path the record type does not have.
     #[error("collection {collection:?}: the record type has no field `{path}`")]
     UnknownField {

@@ -132,3 +132,74 @@ fn the_empty_key_is_an_ordinary_key_in_typed_apis_and_absent_in_raw_keyspaces() 
     assert_eq!(db.documents("docs").unwrap().document::<Note>("").get().unwrap(), Some(Note { n: 5 }));
     assert_eq!(db.dictionary().unwrap().get::<u32>("").unwrap(), Some(9));
 }
+
+// ---- depth -------------------------------------------------------------------------------
+
+#[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+#[record(name = "tasks")]
+struct Task {
+    #[record(key)]
+    id: u32,
+    #[record(index)]
+    priority: i32,
+}
+
+/// `priority >= 0` and-ed with itself: `links` `.and` calls, `links + 2` levels deep.
+fn chain(links: usize) -> tessera::query::Expr {
+    let mut expr = Task::priority().ge(0);
+    for _ in 0..links {
+        expr = expr.and(Task::priority().ge(0));
+    }
+    expr
+}
+
+#[test]
+fn a_predicate_built_from_100_000_ands_is_a_typed_error_not_a_stack_overflow() {
+    let (_dir, db) = open();
+    let tasks = db.collection::<Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 3 }).map(|_| ())).unwrap();
+    let query = tasks.filter(chain(100_000));
+    for result in [query.count(&db).map(|_| ()), query.fetch(&db).map(|_| ()), query.explain().map(|_| ()), query.exists(&db).map(|_| ())] {
+        match result {
+            Err(Error::QueryTooDeep { collection, depth_max }) => {
+                assert_eq!((collection.as_str(), depth_max), ("tasks", tessera::query::EXPR_DEPTH_MAX));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(tasks.subscribe_query(&query), Err(Error::QueryTooDeep { .. })));
+    assert!(matches!(db.write(|tx| tasks.delete_where(tx, &query)), Err(Error::QueryTooDeep { .. })));
+    drop(query); // dropping the tree is iterative too
+    drop(chain(1_000_000));
+}
+
+#[test]
+fn a_predicate_at_the_depth_limit_runs() {
+    let (_dir, db) = open();
+    let tasks = db.collection::<Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 3 }).map(|_| ())).unwrap();
+    // Each `ge` is two levels (the comparison and its operands): 126 links give 128 levels.
+    let deepest = tessera::query::EXPR_DEPTH_MAX - 2;
+    let query = tasks.filter(chain(deepest));
+    assert_eq!(query.count(&db).unwrap(), 1);
+    assert_eq!(query.fetch(&db).unwrap().len(), 1);
+    let mut live = tasks.subscribe_query(&query).unwrap();
+    assert_eq!(live.next().expect("the current result").result.len(), 1);
+    assert!(query.explain().unwrap().filter.is_some());
+    let too_deep = tasks.filter(chain(deepest + 1));
+    assert!(matches!(too_deep.count(&db), Err(Error::QueryTooDeep { .. })));
+    // The text syntax has the same limit: a long chain of `and`s needs no parentheses.
+    let text = vec!["priority >= 0"; deepest + 1].join(" and ");
+    assert_eq!(tasks.filter_text(&text).unwrap().count(&db).unwrap(), 1);
+    let text = vec!["priority >= 0"; deepest + 2].join(" and ");
+    assert!(matches!(tasks.filter_text(&text), Err(Error::Query(_))));
+}
+
+#[test]
+fn a_field_path_of_100_000_steps_is_an_unknown_field() {
+    let (_dir, db) = open();
+    let tasks = db.collection::<Task>().unwrap();
+    let path = vec!["priority"; 100_000].join(".");
+    let query = tasks.filter(tessera::query::field(&path).eq(1));
+    assert!(matches!(query.count(&db), Err(Error::Query(tessera::query::QueryError::UnknownField { .. }))));
+}
