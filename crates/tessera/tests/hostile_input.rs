@@ -203,3 +203,107 @@ fn a_field_path_of_100_000_steps_is_an_unknown_field() {
     let query = tasks.filter(tessera::query::field(&path).eq(1));
     assert!(matches!(query.count(&db), Err(Error::Query(tessera::query::QueryError::UnknownField { .. }))));
 }
+
+// ---- hash flooding -----------------------------------------------------------------------
+
+/// `count` distinct 520-byte ASCII keys that all share one `key_hash_v1` (the hash of long
+/// dictionary keys), crafted in their first two 8-byte words: the state after them is the
+/// same for every key, and the 504 bytes after them are too. Each key takes about 3,000
+/// tries of a multiply.
+fn colliding_keys(count: usize) -> Vec<String> {
+    const MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
+    const KEY_LEN: usize = 520;
+    let suffix = "f".repeat(KEY_LEN - 16);
+    let start = (KEY_LEN as u64).rotate_left(5);
+    // The value both words must bring the state to, before the multiply.
+    let target = 0x2b2b_2b2b_2b2b_2b2b_u64;
+    let printable = |word: u64| word.to_le_bytes().iter().all(|byte| (0x21..0x7f).contains(byte));
+    let mut keys = Vec::with_capacity(count);
+    let mut counter = 0u64;
+    while keys.len() < count {
+        // The first word: `counter` in base 94, as printable ASCII.
+        let mut first = [0u8; 8];
+        let mut rest = counter;
+        for byte in &mut first {
+            *byte = 0x21 + (rest % 94) as u8;
+            rest /= 94;
+        }
+        counter += 1;
+        let first = u64::from_le_bytes(first);
+        let state = (start ^ first).wrapping_mul(MULTIPLIER);
+        let second = state.rotate_left(5) ^ target;
+        if printable(second) {
+            let mut key = Vec::with_capacity(KEY_LEN);
+            key.extend_from_slice(&first.to_le_bytes());
+            key.extend_from_slice(&second.to_le_bytes());
+            key.extend_from_slice(suffix.as_bytes());
+            keys.push(String::from_utf8(key).expect("ASCII"));
+        }
+    }
+    keys
+}
+
+#[test]
+fn ten_thousand_colliding_long_keys_keep_every_acknowledged_write() {
+    let keys = colliding_keys(10_000);
+    let hash = tessera::value::layout::key_hash_v1(keys[0].as_bytes());
+    assert!(keys.iter().all(|key| tessera::value::layout::key_hash_v1(key.as_bytes()) == hash), "one hash");
+    assert_eq!(keys.iter().collect::<std::collections::BTreeSet<_>>().len(), keys.len(), "distinct");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flood.tessera");
+    {
+        let db = Db::open(&path).unwrap();
+        let dictionary = db.dictionary().unwrap();
+        for (index, key) in keys.iter().enumerate() {
+            dictionary.set(key, &(index as u32)).unwrap();
+            if index % 2_500 == 2_499 {
+                dictionary.flush().unwrap(); // some floods arrive in several saves
+            }
+        }
+        // A transaction's writes take the same path as the flusher's.
+        db.write(|tx| tx.dictionary(&dictionary).set(&keys[0], &u32::MAX)).unwrap();
+        dictionary.close().unwrap();
+        db.close().unwrap();
+    }
+    {
+        let db = Db::open(&path).unwrap();
+        let dictionary = db.dictionary().unwrap();
+        assert_eq!(dictionary.get::<u32>(&keys[0]).unwrap(), Some(u32::MAX));
+        for (index, key) in keys.iter().enumerate().skip(1) {
+            assert_eq!(dictionary.get::<u32>(key).unwrap(), Some(index as u32), "key {index}");
+        }
+        // An ordinary key set after the flood saves.
+        dictionary.set("ordinary", &7u32).unwrap();
+        dictionary.close().unwrap();
+        assert!(db.check().unwrap().problems.is_empty());
+    }
+    let db = Db::open(&path).unwrap();
+    let dictionary = db.dictionary().unwrap();
+    assert_eq!(dictionary.get::<u32>("ordinary").unwrap(), Some(7));
+    assert_eq!(dictionary.keys().unwrap().len(), keys.len() + 1);
+}
+
+#[test]
+fn a_dictionary_value_that_can_never_be_saved_is_refused_at_set() {
+    // Before, `set` took it, every background save then failed (MapFull), and the values set
+    // after it were never saved either.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ceiling.tessera");
+    let ceiling_bytes = 8u64 << 20;
+    let options = tessera::DbOptions { map_size_initial_bytes: 1 << 20, map_size_max_bytes: ceiling_bytes, ..Default::default() };
+    {
+        let db = Db::open_with(&path, options.clone()).unwrap();
+        let dictionary = db.dictionary().unwrap();
+        let huge = "x".repeat(ceiling_bytes as usize + 1);
+        match dictionary.set("huge", &huge) {
+            Err(Error::LimitExceeded { limit, .. }) => assert_eq!(limit, ceiling_bytes),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(dictionary.get::<u8>("huge").unwrap(), None, "nothing was set");
+        assert!(matches!(db.write(|tx| tx.dictionary(&dictionary).set("huge", &huge)), Err(Error::LimitExceeded { .. })));
+        dictionary.set("ordinary", &7u32).unwrap();
+        dictionary.close().unwrap();
+    }
+    let db = Db::open_with(&path, options).unwrap();
+    assert_eq!(db.dictionary().unwrap().get::<u32>("ordinary").unwrap(), Some(7));
+}
