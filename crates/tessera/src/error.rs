@@ -272,7 +272,7 @@ const IO_ERROR: i32 = 5;
 const FREE_BYTES_FULL_MAX: u64 = 4 << 20;
 
 /// Free bytes on the file system holding `path`, if the platform can tell.
-fn free_bytes(path: &std::path::Path) -> Option<u64> {
+pub(crate) fn free_bytes(path: &std::path::Path) -> Option<u64> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;

@@ -14,6 +14,7 @@ pub mod key;
 
 mod feed;
 pub(crate) mod names;
+mod preflight;
 mod sync;
 mod txn;
 
@@ -126,6 +127,8 @@ impl std::fmt::Debug for Keyspace {
 
 pub(crate) struct Inner {
     pub(crate) env: heed::Env<WithoutTls>,
+    /// LMDB's page size for this file.
+    pub(crate) page_bytes: u64,
     pub(crate) path: PathBuf,
     pub(crate) options: DbOptions,
     /// Serializes writers (LMDB allows one), so that environment flags can be switched per
@@ -145,6 +148,9 @@ pub(crate) struct Inner {
     opening: Mutex<()>,
     /// Flushes still to fail on purpose ([`Db::inject_flush_failures`]).
     injected_flush_failures: Arc<AtomicU32>,
+    /// A simulated disk ([`Db::inject_free_bytes`]): the most bytes the file may have, or
+    /// `u64::MAX` for the real disk.
+    pub(crate) simulated_disk_bytes: std::sync::atomic::AtomicU64,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
     claim: FileClaim,
@@ -211,7 +217,8 @@ impl Db {
                     drop(open_files);
                     // Leave nothing beside a file that is not ours: the environment is closed
                     // (open_file dropped it), and the lock file is LMDB's, made by this open.
-                    if !lock_existed && matches!(error, Error::NotADatabase { .. } | Error::ForeignDatabase { .. }) {
+                    let refused = matches!(error, Error::NotADatabase { .. } | Error::ForeignDatabase { .. } | Error::Corrupted(_));
+                    if !lock_existed && refused {
                         let _ = std::fs::remove_file(&lock_file);
                     }
                     return Err(error);
@@ -228,8 +235,10 @@ impl Db {
 
     /// Opens the environment, starts the database's threads and checks the version.
     fn open_file(path: PathBuf, options: DbOptions) -> Result<Db> {
-        let new_file = std::fs::metadata(&path).map_or(true, |meta| meta.len() == 0);
-        let env = open_env(&path, &options)?;
+        // Before LMDB touches the file: it would extend a truncated one (see `preflight`).
+        let file = preflight::check(&path)?;
+        let new_file = file == preflight::FileState::New;
+        let env = open_env(&path, &options, file)?;
         let flush_env = env.clone();
         let injected_flush_failures = Arc::new(AtomicU32::new(0));
         let failures = injected_flush_failures.clone();
@@ -242,6 +251,7 @@ impl Db {
         };
         let (syncer, sync_thread) = Syncer::start(Box::new(flush))?;
         let inner = Arc::new(Inner {
+            page_bytes: u64::from(env.stat().page_size),
             env,
             path,
             feed: Feed::start(options.listener_queue_batches)?,
@@ -254,6 +264,7 @@ impl Db {
             shared_state: Mutex::new(HashMap::new()),
             opening: Mutex::new(()),
             injected_flush_failures,
+            simulated_disk_bytes: std::sync::atomic::AtomicU64::new(u64::MAX),
             claim: FileClaim::default(),
         });
         let db = Db { inner };
@@ -434,6 +445,27 @@ impl Db {
         self.inner.injected_flush_failures.store(count, Ordering::Release);
     }
 
+    /// Makes the disk look as if it had `free_bytes` free beyond the file's current length
+    /// (`None`: the real disk again), for tests of map growth on a nearly full disk where a
+    /// small file system cannot be mounted. Growth then reserves at most that much more, and
+    /// reads that much as the disk's free space.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// db.inject_free_bytes(Some(0));
+    /// let ks = db.keyspace("ks")?; // fits the map the file has
+    /// let big = vec![0u8; 8 << 20];
+    /// assert!(matches!(db.write(|tx| tx.put(&ks, b"k", &big)), Err(tessera::Error::DiskFull)));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn inject_free_bytes(&self, free_bytes: Option<u64>) {
+        let file_bytes = std::fs::metadata(&self.inner.path).map_or(0, |meta| meta.len());
+        let disk_bytes = free_bytes.map_or(u64::MAX, |free| file_bytes.saturating_add(free));
+        self.inner.simulated_disk_bytes.store(disk_bytes, Ordering::Release);
+    }
+
     /// Flushes every commit so far to stable storage.
     pub fn sync(&self) -> Result<()> {
         self.inner.syncer.sync_all().map_err(Error::NotDurable)
@@ -596,7 +628,7 @@ impl Drop for FileClaim {
     }
 }
 
-fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
+fn open_env(path: &Path, options: &DbOptions, file: preflight::FileState) -> Result<heed::Env<WithoutTls>> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         if options.create_parent_dirs {
             std::fs::create_dir_all(parent)?;
@@ -608,14 +640,14 @@ fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
         }
     }
     let mut open_options = EnvOpenOptions::new().read_txn_without_tls();
-    // A new file starts at the initial map size; an existing one is opened at its own size,
-    // so that a file that turns out not to be a tessera database is not extended (the map
-    // grows on the first write that needs it).
-    let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let map_size = if existing > 0 {
-        existing.div_ceil(4096) * 4096
-    } else {
-        round_to_page(options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16))
+    // A new file starts at the initial map size; an existing one is opened at exactly its own
+    // size (a whole number of pages holding every committed page: `preflight` checked), so
+    // that opening writes nothing to it, never needs more disk than it has, and a file that
+    // turns out not to be a tessera database is not extended. The map grows on the first
+    // write that needs it.
+    let map_size = match file {
+        preflight::FileState::Lmdb { len_bytes } => len_bytes,
+        preflight::FileState::New => round_to_page(options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16)),
     };
     open_options.map_size(map_size as usize).max_dbs(options.keyspaces_max).max_readers(options.readers_max);
     // SAFETY: NO_SUB_DIR makes `path` the data file. NO_META_SYNC keeps LMDB's ordering of
