@@ -120,6 +120,10 @@ fn read_at(file: &std::fs::File, offset: u64) -> Result<Option<[u8; META_READ_BY
     Ok(Some(page))
 }
 
+/// How many times a verdict of damage is checked again when another process committed
+/// meanwhile (its commit can free and reuse the pages that were read).
+const ATTEMPTS_MAX: u32 = 16;
+
 /// Checks the file at `path` without writing to it (see the module docs).
 pub(crate) fn check(path: &Path) -> Result<FileState> {
     let file = match std::fs::File::open(path) {
@@ -127,42 +131,71 @@ pub(crate) fn check(path: &Path) -> Result<FileState> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::New),
         Err(error) => return Err(error.into()),
     };
+    let mut attempt = 1;
+    loop {
+        let (verdict, txn_id) = check_once(path, &file)?;
+        // Damage that another process's commit may explain (it grew the file or moved a root
+        // between two reads) is looked at again; damage seen twice at one commit is real.
+        let damaged = matches!(verdict, Err(Error::Corrupted(_)));
+        if !damaged || attempt >= ATTEMPTS_MAX || newest_txn_id(&file)? == txn_id {
+            return verdict;
+        }
+        attempt += 1;
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// The transaction id of the newest meta page, if both parse.
+fn newest_txn_id(file: &std::fs::File) -> Result<Option<u64>> {
+    let Some(first) = read_at(file, 0)?.as_ref().and_then(|page| meta(page)) else { return Ok(None) };
+    let Some(second) = read_at(file, first.page_bytes)?.as_ref().and_then(|page| meta(page)) else { return Ok(None) };
+    Ok(Some(first.txn_id.max(second.txn_id)))
+}
+
+/// One look at the file: the verdict, and the id of the commit it was made at.
+fn check_once(path: &Path, file: &std::fs::File) -> Result<(Result<FileState>, Option<u64>)> {
     let len_bytes = file.metadata()?.len();
     if len_bytes == 0 {
-        return Ok(FileState::New);
+        return Ok((Ok(FileState::New), None));
     }
     if cfg!(not(target_pointer_width = "64")) {
-        return Ok(FileState::Lmdb { len_bytes });
+        return Ok((Ok(FileState::Lmdb { len_bytes }), None));
     }
     let not_a_database = || Error::NotADatabase { path: path.to_path_buf() };
-    let first = read_at(&file, 0)?.as_ref().and_then(|page| meta(page)).ok_or_else(not_a_database)?;
-    let second = read_at(&file, first.page_bytes)?.as_ref().and_then(|page| meta(page)).ok_or_else(not_a_database)?;
+    let Some(first) = read_at(file, 0)?.as_ref().and_then(|page| meta(page)) else { return Ok((Err(not_a_database()), None)) };
+    let Some(second) = read_at(file, first.page_bytes)?.as_ref().and_then(|page| meta(page)) else {
+        return Ok((Err(not_a_database()), None));
+    };
     let newest = if second.txn_id > first.txn_id { second } else { first };
+    let txn_id = Some(newest.txn_id);
     let needed_bytes = newest.last_page.checked_add(1).and_then(|pages| pages.checked_mul(newest.page_bytes));
     if !matches!(needed_bytes, Some(needed) if needed <= len_bytes) {
-        return Err(Error::Corrupted(format!(
+        let message = format!(
             "{}: the file is {len_bytes} bytes, but its last commit uses {} pages of {} bytes (truncated or damaged)",
             path.display(),
             newest.last_page.saturating_add(1),
             newest.page_bytes
-        )));
+        );
+        return Ok((Err(Error::Corrupted(message)), txn_id));
     }
     if len_bytes % newest.page_bytes != 0 {
-        return Err(Error::Corrupted(format!(
+        let message = format!(
             "{}: the file is {len_bytes} bytes, not a whole number of {}-byte pages (truncated or damaged)",
             path.display(),
             newest.page_bytes
-        )));
+        );
+        return Ok((Err(Error::Corrupted(message)), txn_id));
     }
     for root in newest.roots.into_iter().filter(|&root| root != PAGE_NONE) {
         let header = match root.checked_mul(newest.page_bytes).filter(|_| root <= newest.last_page) {
-            Some(offset) => read_at(&file, offset)?,
+            Some(offset) => read_at(file, offset)?,
             None => None,
         };
         let is_tree_page = header.is_some_and(|page| u64_at(&page, 0) == root && u16_at(&page, 10) & PAGE_FLAGS_TREE != 0);
         if !is_tree_page {
-            return Err(Error::Corrupted(format!("{}: the root page {root} of a B-tree is damaged", path.display())));
+            let message = format!("{}: the root page {root} of a B-tree is damaged", path.display());
+            return Ok((Err(Error::Corrupted(message)), txn_id));
         }
     }
-    Ok(FileState::Lmdb { len_bytes })
+    Ok((Ok(FileState::Lmdb { len_bytes }), txn_id))
 }
