@@ -4,8 +4,9 @@
 //! databases). A [`Db::write`] transaction can touch any number of keyspaces and commits
 //! atomically; every commit is announced once, in order, on the change feed.
 //!
-//! The map size is managed here: the file starts small, and when LMDB reports the map full the
-//! transaction is rolled back, the map doubled (up to [`DbOptions::map_size_max_bytes`]) and
+//! The map size is managed here: the file starts small, the map is grown before a write
+//! transaction when less than a quarter of it is free, and when LMDB still reports the map full
+//! the transaction is rolled back, the map grown (up to [`DbOptions::map_size_max_bytes`]) and
 //! the transaction run again. That is why `write` takes an `FnMut`.
 //!
 //! See `docs/storage.md` for the durability guarantees and the multi-process rules.
@@ -68,7 +69,8 @@ pub const KEYSPACE_NAME_LEN_MAX: usize = 255;
 pub struct DbOptions {
     /// Durability of `write` unless a transaction asks for another.
     pub durability: Durability,
-    /// Initial map size; the map grows by doubling as needed.
+    /// Initial map size of a new file (an existing file's map starts at its length); the map
+    /// grows as needed (see [`Db::write`]).
     pub map_size_initial_bytes: u64,
     /// Largest the map (and so the file) may grow; past it writes fail with `Error::MapFull`.
     pub map_size_max_bytes: u64,
@@ -425,9 +427,30 @@ impl Db {
     /// `write` may run more than once, and only for one reason: the transaction needed more
     /// room than the map had free. It is then rolled back, the map grown (by 4x below 64 MiB,
     /// 2x above, and always to at least 8 times the bytes the failed attempt had written
-    /// beyond what is in use) and `write` called again. A transaction that writes less than
-    /// the free space runs once; a larger one almost always runs twice. The map starts at
+    /// beyond what is in use) and `write` called again.
+    ///
+    /// Exactly when: before the transaction starts, the map is grown if less than a quarter of
+    /// it is free, so a transaction runs once if it writes less than that quarter. It runs
+    /// again only if it writes more than the map had free when it started, or if growing
+    /// ahead was skipped (a read transaction of this process was open, the map was at its
+    /// ceiling, or the disk was short), or if its commit found the map full; a large import
+    /// almost always runs twice, never more often than the map must grow. The map starts at
     /// [`DbOptions::map_size_initial_bytes`] (4 MiB by default).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let mut runs = 0;
+    /// for batch in 0u32..100 {
+    ///     db.write(|tx| {
+    ///         runs += 1; // side effects outside `tx` may happen once per run
+    ///         (0..50u32).try_for_each(|i| tx.put(&ks, &(batch * 50 + i).to_be_bytes(), &[0; 100]))
+    ///     })?;
+    /// }
+    /// assert_eq!(runs, 100, "small transactions run once");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn write<T>(&self, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
         self.write_with(self.inner.options.durability, write)
     }
