@@ -114,6 +114,19 @@ fn refused_files_are_left_byte_for_byte_as_they_were_and_unlocked() {
     let pages = damaged("pages", &|b| b[2 * PAGE_BYTES..].iter_mut().for_each(|byte| *byte = 0x5A));
     assert_refused_untouched(&pages, "damaged B-tree pages", |error| matches!(error, Error::Corrupted(_) | Error::NotADatabase { .. }));
 
+    // A partial page after the last one (a write cut short by a full disk) holds nothing
+    // committed: the file opens, with its data, with and without the write map.
+    for write_map in [false, true] {
+        let tail = dir.path().join(format!("tail-{write_map}"));
+        let mut with_tail = bytes.clone();
+        with_tail.extend_from_slice(&[0x77; 100]);
+        std::fs::write(&tail, with_tail).unwrap();
+        let db = Db::open_with(&tail, DbOptions { write_map, ..DbOptions::default() }).unwrap();
+        let ks = db.keyspace("data").unwrap();
+        assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 2_000);
+        db.close().unwrap();
+    }
+
     // The untouched original still opens, and holds its data.
     let db = Db::open(&original).unwrap();
     let ks = db.keyspace("data").unwrap();

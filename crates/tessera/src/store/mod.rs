@@ -663,13 +663,14 @@ fn open_env(path: &Path, options: &DbOptions, file: preflight::FileState) -> Res
         }
     }
     let mut open_options = EnvOpenOptions::new().read_txn_without_tls();
-    // A new file starts at the initial map size; an existing one is opened at exactly its own
-    // size (a whole number of pages holding every committed page: `preflight` checked), so
-    // that opening writes nothing to it, never needs more disk than it has, and a file that
-    // turns out not to be a tessera database is not extended. The map grows on the first
-    // write that needs it.
+    // A new file starts at the initial map size; an existing one is opened at its own size in
+    // whole pages (which hold every committed page: `preflight` checked), so that opening
+    // never needs more disk than the file has and never extends it (a file that turns out not
+    // to be a tessera database is left as it was). With the write map, LMDB sets the file's
+    // length to the map's: a partial page at the end, which holds nothing committed, is cut.
+    // The map grows on the first write that needs it.
     let map_size = match file {
-        preflight::FileState::Lmdb { len_bytes } => len_bytes,
+        preflight::FileState::Lmdb { map_bytes } => map_bytes,
         preflight::FileState::New => round_to_page(options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16)),
     };
     open_options.map_size(map_size as usize).max_dbs(options.keyspaces_max).max_readers(options.readers_max);

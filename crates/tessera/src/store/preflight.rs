@@ -55,10 +55,11 @@ const PAGE_BYTES_MAX: u64 = 64 * 1024;
 pub(crate) enum FileState {
     /// Missing or empty: LMDB creates it.
     New,
-    /// An LMDB file whose newest meta page's pages all lie inside its `len_bytes`.
+    /// An LMDB file whose newest meta page's pages all lie inside its first `map_bytes`.
     Lmdb {
-        /// The file's length.
-        len_bytes: u64,
+        /// The file's length in whole pages: the map to open it with, which holds every
+        /// committed page and needs no disk block the file does not have.
+        map_bytes: u64,
     },
 }
 
@@ -159,7 +160,7 @@ fn check_once(path: &Path, file: &std::fs::File) -> Result<(Result<FileState>, O
         return Ok((Ok(FileState::New), None));
     }
     if cfg!(not(target_pointer_width = "64")) {
-        return Ok((Ok(FileState::Lmdb { len_bytes }), None));
+        return Ok((Ok(FileState::Lmdb { map_bytes: len_bytes }), None));
     }
     let not_a_database = || Error::NotADatabase { path: path.to_path_buf() };
     let Some(first) = read_at(file, 0)?.as_ref().and_then(|page| meta(page)) else { return Ok((Err(not_a_database()), None)) };
@@ -178,14 +179,6 @@ fn check_once(path: &Path, file: &std::fs::File) -> Result<(Result<FileState>, O
         );
         return Ok((Err(Error::Corrupted(message)), txn_id));
     }
-    if len_bytes % newest.page_bytes != 0 {
-        let message = format!(
-            "{}: the file is {len_bytes} bytes, not a whole number of {}-byte pages (truncated or damaged)",
-            path.display(),
-            newest.page_bytes
-        );
-        return Ok((Err(Error::Corrupted(message)), txn_id));
-    }
     for root in newest.roots.into_iter().filter(|&root| root != PAGE_NONE) {
         let header = match root.checked_mul(newest.page_bytes).filter(|_| root <= newest.last_page) {
             Some(offset) => read_at(file, offset)?,
@@ -197,5 +190,7 @@ fn check_once(path: &Path, file: &std::fs::File) -> Result<(Result<FileState>, O
             return Ok((Err(Error::Corrupted(message)), txn_id));
         }
     }
-    Ok((Ok(FileState::Lmdb { len_bytes }), txn_id))
+    // A partial page at the end (a write cut short by a full disk) holds nothing committed.
+    let map_bytes = len_bytes - len_bytes % newest.page_bytes;
+    Ok((Ok(FileState::Lmdb { map_bytes }), txn_id))
 }
