@@ -104,3 +104,24 @@ fn a_path_of_100_000_steps_is_a_path_error() {
     let hostile_indexes = "[0]".repeat(HOSTILE_DEPTH);
     assert_eq!(root.path(&hostile_indexes).unwrap_err().reason, "too many steps");
 }
+
+#[test]
+fn a_mutable_value_built_100_000_deep_is_refused_when_encoded() {
+    use tessera_value::{Mutable, MutableDoc};
+    let nested = |depth: usize| {
+        let mut value = Mutable::Null;
+        for _ in 0..depth {
+            value = Mutable::Array(vec![value]);
+        }
+        value
+    };
+    let bytes = from_json(b"null").unwrap();
+    let mut doc = MutableDoc::new(Doc::from_untrusted(&bytes).unwrap());
+    // 300 levels: deeper than the format holds, and still droppable by the derived, recursive
+    // drop (a `Mutable` built 100,000 deep overflows the stack when dropped, as a
+    // `serde_json::Value` does; an iterative `Drop` would tighten `Mutable<'a>`'s drop check).
+    *doc.root_mut() = nested(300);
+    assert!(matches!(doc.encode(), Err(EncodeError::TooDeep(_))));
+    *doc.root_mut() = nested(layout::HEIGHT_MAX as usize - 1);
+    assert!(Doc::validate(&doc.encode().unwrap(), None, &ValidateOptions { depth_max: layout::HEIGHT_MAX }).is_ok());
+}
