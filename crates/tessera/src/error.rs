@@ -164,6 +164,16 @@ pub enum Error {
         /// Why.
         message: String,
     },
+    /// A query's expression is deeper than [`crate::query::EXPR_DEPTH_MAX`] levels (a filter
+    /// built in code from thousands of `.and(…)` calls): refused before it is checked,
+    /// planned or evaluated, each of which walks the tree recursively.
+    #[error("collection {collection:?}: the query's expression is deeper than {depth_max} levels")]
+    QueryTooDeep {
+        /// The collection queried.
+        collection: String,
+        /// The limit.
+        depth_max: usize,
+    },
     /// A field path the record type does not have.
     #[error("collection {collection:?}: the record type has no field `{path}`")]
     UnknownField {
@@ -262,7 +272,7 @@ const IO_ERROR: i32 = 5;
 const FREE_BYTES_FULL_MAX: u64 = 4 << 20;
 
 /// Free bytes on the file system holding `path`, if the platform can tell.
-fn free_bytes(path: &std::path::Path) -> Option<u64> {
+pub(crate) fn free_bytes(path: &std::path::Path) -> Option<u64> {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;

@@ -426,6 +426,29 @@ fn a_large_import_runs_its_closure_at_most_twice() {
 }
 
 #[test]
+fn a_thousand_small_transactions_never_run_their_closure_twice() {
+    // The map is grown before a transaction starts when less than a quarter of it is free, so
+    // a transaction smaller than that quarter never meets a full map (before, the transaction
+    // that filled the 4 MiB map ran twice, and so on at each growth).
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let ks = db.keyspace("small").unwrap();
+    let value = vec![3u8; 500];
+    let initial = db.map_size_bytes();
+    let mut runs = 0u32;
+    for transaction in 0u32..1_000 {
+        db.write(|tx| {
+            runs += 1;
+            (0..20u32).try_for_each(|i| tx.put(&ks, &(transaction * 20 + i).to_be_bytes(), &value))
+        })
+        .unwrap();
+    }
+    assert!(db.map_size_bytes() > initial, "the map grew");
+    assert_eq!(runs, 1_000, "a closure ran twice");
+    assert_eq!(db.read(|tx| tx.len(&ks)).unwrap(), 20_000);
+}
+
+#[test]
 fn too_many_keyspaces_is_a_typed_error() {
     // LMDB's MDB_DBS_FULL used to surface as the catch-all `Storage`.
     let dir = tempfile::tempdir().unwrap();

@@ -347,9 +347,7 @@ fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
 
 fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result<CollectionState> {
     let name = T::NAME;
-    if name.is_empty() || name.len() > COLLECTION_NAME_LEN_MAX {
-        return Err(schema_error(name, format!("collection names are 1..={COLLECTION_NAME_LEN_MAX} bytes")));
-    }
+    crate::store::names::check("collection", name, COLLECTION_NAME_LEN_MAX)?;
     let shape = T::describe();
     for path in T::KEY_FIELDS.iter().chain(T::INDEXES.iter().map(|index| &index.path)) {
         if shape.resolve(path).is_none() {

@@ -171,6 +171,7 @@ impl<T: Record> Query<T> {
     fn plan(&self) -> Result<Plan> {
         let shape = &self.collection.state.shape;
         if let Some(predicate) = &self.predicate {
+            crate::query::check_query_depth(predicate, &self.collection.state.name)?;
             shape.check_predicate(predicate)?;
         }
         for (path, _) in &self.orders {

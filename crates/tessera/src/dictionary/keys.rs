@@ -13,6 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::store::{key, Keyspace, ReadTxn, Snapshot, WriteTxn};
+use std::collections::HashMap;
 use std::ops::Bound;
 use tessera_value::layout::{read_varint, write_varint};
 
@@ -69,91 +70,181 @@ fn corrupt() -> Error {
     Error::Corrupted("dictionary record".into())
 }
 
-/// What a scan of one hash's range found for a long key.
-struct LongLookup {
-    /// The storage key and value of `name`, if stored.
-    found: Option<(Vec<u8>, Vec<u8>)>,
-    /// A storage key in the range that no key uses, for a new entry.
-    free: Vec<u8>,
+/// Every long key stored under one hash, from one scan of its range: the full keys and where
+/// they are stored, and the suffixes in use.
+struct HashRange {
+    prefix: [u8; LONG_PREFIX_LEN],
+    /// Full key → storage key.
+    stored: HashMap<Vec<u8>, Vec<u8>>,
+    narrow_used: [bool; NARROW_SUFFIX_MAX as usize + 1],
+    wide_max: Option<u32>,
 }
 
-/// Scans the range of `name`'s hash: finds `name` and a free suffix.
-fn find_long(tx: &dyn Snapshot, keyspace: &Keyspace, name: &str) -> Result<LongLookup> {
-    let prefix = long_prefix(name);
-    let mut end = prefix;
+/// The bounds of the range of every storage key that starts with `prefix` (`0xFF` and a hash).
+fn range_end(prefix: &[u8; LONG_PREFIX_LEN]) -> Option<[u8; LONG_PREFIX_LEN]> {
     // The hash bytes + 1, as a big-endian number; the all-ones hash has no successor, and its
     // range runs to the end of the keyspace (only long keys start with 0xFF).
-    let end_bound = match u64::from_be_bytes(prefix[1..].try_into().expect("8 bytes")).checked_add(1) {
-        Some(next) => {
-            end[1..].copy_from_slice(&next.to_be_bytes());
-            Bound::Excluded(&end[..])
-        }
-        None => Bound::Unbounded,
-    };
-    let mut found = None;
-    let mut narrow_used = [false; NARROW_SUFFIX_MAX as usize + 1];
-    let mut wide_max: Option<u32> = None;
+    let next = u64::from_be_bytes(prefix[1..].try_into().expect("8 bytes")).checked_add(1)?;
+    let mut end = *prefix;
+    end[1..].copy_from_slice(&next.to_be_bytes());
+    Some(end)
+}
+
+/// Calls `visit(storage key, full key, value)` for every entry in the range of `prefix`.
+fn scan(
+    tx: &dyn Snapshot,
+    keyspace: &Keyspace,
+    prefix: &[u8; LONG_PREFIX_LEN],
+    mut visit: impl FnMut(&[u8], &[u8], &[u8]) -> Result<()>,
+) -> Result<()> {
+    let end = range_end(prefix);
+    let end_bound = end.as_ref().map_or(Bound::Unbounded, |end| Bound::Excluded(&end[..]));
     for entry in tx.entries(keyspace, Bound::Included(&prefix[..]), end_bound)? {
         let (stored, record) = entry?;
         let (full, value) = split_record(record).ok_or_else(corrupt)?;
-        if full == name.as_bytes() {
-            found = Some((stored.to_vec(), value.to_vec()));
-        }
+        visit(stored, full, value)?;
+    }
+    Ok(())
+}
+
+impl HashRange {
+    /// Scans the range of `prefix` once.
+    fn load(tx: &dyn Snapshot, keyspace: &Keyspace, prefix: [u8; LONG_PREFIX_LEN]) -> Result<HashRange> {
+        let mut range = HashRange { prefix, stored: HashMap::new(), narrow_used: [false; NARROW_SUFFIX_MAX as usize + 1], wide_max: None };
+        scan(tx, keyspace, &prefix, |stored, full, _| {
+            range.mark(stored, true)?;
+            range.stored.insert(full.to_vec(), stored.to_vec());
+            Ok(())
+        })?;
+        Ok(range)
+    }
+
+    /// Notes that the storage key `stored` is used (or free again, for a narrow suffix).
+    fn mark(&mut self, stored: &[u8], used: bool) -> Result<()> {
         match &stored[LONG_PREFIX_LEN..] {
-            [narrow] if *narrow <= NARROW_SUFFIX_MAX => narrow_used[*narrow as usize] = true,
+            [narrow] if *narrow <= NARROW_SUFFIX_MAX => self.narrow_used[*narrow as usize] = used,
             [WIDE_SUFFIX_MARKER, wide @ ..] if wide.len() == 4 => {
                 let wide = u32::from_be_bytes(wide.try_into().expect("4 bytes"));
-                wide_max = Some(wide_max.map_or(wide, |max| max.max(wide)));
+                self.wide_max = Some(self.wide_max.map_or(wide, |max| max.max(wide)));
             }
             _ => return Err(corrupt()),
         }
+        Ok(())
     }
-    let mut free = prefix.to_vec();
-    match narrow_used.iter().position(|&used| !used) {
-        Some(narrow) => free.push(narrow as u8),
-        None => {
-            let wide = wide_max.map_or(Some(0), |max| max.checked_add(1)).ok_or(Error::LimitExceeded {
-                what: "long dictionary keys with one hash",
-                limit: u32::MAX as u64 + NARROW_SUFFIX_MAX as u64 + 2,
-            })?;
-            free.push(WIDE_SUFFIX_MARKER);
-            free.extend_from_slice(&wide.to_be_bytes());
+
+    /// A storage key in the range that no key uses, for a new entry.
+    fn free(&self) -> Result<Vec<u8>> {
+        let mut free = self.prefix.to_vec();
+        match self.narrow_used.iter().position(|&used| !used) {
+            Some(narrow) => free.push(narrow as u8),
+            None => {
+                let wide = self.wide_max.map_or(Some(0), |max| max.checked_add(1)).ok_or(Error::LimitExceeded {
+                    what: "long dictionary keys with one hash",
+                    limit: u32::MAX as u64 + NARROW_SUFFIX_MAX as u64 + 2,
+                })?;
+                free.push(WIDE_SUFFIX_MARKER);
+                free.extend_from_slice(&wide.to_be_bytes());
+            }
         }
+        Ok(free)
     }
-    Ok(LongLookup { found, free })
+
+    /// Sets `name` to `value`: where it is stored, or in a free slot.
+    fn store(&mut self, tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str, value: &[u8]) -> Result<()> {
+        let stored = match self.stored.get(name.as_bytes()) {
+            Some(stored) => stored.clone(),
+            None => self.free()?,
+        };
+        let mut record = Vec::with_capacity(name.len() + value.len() + 10);
+        write_varint(&mut record, name.len() as u64);
+        record.extend_from_slice(name.as_bytes());
+        record.extend_from_slice(value);
+        tx.put(keyspace, &stored, &record)?;
+        self.mark(&stored, true)?;
+        self.stored.insert(name.as_bytes().to_vec(), stored);
+        Ok(())
+    }
+
+    /// Removes `name` if it is stored.
+    fn remove(&mut self, tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<()> {
+        // Lookups scan the whole range, so a removed entry leaves no gap to repair.
+        if let Some(stored) = self.stored.remove(name.as_bytes()) {
+            tx.delete(keyspace, &stored)?;
+            self.mark(&stored, false)?;
+        }
+        Ok(())
+    }
 }
+
+/// Another key stored under the same hash, and its value.
+pub(super) type Neighbour = (String, Vec<u8>);
 
 /// The value of `name`, read from a read or a write transaction.
 pub(super) fn load(tx: &dyn Snapshot, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
+    Ok(load_with_neighbours(tx, keyspace, name)?.0)
+}
+
+/// The value of `name`, and for a long key every other key stored under its hash with its
+/// value (the scan that finds `name` reads them all, so that a cache can keep them: crafted
+/// keys that share a hash then cost one scan, not one per key).
+pub(super) fn load_with_neighbours(tx: &dyn Snapshot, keyspace: &Keyspace, name: &str) -> Result<(Option<Vec<u8>>, Vec<Neighbour>)> {
     match slot(name) {
-        Slot::Direct(stored) => Ok(tx.get_value(keyspace, &stored)?.map(<[u8]>::to_vec)),
-        Slot::Long(name) => Ok(find_long(tx, keyspace, &name)?.found.map(|(_, value)| value)),
+        Slot::Direct(stored) => Ok((tx.get_value(keyspace, &stored)?.map(<[u8]>::to_vec), Vec::new())),
+        Slot::Long(name) => {
+            let (mut found, mut neighbours) = (None, Vec::new());
+            scan(tx, keyspace, &long_prefix(&name), |_, full, value| {
+                if full == name.as_bytes() {
+                    found = Some(value.to_vec());
+                } else {
+                    let full = std::str::from_utf8(full).map_err(|_| corrupt())?;
+                    neighbours.push((full.to_owned(), value.to_vec()));
+                }
+                Ok(())
+            })?;
+            Ok((found, neighbours))
+        }
     }
 }
 
 pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str, value: &[u8]) -> Result<()> {
     match slot(name) {
         Slot::Direct(stored) => tx.put(keyspace, &stored, value),
-        Slot::Long(name) => {
-            let lookup = find_long(tx, keyspace, &name)?;
-            let stored = lookup.found.map_or(lookup.free, |(stored, _)| stored);
-            let mut record = Vec::with_capacity(name.len() + value.len() + 10);
-            write_varint(&mut record, name.len() as u64);
-            record.extend_from_slice(name.as_bytes());
-            record.extend_from_slice(value);
-            tx.put(keyspace, &stored, &record)
+        Slot::Long(name) => HashRange::load(tx, keyspace, long_prefix(&name))?.store(tx, keyspace, &name, value),
+    }
+}
+
+/// Writes a batch of values (`None`: remove). Long keys that share a hash cost one scan of
+/// their range for the whole batch, not one per key.
+pub(super) fn store_batch<'b>(
+    tx: &mut WriteTxn<'_>,
+    keyspace: &Keyspace,
+    batch: impl Iterator<Item = (&'b str, Option<&'b [u8]>)>,
+) -> Result<()> {
+    let mut ranges: HashMap<[u8; LONG_PREFIX_LEN], HashRange> = HashMap::new();
+    for (name, value) in batch {
+        match (slot(name), value) {
+            (Slot::Direct(stored), Some(value)) => tx.put(keyspace, &stored, value)?,
+            (Slot::Direct(stored), None) => tx.delete(keyspace, &stored).map(drop)?,
+            (Slot::Long(name), value) => {
+                let prefix = long_prefix(&name);
+                let range = match ranges.entry(prefix) {
+                    std::collections::hash_map::Entry::Occupied(range) => range.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => slot.insert(HashRange::load(tx, keyspace, prefix)?),
+                };
+                match value {
+                    Some(value) => range.store(tx, keyspace, &name, value)?,
+                    None => range.remove(tx, keyspace, &name)?,
+                }
+            }
         }
     }
+    Ok(())
 }
 
 pub(super) fn remove(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<()> {
     match slot(name) {
         Slot::Direct(stored) => tx.delete(keyspace, &stored).map(|_| ()),
-        Slot::Long(name) => match find_long(tx, keyspace, &name)?.found {
-            // Lookups scan the whole range, so a removed entry leaves no gap to repair.
-            Some((stored, _)) => tx.delete(keyspace, &stored).map(|_| ()),
-            None => Ok(()),
-        },
+        Slot::Long(name) => HashRange::load(tx, keyspace, long_prefix(&name))?.remove(tx, keyspace, &name),
     }
 }
 

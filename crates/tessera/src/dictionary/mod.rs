@@ -57,6 +57,15 @@ pub const BULK_LOAD_MISSES_MIN: u64 = 64;
 /// the scan only pays once about half the dictionary has been read key by key.
 pub const BULK_LOAD_ENTRIES_PER_MISS: u64 = 2;
 
+/// Prefix of a dictionary's keyspace.
+const DICTIONARY_KEYSPACE_PREFIX: &str = "tessera.dictionary.";
+/// Longest dictionary name: what fits a keyspace name after `tessera.dictionary.`.
+pub const DICTIONARY_NAME_LEN_MAX: usize = crate::store::names::len_max_after(DICTIONARY_KEYSPACE_PREFIX);
+
+/// Most bytes one stored entry can have: LMDB's largest value (`MDB_MAXDATASIZE`, a 32-bit
+/// length). [`Dictionary::set`] also refuses an entry larger than the map ceiling.
+pub const ENTRY_LEN_MAX: u64 = u32::MAX as u64;
+
 /// Options for [`Db::dictionary_with`].
 #[derive(Debug, Clone)]
 pub struct DictionaryOptions {
@@ -172,14 +181,27 @@ impl Db {
         self.dictionary_with("default", DictionaryOptions::default())
     }
 
-    /// The dictionary `name`. Options apply when the first handle for the name is made.
+    /// The dictionary `name`. Options apply when the first handle for the name is made. A
+    /// name is 1 to [`DICTIONARY_NAME_LEN_MAX`] bytes without NUL ([`Error::InvalidName`]
+    /// otherwise).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use tessera::DictionaryOptions;
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(db.dictionary_with("settings", DictionaryOptions::default()).is_ok());
+    /// let nul = db.dictionary_with("a\0b", DictionaryOptions::default());
+    /// assert!(matches!(nul, Err(tessera::Error::InvalidName { what: "dictionary", .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn dictionary_with(&self, name: &str, options: DictionaryOptions) -> Result<Dictionary> {
+        crate::store::names::check("dictionary", name, DICTIONARY_NAME_LEN_MAX)?;
         let registry_key = format!("dictionary:{name}");
         let inner = self.shared_state_or(
             &registry_key,
             |_: &DictInner| true,
             || {
-                let keyspace = self.internal_keyspace(&format!("tessera.dictionary.{name}"))?;
+                let keyspace = self.internal_keyspace(&format!("{DICTIONARY_KEYSPACE_PREFIX}{name}"))?;
                 let shards = options.shards.max(1);
                 let inner = Arc::new(DictInner {
                     db: self.clone(),
@@ -245,11 +267,12 @@ impl DictInner {
             return self.with_bytes(key, read);
         }
         let clears = self.clears.load(Ordering::Acquire);
-        let loaded = self.db.read(|tx| keys::load(tx, &self.keyspace, key))?;
+        let (loaded, neighbours) = self.db.read(|tx| keys::load_with_neighbours(tx, &self.keyspace, key))?;
         if let Some(bytes) = &loaded {
             // Validated once here; cached bytes are then opened without checks.
             Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
         }
+        self.cache_neighbours(clears, neighbours);
         let mut shard = lock(self.shard(key));
         if self.clears.load(Ordering::Acquire) != clears {
             // Cleared since the snapshot: what it held is gone.
@@ -262,6 +285,20 @@ impl DictInner {
         self.evict(&mut shard);
         drop(shard);
         read(value?.as_deref())
+    }
+
+    /// Caches the other long keys a lookup found under the same hash (as a bulk load does:
+    /// validated when first read, never replacing a cached entry), so that each of them is
+    /// not another scan of the same range.
+    fn cache_neighbours(&self, clears: u64, neighbours: Vec<keys::Neighbour>) {
+        for (key, value) in neighbours {
+            let mut shard = lock(self.shard(&key));
+            if self.clears.load(Ordering::Acquire) != clears {
+                return; // cleared since the snapshot: what it held is gone
+            }
+            shard.entries.entry(Arc::from(key)).or_insert(Entry { value: Some(Arc::from(value)), pending: 0, validated: false });
+            self.evict(&mut shard);
+        }
     }
 
     /// A cached entry's value, validating bytes a bulk load left unchecked.
@@ -385,6 +422,19 @@ impl DictInner {
         self.flusher.changed.notify_all();
     }
 
+    /// Refuses an entry that no save could ever store, so that it never reaches the flusher
+    /// (whose every later save would fail with it): one larger than LMDB's largest value or
+    /// than the map ceiling.
+    fn check_entry_len(&self, key: &str, value: &[u8]) -> Result<()> {
+        let limit = ENTRY_LEN_MAX.min(self.db.inner.options.map_size_max_bytes);
+        // A long key's record holds the key too, after its varint length (at most 10 bytes).
+        let stored_bytes = (key.len() + value.len()) as u64 + 10;
+        if stored_bytes > limit {
+            return Err(Error::LimitExceeded { what: "bytes of one dictionary entry (key and value; the map ceiling)", limit });
+        }
+        Ok(())
+    }
+
     /// The error of a background flush that no call has reported yet, as an error (once).
     fn report_write_behind(&self) -> Result<()> {
         if !self.write_behind_failed.load(Ordering::Acquire) {
@@ -477,13 +527,7 @@ fn in_key_order(batch: Vec<PendingWrite>) -> Vec<PendingWrite> {
 
 /// Writes a batch of pending values (`None`: removed) into the dictionary's keyspace.
 fn write_batch(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, batch: &[PendingWrite]) -> Result<()> {
-    for (key, value, _) in batch {
-        match value {
-            Some(bytes) => keys::store(tx, keyspace, key, bytes)?,
-            None => keys::remove(tx, keyspace, key)?,
-        }
-    }
-    Ok(())
+    keys::store_batch(tx, keyspace, batch.iter().map(|(key, value, _)| (&**key, value.as_deref())))
 }
 
 fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interval: Duration) {
@@ -558,8 +602,24 @@ impl Dictionary {
     /// If a background write failed since the last call was told, this call reports it as
     /// [`Error::WriteBehind`] and sets nothing (the failed values stay pending and are retried;
     /// `flush` says whether they reach storage).
+    ///
+    /// An entry that no save could store, because its key and value are larger than the map
+    /// ceiling ([`crate::DbOptions::map_size_max_bytes`]) or than [`ENTRY_LEN_MAX`], is
+    /// refused here with [`Error::LimitExceeded`] and nothing is set.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = tessera::DbOptions { map_size_max_bytes: 1 << 20, ..Default::default() };
+    /// let db = tessera::Db::open_with(dir.path().join("db"), options)?;
+    /// let settings = db.dictionary()?;
+    /// let too_big = "x".repeat(1 << 20);
+    /// assert!(matches!(settings.set("k", &too_big), Err(tessera::Error::LimitExceeded { .. })));
+    /// settings.set("k", &"fits")?;
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn set<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<()> {
         let bytes = tessera_value::to_vec(value)?;
+        self.inner.check_entry_len(key, &bytes)?;
         self.inner.report_write_behind()?;
         self.inner.write(key, Some(bytes));
         Ok(())
@@ -696,6 +756,7 @@ impl DictTxn<'_, '_> {
     /// Sets `key` in the transaction.
     pub fn set<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<()> {
         let bytes = tessera_value::to_vec(value)?;
+        self.dictionary.inner.check_entry_len(key, &bytes)?;
         keys::store(self.tx, &self.dictionary.inner.keyspace, key, &bytes)?;
         self.cache_after_commit(key, Some(bytes));
         Ok(())

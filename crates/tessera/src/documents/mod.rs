@@ -98,15 +98,31 @@ pub struct Documents {
     collection: Arc<Collection>,
 }
 
+/// Prefix of a document collection's keyspace.
+const DOCUMENTS_KEYSPACE_PREFIX: &str = "tessera.documents.";
+
+/// Longest document collection name: what fits a keyspace name after `tessera.documents.`.
+pub const DOCUMENTS_NAME_LEN_MAX: usize = crate::store::names::len_max_after(DOCUMENTS_KEYSPACE_PREFIX);
+
 impl Db {
-    /// The document collection `name`, with default options.
+    /// The document collection `name`, with default options. A name is 1 to
+    /// [`DOCUMENTS_NAME_LEN_MAX`] bytes without NUL ([`crate::Error::InvalidName`] otherwise).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(db.documents("profiles").is_ok());
+    /// assert!(matches!(db.documents(""), Err(tessera::Error::InvalidName { what: "documents", .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn documents(&self, name: &str) -> Result<Documents> {
         self.documents_with(name, DocumentsOptions::default())
     }
 
     /// The document collection `name`, with options.
     pub fn documents_with(&self, name: &str, options: DocumentsOptions) -> Result<Documents> {
-        let keyspace = self.internal_keyspace(&format!("tessera.documents.{name}"))?;
+        crate::store::names::check("documents", name, DOCUMENTS_NAME_LEN_MAX)?;
+        let keyspace = self.internal_keyspace(&format!("{DOCUMENTS_KEYSPACE_PREFIX}{name}"))?;
         Ok(Documents { collection: Arc::new(Collection { db: self.clone(), keyspace, name: name.into(), options }) })
     }
 }

@@ -24,9 +24,12 @@
 //! when the query is checked against a schema.
 
 mod eval;
+mod limits;
 mod parse;
 
 pub(crate) use eval::lookup;
+pub(crate) use limits::check_query_depth;
+pub use limits::EXPR_DEPTH_MAX;
 pub use parse::ParseError;
 
 use std::fmt;
@@ -359,8 +362,8 @@ impl Expr {
     /// The field holds enum variant `variant` (a string, or a dict whose one key is it). On
     /// anything but a field the test is FALSE.
     pub fn is_variant(self, variant: &str) -> Expr {
-        match self {
-            Expr::Field(path) => Expr::Variant(path, variant.to_owned()),
+        match &self {
+            Expr::Field(path) => Expr::Variant(path.clone(), variant.to_owned()),
             _ => Expr::Literal(Literal::Bool(false)),
         }
     }

@@ -256,8 +256,8 @@ impl Parser<'_> {
                 return Err(self.error("expected \"null\""));
             }
             self.next += 1;
-            return match left {
-                Expr::Field(path) => Ok(Expr::Variant(path, variant)),
+            return match &left {
+                Expr::Field(path) => Ok(Expr::Variant(path.clone(), variant)),
                 _ => Err(self.error("a variant test needs a field on its left")),
             };
         }
@@ -348,6 +348,10 @@ impl Expr {
         let expr = parser.or()?;
         if parser.next != parser.tokens.len() {
             return Err(parser.error("unexpected text after the query"));
+        }
+        // A long chain of `and`s or `or`s is deep without any parentheses.
+        if !super::limits::within_depth(&expr, super::EXPR_DEPTH_MAX) {
+            return Err(ParseError { column: 1, message: format!("expression deeper than {} levels", super::EXPR_DEPTH_MAX) });
         }
         Ok(expr)
     }

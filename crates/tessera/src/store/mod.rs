@@ -4,8 +4,9 @@
 //! databases). A [`Db::write`] transaction can touch any number of keyspaces and commits
 //! atomically; every commit is announced once, in order, on the change feed.
 //!
-//! The map size is managed here: the file starts small, and when LMDB reports the map full the
-//! transaction is rolled back, the map doubled (up to [`DbOptions::map_size_max_bytes`]) and
+//! The map size is managed here: the file starts small, the map is grown before a write
+//! transaction when less than a quarter of it is free, and when LMDB still reports the map full
+//! the transaction is rolled back, the map grown (up to [`DbOptions::map_size_max_bytes`]) and
 //! the transaction run again. That is why `write` takes an `FnMut`.
 //!
 //! See `docs/storage.md` for the durability guarantees and the multi-process rules.
@@ -13,6 +14,8 @@
 pub mod key;
 
 mod feed;
+pub(crate) mod names;
+mod preflight;
 mod sync;
 mod txn;
 
@@ -66,7 +69,8 @@ pub const KEYSPACE_NAME_LEN_MAX: usize = 255;
 pub struct DbOptions {
     /// Durability of `write` unless a transaction asks for another.
     pub durability: Durability,
-    /// Initial map size; the map grows by doubling as needed.
+    /// Initial map size of a new file (an existing file's map starts at its length); the map
+    /// grows as needed (see [`Db::write`]).
     pub map_size_initial_bytes: u64,
     /// Largest the map (and so the file) may grow; past it writes fail with `Error::MapFull`.
     pub map_size_max_bytes: u64,
@@ -125,6 +129,8 @@ impl std::fmt::Debug for Keyspace {
 
 pub(crate) struct Inner {
     pub(crate) env: heed::Env<WithoutTls>,
+    /// LMDB's page size for this file.
+    pub(crate) page_bytes: u64,
     pub(crate) path: PathBuf,
     pub(crate) options: DbOptions,
     /// Serializes writers (LMDB allows one), so that environment flags can be switched per
@@ -146,6 +152,9 @@ pub(crate) struct Inner {
     opening: Mutex<()>,
     /// Flushes still to fail on purpose ([`Db::inject_flush_failures`]).
     injected_flush_failures: Arc<AtomicU32>,
+    /// A simulated disk ([`Db::inject_free_bytes`]): the most bytes the file may have, or
+    /// `u64::MAX` for the real disk.
+    pub(crate) simulated_disk_bytes: std::sync::atomic::AtomicU64,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
     claim: FileClaim,
@@ -212,7 +221,8 @@ impl Db {
                     drop(open_files);
                     // Leave nothing beside a file that is not ours: the environment is closed
                     // (open_file dropped it), and the lock file is LMDB's, made by this open.
-                    if !lock_existed && matches!(error, Error::NotADatabase { .. } | Error::ForeignDatabase { .. }) {
+                    let refused = matches!(error, Error::NotADatabase { .. } | Error::ForeignDatabase { .. } | Error::Corrupted(_));
+                    if !lock_existed && refused {
                         let _ = std::fs::remove_file(&lock_file);
                     }
                     return Err(error);
@@ -229,8 +239,10 @@ impl Db {
 
     /// Opens the environment, starts the database's threads and checks the version.
     fn open_file(path: PathBuf, options: DbOptions) -> Result<Db> {
-        let new_file = std::fs::metadata(&path).map_or(true, |meta| meta.len() == 0);
-        let env = open_env(&path, &options)?;
+        // Before LMDB touches the file: it would extend a truncated one (see `preflight`).
+        let file = preflight::check(&path)?;
+        let new_file = file == preflight::FileState::New;
+        let env = open_env(&path, &options, file)?;
         let flush_env = env.clone();
         let injected_flush_failures = Arc::new(AtomicU32::new(0));
         let failures = injected_flush_failures.clone();
@@ -243,6 +255,7 @@ impl Db {
         };
         let (syncer, sync_thread) = Syncer::start(Box::new(flush))?;
         let inner = Arc::new(Inner {
+            page_bytes: u64::from(env.stat().page_size),
             env,
             path,
             feed: Feed::start(options.listener_queue_batches)?,
@@ -256,6 +269,7 @@ impl Db {
             shared_state: Mutex::new(HashMap::new()),
             opening: Mutex::new(()),
             injected_flush_failures,
+            simulated_disk_bytes: std::sync::atomic::AtomicU64::new(u64::MAX),
             claim: FileClaim::default(),
         });
         let db = Db { inner };
@@ -319,8 +333,21 @@ impl Db {
         }
     }
 
-    /// The keyspace `name`, created if missing. Names starting with `tessera.` are reserved.
+    /// The keyspace `name`, created if missing. A name is 1 to [`KEYSPACE_NAME_LEN_MAX`] bytes
+    /// without NUL, and names starting with `tessera.` are reserved: anything else is
+    /// [`Error::InvalidName`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(db.keyspace("notes").is_ok());
+    /// for bad in ["", "a\0b", "tessera.meta"] {
+    ///     assert!(matches!(db.keyspace(bad), Err(tessera::Error::InvalidName { what: "keyspace", .. })));
+    /// }
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX)?;
         if name.starts_with(INTERNAL_PREFIX) {
             return Err(Error::InvalidName {
                 what: "keyspace",
@@ -364,13 +391,7 @@ impl Db {
     /// A keyspace for tessera's own modules (no name restriction).
     pub(crate) fn internal_keyspace(&self, name: &str) -> Result<Keyspace> {
         // LMDB takes names as C strings: a NUL byte would panic inside heed.
-        if name.is_empty() || name.len() > KEYSPACE_NAME_LEN_MAX || name.contains('\0') {
-            return Err(Error::InvalidName {
-                what: "keyspace",
-                name: name.to_owned(),
-                rule: format!("1..={KEYSPACE_NAME_LEN_MAX} bytes, no NUL byte"),
-            });
-        }
+        names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX)?;
         if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
             return Ok(keyspace.clone());
         }
@@ -411,9 +432,30 @@ impl Db {
     /// `write` may run more than once, and only for one reason: the transaction needed more
     /// room than the map had free. It is then rolled back, the map grown (by 4x below 64 MiB,
     /// 2x above, and always to at least 8 times the bytes the failed attempt had written
-    /// beyond what is in use) and `write` called again. A transaction that writes less than
-    /// the free space runs once; a larger one almost always runs twice. The map starts at
+    /// beyond what is in use) and `write` called again.
+    ///
+    /// Exactly when: before the transaction starts, the map is grown if less than a quarter of
+    /// it is free, so a transaction runs once if it writes less than that quarter. It runs
+    /// again only if it writes more than the map had free when it started, or if growing
+    /// ahead was skipped (a read transaction of this process was open, the map was at its
+    /// ceiling, or the disk was short), or if its commit found the map full; a large import
+    /// almost always runs twice, never more often than the map must grow. The map starts at
     /// [`DbOptions::map_size_initial_bytes`] (4 MiB by default).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let mut runs = 0;
+    /// for batch in 0u32..100 {
+    ///     db.write(|tx| {
+    ///         runs += 1; // side effects outside `tx` may happen once per run
+    ///         (0..50u32).try_for_each(|i| tx.put(&ks, &(batch * 50 + i).to_be_bytes(), &[0; 100]))
+    ///     })?;
+    /// }
+    /// assert_eq!(runs, 100, "small transactions run once");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn write<T>(&self, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
         self.write_with(self.inner.options.durability, write)
     }
@@ -429,6 +471,27 @@ impl Db {
     #[doc(hidden)]
     pub fn inject_flush_failures(&self, count: u32) {
         self.inner.injected_flush_failures.store(count, Ordering::Release);
+    }
+
+    /// Makes the disk look as if it had `free_bytes` free beyond the file's current length
+    /// (`None`: the real disk again), for tests of map growth on a nearly full disk where a
+    /// small file system cannot be mounted. Growth then reserves at most that much more, and
+    /// reads that much as the disk's free space.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// db.inject_free_bytes(Some(0));
+    /// let ks = db.keyspace("ks")?; // fits the map the file has
+    /// let big = vec![0u8; 8 << 20];
+    /// assert!(matches!(db.write(|tx| tx.put(&ks, b"k", &big)), Err(tessera::Error::DiskFull)));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn inject_free_bytes(&self, free_bytes: Option<u64>) {
+        let file_bytes = std::fs::metadata(&self.inner.path).map_or(0, |meta| meta.len());
+        let disk_bytes = free_bytes.map_or(u64::MAX, |free| file_bytes.saturating_add(free));
+        self.inner.simulated_disk_bytes.store(disk_bytes, Ordering::Release);
     }
 
     /// Flushes every commit so far to stable storage.
@@ -595,7 +658,7 @@ impl Drop for FileClaim {
     }
 }
 
-fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
+fn open_env(path: &Path, options: &DbOptions, file: preflight::FileState) -> Result<heed::Env<WithoutTls>> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         if options.create_parent_dirs {
             std::fs::create_dir_all(parent)?;
@@ -607,14 +670,15 @@ fn open_env(path: &Path, options: &DbOptions) -> Result<heed::Env<WithoutTls>> {
         }
     }
     let mut open_options = EnvOpenOptions::new().read_txn_without_tls();
-    // A new file starts at the initial map size; an existing one is opened at its own size,
-    // so that a file that turns out not to be a tessera database is not extended (the map
-    // grows on the first write that needs it).
-    let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let map_size = if existing > 0 {
-        existing.div_ceil(4096) * 4096
-    } else {
-        round_to_page(options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16))
+    // A new file starts at the initial map size; an existing one is opened at its own size in
+    // whole pages (which hold every committed page: `preflight` checked), so that opening
+    // never needs more disk than the file has and never extends it (a file that turns out not
+    // to be a tessera database is left as it was). With the write map, LMDB sets the file's
+    // length to the map's: a partial page at the end, which holds nothing committed, is cut.
+    // The map grows on the first write that needs it.
+    let map_size = match file {
+        preflight::FileState::Lmdb { map_bytes } => map_bytes,
+        preflight::FileState::New => round_to_page(options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16)),
     };
     open_options.map_size(map_size as usize).max_dbs(options.keyspaces_max).max_readers(options.readers_max);
     // SAFETY: NO_SUB_DIR makes `path` the data file. NO_META_SYNC keeps LMDB's ordering of

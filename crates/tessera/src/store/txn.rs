@@ -25,6 +25,11 @@ const MAP_QUADRUPLE_BELOW_BYTES: u64 = 64 << 20;
 /// pages), and the attempt may have failed well before its end.
 const MAP_GROWTH_PER_WRITTEN_BYTE: u64 = 8;
 
+/// Before a write transaction starts, the map is grown if less than this share of it
+/// (1/`MAP_FREE_SHARE_MIN_DENOMINATOR`) lies beyond the last used page, so that a transaction
+/// smaller than that share never fills the map and never runs its closure twice.
+const MAP_FREE_SHARE_MIN_DENOMINATOR: u64 = 4;
+
 /// Whether a key can be stored: 1 to [`KEY_LEN_MAX`] bytes. Reads of other keys find nothing;
 /// writes of them are `Error::KeySize`, in every API.
 fn key_size_valid(key: &[u8]) -> bool {
@@ -113,6 +118,21 @@ impl ResizeGate {
     fn leave(&self, opened_on: &AtomicUsize) {
         opened_on.fetch_sub(1, Ordering::SeqCst);
         self.leave_raw();
+    }
+
+    /// Runs `resize` if no read transaction of this process is open now, without waiting;
+    /// `None` if one is.
+    fn try_exclusive<T>(&self, resize: impl FnOnce() -> Result<T>) -> Option<Result<T>> {
+        if READERS_ON_THIS_THREAD.with(|count| count.load(Ordering::SeqCst)) > 0 {
+            return None;
+        }
+        let guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        self.closed.store(true, Ordering::SeqCst);
+        let result = (self.readers.load(Ordering::SeqCst) == 0).then(resize);
+        self.closed.store(false, Ordering::SeqCst);
+        self.changed.notify_all();
+        drop(guard);
+        result
     }
 
     /// Runs `resize` with no read transaction open in this process.
@@ -498,6 +518,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
     let ceiling = inner.options.map_size_max_bytes;
     let _writing = WritingGuard::enter()?;
     let writer = lock(&inner.writer);
+    grow_ahead(inner);
     let (value, sequence) = loop {
         let txn = match inner.env.write_txn() {
             Ok(txn) => txn,
@@ -599,6 +620,18 @@ fn commit(inner: &Inner, txn: heed::RwTxn<'_>, buffered: bool) -> heed::Result<(
     result.and(restored)
 }
 
+/// The next map size by the growth policy: 4x below [`MAP_QUADRUPLE_BELOW_BYTES`], 2x above,
+/// and at least `needed_bytes`, up to the ceiling.
+fn next_map_size(inner: &Inner, current: u64, needed_bytes: u64) -> u64 {
+    let factor = if current < MAP_QUADRUPLE_BELOW_BYTES { 4 } else { 2 };
+    super::round_to_page(current.saturating_mul(factor).max(needed_bytes)).min(inner.options.map_size_max_bytes)
+}
+
+/// Bytes of the map that lie in or below the last used page.
+fn used_bytes(inner: &Inner, info: &heed::EnvInfo) -> u64 {
+    (info.last_page_number as u64 + 1).saturating_mul(inner.page_bytes)
+}
+
 /// Grows the map after a transaction that had written `written_bytes` found it full, up to
 /// the ceiling. Called with the writer lock held and no write transaction open.
 fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
@@ -611,43 +644,76 @@ fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
     // A full map means the transaction runs again from the start: grow small maps by 4x, so
     // that a large first transaction on a new file is not repeated at every doubling, and
     // always to enough room for several times what the failed attempt wrote.
-    let factor = if current < MAP_QUADRUPLE_BELOW_BYTES { 4 } else { 2 };
-    let page_bytes = inner.env.stat().page_size as u64;
-    let used = (info.last_page_number as u64 + 1).saturating_mul(page_bytes);
-    let needed = used.saturating_add(written_bytes.saturating_mul(MAP_GROWTH_PER_WRITTEN_BYTE));
-    let preferred = super::round_to_page(current.saturating_mul(factor).max(needed)).min(ceiling);
-    // Reserve the disk blocks first: if the disk cannot hold the larger map, try smaller steps
-    // (down to the room the failed attempt proved it needs, then one doubling); when none
-    // fits, the map stays as it was and the write fails cleanly with `DiskFull`.
-    let fallbacks = [
-        super::round_to_page(current.saturating_mul(factor)),
-        super::round_to_page(used.saturating_add(written_bytes.saturating_mul(2))),
-        super::round_to_page(current.saturating_mul(2)),
-    ];
-    let mut steps: Vec<u64> =
-        std::iter::once(preferred).chain(fallbacks).map(|step| step.min(ceiling)).filter(|&step| step > current).collect();
-    steps.sort_unstable_by(|a, b| b.cmp(a));
-    steps.dedup();
-    let mut grown = None;
-    let mut last_error = Error::DiskFull;
-    for step in steps {
+    let needed = used_bytes(inner, &info).saturating_add(written_bytes.saturating_mul(MAP_GROWTH_PER_WRITTEN_BYTE));
+    let grown = reserve_step(inner, current, next_map_size(inner, current, needed))?;
+    inner.resize_gate.exclusive(|| resize_inside_gate(inner, grown))
+}
+
+/// Resizes the map to `bytes` (0 adopts the size in the file). Called only inside
+/// `ResizeGate::exclusive` or `try_exclusive`, with the writer lock held and no write
+/// transaction open.
+fn resize_inside_gate(inner: &Inner, bytes: u64) -> Result<()> {
+    // The kept read transaction is outside the gate: end it too.
+    inner.snapshot_cache.clear();
+    // SAFETY: LMDB requires that no transaction of this process is open: the caller holds the
+    // writer lock with no write transaction, the gate has no reader, and the kept read
+    // transaction is gone.
+    unsafe { inner.env.resize(bytes as usize) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))
+}
+
+/// Grows the map before a write transaction starts if less than a quarter of it is free
+/// (see [`MAP_FREE_SHARE_MIN_DENOMINATOR`]). Best effort: it does nothing when read
+/// transactions of this process are open (a resize would wait for them), when the map is at
+/// its ceiling, or when the disk has no room; the transaction then runs on the map it has.
+/// Called with the writer lock held and no write transaction open.
+fn grow_ahead(inner: &Inner) {
+    let info = inner.env.info();
+    let current = info.map_size as u64;
+    let free = current.saturating_sub(used_bytes(inner, &info));
+    if free >= current / MAP_FREE_SHARE_MIN_DENOMINATOR || current >= inner.options.map_size_max_bytes {
+        return;
+    }
+    let Ok(grown) = reserve_step(inner, current, next_map_size(inner, current, 0)) else { return };
+    let _ = inner.resize_gate.try_exclusive(|| resize_inside_gate(inner, grown));
+}
+
+/// Reserves disk blocks for a map of `preferred` bytes, or for the largest map between
+/// `current` and `preferred` that the disk has room for; the size reserved. `DiskFull` when
+/// the disk cannot hold even one more 64 KiB step.
+fn reserve_step(inner: &Inner, current: u64, preferred: u64) -> Result<u64> {
+    match reserve_bytes(inner, preferred) {
+        Err(Error::DiskFull) => {}
+        other => return other.map(|()| preferred),
+    }
+    // The largest step the free space allows, then smaller ones (a file system needs some of
+    // its free blocks for its own bookkeeping), halving the increase down to one 64 KiB step.
+    let file_bytes = std::fs::metadata(&inner.path).map_or(current, |meta| meta.len());
+    let free = disk_free_bytes(inner).unwrap_or(0);
+    let mut step = round_down_to_page(file_bytes.saturating_add(free)).min(preferred);
+    while step > current {
         match reserve_bytes(inner, step) {
-            Ok(()) => {
-                grown = Some(step);
-                break;
-            }
-            Err(error @ Error::DiskFull) => last_error = error,
-            Err(error) => return Err(error),
+            Ok(()) => return Ok(step),
+            Err(Error::DiskFull) => step = current + round_down_to_page((step - current) / 2),
+            Err(other) => return Err(other),
         }
     }
-    let grown = grown.ok_or(last_error)?;
-    inner.resize_gate.exclusive(|| {
-        inner.snapshot_cache.clear();
-        // SAFETY: LMDB requires that no transaction of this process is open: the caller holds
-        // the writer lock with no write transaction, the gate has no reader, and the kept read
-        // transaction is gone.
-        unsafe { inner.env.resize(grown as usize) }.map_err(|e| Error::from_heed(e, ceiling))
-    })
+    Err(Error::DiskFull)
+}
+
+/// Free bytes on the file's disk: the simulated disk's ([`crate::Db::inject_free_bytes`]), or
+/// what `statvfs` reports.
+fn disk_free_bytes(inner: &Inner) -> Option<u64> {
+    let simulated = inner.simulated_disk_bytes.load(Ordering::Acquire);
+    if simulated != u64::MAX {
+        let file_bytes = std::fs::metadata(&inner.path).map_or(0, |meta| meta.len());
+        return Some(simulated.saturating_sub(file_bytes));
+    }
+    crate::error::free_bytes(&inner.path)
+}
+
+/// `bytes` rounded down to whole 64 KiB pages (see [`super::round_to_page`]).
+fn round_down_to_page(bytes: u64) -> u64 {
+    bytes >> 16 << 16
 }
 
 /// With `write_map`, reserves disk blocks for the whole current map.
@@ -660,6 +726,9 @@ pub(crate) fn reserve_file(inner: &Inner) -> Result<()> {
 fn reserve_bytes(inner: &Inner, bytes: u64) -> Result<()> {
     if !inner.options.write_map {
         return Ok(());
+    }
+    if bytes > inner.simulated_disk_bytes.load(Ordering::Acquire) {
+        return Err(Error::DiskFull);
     }
     #[cfg(target_os = "linux")]
     {
@@ -686,13 +755,7 @@ fn reserve_bytes(inner: &Inner, bytes: u64) -> Result<()> {
 /// Adopts a map size another process set (after `MDB_MAP_RESIZED`). The caller holds the
 /// writer lock.
 fn adopt_resized_map(inner: &Inner) -> Result<()> {
-    inner.resize_gate.exclusive(|| {
-        inner.snapshot_cache.clear();
-        // SAFETY: no transaction of this process is open (the gate has no reader, the kept
-        // read transaction is gone, and callers hold no write transaction); a size of 0 adopts
-        // the size in the file.
-        unsafe { inner.env.resize(0) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))
-    })?;
+    inner.resize_gate.exclusive(|| resize_inside_gate(inner, 0))?;
     reserve_file(inner)
 }
 
