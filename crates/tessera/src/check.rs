@@ -1,7 +1,8 @@
 //! `Db::check`: an integrity check that reads every entry tessera keeps and reports what does
 //! not hold, without panicking on damage and without writing.
 //!
-//! It checks today: every collection's schema and shared-key table parse; every record
+//! It checks today: every value of every keyspace against its checksum (storage format 4;
+//! when any fails, the checks below, which read values, are skipped); every collection's schema and shared-key table parse; every record
 //! validates as a binary document with those keys; every index entry points at a record whose
 //! value gives exactly that entry, and every record has its entry in every built index; every
 //! dictionary entry's key and value parse; every document field's key is a document id followed
@@ -82,6 +83,30 @@ impl Db {
         let mut report = CheckReport::default();
         let names = self.keyspace_names()?;
         let txn = self.read_txn()?;
+        // Every value of every keyspace, the application's included, against its checksum
+        // first: the checks below read values, and would stop at the first damaged one.
+        let mut damaged = 0u64;
+        for name in &names {
+            let Some(keyspace) = self.existing_keyspace(&txn, name)? else { continue };
+            if !keyspace.checksummed {
+                continue;
+            }
+            for entry in txn.stored_entries(&keyspace)? {
+                let (key, stored) = entry?;
+                if crate::store::checksum::open(key, stored).is_none() {
+                    report.problem(name, key, "the stored value fails its checksum");
+                    damaged += 1;
+                }
+            }
+        }
+        if damaged > 0 {
+            report.problem(
+                "",
+                b"",
+                format!("{damaged} values fail their checksums: records, indexes, dictionaries and documents were not checked further"),
+            );
+            return Ok(report);
+        }
         for name in &names {
             if let Some(collection) = name.strip_prefix("tessera.col.") {
                 report.keyspaces += 1;

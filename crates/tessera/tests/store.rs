@@ -10,6 +10,13 @@ fn temp() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// A value as storage format 4 stores it: its bytes, then the low 32 bits (little-endian) of
+/// XXH3-64 over them, seeded with XXH3-64 of the key (`docs/storage.md`, "Values").
+fn sealed(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let hash = xxhash_rust::xxh3::xxh3_64_with_seed(value, xxhash_rust::xxh3::xxh3_64(key));
+    [value, &(hash as u32).to_le_bytes()[..]].concat()
+}
+
 fn get(db: &Db, keyspace: &tessera::Keyspace, key: &[u8]) -> Option<Vec<u8>> {
     db.read(|tx| Ok(tx.get(keyspace, key)?.map(<[u8]>::to_vec))).unwrap()
 }
@@ -549,12 +556,13 @@ fn check_passes_on_a_sound_database_and_names_damage() {
         let mut txn = env.write_txn().unwrap();
         let records: heed::Database<heed::types::Bytes, heed::types::Bytes> =
             env.open_database(&txn, Some("tessera.col.checked")).unwrap().unwrap();
-        records.put(&mut txn, &7u32.to_be_bytes(), b"not a document").unwrap();
+        let key = 7u32.to_be_bytes();
+        records.put(&mut txn, &key, &sealed(&key, b"not a document")).unwrap();
         records.delete(&mut txn, &9u32.to_be_bytes()).unwrap();
         let fields: heed::Database<heed::types::Bytes, heed::types::Bytes> =
             env.open_database(&txn, Some("tessera.documents.profiles")).unwrap().unwrap();
-        fields.put(&mut txn, b"no terminator", b"x").unwrap();
-        fields.put(&mut txn, b"bob\x00\x01", b"x").unwrap(); // an id and no field name
+        fields.put(&mut txn, b"no terminator", &sealed(b"no terminator", b"x")).unwrap();
+        fields.put(&mut txn, b"bob\x00\x01", &sealed(b"bob\x00\x01", b"x")).unwrap(); // an id and no field name
         txn.commit().unwrap();
         env.prepare_for_closing().wait();
     }
@@ -566,6 +574,27 @@ fn check_passes_on_a_sound_database_and_names_damage() {
     assert!(text.contains("points at key 00000009, which has no record"), "{text}");
     assert!(text.contains("field key does not start with a document id"), "{text}");
     assert!(text.contains("field key has an empty field name"), "{text}");
+
+    // Damage that leaves no valid checksum: every such value is listed, and the checks that
+    // read values stop there.
+    drop(db);
+    {
+        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(128).flags(heed::EnvFlags::NO_SUB_DIR).open(&path) }.unwrap();
+        let mut txn = env.write_txn().unwrap();
+        for (keyspace, key) in [("tessera.col.checked", &11u32.to_be_bytes()[..]), ("tessera.documents.profiles", b"no terminator")] {
+            let handle: heed::Database<heed::types::Bytes, heed::types::Bytes> = env.open_database(&txn, Some(keyspace)).unwrap().unwrap();
+            let mut stored = handle.get(&txn, key).unwrap().unwrap().to_vec();
+            stored[0] ^= 0x40;
+            handle.put(&mut txn, key, &stored).unwrap();
+        }
+        txn.commit().unwrap();
+        env.prepare_for_closing().wait();
+    }
+    let db = Db::open(&path).unwrap();
+    let text = db.check().unwrap().to_string();
+    assert!(text.contains("tessera.col.checked [0000000b]: the stored value fails its checksum"), "{text}");
+    assert!(text.contains("tessera.documents.profiles [6e6f207465726d696e61746f72]: the stored value fails its checksum"), "{text}");
+    assert!(text.contains("2 values fail their checksums"), "{text}");
 }
 
 #[test]
@@ -588,7 +617,8 @@ fn a_record_that_does_not_open_is_an_error_for_filters_never_a_match() {
         let mut txn = env.write_txn().unwrap();
         let records: heed::Database<heed::types::Bytes, heed::types::Bytes> =
             env.open_database(&txn, Some("tessera.col.damaged")).unwrap().unwrap();
-        records.put(&mut txn, &3u32.to_be_bytes(), b"not a document").unwrap();
+        let key = 3u32.to_be_bytes();
+        records.put(&mut txn, &key, &sealed(&key, b"not a document")).unwrap();
         txn.commit().unwrap();
         env.prepare_for_closing().wait();
     }

@@ -35,7 +35,8 @@ fn children(expr: &Expr) -> impl Iterator<Item = &Expr> {
 /// explicit stack; it stops at the first path longer than `depth_max`, so it visits at most
 /// every node once.
 pub(crate) fn within_depth(expr: &Expr, depth_max: usize) -> bool {
-    let mut stack: Vec<(&Expr, usize)> = vec![(expr, 1)];
+    // On the stack for the usual small query: this runs once per query, a fetch by key included.
+    let mut stack: smallvec::SmallVec<[(&Expr, usize); 16]> = smallvec::smallvec![(expr, 1)];
     while let Some((node, depth)) = stack.pop() {
         if depth > depth_max {
             return false;
@@ -55,7 +56,7 @@ pub(crate) fn check_query_depth(expr: &Expr, collection: &str) -> Result<()> {
 }
 
 /// Takes the boxed children out of `expr`, leaving cheap leaves in their place.
-fn take_children(expr: &mut Expr, out: &mut Vec<Expr>) {
+fn take_children(expr: &mut Expr, out: &mut smallvec::SmallVec<[Expr; 8]>) {
     let mut take = |boxed: &mut Box<Expr>| out.push(std::mem::replace(&mut **boxed, Expr::Literal(super::Literal::Null)));
     match expr {
         Expr::Field(_) | Expr::Literal(_) | Expr::Variant(..) => {}
@@ -76,11 +77,11 @@ impl Drop for Expr {
     /// Drops the tree with an explicit stack: the derived, recursive drop of a tree built
     /// from 100,000 `.and(…)` calls overflowed the stack.
     fn drop(&mut self) {
-        let is_leaf = matches!(self, Expr::Field(_) | Expr::Literal(_) | Expr::Variant(..));
-        if is_leaf {
-            return;
+        let is_leaf = |expr: &Expr| matches!(expr, Expr::Field(_) | Expr::Literal(_) | Expr::Variant(..));
+        if is_leaf(self) || children(self).all(is_leaf) {
+            return; // the drop glue goes one level down, no deeper
         }
-        let mut pending = Vec::new();
+        let mut pending = smallvec::SmallVec::new();
         take_children(self, &mut pending);
         while let Some(mut node) = pending.pop() {
             take_children(&mut node, &mut pending);

@@ -11,7 +11,9 @@
 //!
 //! See `docs/storage.md` for the durability guarantees and the multi-process rules.
 
+pub(crate) mod checksum;
 pub mod key;
+mod migrate;
 
 mod feed;
 pub(crate) mod names;
@@ -37,12 +39,18 @@ use sync::Syncer;
 
 /// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
 ///
-/// Version 3 stores documents of format 3 (packed numeric arrays). Version 2 stores records
-/// with their collection's shared keys (keyspace `tessera.keys`) in document format 2, and may
-/// give long dictionary keys wide suffixes. Files of versions 1 and 2 are read as they are
-/// (records by key name or by shared key, documents of formats 1 and 2) and marked 3 when
-/// opened, so that an older tessera refuses a file this one has written to.
-pub const STORAGE_FORMAT_VERSION: u32 = 3;
+/// Version 4 stores a checksum after every value of every keyspace but `tessera.meta` (see
+/// `docs/storage.md`, "Values"). Version 3 stores documents of format 3 (packed numeric
+/// arrays). Version 2 stores records with their collection's shared keys (keyspace
+/// `tessera.keys`) in document format 2, and may give long dictionary keys wide suffixes.
+/// Files of versions 1 to 3 get their checksums in one transaction when opened, and are
+/// otherwise read as they are (records by key name or by shared key, documents of formats 1
+/// to 3); the new mark makes an older tessera refuse a file this one has written to.
+///
+/// ```
+/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 4);
+/// ```
+pub const STORAGE_FORMAT_VERSION: u32 = 4;
 
 /// Name of the metadata keyspace.
 const META_KEYSPACE: &str = "tessera.meta";
@@ -90,6 +98,10 @@ pub struct DbOptions {
     /// Create the file's missing parent directories. Off by default: a mistyped directory is
     /// `Error::Io` (not found) instead of a new, empty database somewhere unexpected.
     pub create_parent_dirs: bool,
+    /// Check every value's checksum when it is read (on by default). Off, a damaged value may
+    /// be read as different data or fail to decode; writes still store checksums, and
+    /// [`Db::check`] always verifies them.
+    pub verify_checksums: bool,
 }
 
 impl Default for DbOptions {
@@ -103,6 +115,7 @@ impl Default for DbOptions {
             listener_queue_batches: LISTENER_QUEUE_BATCHES_DEFAULT,
             write_map: true,
             create_parent_dirs: false,
+            verify_checksums: true,
         }
     }
 }
@@ -112,6 +125,15 @@ impl Default for DbOptions {
 pub struct Keyspace {
     pub(crate) name: Arc<str>,
     pub(crate) handle: heed::Database<Bytes, Bytes>,
+    /// Values carry a checksum (every keyspace but the store's own `tessera.meta`).
+    pub(crate) checksummed: bool,
+}
+
+impl Keyspace {
+    fn new(name: Arc<str>, handle: heed::Database<Bytes, Bytes>) -> Keyspace {
+        let checksummed = &*name != META_KEYSPACE;
+        Keyspace { name, handle, checksummed }
+    }
 }
 
 impl Keyspace {
@@ -319,9 +341,9 @@ impl Db {
                     return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
                 }
                 if found < STORAGE_FORMAT_VERSION {
-                    // Older layouts read as they are; the mark keeps older tessera out.
-                    let meta = self.internal_keyspace(META_KEYSPACE)?;
-                    self.write_with(Durability::Immediate, |tx| tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes()))?;
+                    // Values gain their checksums; older record layouts are read as they are,
+                    // and the new mark keeps older tessera out.
+                    migrate::add_checksums(self, &self.keyspace_names()?)?;
                 }
                 Ok(())
             }
@@ -385,7 +407,7 @@ impl Db {
         let ceiling = self.inner.options.map_size_max_bytes;
         let handle: Option<heed::Database<Bytes, Bytes>> =
             self.inner.env.open_database(txn.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
-        Ok(handle.map(|handle| Keyspace { name: name.into(), handle }))
+        Ok(handle.map(|handle| Keyspace::new(name.into(), handle)))
     }
 
     /// A keyspace for tessera's own modules (no name restriction).
@@ -406,7 +428,7 @@ impl Db {
             Ok(())
         })?;
         let handle = created.expect("the write closure ran and committed");
-        let keyspace = Keyspace { name: name.clone(), handle };
+        let keyspace = Keyspace::new(name.clone(), handle);
         lock(&self.inner.keyspaces).insert(name, keyspace.clone());
         Ok(keyspace)
     }

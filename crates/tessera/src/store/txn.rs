@@ -3,7 +3,7 @@
 
 use super::feed::{Change, ChangeBatch, ChangeKind};
 use super::sync::Durability;
-use super::{Inner, Keyspace};
+use super::{checksum, Inner, Keyspace};
 use crate::error::{Error, Result};
 use heed::{EnvFlags, WithoutTls};
 use std::cell::Cell;
@@ -268,14 +268,17 @@ impl<'db> ReadTxn<'db> {
         if !key_size_valid(key) {
             return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
         }
-        keyspace.handle.get(self.txn(), key).map_err(|e| self.error(e))
+        match keyspace.handle.get(self.txn(), key).map_err(|e| self.error(e))? {
+            Some(stored) => Values::of(self.inner, keyspace).open(&keyspace.name, key, stored).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The entries with keys in `range`, in key order, read lazily.
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
         let iter = keyspace.handle.range(self.txn(), &bounds).map_err(|e| self.error(e))?;
-        Ok(Entries { iter: RawEntries::Range(iter), ceiling: self.inner.options.map_size_max_bytes })
+        Ok(Entries::new(RawEntries::Range(iter), self.inner, keyspace))
     }
 
     /// The entries whose keys start with `prefix`, in key order (all of them for an empty
@@ -285,12 +288,19 @@ impl<'db> ReadTxn<'db> {
             return self.range(keyspace, ..);
         }
         let iter = keyspace.handle.prefix_iter(self.txn(), prefix).map_err(|e| self.error(e))?;
-        Ok(Entries { iter: RawEntries::Prefix(iter), ceiling: self.inner.options.map_size_max_bytes })
+        Ok(Entries::new(RawEntries::Prefix(iter), self.inner, keyspace))
     }
 
     /// Number of entries in the keyspace.
     pub fn len(&self, keyspace: &Keyspace) -> Result<u64> {
         keyspace.handle.len(self.txn()).map_err(|e| self.error(e))
+    }
+
+    /// Every entry of `keyspace` with its value as stored, checksum included (`Db::check`
+    /// verifies them itself, to report each damaged value instead of stopping at the first).
+    pub(crate) fn stored_entries(&self, keyspace: &Keyspace) -> Result<Entries<'_>> {
+        let iter = keyspace.handle.range(self.txn(), &(Bound::Unbounded, Bound::Unbounded)).map_err(|e| self.error(e))?;
+        Ok(Entries::with_values(RawEntries::Range(iter), self.inner, keyspace, Values::Raw))
     }
 
     /// The snapshot's sequence: the sequence of the last commit it sees.
@@ -315,6 +325,61 @@ enum RawEntries<'t> {
 pub struct Entries<'t> {
     iter: RawEntries<'t>,
     ceiling: u64,
+    keyspace: Arc<str>,
+    values: Values,
+}
+
+/// How stored values become the values a caller sees.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Values {
+    /// As stored (the store's own `tessera.meta`, and `Db::check`'s own verification).
+    Raw,
+    /// Checksum verified, then removed.
+    Verified,
+    /// Checksum removed unverified (`DbOptions::verify_checksums` off).
+    Stripped,
+}
+
+impl Values {
+    fn of(inner: &Inner, keyspace: &Keyspace) -> Values {
+        match (keyspace.checksummed, inner.options.verify_checksums) {
+            (false, _) => Values::Raw,
+            (true, true) => Values::Verified,
+            (true, false) => Values::Stripped,
+        }
+    }
+
+    /// The value inside `stored`, the bytes of `key` in `keyspace`.
+    #[inline]
+    fn open<'v>(self, keyspace: &str, key: &[u8], stored: &'v [u8]) -> Result<&'v [u8]> {
+        let value = match self {
+            Values::Raw => Some(stored),
+            Values::Verified => checksum::open(key, stored),
+            Values::Stripped => checksum::strip(stored),
+        };
+        value.ok_or_else(|| damaged_value(keyspace, key))
+    }
+}
+
+/// The error for a stored value that fails its checksum.
+pub(crate) fn damaged_value(keyspace: &str, key: &[u8]) -> Error {
+    let key: String = key.iter().map(|byte| format!("{byte:02x}")).collect();
+    Error::Corrupted(format!("keyspace {keyspace:?}, key {key} (hex): the stored value fails its checksum"))
+}
+
+thread_local! {
+    /// A value and its checksum, assembled for LMDB to copy.
+    static SEALED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl<'t> Entries<'t> {
+    fn new(iter: RawEntries<'t>, inner: &Inner, keyspace: &Keyspace) -> Entries<'t> {
+        Entries::with_values(iter, inner, keyspace, Values::of(inner, keyspace))
+    }
+
+    fn with_values(iter: RawEntries<'t>, inner: &Inner, keyspace: &Keyspace, values: Values) -> Entries<'t> {
+        Entries { iter, ceiling: inner.options.map_size_max_bytes, keyspace: keyspace.name.clone(), values }
+    }
 }
 
 impl<'t> Iterator for Entries<'t> {
@@ -327,7 +392,10 @@ impl<'t> Iterator for Entries<'t> {
             RawEntries::RevRange(range) => range.next(),
             RawEntries::Prefix(prefix) => prefix.next(),
         }?;
-        Some(entry.map_err(|e| Error::from_heed(e, self.ceiling)))
+        Some(match entry {
+            Ok((key, stored)) => self.values.open(&self.keyspace, key, stored).map(|value| (key, value)),
+            Err(error) => Err(Error::from_heed(error, self.ceiling)),
+        })
     }
 }
 
@@ -415,18 +483,27 @@ impl<'db> WriteTxn<'db> {
     }
 
     fn old_value(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<Box<[u8]>>> {
-        match keyspace.handle.get(&self.txn, key) {
-            Ok(value) => Ok(value.map(Box::from)),
-            Err(error) => Err(self.note_error(error)),
+        Ok(self.get(keyspace, key)?.map(Box::from))
+    }
+
+    /// Stores `value` under `key` with `flags`: with its checksum, in a checksummed keyspace.
+    fn store(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], flags: heed::PutFlags) -> heed::Result<()> {
+        if !keyspace.checksummed {
+            return keyspace.handle.put_with_flags(&mut self.txn, flags, key, value);
         }
+        SEALED.with(|sealed| {
+            let mut sealed = sealed.borrow_mut();
+            checksum::seal(key, value, &mut sealed);
+            keyspace.handle.put_with_flags(&mut self.txn, flags, key, &sealed)
+        })
     }
 
     /// Sets `key` to `value`.
     pub fn put(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
-        self.written_bytes += (key.len() + value.len()) as u64;
+        self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
         let old = if self.log.is_some() { self.old_value(keyspace, key)? } else { None };
-        if let Err(error) = keyspace.handle.put(&mut self.txn, key, value) {
+        if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::empty()) {
             return Err(self.note_error(error));
         }
         if let Some(log) = &mut self.log {
@@ -449,8 +526,8 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn insert_new(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
-        self.written_bytes += (key.len() + value.len()) as u64;
-        match keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value) {
+        self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
+        match self.store(keyspace, key, value, heed::PutFlags::NO_OVERWRITE) {
             Ok(()) => {
                 if let Some(log) = &mut self.log {
                     log.record(&keyspace.name, key, None, Some(value.into()));
@@ -481,7 +558,11 @@ impl<'db> WriteTxn<'db> {
         if !key_size_valid(key) {
             return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
         }
-        keyspace.handle.get(&self.txn, key).map_err(|e| Error::from_heed(e, self.inner.options.map_size_max_bytes))
+        let stored = keyspace.handle.get(&self.txn, key).map_err(|e| Error::from_heed(e, self.inner.options.map_size_max_bytes))?;
+        match stored {
+            Some(stored) => Values::of(self.inner, keyspace).open(&keyspace.name, key, stored).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The entries with keys in `range` as this transaction sees them, in key order.
@@ -489,7 +570,7 @@ impl<'db> WriteTxn<'db> {
         let ceiling = self.inner.options.map_size_max_bytes;
         let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start_bound().cloned(), range.end_bound().cloned());
         let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?;
-        Ok(Entries { iter: RawEntries::Range(iter), ceiling })
+        Ok(Entries::new(RawEntries::Range(iter), self.inner, keyspace))
     }
 
     /// The entries whose keys start with `prefix` as this transaction sees them, in key order
@@ -500,7 +581,7 @@ impl<'db> WriteTxn<'db> {
         }
         let ceiling = self.inner.options.map_size_max_bytes;
         let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
-        Ok(Entries { iter: RawEntries::Prefix(iter), ceiling })
+        Ok(Entries::new(RawEntries::Prefix(iter), self.inner, keyspace))
     }
 
     /// The sequence this transaction will have when it commits.
@@ -788,7 +869,7 @@ fn entries_between<'t>(
     } else {
         RawEntries::Range(keyspace.handle.range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
     };
-    Ok(Entries { iter, ceiling })
+    Ok(Entries::new(iter, inner, keyspace))
 }
 
 macro_rules! snapshot_for {

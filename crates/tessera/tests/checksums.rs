@@ -1,0 +1,173 @@
+//! Storage format 4: every stored value carries a checksum, verified on every read, so that a
+//! damaged value is `Error::Corrupted` naming its keyspace and key, never different data; and
+//! a file of format 3 gets its checksums when opened.
+
+use heed::types::Bytes;
+use std::collections::BTreeMap;
+use std::path::Path;
+use tessera::collection::Record;
+use tessera::{Db, DbOptions, Error};
+
+#[derive(Record, Debug, PartialEq)]
+#[record(name = "notes")]
+struct Note {
+    #[record(key)]
+    id: u32,
+    text: String,
+}
+
+type Profile = BTreeMap<String, u32>;
+
+/// Opens the file with raw LMDB and hands every named database to `change`.
+fn with_raw(path: &Path, change: impl FnOnce(&heed::Env, &mut heed::RwTxn<'_>)) {
+    // SAFETY: the test opens the file only while no `Db` has it open.
+    let env = unsafe { heed::EnvOpenOptions::new().max_dbs(128).flags(heed::EnvFlags::NO_SUB_DIR).open(path) }.unwrap();
+    let mut txn = env.write_txn().unwrap();
+    change(&env, &mut txn);
+    txn.commit().unwrap();
+    env.prepare_for_closing().wait();
+}
+
+fn raw_db(env: &heed::Env, txn: &heed::RwTxn<'_>, name: &str) -> heed::Database<Bytes, Bytes> {
+    env.open_database(txn, Some(name)).unwrap().unwrap()
+}
+
+/// Flips one bit in the value of `key` in `keyspace`, keeping its length.
+fn damage(path: &Path, keyspace: &str, key: &[u8]) {
+    with_raw(path, |env, txn| {
+        let handle = raw_db(env, txn, keyspace);
+        let mut stored = handle.get(txn, key).unwrap().expect("the value to damage").to_vec();
+        stored[0] ^= 0x04;
+        handle.put(txn, key, &stored).unwrap();
+    });
+}
+
+fn build(path: &Path) {
+    let db = Db::open(path).unwrap();
+    let notes = db.collection::<Note>().unwrap();
+    db.write(|tx| (0..5).try_for_each(|id| notes.insert(tx, &Note { id, text: format!("note {id}") }).map(drop))).unwrap();
+    let dictionary = db.dictionary().unwrap();
+    dictionary.set("theme", "dark").unwrap();
+    dictionary.flush().unwrap();
+    db.documents("profiles").unwrap().document::<Profile>("ada").set(&[("age".to_owned(), 36)].into()).unwrap();
+    let raw = db.keyspace("raw").unwrap();
+    db.write(|tx| tx.put(&raw, b"k", b"value")).unwrap();
+}
+
+fn assert_names(result: tessera::Result<impl std::fmt::Debug>, keyspace: &str, key_hex: &str) {
+    match result {
+        Err(Error::Corrupted(message)) => {
+            assert!(message.contains(keyspace) && message.contains(key_hex) && message.contains("checksum"), "{message}")
+        }
+        other => panic!("expected Corrupted naming {keyspace} and {key_hex}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_damaged_value_is_corrupted_naming_keyspace_and_key_in_every_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.tessera");
+    build(&path);
+    // One bit of record 3, of the dictionary entry, of the document's field and of the raw
+    // value: each would have decoded as something else (a flipped letter), or not at all.
+    damage(&path, "tessera.col.notes", &3u32.to_be_bytes());
+    damage(&path, "raw", b"k");
+    let db = Db::open(&path).unwrap();
+    let notes = db.collection::<Note>().unwrap();
+    assert_names(notes.get(&db, &3u32), "tessera.col.notes", "00000003");
+    assert_names(notes.all().fetch(&db), "tessera.col.notes", "00000003");
+    assert_names(notes.filter(Note::text().eq("note 3")).count(&db), "tessera.col.notes", "00000003");
+    assert_eq!(notes.get(&db, &2u32).unwrap().unwrap().text, "note 2", "the other records read");
+    let raw = db.keyspace("raw").unwrap();
+    assert_names(db.read(|tx| Ok(tx.get(&raw, b"k")?.map(<[u8]>::to_vec))), "raw", "6b");
+    assert_names(
+        db.read(|tx| tx.range(&raw, ..)?.map(|entry| entry.map(|(_, v)| v.to_vec())).collect::<tessera::Result<Vec<_>>>()),
+        "raw",
+        "6b",
+    );
+    // Writes over a damaged value still work, and give a sound value.
+    db.write(|tx| tx.put(&raw, b"k", b"fresh")).unwrap();
+    assert_eq!(db.read(|tx| Ok(tx.get(&raw, b"k")?.map(<[u8]>::to_vec))).unwrap().as_deref(), Some(&b"fresh"[..]));
+    drop((notes, raw, db));
+
+    let names: Vec<String> = {
+        let mut names = Vec::new();
+        with_raw(&path, |env, txn| {
+            let main: heed::Database<Bytes, Bytes> = env.open_database(txn, None).unwrap().unwrap();
+            names = main.iter(txn).unwrap().map(|entry| String::from_utf8_lossy(entry.unwrap().0).into_owned()).collect();
+        });
+        names
+    };
+    let dictionary = names.iter().find(|name| name.starts_with("tessera.dictionary")).unwrap().clone();
+    let documents = names.iter().find(|name| name.starts_with("tessera.documents")).unwrap().clone();
+    for keyspace in [&dictionary, &documents] {
+        with_raw(&path, |env, txn| {
+            let handle = raw_db(env, txn, keyspace);
+            let key = handle.iter(txn).unwrap().next().unwrap().unwrap().0.to_vec();
+            let mut stored = handle.get(txn, &key).unwrap().unwrap().to_vec();
+            stored[0] ^= 0x04;
+            handle.put(txn, &key, &stored).unwrap();
+        });
+    }
+    let db = Db::open(&path).unwrap();
+    match db.dictionary().unwrap().get::<String>("theme") {
+        Err(Error::Corrupted(message)) => assert!(message.contains(&dictionary) && message.contains("checksum"), "{message}"),
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+    match db.documents("profiles").unwrap().document::<Profile>("ada").get() {
+        Err(Error::Corrupted(message)) => assert!(message.contains(&documents) && message.contains("checksum"), "{message}"),
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+    assert!(!db.check().unwrap().is_ok());
+}
+
+#[test]
+fn with_verification_off_a_damaged_value_reads_as_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unverified.tessera");
+    build(&path);
+    damage(&path, "raw", b"k");
+    let db = Db::open_with(&path, DbOptions { verify_checksums: false, ..Default::default() }).unwrap();
+    let raw = db.keyspace("raw").unwrap();
+    assert_eq!(db.read(|tx| Ok(tx.get(&raw, b"k")?.map(<[u8]>::to_vec))).unwrap().as_deref(), Some(&b"ralue"[..]), "v ^ 0x04 = r");
+    // `check` verifies whatever the option says.
+    let text = db.check().unwrap().to_string();
+    assert!(text.contains("raw [6b]: the stored value fails its checksum"), "{text}");
+}
+
+#[test]
+fn a_file_of_format_3_gets_its_checksums_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v3.tessera");
+    build(&path);
+    // Make it a format-3 file: every value without its checksum, and the version mark 3.
+    with_raw(&path, |env, txn| {
+        let main: heed::Database<Bytes, Bytes> = env.open_database(txn, None).unwrap().unwrap();
+        let names: Vec<String> = main.iter(txn).unwrap().map(|entry| String::from_utf8_lossy(entry.unwrap().0).into_owned()).collect();
+        for name in names.iter().filter(|name| *name != "tessera.meta") {
+            let handle = raw_db(env, txn, name);
+            let entries: Vec<(Vec<u8>, Vec<u8>)> =
+                handle.iter(txn).unwrap().map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap()).collect();
+            for (key, stored) in entries {
+                handle.put(txn, &key, &stored[..stored.len() - 4]).unwrap();
+            }
+        }
+        raw_db(env, txn, "tessera.meta").put(txn, b"format_version", &3u32.to_be_bytes()).unwrap();
+    });
+    let db = Db::open(&path).unwrap();
+    let notes = db.collection::<Note>().unwrap();
+    assert_eq!(notes.all().fetch(&db).unwrap().len(), 5);
+    assert_eq!(notes.get(&db, &4u32).unwrap().unwrap().text, "note 4");
+    assert_eq!(db.dictionary().unwrap().get::<String>("theme").unwrap().as_deref(), Some("dark"));
+    assert_eq!(db.documents("profiles").unwrap().document::<Profile>("ada").get().unwrap().unwrap()["age"], 36);
+    let raw = db.keyspace("raw").unwrap();
+    assert_eq!(db.read(|tx| Ok(tx.get(&raw, b"k")?.map(<[u8]>::to_vec))).unwrap().as_deref(), Some(&b"value"[..]));
+    assert!(db.check().unwrap().is_ok());
+    drop((notes, raw, db));
+    with_raw(&path, |env, txn| {
+        let version = raw_db(env, txn, "tessera.meta").get(txn, b"format_version").unwrap().unwrap().to_vec();
+        assert_eq!(version, 4u32.to_be_bytes());
+        let stored = raw_db(env, txn, "raw").get(txn, b"k").unwrap().unwrap().to_vec();
+        assert_eq!(stored.len(), b"value".len() + 4, "the checksum follows the value");
+    });
+}
