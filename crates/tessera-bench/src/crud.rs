@@ -38,9 +38,19 @@ struct Figures {
     field_view: f64,
     /// The same, decoding the whole record (SQLite: a single-column select).
     field_decode: f64,
+    /// `fetch_priority` and `field_decode` on a database that does not verify checksums.
+    fetch_priority_unverified: f64,
+    field_decode_unverified: f64,
     delete: f64,
     threads_insert: f64,
     threads_delete: f64,
+}
+
+impl Figures {
+    /// A peer's figures: the rows only tessera has are NaN (not shown as a peer).
+    fn for_peer() -> Figures {
+        Figures { fetch_priority_unverified: f64::NAN, field_decode_unverified: f64::NAN, ..Figures::default() }
+    }
 }
 
 fn ms(start: Instant) -> f64 {
@@ -58,6 +68,30 @@ fn expected_image_count(objects: usize) -> usize {
 fn tessera_db(dir: &std::path::Path) -> Db {
     let options = DbOptions { durability: Durability::Buffered { max_delay: Duration::from_millis(100) }, ..DbOptions::default() };
     Db::open_with(dir.join("tessera.db"), options).unwrap()
+}
+
+/// The cost of checking checksums on reads: the unindexed fetch and the fetch by key with a
+/// full decode, on a second database with `verify_checksums` off; their times in ms.
+fn tessera_unverified(records: &[BenchDoc]) -> (f64, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DbOptions {
+        durability: Durability::Buffered { max_delay: Duration::from_millis(100) },
+        verify_checksums: false,
+        ..DbOptions::default()
+    };
+    let db = Db::open_with(dir.path().join("unverified.db"), options).unwrap();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
+    let start = Instant::now();
+    let high = docs.filter(BenchDoc::priority().gt(2500)).fetch(&db).unwrap();
+    let fetch = ms(start);
+    assert_eq!(high.len(), expected_priority_count(records.len()));
+    let start = Instant::now();
+    for doc in records {
+        let found = docs.get(&db, doc.title.as_str()).unwrap().expect("stored");
+        assert_eq!(found.tag.len(), doc.tag.len());
+    }
+    (fetch, ms(start))
 }
 
 fn tessera_round(options: &Options) -> Figures {
@@ -119,6 +153,7 @@ fn tessera_round(options: &Options) -> Figures {
         assert_eq!(found.tag.len(), doc.tag.len());
     }
     figures.field_decode = ms(start);
+    (figures.fetch_priority_unverified, figures.field_decode_unverified) = tessera_unverified(&records);
 
     let start = Instant::now();
     db.write(|tx| records.iter().try_for_each(|doc| docs.delete(tx, &doc.title).map(drop))).unwrap();
@@ -228,7 +263,7 @@ fn sqlite_round(options: &Options) -> Figures {
         connection.execute(&tessera_bench::crud_model::sql_create(table), []).unwrap();
     }
     let records: Vec<SqlDoc> = (0..options.objects as i32).map(|i| parts(i).into()).collect();
-    let mut figures = Figures::default();
+    let mut figures = Figures::for_peer();
 
     let start = Instant::now();
     sqlite_insert_all(&mut connection, "bench_doc", &records);
@@ -358,7 +393,7 @@ fn native_round(options: &Options) -> Figures {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Builder::new().create(native_models(), dir.path().join("native.db")).unwrap());
     let records: Vec<NativeDoc> = (0..options.objects as i32).map(|i| parts(i).into()).collect();
-    let mut figures = Figures::default();
+    let mut figures = Figures::for_peer();
 
     let start = Instant::now();
     let rw = db.rw_transaction().unwrap();
@@ -557,6 +592,13 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         TimesSqlite(0.5),
     );
     row(format!("fetch {n} by key, read one string field: full decode"), "ms", |f| f.field_decode, Shown);
+    row(
+        "fetch priority > 2500, checksums not verified (DbOptions::verify_checksums off)".to_owned(),
+        "ms",
+        |f| f.fetch_priority_unverified,
+        Shown,
+    );
+    row(format!("fetch {n} by key, full decode, checksums not verified"), "ms", |f| f.field_decode_unverified, Shown);
     row(format!("delete {n} (one transaction); Dflat 102 ms"), "ms", |f| f.delete, TimesSqlite(0.6));
     row(format!("4 threads x {n} inserts, 4 collections; Dflat 484 ms"), "ms", |f| f.threads_insert, TimesSqlite(0.6));
     row(format!("4 threads x {n} deletes; Dflat 502 ms"), "ms", |f| f.threads_delete, TimesSqlite(0.6));

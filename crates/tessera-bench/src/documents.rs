@@ -278,5 +278,22 @@ pub fn run(options: &Options) -> std::io::Result<()> {
             table.row(&format!("{name}{suffix}, p95"), "µs", ours.p95, &[("heed", theirs.p95)], Goal::None);
         }
     }
+    // The cost of checking checksums on reads: `get` on a database that does not verify them.
+    let unverified = Db::open_with(
+        dir.path().join("unverified"),
+        DbOptions { durability: Durability::BUFFERED, verify_checksums: false, ..DbOptions::default() },
+    )
+    .unwrap();
+    let doc = unverified.documents("profiles").unwrap().document::<Profile>("bench");
+    doc.set(&profile(0)).unwrap();
+    let (ours, theirs) =
+        time_pair(options.iterations, options.warmup, |_| drop(black_box(doc.get().unwrap())), |_| drop(black_box(raw.get("bench"))));
+    table.row(
+        "get (5 fields), checksums not verified (DbOptions::verify_checksums off)",
+        "µs",
+        ours.median,
+        &[("heed", theirs.median)],
+        Goal::None,
+    );
     table.finish()
 }
