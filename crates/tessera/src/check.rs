@@ -1,8 +1,10 @@
 //! `Db::check`: an integrity check that reads every entry tessera keeps and reports what does
 //! not hold, without panicking on damage and without writing.
 //!
-//! It checks today: every value of every keyspace against its checksum (storage format 4;
-//! when any fails, the checks below, which read values, are skipped); every collection's schema and shared-key table parse; every record
+//! It checks today: every value of every keyspace against its checksum (storage format 4),
+//! that keys ascend, that a lookup of each key finds its entry (branch pages), and that as many
+//! entries can be read as LMDB counts (when any of these fails, the checks below, which read
+//! values, are skipped); every collection's schema and shared-key table parse; every record
 //! validates as a binary document with those keys; every index entry points at a record whose
 //! value gives exactly that entry, and every record has its entry in every built index; every
 //! dictionary entry's key and value parse; every document field's key is a document id followed
@@ -34,6 +36,9 @@ pub struct CheckReport {
     pub problems_not_listed: u64,
 }
 
+/// Most bytes of a key a [`Problem`] shows (as hex).
+pub const PROBLEM_KEY_BYTES_MAX: usize = 64;
+
 /// Most problems a [`CheckReport`] lists.
 pub const CHECK_PROBLEMS_MAX: usize = 1_000;
 
@@ -42,7 +47,8 @@ pub const CHECK_PROBLEMS_MAX: usize = 1_000;
 pub struct Problem {
     /// The keyspace.
     pub keyspace: String,
-    /// The entry's key, as hex (empty for the keyspace as a whole).
+    /// The entry's key, as hex (empty for the keyspace as a whole), its first
+    /// [`PROBLEM_KEY_BYTES_MAX`] bytes and `…` when longer.
     pub key: String,
     /// What is wrong.
     pub what: String,
@@ -56,7 +62,12 @@ impl CheckReport {
 
     pub(crate) fn problem(&mut self, keyspace: &str, key: &[u8], what: impl Into<String>) {
         if self.problems.len() < CHECK_PROBLEMS_MAX {
-            let key = key.iter().map(|byte| format!("{byte:02x}")).collect();
+            // Damage can make a key as long as a page: show its first bytes.
+            let mut shown: String = key.iter().take(PROBLEM_KEY_BYTES_MAX).map(|byte| format!("{byte:02x}")).collect();
+            if key.len() > PROBLEM_KEY_BYTES_MAX {
+                shown.push('…');
+            }
+            let key = shown;
             self.problems.push(Problem { keyspace: keyspace.to_owned(), key, what: what.into() });
         } else {
             self.problems_not_listed += 1;
@@ -91,19 +102,40 @@ impl Db {
             if !keyspace.checksummed {
                 continue;
             }
+            let mut found = 0u64;
+            let mut previous: Option<&[u8]> = None;
             for entry in txn.stored_entries(&keyspace)? {
                 let (key, stored) = entry?;
+                found += 1;
                 if crate::store::checksum::open(key, stored).is_none() {
                     report.problem(name, key, "the stored value fails its checksum");
                     damaged += 1;
                 }
+                // The walk follows page pointers; a lookup descends by the keys of the branch
+                // pages. Both must agree, in ascending key order.
+                if previous.is_some_and(|previous| previous >= key) {
+                    report.problem(name, key, "keys out of order: a B-tree page is damaged");
+                    damaged += 1;
+                } else if txn.stored_get(&keyspace, key)? != Some(stored) {
+                    report.problem(name, key, "a lookup does not find this entry: a branch page above it is damaged");
+                    damaged += 1;
+                }
+                previous = Some(key);
+            }
+            // LMDB keeps each B-tree's entry count apart from its pages: fewer entries found
+            // than counted means damage hid part of the tree (a page or a pointer to one).
+            let counted = txn.len(&keyspace)?;
+            if found != counted {
+                report.problem(name, b"", format!("LMDB counts {counted} entries but {found} can be read: part of the B-tree is damaged"));
+                damaged += 1;
             }
         }
         if damaged > 0 {
+            report.keyspaces = names.len();
             report.problem(
                 "",
                 b"",
-                format!("{damaged} values fail their checksums: records, indexes, dictionaries and documents were not checked further"),
+                format!("{damaged} values or B-trees are damaged: records, indexes, dictionaries and documents were not checked further"),
             );
             return Ok(report);
         }
@@ -141,4 +173,19 @@ fn check_document_fields(txn: &crate::store::ReadTxn<'_>, keyspace: &crate::stor
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_shows_the_first_bytes_of_a_long_key() {
+        // A damaged node can claim a key as long as a page; the report stays readable.
+        let mut report = CheckReport::default();
+        report.problem("ks", &[0xAB; 3000], "damaged");
+        report.problem("ks", &[0x01, 0x02], "short");
+        assert_eq!(report.problems[0].key, format!("{}…", "ab".repeat(PROBLEM_KEY_BYTES_MAX)));
+        assert_eq!(report.problems[1].key, "0102");
+    }
 }

@@ -171,3 +171,38 @@ fn a_file_of_format_3_gets_its_checksums_when_opened() {
         assert_eq!(stored.len(), b"value".len() + 4, "the checksum follows the value");
     });
 }
+
+#[test]
+fn check_finds_a_damaged_branch_page_key_that_checksums_cannot_see() {
+    // A branch page's separator keys steer lookups; the leaves (and so every checksum) stay
+    // intact when one is damaged, yet a lookup of the keys below it finds nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("branch.tessera");
+    {
+        let db = Db::open(&path).unwrap();
+        let raw = db.keyspace("raw").unwrap();
+        db.write(|tx| (0..3000u32).try_for_each(|i| tx.put(&raw, format!("key-{i:06}-{}", "k".repeat(40)).as_bytes(), b"v"))).unwrap();
+        assert!(db.check().unwrap().is_ok());
+        db.close().unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page_bytes = 4096;
+    let u16_at = |bytes: &[u8], at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+    // LMDB's page header: page number (8 bytes), pad (2), flags (2; 1 = branch), lower (2),
+    // upper (2); then one 2-byte node offset per key. A branch node: child page (6 bytes),
+    // key size (2), key. Node 0's key is not used by LMDB: damage node 1's.
+    let branch = (2..bytes.len() / page_bytes)
+        .map(|page| page * page_bytes)
+        .find(|&page| u16_at(&bytes, page + 10) == 1 && (u16_at(&bytes, page + 12) - 16) / 2 >= 2)
+        .expect("a branch page");
+    let node = branch + u16_at(&bytes, branch + 16 + 2);
+    assert_eq!(&bytes[node + 8..node + 12], b"key-", "node 1 of the branch page");
+    // Its first digit: the separator now sorts after every key of its child, whose lookups
+    // then descend into the sibling before it.
+    bytes[node + 8 + 4] = b'9';
+    std::fs::write(&path, &bytes).unwrap();
+    let db = Db::open(&path).unwrap();
+    let report = db.check().unwrap();
+    assert!(!report.is_ok(), "{report}");
+    assert!(report.to_string().contains("a lookup does not find this entry"), "{report}");
+}

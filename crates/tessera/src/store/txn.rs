@@ -296,6 +296,15 @@ impl<'db> ReadTxn<'db> {
         keyspace.handle.len(self.txn()).map_err(|e| self.error(e))
     }
 
+    /// The value of `key` as stored, checksum included, found by a lookup from the root (for
+    /// `Db::check`, which compares it with what a walk of the leaves found).
+    pub(crate) fn stored_get(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
+        if !key_size_valid(key) {
+            return Ok(None);
+        }
+        keyspace.handle.get(self.txn(), key).map_err(|e| self.error(e))
+    }
+
     /// Every entry of `keyspace` with its value as stored, checksum included (`Db::check`
     /// verifies them itself, to report each damaged value instead of stopping at the first).
     pub(crate) fn stored_entries(&self, keyspace: &Keyspace) -> Result<Entries<'_>> {

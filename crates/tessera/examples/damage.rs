@@ -1,0 +1,239 @@
+//! The damage sweep (`scripts/damage.sh`): builds a database with a collection and its index,
+//! a dictionary, documents and a raw keyspace; then, for every page of the file and six
+//! offsets in it, flips 8 bytes in a copy and reads everything back through the library's API
+//! in a child process, and runs `Db::check` in another. Each damaged copy is classed as
+//! intact, silently different data, a typed error, a panic, a crash (a signal) or a hang.
+//!
+//! ```text
+//! cargo run --release --example damage -- sweep [DIR]
+//! cargo run --release --example damage -- read FILE     # one child: prints what it read
+//! cargo run --release --example damage -- check FILE    # one child: prints the check report
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+use tessera::collection::Record;
+use tessera::Db;
+
+#[derive(Record, Debug)]
+#[record(name = "notes")]
+struct Note {
+    #[record(key)]
+    id: u32,
+    #[record(index)]
+    score: i32,
+    text: String,
+}
+
+type Profile = BTreeMap<String, String>;
+
+const PAGE_BYTES: u64 = 4096;
+/// Records in the collection.
+const NOTES: u32 = 3000;
+/// Where in each page the 8 bytes are flipped: the page header, the first nodes, the middle,
+/// and the end, where LMDB puts node data.
+const OFFSETS: [u64; 6] = [8, 40, 1024, 2048, 3072, 4080];
+/// A child that runs longer than this is killed and counted as a hang.
+const CHILD_TIME_MAX: Duration = Duration::from_secs(20);
+
+fn build(path: &Path) -> tessera::Result<()> {
+    let db = Db::open(path)?;
+    let notes = db.collection::<Note>()?;
+    db.write(|tx| {
+        (0..600u32).try_for_each(|id| {
+            notes.insert(tx, &Note { id, score: (id % 97) as i32, text: format!("note {id} {}", "x".repeat((id % 40) as usize)) }).map(drop)
+        })
+    })?;
+    let dictionary = db.dictionary()?;
+    for i in 0..1500 {
+        dictionary.set(&format!("setting-{i}"), &format!("value {i}"))?;
+    }
+    dictionary.flush()?;
+    let profiles = db.documents("profiles")?;
+    for i in 0..800 {
+        let profile: Profile = [("name".to_owned(), format!("person {i}")), ("city".to_owned(), format!("city {}", i % 7))].into();
+        profiles.document::<Profile>(&format!("p{i:03}")).set(&profile)?;
+    }
+    let raw = db.keyspace("raw")?;
+    db.write(|tx| (0..3000u32).try_for_each(|i| tx.put(&raw, &i.to_be_bytes(), format!("raw value {i}").as_bytes())))?;
+    drop((notes, dictionary, profiles));
+    db.close()
+}
+
+/// Everything the API returns, one line per item, in a fixed order.
+fn read_all(path: &Path) -> tessera::Result<String> {
+    let db = Db::open(path)?;
+    let mut out = String::new();
+    let notes = db.collection::<Note>()?;
+    for note in notes.all().fetch(&db)? {
+        out += &format!("note {} {} {}\n", note.id, note.score, note.text);
+    }
+    for note in notes.filter(Note::score().ge(50)).fetch(&db)? {
+        out += &format!("indexed {} {}\n", note.id, note.score);
+    }
+    for id in (0..NOTES).step_by(7) {
+        out += &format!("get {id} {:?}\n", notes.get(&db, &id)?.map(|note| note.text));
+    }
+    let dictionary = db.dictionary()?;
+    for key in dictionary.keys()? {
+        out += &format!("dict {key} {:?}\n", dictionary.get::<String>(&key)?);
+    }
+    let profiles = db.documents("profiles")?;
+    for id in profiles.ids_with_prefix("")? {
+        out += &format!("doc {id} {:?}\n", profiles.document::<Profile>(&id).get()?);
+    }
+    let raw = db.keyspace("raw")?;
+    db.read(|tx| {
+        for entry in tx.range(&raw, ..)? {
+            let (key, value) = entry?;
+            out += &format!("raw {key:02x?} {}\n", String::from_utf8_lossy(value));
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Intact,
+    DifferentData,
+    TypedError,
+    Panic,
+    Crash,
+    Hang,
+}
+
+/// Runs this program as a child on `file`; its outcome and what it printed.
+fn child(mode: &str, file: &Path) -> (ExitStatus, String) {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args([mode, &file.to_string_lossy()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn a child");
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut text);
+        text
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > CHILD_TIME_MAX {
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let hung = started.elapsed() > CHILD_TIME_MAX;
+    let text = reader.join().unwrap_or_default();
+    (status, if hung { "HANG".to_owned() } else { text })
+}
+
+fn classify(status: ExitStatus, text: &str, expected: &str) -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
+    if text == "HANG" {
+        return Outcome::Hang;
+    }
+    match (status.code(), status.signal()) {
+        (Some(0), _) if text == expected => Outcome::Intact,
+        (Some(0), _) => Outcome::DifferentData,
+        (Some(1), _) => Outcome::TypedError,
+        (Some(_), _) => Outcome::Panic,
+        (None, _) => Outcome::Crash,
+    }
+}
+
+fn sweep(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("sweep directory");
+    let original = dir.join("original.tessera");
+    let _ = std::fs::remove_file(&original);
+    let _ = std::fs::remove_file(dir.join("original.tessera-lock"));
+    build(&original).expect("build the database");
+    let expected = read_all(&original).expect("read the undamaged database");
+    let bytes = std::fs::read(&original).expect("read the file");
+    // Pages past the last one LMDB used are zeros (the map's reserved tail): damage there is
+    // never read. The used pages are those up to the last non-zero one.
+    let pages = bytes.chunks(PAGE_BYTES as usize).rposition(|page| page.iter().any(|&b| b != 0)).map_or(0, |last| last + 1) as u64;
+    println!("{} bytes, {pages} used pages, {} damaged copies", bytes.len(), pages * OFFSETS.len() as u64);
+    let mut read_outcomes: BTreeMap<Outcome, u64> = BTreeMap::new();
+    let mut check_flagged = [0u64; 2];
+    let mut silent_unflagged = 0u64;
+    let mut examples: BTreeMap<Outcome, Vec<String>> = BTreeMap::new();
+    let copy = dir.join("damaged.tessera");
+    for page in 0..pages {
+        for offset in OFFSETS {
+            let mut damaged = bytes.clone();
+            let at = (page * PAGE_BYTES + offset) as usize;
+            for byte in &mut damaged[at..at + 8] {
+                *byte ^= 0xFF;
+            }
+            let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
+            std::fs::write(&copy, &damaged).expect("write the damaged copy");
+            let (status, text) = child("read", &copy);
+            let outcome = classify(status, &text, &expected);
+            *read_outcomes.entry(outcome).or_default() += 1;
+            let list = examples.entry(outcome).or_default();
+            if list.len() < 3 {
+                list.push(format!(
+                    "page {page} offset {offset}: {}",
+                    text.lines().next().unwrap_or("").chars().take(160).collect::<String>()
+                ));
+            }
+            std::fs::write(&copy, &damaged).expect("write the damaged copy again");
+            let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
+            let (status, report) = child("check", &copy);
+            let flagged = status.code() != Some(0) || !report.starts_with("ok");
+            check_flagged[flagged as usize] += 1;
+            if outcome == Outcome::DifferentData {
+                silent_unflagged += u64::from(!flagged);
+                let check =
+                    if status.code().is_none() { "check crashed".to_owned() } else { report.lines().next().unwrap_or("").to_owned() };
+                println!("different data at page {page} offset {offset}; check: {check}");
+            }
+        }
+    }
+    println!("\n| outcome of reading every item through the API | copies |\n|---|---|");
+    for (outcome, count) in &read_outcomes {
+        println!("| {outcome:?} | {count} |");
+    }
+    println!(
+        "\nDb::check flagged {} copies and passed {}; different data that check passed: {silent_unflagged}",
+        check_flagged[1], check_flagged[0]
+    );
+    for (outcome, list) in &examples {
+        if *outcome != Outcome::Intact {
+            for example in list {
+                println!("  {outcome:?}: {example}");
+            }
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("read") => match read_all(Path::new(&args[2])) {
+            Ok(text) => print!("{text}"),
+            Err(error) => {
+                println!("error: {error}");
+                std::process::exit(1);
+            }
+        },
+        Some("check") => match Db::open(&args[2]).and_then(|db| db.check()) {
+            Ok(report) if report.is_ok() => println!("ok"),
+            Ok(report) => println!("{report}"),
+            Err(error) => {
+                println!("error: {error}");
+                std::process::exit(1);
+            }
+        },
+        Some("sweep") => sweep(&args.get(2).map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tessera-damage"))),
+        _ => eprintln!("usage: damage sweep [DIR] | read FILE | check FILE"),
+    }
+}
