@@ -1,4 +1,9 @@
-//! Where a delete of 10,000 records spends its time: order of keys, LMDB alone.
+//! Where a delete of 10,000 records spends its time: keys in insertion or sorted order, on a
+//! raw keyspace (LMDB and the store alone), beside the puts of the same keys.
+//!
+//! Environment: `DELAY` (seconds of the Buffered flush delay; 0, the default, flushes right
+//! after each commit, so the next transaction meets pages the flush just cleaned), `PAUSE`
+//! (milliseconds to wait between the puts and the deletes), `ROUNDS` (default 5).
 use std::time::Instant;
 use tessera::collection::Record;
 use tessera_bench::crud_model::{parts, BenchDoc};
