@@ -38,6 +38,16 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         keys: Option<String>,
     },
+    /// Check a database file (`Db::check`): every value's checksum, the B-trees, and what the
+    /// values mean. Exit 0 if it is sound, 1 if damage was found. The check runs in a child
+    /// process, so that damage which crashes LMDB is reported here instead of killing this one.
+    Check {
+        /// The database file.
+        db: String,
+        /// Run the check in this process (what the child does).
+        #[arg(long, hide = true)]
+        in_process: bool,
+    },
     /// Check that a file is a valid binary document: exit 0 if it is, 1 if not.
     Validate {
         /// Binary input file, or - for standard input.
@@ -54,6 +64,8 @@ enum Failure {
     Invalid(String),
     /// Reading or writing failed: exit status 2.
     Io(String),
+    /// Exit status 1, the reason already printed (by the child of `check`).
+    Reported,
 }
 
 fn read_input(path: &str) -> Result<Vec<u8>, Failure> {
@@ -117,12 +129,55 @@ fn run(command: Command) -> Result<(), Failure> {
             json.push(b'\n');
             write_output("-", &json)
         }
+        Command::Check { db, in_process: true } => check_in_process(&db),
+        Command::Check { db, in_process: false } => check_in_child(&db),
         Command::Validate { file, keys } => {
             let keys = read_keys(keys.as_deref())?;
             let bytes = read_input(&file)?;
             open(&bytes, keys.as_ref()).map_err(|error| Failure::Invalid(format!("{file}: invalid: {error}")))?;
             println!("{file}: valid ({} bytes)", bytes.len());
             Ok(())
+        }
+    }
+}
+
+/// Opens `db` and prints its check report; `Invalid` when damage was found.
+fn check_in_process(db: &str) -> Result<(), Failure> {
+    let report = tessera::Db::open(db).and_then(|db| db.check()).map_err(|error| Failure::Invalid(format!("{db}: {error}")))?;
+    print!("{db}: {report}");
+    std::io::stdout().flush().map_err(|error| Failure::Io(format!("cannot write the report: {error}")))?;
+    if report.is_ok() {
+        Ok(())
+    } else {
+        Err(Failure::Invalid(format!("{db}: damaged")))
+    }
+}
+
+/// Runs the check in a child process (this program, `check --in-process`) and passes its
+/// report and verdict on; a child killed by a signal means LMDB itself crashed on the file.
+fn check_in_child(db: &str) -> Result<(), Failure> {
+    let program = std::env::current_exe().map_err(|error| Failure::Io(format!("cannot find this program: {error}")))?;
+    let output = std::process::Command::new(program)
+        .args(["check", "--in-process", db])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|error| Failure::Io(format!("cannot run the check: {error}")))?;
+    std::io::stdout().write_all(&output.stdout).map_err(|error| Failure::Io(format!("cannot write the report: {error}")))?;
+    match output.status.code() {
+        Some(0) => Ok(()),
+        // The child printed its reason already.
+        Some(1) => Err(Failure::Reported),
+        Some(2) => Err(Failure::Io(format!("{db}: the check could not read the file"))),
+        other => {
+            use std::os::unix::process::ExitStatusExt;
+            let how = match (other, output.status.signal()) {
+                (_, Some(signal)) => format!("was killed by signal {signal}"),
+                (Some(code), None) => format!("exited with status {code}"),
+                (None, None) => "ended without a status".to_owned(),
+            };
+            Err(Failure::Invalid(format!(
+                "{db}: damaged: the check {how} inside LMDB, whose B-tree pages are damaged; copy the file before anything writes to it"
+            )))
         }
     }
 }
@@ -138,5 +193,6 @@ fn main() -> ExitCode {
             eprintln!("tessera: {message}");
             ExitCode::from(2)
         }
+        Err(Failure::Reported) => ExitCode::from(1),
     }
 }
