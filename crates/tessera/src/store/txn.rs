@@ -340,7 +340,7 @@ pub struct Entries<'t> {
 
 /// How stored values become the values a caller sees.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Values {
+enum Values {
     /// As stored (the store's own `tessera.meta`, and `Db::check`'s own verification).
     Raw,
     /// Checksum verified, then removed.
@@ -371,10 +371,13 @@ impl Values {
 }
 
 /// The error for a stored value that fails its checksum.
-pub(crate) fn damaged_value(keyspace: &str, key: &[u8]) -> Error {
+fn damaged_value(keyspace: &str, key: &[u8]) -> Error {
     let key: String = key.iter().map(|byte| format!("{byte:02x}")).collect();
     Error::Corrupted(format!("keyspace {keyspace:?}, key {key} (hex): the stored value fails its checksum"))
 }
+
+/// Largest buffer `SEALED` keeps between puts.
+const SEALED_KEPT_BYTES_MAX: usize = 1 << 20;
 
 thread_local! {
     /// A value and its checksum, assembled for LMDB to copy.
@@ -503,7 +506,11 @@ impl<'db> WriteTxn<'db> {
         SEALED.with(|sealed| {
             let mut sealed = sealed.borrow_mut();
             checksum::seal(key, value, &mut sealed);
-            keyspace.handle.put_with_flags(&mut self.txn, flags, key, &sealed)
+            let result = keyspace.handle.put_with_flags(&mut self.txn, flags, key, &sealed);
+            if sealed.capacity() > SEALED_KEPT_BYTES_MAX {
+                *sealed = Vec::new(); // a rare large value: do not keep its buffer per thread
+            }
+            result
         })
     }
 
