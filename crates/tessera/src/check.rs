@@ -63,7 +63,7 @@ impl CheckReport {
     pub(crate) fn problem(&mut self, keyspace: &str, key: &[u8], what: impl Into<String>) {
         if self.problems.len() < CHECK_PROBLEMS_MAX {
             // Damage can make a key as long as a page: show its first bytes.
-            let mut shown: String = key.iter().take(PROBLEM_KEY_BYTES_MAX).map(|byte| format!("{byte:02x}")).collect();
+            let mut shown = crate::store::key::hex(&key[..key.len().min(PROBLEM_KEY_BYTES_MAX)]);
             if key.len() > PROBLEM_KEY_BYTES_MAX {
                 shown.push('…');
             }

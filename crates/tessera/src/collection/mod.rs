@@ -506,7 +506,7 @@ fn run_migration<T: Record>(
 pub(crate) fn key_display(key: &[u8]) -> String {
     match crate::store::key::decode_bytes(key) {
         Some((text, [])) => String::from_utf8_lossy(&text).into_owned(),
-        _ => key.iter().map(|byte| format!("{byte:02x}")).collect(),
+        _ => crate::store::key::hex(key),
     }
 }
 

@@ -160,11 +160,7 @@ impl fmt::Display for Plan {
 /// precisely the records that match, since a record is stored under the key its own field
 /// encodes, and equal strings or integers are equal keys: the predicate need not run.
 pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate: &Expr) -> bool {
-    let Expr::Compare(a, CompareOp::Eq, b) = predicate else { return false };
-    let (path, literal) = match (&**a, &**b) {
-        (Expr::Field(path), Expr::Literal(literal)) | (Expr::Literal(literal), Expr::Field(path)) => (path, literal),
-        _ => return false,
-    };
+    let Some((path, CompareOp::Eq, literal)) = comparison(predicate) else { return false };
     is_single_key::<T>(path)
         && matches!(
             (state.shape.resolve(path), literal),
@@ -181,14 +177,20 @@ fn is_single_key<T: Record>(path: &str) -> bool {
     T::KEY_FIELDS == [path]
 }
 
+/// `field op literal`, either way round, as (field, op, literal).
+fn comparison(expr: &Expr) -> Option<(&str, CompareOp, &Literal)> {
+    let Expr::Compare(a, op, b) = expr else { return None };
+    match (&**a, &**b) {
+        (Expr::Field(path), Expr::Literal(literal)) => Some((path, *op, literal)),
+        (Expr::Literal(literal), Expr::Field(path)) => Some((path, op.flipped(), literal)),
+        _ => None,
+    }
+}
+
 /// `field op literal` (either way round), with `between` as two comparisons.
 fn comparisons<'e>(expr: &'e Expr, out: &mut Vec<(&'e str, CompareOp, &'e Literal)>) {
     match expr {
-        Expr::Compare(a, op, b) => match (&**a, &**b) {
-            (Expr::Field(path), Expr::Literal(literal)) => out.push((path, *op, literal)),
-            (Expr::Literal(literal), Expr::Field(path)) => out.push((path, op.flipped(), literal)),
-            _ => {}
-        },
+        Expr::Compare(..) => out.extend(comparison(expr)),
         Expr::Between(a, low, high) => {
             if let (Expr::Field(path), Expr::Literal(low), Expr::Literal(high)) = (&**a, &**low, &**high) {
                 out.push((path, CompareOp::Ge, low));
@@ -308,11 +310,10 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
             }
             Some(if flat.is_empty() { Access::Empty } else { Access::Union(flat) })
         }
-        Expr::Compare(a, op, b) => match (&**a, &**b) {
-            (Expr::Field(path), Expr::Literal(literal)) => compare::<T>(state, path, *op, literal),
-            (Expr::Literal(literal), Expr::Field(path)) => compare::<T>(state, path, op.flipped(), literal),
-            _ => None,
-        },
+        Expr::Compare(..) => {
+            let (path, op, literal) = comparison(expr)?;
+            compare::<T>(state, path, op, literal)
+        }
         Expr::Between(a, low, high) => match (&**a, &**low, &**high) {
             (Expr::Field(path), Expr::Literal(low), Expr::Literal(high)) => {
                 let lower = compare::<T>(state, path, CompareOp::Ge, low)?;

@@ -412,7 +412,7 @@ fn record_of_entry<'t>(
         None => Err(crate::Error::Corrupted(format!(
             "collection {:?}: index entry {} in keyspace {} points at key {}, which has no record",
             state.name,
-            entry_key.iter().map(|byte| format!("{byte:02x}")).collect::<String>(),
+            crate::store::key::hex(entry_key),
             state.index_keyspace.name(),
             state.display_key(key)
         ))),

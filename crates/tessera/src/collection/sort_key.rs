@@ -183,7 +183,7 @@ pub(crate) fn literal_range(op: CompareOp, literal: &Literal, exact: bool) -> Op
 /// `"text"`; a string cut short (a prefix bound) ends in `…`. Bytes that are not a component
 /// print as hex.
 pub(crate) fn describe(component: &[u8]) -> String {
-    let hex = || component.iter().map(|byte| format!("{byte:02x}")).collect::<String>();
+    let hex = || crate::store::key::hex(component);
     match component.split_first() {
         None => "(start)".to_owned(),
         Some((&TAG_NULL, [])) => "null".to_owned(),

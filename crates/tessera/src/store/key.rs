@@ -143,6 +143,11 @@ pub fn decode_bytes(encoded: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     None
 }
 
+/// Bytes as lowercase hex, two digits each: how errors and reports show a key that is not text.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// The bytes every key whose first part starts with `prefix` begins with: the escaped prefix
 /// without its terminator.
 pub fn part_prefix(prefix: &[u8]) -> Vec<u8> {

@@ -268,10 +268,7 @@ impl<'db> ReadTxn<'db> {
         if !key_size_valid(key) {
             return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
         }
-        match keyspace.handle.get(self.txn(), key).map_err(|e| self.error(e))? {
-            Some(stored) => Values::of(self.inner, keyspace).open(&keyspace.name, key, stored).map(Some),
-            None => Ok(None),
-        }
+        get_checked(self.ro(), self.inner, keyspace, key)
     }
 
     /// The entries with keys in `range`, in key order, read lazily.
@@ -372,8 +369,7 @@ impl Values {
 
 /// The error for a stored value that fails its checksum.
 fn damaged_value(keyspace: &str, key: &[u8]) -> Error {
-    let key: String = key.iter().map(|byte| format!("{byte:02x}")).collect();
-    Error::Corrupted(format!("keyspace {keyspace:?}, key {key} (hex): the stored value fails its checksum"))
+    Error::Corrupted(format!("keyspace {keyspace:?}, key {} (hex): the stored value fails its checksum", super::key::hex(key)))
 }
 
 /// Largest buffer `SEALED` keeps between puts.
@@ -574,11 +570,7 @@ impl<'db> WriteTxn<'db> {
         if !key_size_valid(key) {
             return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
         }
-        let stored = keyspace.handle.get(&self.txn, key).map_err(|e| Error::from_heed(e, self.inner.options.map_size_max_bytes))?;
-        match stored {
-            Some(stored) => Values::of(self.inner, keyspace).open(&keyspace.name, key, stored).map(Some),
-            None => Ok(None),
-        }
+        get_checked(self.ro(), self.inner, keyspace, key)
     }
 
     /// The entries with keys in `range` as this transaction sees them, in key order.
@@ -870,6 +862,15 @@ pub trait Snapshot {
     fn view_sequence(&self) -> u64;
 }
 
+/// The value of `key` in either kind of transaction, its checksum checked (or not, as the
+/// database's options say) and removed.
+fn get_checked<'t>(txn: &'t heed::RoTxn<'_>, inner: &Inner, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&'t [u8]>> {
+    match keyspace.handle.get(txn, key).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))? {
+        Some(stored) => Values::of(inner, keyspace).open(&keyspace.name, key, stored).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// A range of entries, ascending or descending, with bounds that need not outlive the
 /// iterator (heed copies them into the cursor).
 fn entries_between<'t>(
@@ -917,10 +918,7 @@ pub trait ReadSource {
 
 impl ReadSource for crate::Db {
     fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
-        let txn = ReadTxn::begin_reused(&self.inner)?;
-        let result = read(&txn);
-        txn.keep();
-        result
+        self.read(|txn| read(txn))
     }
 }
 
