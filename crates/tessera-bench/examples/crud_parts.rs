@@ -1,7 +1,6 @@
 //! Where an insert of 10,000 BenchDocs spends its time: encoding, key encoding, LMDB puts.
 
 use std::time::Instant;
-use tessera::collection::Record;
 use tessera_bench::crud_model::{parts, BenchDoc};
 
 fn main() {
@@ -61,14 +60,7 @@ fn main() {
         }
         println!("codec decode: {:.2} ms", start.elapsed().as_secs_f64() * 1e3);
         let start = Instant::now();
-        let keys: Vec<Vec<u8>> = records
-            .iter()
-            .map(|r| {
-                let mut k = Vec::new();
-                r.encode_key(&mut k);
-                k
-            })
-            .collect();
+        let keys = tessera_bench::crud_model::stored_keys(&records);
         println!("keys: {:.2} ms", start.elapsed().as_secs_f64() * 1e3);
         let start = Instant::now();
         let decoded: Vec<BenchDoc> =

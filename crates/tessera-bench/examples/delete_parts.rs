@@ -5,20 +5,12 @@
 //! after each commit, so the next transaction meets pages the flush just cleaned), `PAUSE`
 //! (milliseconds to wait between the puts and the deletes), `ROUNDS` (default 5).
 use std::time::Instant;
-use tessera::collection::Record;
 use tessera_bench::crud_model::{parts, BenchDoc};
 
 fn main() {
     let n = 10_000;
     let records: Vec<BenchDoc> = (0..n).map(|i| parts(i).into()).collect();
-    let keys: Vec<Vec<u8>> = records
-        .iter()
-        .map(|r| {
-            let mut k = Vec::new();
-            r.encode_key(&mut k);
-            k
-        })
-        .collect();
+    let keys = tessera_bench::crud_model::stored_keys(&records);
     let mut sorted = keys.clone();
     sorted.sort();
     let value = vec![7u8; 110];

@@ -52,6 +52,19 @@ pub fn parts(i: i32) -> Parts {
     }
 }
 
+/// The primary keys of `records` as the collection stores them (`Record::encode_key`).
+pub fn stored_keys(records: &[BenchDoc]) -> Vec<Vec<u8>> {
+    use tessera::collection::Record;
+    records
+        .iter()
+        .map(|record| {
+            let mut key = Vec::new();
+            record.encode_key(&mut key);
+            key
+        })
+        .collect()
+}
+
 /// Builds each system's BenchDoc type from the shared fields.
 macro_rules! from_parts {
     ($($type:ident),*) => {$(

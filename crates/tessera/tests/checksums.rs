@@ -32,6 +32,12 @@ fn raw_db(env: &heed::Env, txn: &heed::RwTxn<'_>, name: &str) -> heed::Database<
     env.open_database(txn, Some(name)).unwrap().unwrap()
 }
 
+/// Every named database in the file (LMDB lists them as the keys of its main database).
+fn keyspace_names(env: &heed::Env, txn: &heed::RwTxn<'_>) -> Vec<String> {
+    let main: heed::Database<Bytes, Bytes> = env.open_database(txn, None).unwrap().unwrap();
+    main.iter(txn).unwrap().map(|entry| String::from_utf8_lossy(entry.unwrap().0).into_owned()).collect()
+}
+
 /// Flips one bit in the value of `key` in `keyspace`, keeping its length.
 fn damage(path: &Path, keyspace: &str, key: &[u8]) {
     with_raw(path, |env, txn| {
@@ -90,24 +96,14 @@ fn a_damaged_value_is_corrupted_naming_keyspace_and_key_in_every_api() {
     assert_eq!(db.read(|tx| Ok(tx.get(&raw, b"k")?.map(<[u8]>::to_vec))).unwrap().as_deref(), Some(&b"fresh"[..]));
     drop((notes, raw, db));
 
-    let names: Vec<String> = {
-        let mut names = Vec::new();
-        with_raw(&path, |env, txn| {
-            let main: heed::Database<Bytes, Bytes> = env.open_database(txn, None).unwrap().unwrap();
-            names = main.iter(txn).unwrap().map(|entry| String::from_utf8_lossy(entry.unwrap().0).into_owned()).collect();
-        });
-        names
-    };
+    let mut names = Vec::new();
+    with_raw(&path, |env, txn| names = keyspace_names(env, txn));
     let dictionary = names.iter().find(|name| name.starts_with("tessera.dictionary")).unwrap().clone();
     let documents = names.iter().find(|name| name.starts_with("tessera.documents")).unwrap().clone();
     for keyspace in [&dictionary, &documents] {
-        with_raw(&path, |env, txn| {
-            let handle = raw_db(env, txn, keyspace);
-            let key = handle.iter(txn).unwrap().next().unwrap().unwrap().0.to_vec();
-            let mut stored = handle.get(txn, &key).unwrap().unwrap().to_vec();
-            stored[0] ^= 0x04;
-            handle.put(txn, &key, &stored).unwrap();
-        });
+        let mut first = Vec::new();
+        with_raw(&path, |env, txn| first = raw_db(env, txn, keyspace).iter(txn).unwrap().next().unwrap().unwrap().0.to_vec());
+        damage(&path, keyspace, &first);
     }
     let db = Db::open(&path).unwrap();
     match db.dictionary().unwrap().get::<String>("theme") {
@@ -142,9 +138,7 @@ fn a_file_of_format_3_gets_its_checksums_when_opened() {
     build(&path);
     // Make it a format-3 file: every value without its checksum, and the version mark 3.
     with_raw(&path, |env, txn| {
-        let main: heed::Database<Bytes, Bytes> = env.open_database(txn, None).unwrap().unwrap();
-        let names: Vec<String> = main.iter(txn).unwrap().map(|entry| String::from_utf8_lossy(entry.unwrap().0).into_owned()).collect();
-        for name in names.iter().filter(|name| *name != "tessera.meta") {
+        for name in keyspace_names(env, txn).iter().filter(|name| *name != "tessera.meta") {
             let handle = raw_db(env, txn, name);
             let entries: Vec<(Vec<u8>, Vec<u8>)> =
                 handle.iter(txn).unwrap().map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap()).collect();
