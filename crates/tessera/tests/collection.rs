@@ -724,4 +724,10 @@ fn an_exact_key_lookup_skips_the_filter_and_every_other_lookup_keeps_it() {
     let both = numbered.filter(Numbered::id().eq(7).and(Numbered::label().eq("other")));
     assert!(both.explain().unwrap().to_string().contains("filter"), "{}", both.explain().unwrap());
     assert_eq!(both.count(&db).unwrap(), 0);
+    // The exact lookup is planned before the checks: offset and limit still apply, an order
+    // by an unknown field is still refused, and a literal no key can hold finds nothing.
+    assert!(numbered.filter(Numbered::id().eq(7)).offset(1).fetch(&db).unwrap().is_empty());
+    assert!(numbered.filter(Numbered::id().eq(7)).limit(0).fetch(&db).unwrap().is_empty());
+    assert!(numbered.filter(Numbered::id().eq(7)).order_by("nope", Order::Asc).fetch(&db).is_err());
+    assert!(numbered.filter(field("id").eq(-1)).fetch(&db).unwrap().is_empty());
 }

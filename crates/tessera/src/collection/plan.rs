@@ -168,6 +168,16 @@ pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate:
         )
 }
 
+/// The encoded primary key of a predicate that [`is_exact_key_lookup`] accepts, else `None`.
+pub(crate) fn exact_key<T: Record>(state: &CollectionState, predicate: &Expr) -> Option<Vec<u8>> {
+    if !is_exact_key_lookup::<T>(state, predicate) {
+        return None;
+    }
+    let (_, _, literal) = comparison(predicate)?;
+    let mut key = Vec::new();
+    T::encode_key_literals(std::slice::from_ref(literal), &mut key).then_some(key)
+}
+
 /// Plans a predicate's access path for collection `state` of `T`.
 pub(crate) fn access<T: Record>(state: &CollectionState, predicate: &Expr) -> Access {
     plan_expr::<T>(state, predicate).unwrap_or(Access::Scan)

@@ -169,6 +169,9 @@ impl<T: Record> Query<T> {
 
     /// [`Query::explain`] without the filter's text.
     fn plan(&self) -> Result<Plan> {
+        if let Some(plan) = self.exact_key_plan() {
+            return Ok(plan);
+        }
         let shape = &self.collection.state.shape;
         if let Some(predicate) = &self.predicate {
             crate::query::check_query_depth(predicate, &self.collection.state.name)?;
@@ -214,6 +217,18 @@ impl<T: Record> Query<T> {
         let exact = matches!(&access, Access::Keys(keys) if keys.len() == 1)
             && self.predicate.as_deref().is_some_and(|predicate| plan::is_exact_key_lookup::<T>(state, predicate));
         Ok(Plan { access, ordering, filter: None, key_text: T::display_key, exact })
+    }
+
+    /// The plan of a query that is exactly `key == literal` with no order (a fetch by key
+    /// written as a query), found before the type check, the depth check and the planner: a
+    /// comparison of the one key field with a literal of its type is well typed and two levels
+    /// deep, and its plan is one key lookup with no filter. Any other query returns `None`.
+    fn exact_key_plan(&self) -> Option<Plan> {
+        if !self.orders.is_empty() {
+            return None; // order paths are type-checked by the full path
+        }
+        let key = plan::exact_key::<T>(&self.collection.state, self.predicate.as_deref()?)?;
+        Some(Plan { access: Access::Keys(vec![key]), ordering: PlanOrdering::Natural, filter: None, key_text: T::display_key, exact: true })
     }
 
     /// Candidates in the access path's order (or reversed), with the predicate applied.
