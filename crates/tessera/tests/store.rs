@@ -259,11 +259,13 @@ fn the_feed_reports_each_commit_once_in_order_with_old_and_new_values() {
     let (_dir, path) = temp();
     let db = Db::open(&path).unwrap();
     let ks = db.keyspace("ks").unwrap();
+    let other = db.keyspace("other").unwrap();
     db.write(|tx| tx.put(&ks, b"existing", b"1")).unwrap();
     let stream = db.subscribe();
     db.write(|tx| {
         tx.put(&ks, b"new", b"a")?;
         tx.put(&ks, b"existing", b"2")?;
+        tx.put(&other, b"existing", b"o")?; // the same key in another keyspace: its own change
         tx.put(&ks, b"existing", b"3")?; // twice in one transaction: one change
         tx.put(&ks, b"gone", b"x")?;
         tx.delete(&ks, b"gone")?; // inserted then deleted: no change
@@ -288,10 +290,12 @@ fn the_feed_reports_each_commit_once_in_order_with_old_and_new_values() {
         kinds,
         vec![
             (&b"new"[..], ChangeKind::Insert, None, Some(&b"a"[..])),
-            (&b"existing"[..], ChangeKind::Update, Some(&b"1"[..]), Some(&b"3"[..]))
+            (&b"existing"[..], ChangeKind::Update, Some(&b"1"[..]), Some(&b"3"[..])),
+            (&b"existing"[..], ChangeKind::Insert, None, Some(&b"o"[..]))
         ]
     );
-    assert_eq!(&*first.changes[0].keyspace, "ks");
+    let keyspaces: Vec<&str> = first.changes.iter().map(|c| &*c.keyspace).collect();
+    assert_eq!(keyspaces, ["ks", "ks", "other"]);
     let second = batch(stream.recv_timeout(Duration::from_secs(5)));
     assert_eq!((second.changes[0].kind, second.changes[0].old.as_deref()), (ChangeKind::Delete, Some(&b"a"[..])));
     let third = batch(stream.recv_timeout(Duration::from_secs(5)));

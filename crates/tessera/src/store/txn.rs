@@ -7,7 +7,6 @@ use super::{checksum, Inner, Keyspace};
 use crate::error::{Error, Result};
 use heed::{EnvFlags, WithoutTls};
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -411,17 +410,34 @@ impl<'t> Iterator for Entries<'t> {
 #[derive(Default)]
 struct ChangeLog {
     changes: Vec<Change>,
-    /// Position in `changes` of each (keyspace, key) changed so far.
-    positions: HashMap<(Arc<str>, Box<[u8]>), usize>,
+    /// Each change's hash (of keyspace and key) and position in `changes`: the key is stored
+    /// once, in its change, and a lookup compares against it there. The hash is kept so that
+    /// growing the table never hashes a key again.
+    positions: hashbrown::HashTable<(u64, usize)>,
+    /// Keyed by a random key per process (std's SipHash), since keys may come from outside:
+    /// crafted keys cannot make one transaction's log quadratic.
+    hasher: std::hash::RandomState,
 }
 
 impl ChangeLog {
+    fn hash(&self, keyspace: &str, key: &[u8]) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut hasher = self.hasher.build_hasher();
+        keyspace.hash(&mut hasher);
+        key.hash(&mut hasher);
+        hasher.finish()
+    }
+
     fn record(&mut self, keyspace: &Arc<str>, key: &[u8], old: Option<Box<[u8]>>, new: Option<Box<[u8]>>) {
-        let slot = (keyspace.clone(), Box::<[u8]>::from(key));
-        match self.positions.get(&slot) {
-            Some(&position) => self.changes[position].new = new,
+        let hash = self.hash(keyspace, key);
+        let changes = &self.changes;
+        let same = |&(entry_hash, position): &(u64, usize)| {
+            entry_hash == hash && *changes[position].key == *key && *changes[position].keyspace == **keyspace
+        };
+        match self.positions.find(hash, same) {
+            Some(&(_, position)) => self.changes[position].new = new,
             None => {
-                self.positions.insert(slot, self.changes.len());
+                self.positions.insert_unique(hash, (hash, self.changes.len()), |&(entry_hash, _)| entry_hash);
                 let kind = ChangeKind::Insert; // set in `finish`
                 self.changes.push(Change { keyspace: keyspace.clone(), key: key.into(), kind, old, new });
             }
