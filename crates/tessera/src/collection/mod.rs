@@ -579,8 +579,9 @@ impl<T: Record> Collection<T> {
         out
     }
 
-    /// Writes `bytes` under `key` after `old` (the caller's copy of the stored bytes, so that
-    /// the transaction can be written), maintaining indexes.
+    /// Writes `bytes` under `key` after `old` (the caller's copy of the stored bytes, read in
+    /// this transaction, so that the transaction can be written and the change log need not
+    /// read them again), maintaining indexes.
     fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
         if old == Some(bytes) {
             return Ok(WriteOutcome::Unchanged);
@@ -593,7 +594,7 @@ impl<T: Record> Collection<T> {
             let state = &*self.state;
             build::update_entries(tx, &state.index_target(), &state.indexes, key, old, Some(bytes))?;
         }
-        tx.put(&self.state.records, key, bytes)?;
+        tx.put_after_read(&self.state.records, key, old, bytes)?;
         Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
     }
 

@@ -529,8 +529,23 @@ impl<'db> WriteTxn<'db> {
     /// Sets `key` to `value`.
     pub fn put(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
-        self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
         let old = if self.log.is_some() { self.old_value(keyspace, key)? } else { None };
+        self.put_logged(keyspace, key, old, value)
+    }
+
+    /// [`WriteTxn::put`] for a caller that has just read `key`'s value in this transaction
+    /// (`old`, `None` for no value): the change log takes `old` instead of a second B-tree
+    /// descent to read it again.
+    pub(crate) fn put_after_read(&mut self, keyspace: &Keyspace, key: &[u8], old: Option<&[u8]>, value: &[u8]) -> Result<()> {
+        Self::check_key(key)?;
+        debug_assert_eq!(self.get(keyspace, key).ok().flatten(), old, "put_after_read given another value than the stored one");
+        let old = if self.log.is_some() { old.map(Box::from) } else { None };
+        self.put_logged(keyspace, key, old, value)
+    }
+
+    /// Stores `value` and records the change (with `old`) while someone listens.
+    fn put_logged(&mut self, keyspace: &Keyspace, key: &[u8], old: Option<Box<[u8]>>, value: &[u8]) -> Result<()> {
+        self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
         if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::empty()) {
             return Err(self.note_error(error));
         }
