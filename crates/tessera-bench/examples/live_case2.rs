@@ -1,5 +1,6 @@
 //! Profiling helper: the live table's case 2 alone (1,000 object subscriptions over 10,000
-//! BenchDocs, one transaction changing every object), beside the refetch of the same objects.
+//! BenchDocs, one transaction changing every object), beside the refetch of the same objects;
+//! `MODE=queries` makes them case 1's queries (`title == "title{i}"`) instead.
 
 use std::time::{Duration, Instant};
 use tessera_bench::crud_model::{parts, BenchDoc};
@@ -11,8 +12,14 @@ fn main() {
     let docs = db.collection::<BenchDoc>().unwrap();
     db.write(|tx| (0..10_000).try_for_each(|i| docs.insert(tx, &parts(i).into()).map(drop))).unwrap();
     let titles: Vec<String> = (0..1000).map(|i| format!("title{i}")).collect();
-    let subs: Vec<_> = titles.iter().map(|title| docs.subscribe_object(title).unwrap()).collect();
-    let live = std::env::var("MODE").map_or(true, |mode| mode != "refetch");
+    let mode = std::env::var("MODE").unwrap_or_default();
+    let live = mode != "refetch";
+    let (objects, queries): (Vec<_>, Vec<_>) = if mode == "queries" {
+        let queries = titles.iter().map(|title| docs.subscribe_query(&docs.filter(BenchDoc::title().eq(title.as_str()))).unwrap());
+        (Vec::new(), queries.inspect(|sub| drop(sub.recv_timeout(Duration::from_secs(60)).unwrap())).collect())
+    } else {
+        (titles.iter().map(|title| docs.subscribe_object(title).unwrap()).collect(), Vec::new())
+    };
     for round in 0..3 {
         let start = Instant::now();
         let mut ended = start;
@@ -24,7 +31,10 @@ fn main() {
         .unwrap();
         let committed = Instant::now();
         if live {
-            for sub in &subs {
+            for sub in &objects {
+                sub.recv_timeout(Duration::from_secs(60)).unwrap();
+            }
+            for sub in &queries {
                 sub.recv_timeout(Duration::from_secs(60)).unwrap();
             }
         } else {

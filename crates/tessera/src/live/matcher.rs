@@ -217,8 +217,11 @@ impl IntervalIndex {
 
 /// The anchored subscriptions of one field.
 #[derive(Default)]
-struct FieldIndex {
-    points: HashMap<Vec<u8>, Vec<u64>>,
+pub(crate) struct FieldIndex {
+    /// By exact component. Looked up for every changed record, so hashed with Fx: the table
+    /// holds subscribers' constants only, so a component crafted to collide costs its lookup
+    /// one more comparison, never a degraded table.
+    points: rustc_hash::FxHashMap<Vec<u8>, Vec<u64>>,
     intervals: Vec<(Interval, u64)>,
     tree: Option<IntervalIndex>,
 }
@@ -279,18 +282,21 @@ impl Matcher {
         }
     }
 
-    /// The anchored fields.
-    pub(crate) fn paths(&self) -> impl Iterator<Item = &str> {
-        self.fields.keys().map(String::as_str)
+    /// Each anchored field's path and index: a commit's changes are looked up field by field,
+    /// so a path is hashed once per commit, not once per change.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&str, &FieldIndex)> {
+        self.fields.iter().map(|(path, field)| (path.as_str(), field))
     }
+}
 
-    /// Calls `found` for every subscription anchored on `path` whose anchor holds `component`.
-    pub(crate) fn lookup(&self, path: &str, component: &[u8], found: &mut impl FnMut(u64)) {
-        let Some(field) = self.fields.get(path) else { return };
-        if let Some(ids) = field.points.get(component) {
+impl FieldIndex {
+    /// Calls `found` for every subscription whose anchor on this field holds `component`
+    /// (after [`Matcher::prepare`]).
+    pub(crate) fn lookup(&self, component: &[u8], found: &mut impl FnMut(u64)) {
+        if let Some(ids) = self.points.get(component) {
             ids.iter().for_each(|id| found(*id));
         }
-        if let Some(tree) = &field.tree {
+        if let Some(tree) = &self.tree {
             tree.stab(component, found);
         }
     }

@@ -586,11 +586,12 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         self.matcher.prepare();
         let mut hits: Vec<Vec<Hit>> = vec![Vec::new(); self.queries.len()];
         let mut component = Vec::with_capacity(32);
-        let paths: Vec<FieldPath> = self.matcher.paths().map(FieldPath::new).collect();
+        let fields: Vec<(FieldPath, &matcher::FieldIndex)> =
+            self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
         // A string primary key's sort key is its stored key behind the string tag: anchors on
         // it are matched without reading the records.
         let string_key = matches!(T::KEY_FIELDS, [_]) && matches!(self.state.shape.resolve(T::KEY_FIELDS[0]), Some(TypeDesc::String));
-        for path in &paths {
+        for (path, field) in &fields {
             let on_key = string_key && **path == *T::KEY_FIELDS[0];
             for (index, change) in changes.iter().enumerate() {
                 for (bytes, is_new) in [(&change.old, false), (&change.new, true)] {
@@ -603,7 +604,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                         let Ok(doc) = Doc::from_trusted_with_keys(bytes, &self.state.keys.shared) else { continue };
                         sort_key::encode_value(path.lookup(doc.root()), &mut component);
                     }
-                    self.matcher.lookup(path, &component, &mut |id| {
+                    field.lookup(&component, &mut |id| {
                         let list = &mut hits[id as usize];
                         match list.last_mut() {
                             Some(last) if last.0 == index => {
