@@ -445,7 +445,8 @@ fn build_unique_indexes<T: Record>(
         return Ok(());
     }
     let stored = all_records(tx, records)?;
-    let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared, key_text: T::display_key };
+    let target =
+        build::IndexTarget { collection: name, keyspace: index_keyspace, records, keys: &record_keys.shared, key_text: T::display_key };
     for (key, bytes) in &stored {
         build::update_entries(tx, &target, &building, key, None, Some(bytes))?;
     }
@@ -492,7 +493,8 @@ fn run_migration<T: Record>(
         }
         tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
-        let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared, key_text: T::display_key };
+        let target =
+            build::IndexTarget { collection: name, keyspace: index_keyspace, records, keys: &record_keys.shared, key_text: T::display_key };
         build::update_entries(tx, &target, &indexes, &key, None, Some(&bytes))?;
     }
     schema.version = T::VERSION;
@@ -914,7 +916,13 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         for index in &indexes {
             expected += 1;
             build::component(Some(bytes), &shared, &index.path, &mut component)?;
-            let entry = build::entry_key(index, &component, key);
+            let entry = match build::entry_key(index, &component, key) {
+                Ok(entry) => entry,
+                Err(error) => {
+                    report.problem(records.name(), key, format!("index `{}` cannot hold this record: {error}", index.path));
+                    continue;
+                }
+            };
             match txn.get(index_keyspace, &entry)? {
                 Some(holder) if holder == key => {}
                 Some(_) => {
@@ -945,7 +953,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
             Some(bytes) => {
                 build::component(Some(bytes), &shared, &index.path, &mut component)?;
-                if build::entry_key(index, &component, primary) != entry_key {
+                if build::entry_key(index, &component, primary).ok().as_deref() != Some(entry_key) {
                     report.problem(
                         index_keyspace.name(),
                         entry_key,
