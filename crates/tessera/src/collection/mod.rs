@@ -32,8 +32,12 @@
 //! primary key's order-preserving encoding (`store::key`), each record one binary document.
 //! Its indexes share keyspace `tessera.idx.NAME`: an entry's key is the index's id byte, the
 //! field's sort key (see `sort_key`) and, except for a unique index's non-null values, the
-//! primary key; its value is the primary key. The schema (shape, key fields, indexes, version)
-//! is a record in `tessera.schema`.
+//! primary key; its value is the primary key. An entry that would be longer than a key (511
+//! bytes) holds a long string's truncated sort key instead (the first 256 escaped bytes, a
+//! marker and a hash of the whole string), always followed by the primary key; a walk in index
+//! order sorts each run of entries that share those bytes by the records' values (see
+//! `sort_key` and `docs/collections.md`, "Index entries"). The schema (shape, key fields,
+//! indexes, version) is a record in `tessera.schema`.
 //!
 //! **Schema changes.** On [`crate::Db::collection`], the stored schema is compared with the
 //! record type: new optional fields and new enum variants are compatible; a new index is

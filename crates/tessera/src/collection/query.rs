@@ -546,8 +546,9 @@ fn in_full_order<'t>(
 }
 
 /// The candidates of an access path in its own order; `in_order` asks an index walk for the
-/// exact order of the indexed field's values (see [`in_full_order`]), which costs nothing
-/// unless the index holds truncated entries.
+/// exact order of the indexed field's values (see [`in_full_order`]): it buffers only runs of
+/// string entries that agree on their first 255 escaped bytes, and reads records early only
+/// for a run that holds a truncated entry.
 fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access, in_order: bool) -> Result<Candidates<'t>> {
     let state = query.collection.state.clone();
     match access {
