@@ -22,8 +22,8 @@ const BUILD_BATCH_RECORDS: usize = 1024;
 /// truncated component ([`sort_key::truncated`]: 256 escaped bytes of prefix and a hash of the
 /// whole string), always followed by the primary key, in unique indexes too (two strings that
 /// share the prefix and the hash still have two entries; the writer compares their records'
-/// values). What still does not fit (a primary key over 243 bytes, or a long value that is
-/// not a string) is [`Error::KeySize`].
+/// values). What still does not fit (a long string beside a primary key over 243 bytes, or
+/// any value beside a primary key that leaves no room for it) is [`Error::KeySize`].
 pub(crate) fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]) -> Result<Vec<u8>> {
     let max = crate::store::KEY_LEN_MAX;
     let with_primary = !index.unique || component.first() == Some(&sort_key::TAG_NULL);
