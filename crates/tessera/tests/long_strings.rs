@@ -314,3 +314,38 @@ fn explain_shows_a_long_equality_as_its_two_entry_ranges() {
     let plan = pages.filter(field("url").ge(text.as_str())).explain().unwrap().to_string();
     assert!(plan.starts_with(r#"index range on url ["eee"#) && plan.contains("…"), "a lower bound cut to 255 bytes: {plan}");
 }
+
+#[test]
+fn a_record_that_no_index_entry_can_hold_can_still_be_deleted() {
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "wide")]
+    struct Plain {
+        #[record(key)]
+        name: String,
+        text: String,
+    }
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "wide")]
+    struct Indexed {
+        #[record(key)]
+        name: String,
+        #[record(index)]
+        text: String,
+    }
+    let (_dir, db) = open();
+    let plain = db.collection::<Plain>().unwrap();
+    let name = "n".repeat(300);
+    db.write(|tx| plain.insert(tx, &Plain { name: name.clone(), text: "t".repeat(600) }).map(drop)).unwrap();
+    drop(plain);
+    // A 300-byte key leaves no room even for the truncated entry: the build fails.
+    let indexed = db.collection::<Indexed>().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while indexed.index_failure("text").is_none() {
+        assert!(std::time::Instant::now() < deadline, "the build never failed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(indexed.index_failure("text").unwrap().contains("key"), "{:?}", indexed.index_failure("text"));
+    // The record has no entry to remove; deleting it used to fail with KeySize.
+    db.write(|tx| indexed.delete(tx, name.as_str()).map(drop)).unwrap();
+    assert_eq!(indexed.all().count(&db).unwrap(), 0);
+}

@@ -108,7 +108,8 @@ pub(crate) fn update_entries<'i>(
         if had && has && old_component == new_component {
             continue;
         }
-        let remove = if had { Some(entry_key(index, &old_component, primary_key)?) } else { None };
+        // An old value no entry can hold (an index whose build failed on it) has none to remove.
+        let remove = if had { entry_key(index, &old_component, primary_key).ok() } else { None };
         let add = if has {
             let entry = entry_key(index, &new_component, primary_key)?;
             if index.unique {
