@@ -13,18 +13,44 @@ use tessera_value::{Doc, SharedKeys};
 /// most about a millisecond for the build's transaction.
 const BUILD_BATCH_RECORDS: usize = 1024;
 
-/// The index entry's key for a record whose field has sort key `component`. Unique indexes
+/// The index entry's key for a record whose field has the full sort key `component` (as
+/// [`component`] computes it): the index id, the component and the primary key. Unique indexes
 /// key non-null values by the value alone, so that a second record with it collides.
-pub(crate) fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(1 + component.len() + primary_key.len());
-    out.push(index.id);
-    out.extend_from_slice(component);
-    if !index.unique || component[0] == sort_key::TAG_NULL {
-        out.extend_from_slice(primary_key);
+///
+/// An entry that fits in a key ([`crate::store::KEY_LEN_MAX`], 511 bytes) is exactly that, as it
+/// has always been. A longer one, which only a long string makes, takes the string's
+/// truncated component ([`sort_key::truncated`]: 256 escaped bytes of prefix and a hash of the
+/// whole string), always followed by the primary key, in unique indexes too (two strings that
+/// share the prefix and the hash still have two entries; the writer compares their records'
+/// values). What still does not fit (a long string beside a primary key over 243 bytes, or
+/// any value beside a primary key that leaves no room for it) is [`Error::KeySize`].
+pub(crate) fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]) -> Result<Vec<u8>> {
+    let max = crate::store::KEY_LEN_MAX;
+    let with_primary = !index.unique || component.first() == Some(&sort_key::TAG_NULL);
+    let len = 1 + component.len() + if with_primary { primary_key.len() } else { 0 };
+    if len <= max {
+        let mut out = Vec::with_capacity(len);
+        out.push(index.id);
+        out.extend_from_slice(component);
+        if with_primary {
+            out.extend_from_slice(primary_key);
+        }
+        return Ok(out);
     }
-    out
+    let Some(truncated) = sort_key::truncated(component) else { return Err(Error::KeySize { len, max }) };
+    let len = 1 + truncated.len() + primary_key.len();
+    if len > max {
+        return Err(Error::KeySize { len, max });
+    }
+    let mut out = Vec::with_capacity(len);
+    out.push(index.id);
+    out.extend_from_slice(&truncated);
+    out.extend_from_slice(primary_key);
+    Ok(out)
 }
 
+/// Computes the full sort key of the field at `path` of a stored record into `out`; `false`
+/// (and `out` empty) when there is no record.
 pub(crate) fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, out: &mut Vec<u8>) -> Result<bool> {
     out.clear();
     let Some(bytes) = record else { return Ok(false) };
@@ -33,11 +59,13 @@ pub(crate) fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, ou
     Ok(true)
 }
 
-/// Where a collection's index entries go: its name (for errors), its index keyspace, and the
+/// Where a collection's index entries go: its name (for errors), its index keyspace, its
+/// records (read to tell a unique value from another with the same truncated entry), and the
 /// shared keys its records are read with.
 pub(crate) struct IndexTarget<'a> {
     pub(crate) collection: &'a str,
     pub(crate) keyspace: &'a Keyspace,
+    pub(crate) records: &'a Keyspace,
     pub(crate) keys: &'a SharedKeys,
     /// Shows primary keys in errors ([`super::Record::display_key`]).
     pub(crate) key_text: fn(&[u8]) -> Option<String>,
@@ -45,7 +73,13 @@ pub(crate) struct IndexTarget<'a> {
 
 impl CollectionState {
     pub(crate) fn index_target(&self) -> IndexTarget<'_> {
-        IndexTarget { collection: &self.name, keyspace: &self.index_keyspace, keys: &self.keys.shared, key_text: self.key_text }
+        IndexTarget {
+            collection: &self.name,
+            keyspace: &self.index_keyspace,
+            records: &self.records,
+            keys: &self.keys.shared,
+            key_text: self.key_text,
+        }
     }
 }
 
@@ -65,7 +99,7 @@ pub(crate) fn update_entries<'i>(
     old: Option<&[u8]>,
     new: Option<&[u8]>,
 ) -> Result<()> {
-    let IndexTarget { collection, keyspace, keys, key_text } = *target;
+    let IndexTarget { collection, keyspace, keys, key_text, .. } = *target;
     let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
     let mut changes: Vec<EntryChange> = Vec::new();
     for index in indexes {
@@ -74,22 +108,18 @@ pub(crate) fn update_entries<'i>(
         if had && has && old_component == new_component {
             continue;
         }
-        let remove = had.then(|| entry_key(index, &old_component, primary_key));
+        // An old value no entry can hold (an index whose build failed on it) has none to remove.
+        let remove = if had { entry_key(index, &old_component, primary_key).ok() } else { None };
         let add = if has {
-            let entry = entry_key(index, &new_component, primary_key);
-            if entry.len() > crate::store::KEY_LEN_MAX {
-                return Err(Error::KeySize { len: entry.len(), max: crate::store::KEY_LEN_MAX });
-            }
+            let entry = entry_key(index, &new_component, primary_key)?;
             if index.unique {
-                if let Some(holder) = tx.get(keyspace, &entry)? {
-                    if holder != primary_key {
-                        return Err(Error::UniqueViolation {
-                            collection: collection.to_owned(),
-                            index: index.path.clone(),
-                            key: show_key(key_text, primary_key),
-                            holder: show_key(key_text, holder),
-                        });
-                    }
+                if let Some(holder) = unique_holder(tx, target, index, &entry, &new_component, primary_key)? {
+                    return Err(Error::UniqueViolation {
+                        collection: collection.to_owned(),
+                        index: index.path.clone(),
+                        key: show_key(key_text, primary_key),
+                        holder: show_key(key_text, &holder),
+                    });
                 }
             }
             Some(entry)
@@ -106,6 +136,63 @@ pub(crate) fn update_entries<'i>(
             tx.put(keyspace, &entry, primary_key)?;
         }
     }
+    Ok(())
+}
+
+/// The primary key of another record that holds the value whose full component is
+/// `component` in unique index `index`, if any; `entry` is the new record's entry. A NULL has no
+/// holder (NULLs may repeat). A full entry is keyed by the value alone: whoever it names holds
+/// the value. A truncated entry is keyed by the prefix, the hash and the primary key, so every
+/// entry with the same prefix and hash is looked at, and its record's value compared: two
+/// different strings whose hashes collide are both stored, never refused.
+fn unique_holder(
+    tx: &WriteTxn<'_>,
+    target: &IndexTarget<'_>,
+    index: &IndexState,
+    entry: &[u8],
+    component: &[u8],
+    primary_key: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    if component.first() == Some(&sort_key::TAG_NULL) {
+        return Ok(None);
+    }
+    if !sort_key::is_truncated(&entry[1..]) {
+        return Ok(tx.get(target.keyspace, entry)?.filter(|holder| *holder != primary_key).map(<[u8]>::to_vec));
+    }
+    let same_hash = &entry[..entry.len() - primary_key.len()];
+    let holders: Vec<Vec<u8>> = tx
+        .prefix(target.keyspace, same_hash)?
+        .filter_map(|found| match found {
+            Ok((_, holder)) => (holder != primary_key).then(|| Ok(holder.to_vec())),
+            Err(error) => Some(Err(error)),
+        })
+        .collect::<Result<_>>()?;
+    let mut theirs = Vec::new();
+    for holder in holders {
+        let Some(record) = tx.get(target.records, &holder)? else {
+            return Err(Error::Corrupted(format!(
+                "collection {:?}: index `{}` entry {} names key {}, which has no record",
+                target.collection,
+                index.path,
+                crate::store::key::hex(same_hash),
+                show_key(target.key_text, &holder)
+            )));
+        };
+        component_of(record, target, &holder, &index.path, &mut theirs)?;
+        if theirs == component {
+            return Ok(Some(holder));
+        }
+    }
+    Ok(None)
+}
+
+/// [`component`] of a stored record that must open: a record that does not is
+/// [`Error::RecordDecode`] naming it.
+fn component_of(record: &[u8], target: &IndexTarget<'_>, key: &[u8], path: &str, out: &mut Vec<u8>) -> Result<()> {
+    out.clear();
+    let doc = Doc::from_trusted_with_keys(record, target.keys)
+        .map_err(|error| super::decode_error(target.collection, target.key_text, key, error))?;
+    sort_key::encode_value(crate::query::lookup(doc.root(), path), out);
     Ok(())
 }
 
@@ -193,4 +280,51 @@ fn mark_ready(db: &Db, state: &CollectionState, id: u8) -> Result<()> {
         index.ready.store(true, Ordering::Release);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::collection::{sort_key, Record};
+    use crate::store::key::encode;
+
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "slugs")]
+    struct Slug {
+        #[record(key)]
+        id: u32,
+        #[record(unique)]
+        slug: String,
+    }
+
+    #[test]
+    fn a_hash_collision_in_a_unique_index_compares_the_records_values() {
+        // No XXH3 collision is known to put in a test: forge the entry a colliding record
+        // would have. Record 1 holds `a`; an entry with `b`'s prefix and hash names record 1,
+        // as if `a` and `b` had one hash.
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let slugs = db.collection::<Slug>().unwrap();
+        let prefix = "s".repeat(600);
+        let (a, b) = (format!("{prefix}a"), format!("{prefix}b"));
+        db.write(|tx| slugs.insert(tx, &Slug { id: 1, slug: a.clone() }).map(drop)).unwrap();
+        let mut component = Vec::new();
+        sort_key::encode_literal(&crate::query::Literal::Str(b.clone()), &mut component);
+        let truncated = sort_key::truncated(&component).unwrap();
+        let forged = [&[slugs.state.indexes[0].id][..], &truncated, &encode(&1u32)].concat();
+        let keyspace = slugs.state.index_keyspace.clone();
+        db.write(|tx| tx.put(&keyspace, &forged, &encode(&1u32))).unwrap();
+
+        // `b` is not `a`: stored, not refused as a violation.
+        db.write(|tx| slugs.insert(tx, &Slug { id: 2, slug: b.clone() }).map(drop)).unwrap();
+        // A second `b` is refused, naming the record that really holds it.
+        match db.write(|tx| slugs.insert(tx, &Slug { id: 3, slug: b.clone() })) {
+            Err(crate::Error::UniqueViolation { holder, .. }) => assert_eq!(holder, "2"),
+            other => panic!("expected a unique violation, got {other:?}"),
+        }
+        let found = slugs.filter(crate::query::field("slug").eq(b.as_str())).fetch(&db).unwrap();
+        assert_eq!(found, [Slug { id: 2, slug: b }]);
+        // The forged entry does not match its record: the check says so.
+        let report = db.check().unwrap();
+        assert!(report.problems.iter().any(|problem| problem.what.contains("does not match its record's value")), "{report}");
+    }
 }

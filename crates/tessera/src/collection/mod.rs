@@ -32,8 +32,12 @@
 //! primary key's order-preserving encoding (`store::key`), each record one binary document.
 //! Its indexes share keyspace `tessera.idx.NAME`: an entry's key is the index's id byte, the
 //! field's sort key (see `sort_key`) and, except for a unique index's non-null values, the
-//! primary key; its value is the primary key. The schema (shape, key fields, indexes, version)
-//! is a record in `tessera.schema`.
+//! primary key; its value is the primary key. An entry that would be longer than a key (511
+//! bytes) holds a long string's truncated sort key instead (the first 256 escaped bytes, a
+//! marker and a hash of the whole string), always followed by the primary key; a walk in index
+//! order sorts each run of entries that share those bytes by the records' values (see
+//! `sort_key` and `docs/collections.md`, "Index entries"). The schema (shape, key fields,
+//! indexes, version) is a record in `tessera.schema`.
 //!
 //! **Schema changes.** On [`crate::Db::collection`], the stored schema is compared with the
 //! record type: new optional fields and new enum variants are compatible; a new index is
@@ -445,7 +449,8 @@ fn build_unique_indexes<T: Record>(
         return Ok(());
     }
     let stored = all_records(tx, records)?;
-    let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared, key_text: T::display_key };
+    let target =
+        build::IndexTarget { collection: name, keyspace: index_keyspace, records, keys: &record_keys.shared, key_text: T::display_key };
     for (key, bytes) in &stored {
         build::update_entries(tx, &target, &building, key, None, Some(bytes))?;
     }
@@ -492,7 +497,8 @@ fn run_migration<T: Record>(
         }
         tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
-        let target = build::IndexTarget { collection: name, keyspace: index_keyspace, keys: &record_keys.shared, key_text: T::display_key };
+        let target =
+            build::IndexTarget { collection: name, keyspace: index_keyspace, records, keys: &record_keys.shared, key_text: T::display_key };
         build::update_entries(tx, &target, &indexes, &key, None, Some(&bytes))?;
     }
     schema.version = T::VERSION;
@@ -915,7 +921,13 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         for index in &indexes {
             expected += 1;
             build::component(Some(bytes), &shared, &index.path, &mut component)?;
-            let entry = build::entry_key(index, &component, key);
+            let entry = match build::entry_key(index, &component, key) {
+                Ok(entry) => entry,
+                Err(error) => {
+                    report.problem(records.name(), key, format!("index `{}` cannot hold this record: {error}", index.path));
+                    continue;
+                }
+            };
             match txn.get(index_keyspace, &entry)? {
                 Some(holder) if holder == key => {}
                 Some(_) => {
@@ -946,7 +958,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
             Some(bytes) => {
                 build::component(Some(bytes), &shared, &index.path, &mut component)?;
-                if build::entry_key(index, &component, primary) != entry_key {
+                if build::entry_key(index, &component, primary).ok().as_deref() != Some(entry_key) {
                     report.problem(
                         index_keyspace.name(),
                         entry_key,

@@ -351,7 +351,7 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
         Expr::Variant(path, variant) => {
             let mut component = Vec::new();
             sort_key::encode_literal(&Literal::Str(variant.clone()), &mut component);
-            index_prefix(state, path, &component)
+            index_value(state, path, component)
         }
         Expr::Str(a, StringOp::StartsWith, prefix) => match &**a {
             Expr::Field(path) if is_single_key::<T>(path) && matches!(state.shape.resolve(path), Some(super::TypeDesc::String)) => {
@@ -359,7 +359,9 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
                 let end = prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
                 Some(Access::KeyRange(Bound::Included(start), end))
             }
-            Expr::Field(path) => index_prefix(state, path, &sort_key::string_prefix(prefix)),
+            // A prefix longer than a truncated entry keeps: every string that starts with it
+            // still starts with its first group's bytes.
+            Expr::Field(path) => index_prefix(state, path, &sort_key::covering_low(sort_key::string_prefix(prefix))),
             _ => None,
         },
         _ => None,
@@ -415,6 +417,17 @@ fn index_prefix(state: &CollectionState, path: &str, component: &[u8]) -> Option
     Some(Access::IndexRange { path: path.to_owned(), start: Bound::Included(start), end })
 }
 
+/// The index entries of one value, whose full component is `component`: those that start
+/// with it, and for a string long enough to have a truncated form those that start with that
+/// (an entry takes it when the full one does not fit in a key: see `build::entry_key`).
+fn index_value(state: &CollectionState, path: &str, component: Vec<u8>) -> Option<Access> {
+    let full = index_prefix(state, path, &component)?;
+    match sort_key::truncated(&component) {
+        Some(truncated) => Some(Access::Union(vec![full, index_prefix(state, path, &truncated)?])),
+        None => Some(full),
+    }
+}
+
 /// `field op literal` as a key lookup, key range or index range.
 fn compare<T: Record>(state: &CollectionState, path: &str, op: CompareOp, literal: &Literal) -> Option<Access> {
     if *literal == Literal::Null {
@@ -440,7 +453,16 @@ fn compare<T: Record>(state: &CollectionState, path: &str, op: CompareOp, litera
     // Integers and floats compare by value, with f64 rounding for large integers: numbers are
     // bounded on the f64 part, inclusively, and the filter decides the boundary.
     let exact = sort_key::literal_tag(literal) != sort_key::TAG_NUMBER;
-    let range = sort_key::literal_range(op, literal, exact)?;
+    if op == CompareOp::Eq && sort_key::literal_tag(literal) == sort_key::TAG_STRING {
+        let mut component = Vec::new();
+        sort_key::encode_literal(literal, &mut component);
+        return index_value(state, path, component);
+    }
+    let mut range = sort_key::literal_range(op, literal, exact)?;
+    // Truncated entries of strings above a long bound may sort below it (they keep only a
+    // prefix): lower the bound to cover them; the filter decides. Upper bounds need nothing:
+    // a truncated entry sorts at or below its string's full component.
+    range.low = sort_key::covering_low(range.low);
     let with_id = |component: &[u8]| [&[index.id][..], component].concat();
     let start = Bound::Included(with_id(&range.low));
     let end = match &range.high {

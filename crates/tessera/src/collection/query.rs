@@ -234,7 +234,11 @@ impl<T: Record> Query<T> {
     /// Candidates in the access path's order (or reversed), with the predicate applied.
     fn matches<'t>(&self, snapshot: &'t dyn Snapshot, plan: &Plan) -> Result<Candidates<'t>> {
         let (access, reversed) = (&plan.access, plan.ordering == PlanOrdering::Reversed);
-        let candidates = if reversed { candidates_reversed(self, snapshot, access)? } else { candidates(self, snapshot, access)? };
+        let candidates = if reversed {
+            candidates_reversed(self, snapshot, access)?
+        } else {
+            candidates(self, snapshot, access, plan.ordering == PlanOrdering::Natural)?
+        };
         let Some(predicate) = self.predicate.clone().filter(|_| !plan.exact) else { return Ok(candidates) };
         let state = self.collection.state.clone();
         // A record that does not open is an error wherever it is met, never a match or a
@@ -448,7 +452,7 @@ fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapsh
                 .iter()
                 .find(|index| &index.path == path)
                 .ok_or_else(|| crate::Error::Corrupted(format!("collection {:?}: planned index `{path}` is missing", state.name)))?;
-            let (id, unique) = (index.id, index.unique);
+            let id = index.id;
             // NULL entries (component tag 00) sort first ascending and stay first descending:
             // walk them forward, then the rest backwards.
             let null_start = vec![id, sort_key::TAG_NULL];
@@ -458,24 +462,22 @@ fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapsh
             let values_from = super::plan::tighter_start(owned(start), Bound::Included(&null_end));
             let nulls = snapshot.entries(&state.index_keyspace, nulls_from, nulls_to)?;
             let values = snapshot.entries_rev(&state.index_keyspace, values_from, owned(end))?;
-            let entries = nulls.chain(ties_ascending(values, unique));
-            Ok(Box::new(entries.map(move |entry| record_of_entry(snapshot, &state, entry))))
+            let entries = nulls.chain(ties_ascending(values));
+            Ok(Box::new(in_full_order(entries, snapshot, state, path, true)))
         }
-        _ => candidates(query, snapshot, access),
+        _ => candidates(query, snapshot, access, true),
     }
 }
 
 /// Reverses each run of equal index values in a descending walk, so that ties come in
-/// ascending primary-key order. An entry's value is its key without the index id and, except
-/// for a unique index's non-NULL values, without the primary key (see `build::entry_key`).
+/// ascending primary-key order. An entry's value is its component (full or truncated), which
+/// ends where its primary key, if it has one, begins (see `build::entry_key`).
 fn ties_ascending<'t>(
     mut descending: impl Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't,
-    unique: bool,
 ) -> impl Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't {
-    let value_of = move |(entry, primary): (&'t [u8], &'t [u8])| -> &'t [u8] {
-        let has_primary = !unique || entry.get(1) == Some(&sort_key::TAG_NULL);
-        let end = if has_primary { entry.len().saturating_sub(primary.len()) } else { entry.len() };
-        &entry[1.min(end)..end]
+    let value_of = move |(entry, _): (&'t [u8], &'t [u8])| -> &'t [u8] {
+        let component = entry.get(1..).unwrap_or_default();
+        sort_key::component_len(component).map_or(component, |len| &component[..len])
     };
     let mut group: Vec<(&'t [u8], &'t [u8])> = Vec::new();
     let mut next: Option<Result<(&'t [u8], &'t [u8])>> = None;
@@ -501,13 +503,77 @@ fn ties_ascending<'t>(
     })
 }
 
-fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {
+/// The candidates of an index entry walk (ascending, or descending as `candidates_reversed`
+/// orders it) in the exact order of the indexed field's values: each run of entries of one
+/// [`sort_key::string_group`] that holds a truncated entry is sorted by its records' full
+/// values (then primary key, ascending), as an in-memory sort would; every other entry is
+/// already where its value belongs (see `sort_key`'s module doc), and passes through.
+fn in_full_order<'t>(
+    mut entries: impl Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't,
+    snapshot: &'t dyn Snapshot,
+    state: Arc<super::CollectionState>,
+    path: &str,
+    descending: bool,
+) -> impl Iterator<Item = Result<Candidate<'t>>> + 't {
+    let order = [(crate::query::FieldPath::new(path), descending)];
+    let group_of = |entry: &'t [u8]| sort_key::string_group(entry.get(1..).unwrap_or_default());
+    let mut ready: std::collections::VecDeque<Result<Candidate<'t>>> = std::collections::VecDeque::new();
+    let mut next: Option<Result<(&'t [u8], &'t [u8])>> = None;
+    std::iter::from_fn(move || loop {
+        if let Some(candidate) = ready.pop_front() {
+            return Some(candidate);
+        }
+        let first = match next.take().or_else(|| entries.next())? {
+            Ok(entry) => entry,
+            Err(error) => return Some(Err(error)),
+        };
+        let Some(group) = group_of(first.0) else { return Some(record_of_entry(snapshot, &state, Ok(first))) };
+        let mut run = vec![first];
+        loop {
+            match entries.next() {
+                Some(Ok(entry)) if group_of(entry.0) == Some(group) => run.push(entry),
+                other => {
+                    next = other;
+                    break;
+                }
+            }
+        }
+        if !run.iter().any(|(entry, _)| sort_key::is_truncated(entry.get(1..).unwrap_or_default())) {
+            ready.extend(run.into_iter().map(|entry| record_of_entry(snapshot, &state, Ok(entry))));
+            continue;
+        }
+        let mut keyed = Vec::with_capacity(run.len());
+        for entry in run {
+            let sorted = record_of_entry(snapshot, &state, Ok(entry)).and_then(|(key, bytes)| {
+                let doc = state.open_record(&key, bytes)?;
+                let mut sort = Vec::new();
+                sort_key::encode_record(&order, Some(doc.root()), &key, &mut sort);
+                Ok((sort, key, bytes))
+            });
+            match sorted {
+                Ok(sorted) => keyed.push(sorted),
+                Err(error) => return Some(Err(error)),
+            }
+        }
+        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        ready.extend(keyed.into_iter().map(|(_, key, bytes)| Ok((key, bytes))));
+    })
+}
+
+/// The candidates of an access path in its own order; `in_order` asks an index walk for the
+/// exact order of the indexed field's values (see [`in_full_order`]): it buffers only runs of
+/// string entries that agree on their first 255 escaped bytes, and reads records early only
+/// for a run that holds a truncated entry.
+fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access, in_order: bool) -> Result<Candidates<'t>> {
     let state = query.collection.state.clone();
     match access {
         Access::Scan => Ok(records_of(snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)?)),
         Access::KeyRange(start, end) => Ok(records_of(snapshot.entries(&state.records, owned(start), owned(end))?)),
-        Access::IndexRange { start, end, .. } => {
+        Access::IndexRange { path, start, end } => {
             let entries = snapshot.entries(&state.index_keyspace, owned(start), owned(end))?;
+            if in_order {
+                return Ok(Box::new(in_full_order(entries, snapshot, state, path, false)));
+            }
             Ok(Box::new(entries.map(move |entry| record_of_entry(snapshot, &state, entry))))
         }
         Access::Keys(keys) if keys.len() == 1 => {

@@ -8,16 +8,49 @@
 //! variant is a unit (`"Red"`) or carries a payload (`{"Image": …}`). Descending components
 //! invert every byte after the tag: the order within a class reverses, classes keep theirs, and
 //! NULL stays first in both directions.
+//!
+//! **Truncated strings.** An index entry is a key, and keys hold at most 511 bytes. A string
+//! component whose escaped bytes are longer than [`STRING_PREFIX_LEN_MAX`] (256) may be stored
+//! in an index entry in its *truncated* form (see [`truncated`]; `build::entry_key` decides
+//! when):
+//!
+//! ```text
+//! full      = 03 · escape(s) · 00 01
+//! truncated = 03 · escape(P) · 00 02 · XXH3-64(s), 8 bytes big-endian
+//! ```
+//!
+//! where `P` is the longest start of `s` whose escaped bytes fit in 256 (255 when the next
+//! byte is a NUL, escaped as two bytes). `00 02` cannot occur inside escaped bytes, and sorts
+//! after `00 01` (the string `P` itself) and before `00 FF` (an escaped NUL) and every other
+//! byte: a truncated component sorts after `P` and before every other string that starts
+//! with `P`, so against every string that does not start with `P` it sorts as `s` does. Only
+//! strings that start with `P` can be out of order, and every such entry agrees with it on its
+//! first [`STRING_GROUP_LEN`] escaped bytes ([`string_group`]): a walk in index order sorts
+//! each run of entries with one group that holds a truncated entry by the records' values.
+//! In-memory sort keys, live results and query constants always use the full form.
 
 use crate::query::{CompareOp, FieldPath, Literal};
 use crate::store::key::KeyPart;
 use tessera_value::{Kind, Value};
+use xxhash_rust::xxh3::xxh3_64;
 
 pub(crate) const TAG_NULL: u8 = 0x00;
 pub(crate) const TAG_BOOL: u8 = 0x01;
 pub(crate) const TAG_NUMBER: u8 = 0x02;
 pub(crate) const TAG_STRING: u8 = 0x03;
 pub(crate) const TAG_OTHER: u8 = 0x04;
+
+/// The most escaped string bytes a truncated component keeps (see the module doc).
+pub(crate) const STRING_PREFIX_LEN_MAX: usize = 256;
+/// The escaped string bytes every truncated component keeps at least (one less than
+/// [`STRING_PREFIX_LEN_MAX`] when the prefix stops before an escaped NUL): the width of a
+/// [`string_group`].
+pub(crate) const STRING_GROUP_LEN: usize = STRING_PREFIX_LEN_MAX - 1;
+/// What follows a truncated component's escaped prefix, where a full one has its terminator
+/// `00 01`.
+const TRUNCATED_MARKER: [u8; 2] = [0x00, 0x02];
+/// Bytes of the whole string's hash at the end of a truncated component.
+const STRING_HASH_LEN: usize = 8;
 
 fn number(as_f64: f64, as_i64: i64, out: &mut Vec<u8>) {
     out.push(TAG_NUMBER);
@@ -120,6 +153,105 @@ pub(crate) fn string_prefix(prefix: &str) -> Vec<u8> {
     out
 }
 
+/// The truncated form of a full string component (`03 · escape(s) · 00 01`, as
+/// [`encode_value`] writes it): the tag, the longest start of `s` whose escaped bytes fit in
+/// [`STRING_PREFIX_LEN_MAX`], `00 02`, and XXH3-64 of all of `s` (big-endian). `None` when
+/// `component` is not a string, or not longer than what a truncated form would keep.
+pub(crate) fn truncated(component: &[u8]) -> Option<Vec<u8>> {
+    let (&TAG_STRING, escaped) = component.split_first()? else { return None };
+    if escaped.len() <= STRING_PREFIX_LEN_MAX + 2 {
+        return None;
+    }
+    let (text, []) = crate::store::key::decode_bytes(escaped)? else { return None };
+    let mut out = Vec::with_capacity(1 + STRING_PREFIX_LEN_MAX + TRUNCATED_MARKER.len() + STRING_HASH_LEN);
+    out.push(TAG_STRING);
+    for &byte in &text {
+        let width = if byte == 0 { 2 } else { 1 };
+        if out.len() - 1 + width > STRING_PREFIX_LEN_MAX {
+            break;
+        }
+        out.push(byte);
+        if byte == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.extend_from_slice(&TRUNCATED_MARKER);
+    out.extend_from_slice(&xxh3_64(&text).to_be_bytes());
+    Some(out)
+}
+
+/// Where the string component at the start of `bytes` (its tag included) ends, and whether it
+/// is truncated; `None` if `bytes` does not start with a whole string component.
+fn string_end(bytes: &[u8]) -> Option<(usize, bool)> {
+    if bytes.first() != Some(&TAG_STRING) {
+        return None;
+    }
+    let mut index = 1;
+    loop {
+        if *bytes.get(index)? != 0 {
+            index += 1;
+            continue;
+        }
+        match *bytes.get(index + 1)? {
+            0xFF => index += 2,
+            0x01 => return Some((index + 2, false)),
+            0x02 => {
+                let end = index + 2 + STRING_HASH_LEN;
+                return (bytes.len() >= end).then_some((end, true));
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The length of the (ascending) component at the start of `bytes`, full or truncated; `None`
+/// when `bytes` does not start with one. An index entry's component ends there and its primary
+/// key, if it has one, begins.
+pub(crate) fn component_len(bytes: &[u8]) -> Option<usize> {
+    match *bytes.first()? {
+        TAG_NULL | TAG_OTHER => Some(1),
+        TAG_BOOL => (bytes.len() >= 2).then_some(2),
+        TAG_NUMBER => (bytes.len() >= 17).then_some(17),
+        TAG_STRING => string_end(bytes).map(|(end, _)| end),
+        _ => None,
+    }
+}
+
+/// Whether `bytes` starts with a truncated string component.
+pub(crate) fn is_truncated(bytes: &[u8]) -> bool {
+    string_end(bytes).is_some_and(|(_, truncated)| truncated)
+}
+
+/// The first `1 + STRING_GROUP_LEN` bytes of the string component at the start of `bytes`,
+/// when its escaped string has that many bytes before its end; `None` otherwise (not a
+/// string, or a shorter one). Every component, full or truncated, of a string that starts with
+/// a truncated component's prefix has the truncated component's group, and the entries of one
+/// group are adjacent in index order.
+pub(crate) fn string_group(bytes: &[u8]) -> Option<&[u8]> {
+    if bytes.first() != Some(&TAG_STRING) {
+        return None;
+    }
+    let mut index = 1;
+    while index < 1 + STRING_GROUP_LEN {
+        if *bytes.get(index)? == 0 && *bytes.get(index + 1)? != 0xFF {
+            return None; // the terminator or the truncation marker: a shorter string
+        }
+        index += if bytes[index] == 0 { 2 } else { 1 };
+    }
+    bytes.get(..1 + STRING_GROUP_LEN)
+}
+
+/// A lower bound of index components, lowered so that it is also at or below the truncated
+/// component of every string it was at or below: a string bound longer than a group is cut to
+/// its group's length. A truncated component starts with its string's first
+/// `1 + STRING_GROUP_LEN` bytes, which are at or above the bound's when the string is.
+pub(crate) fn covering_low(mut low: Vec<u8>) -> Vec<u8> {
+    if low.first() == Some(&TAG_STRING) {
+        low.truncate(1 + STRING_GROUP_LEN);
+    }
+    low
+}
+
 /// A half-open range `[low, high)` of components; `high == None` is unbounded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Interval {
@@ -206,6 +338,12 @@ pub(crate) fn describe(component: &[u8]) -> String {
         }
         Some((&TAG_STRING, rest)) => match crate::store::key::decode_bytes(rest) {
             Some((text, [])) => format!("{:?}", String::from_utf8_lossy(&text)),
+            // A truncated component: its prefix, then the whole string's hash.
+            _ if string_end(component) == Some((component.len(), true)) => {
+                let (prefix, hash) = rest.split_at(rest.len() - TRUNCATED_MARKER.len() - STRING_HASH_LEN);
+                let prefix = crate::store::key::decode_bytes(&[prefix, &[0x00, 0x01]].concat()).map(|(text, _)| text).unwrap_or_default();
+                format!("{:?}… (hash {})", String::from_utf8_lossy(&prefix), crate::store::key::hex(&hash[TRUNCATED_MARKER.len()..]))
+            }
             // A prefix bound: the escaped bytes without their terminator.
             _ => format!("{:?}…", String::from_utf8_lossy(&rest.iter().copied().filter(|&b| b != 0xFF).collect::<Vec<u8>>())),
         },
@@ -267,6 +405,53 @@ mod tests {
         assert_eq!(key_of("2", false), key_of("2.0", false));
         assert_eq!(key_of("0", false), key_of("-0.0", false));
         assert_eq!(key_of(r#"{"Image": [1]}"#, false), key_of(r#""Image""#, false));
+    }
+
+    /// Strings that share long prefixes, with NULs and multi-byte characters, around the
+    /// lengths where a truncated form starts (256 escaped bytes).
+    fn long_string() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let tail = prop::collection::vec(prop_oneof![Just('\0'), Just('a'), Just('b'), Just('é')], 0..8).prop_map(String::from_iter);
+        (prop_oneof![Just(0usize), 250usize..262, Just(600)], tail).prop_map(|(len, tail)| format!("{}{tail}", "p".repeat(len)))
+    }
+
+    fn full(text: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_literal(&Literal::Str(text.to_owned()), &mut out);
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn truncated_components_sort_at_their_prefix(a in long_string(), b in long_string()) {
+            use proptest::prop_assert;
+            let (full_a, full_b) = (full(&a), full(&b));
+            let Some(short_a) = truncated(&full_a) else {
+                prop_assert!(full_a.len() - 3 <= STRING_PREFIX_LEN_MAX);
+                return Ok(());
+            };
+            // The truncated form parses, and has the full form's group.
+            prop_assert!(is_truncated(&short_a) && !is_truncated(&full_a));
+            prop_assert!(component_len(&[&short_a[..], b"pk"].concat()) == Some(short_a.len()));
+            prop_assert!(component_len(&[&full_a[..], b"pk"].concat()) == Some(full_a.len()));
+            prop_assert!(string_group(&short_a).is_some() && string_group(&short_a) == string_group(&full_a));
+            let prefix = crate::store::key::decode_bytes(&[&short_a[1..short_a.len() - 10], &[0, 1]].concat()).unwrap().0;
+            prop_assert!(a.as_bytes().starts_with(&prefix) && prefix.len() < a.len());
+            // Against a string that does not start with the prefix, it sorts as the string does.
+            if !b.as_bytes().starts_with(&prefix) || b.len() == prefix.len() {
+                prop_assert!(short_a.cmp(&full_b) == a.cmp(&b));
+            } else {
+                prop_assert!(string_group(&full_b) == string_group(&short_a), "one group holds every string with the prefix");
+            }
+            // Bounds: below every string above b, above every string below b.
+            if a >= b {
+                prop_assert!(covering_low(full_b.clone()) <= short_a);
+            }
+            if a < b {
+                prop_assert!(short_a < full_b);
+            }
+            prop_assert!(short_a < full_a);
+        }
     }
 
     #[test]
