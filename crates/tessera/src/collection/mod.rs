@@ -274,6 +274,9 @@ pub(crate) struct CollectionState {
     pub(crate) keys: RecordKeys,
     /// The record type's [`Record::display_key`].
     key_text: fn(&[u8]) -> Option<String>,
+    /// The type of the primary key's one field (`None` for a composite key), resolved once
+    /// for the planner's exact key lookups.
+    pub(crate) single_key_type: Option<TypeDesc>,
     type_id: std::any::TypeId,
 }
 
@@ -419,6 +422,10 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         Ok((schema, record_keys))
     })?;
     let indexes = schema.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect();
+    let single_key_type = match T::KEY_FIELDS {
+        [field] => shape.resolve(field).cloned(),
+        _ => None,
+    };
     Ok(CollectionState {
         name: name.to_owned(),
         records,
@@ -427,6 +434,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         indexes,
         keys: record_keys,
         key_text: T::display_key,
+        single_key_type,
         type_id: std::any::TypeId::of::<T>(),
     })
 }

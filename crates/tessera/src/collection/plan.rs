@@ -163,7 +163,7 @@ pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate:
     let Some((path, CompareOp::Eq, literal)) = comparison(predicate) else { return false };
     is_single_key::<T>(path)
         && matches!(
-            (state.shape.resolve(path), literal),
+            (state.single_key_type.as_ref(), literal),
             (Some(super::TypeDesc::String), Literal::Str(_)) | (Some(super::TypeDesc::Int), Literal::Int(_))
         )
 }

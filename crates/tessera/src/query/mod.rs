@@ -209,7 +209,9 @@ pub enum Expr {
 /// assert_eq!(&*path, "pos.x");
 /// ```
 pub struct FieldPath {
-    text: String,
+    /// Borrowed for a typed field's path (a `'static` name from the derive), so that building
+    /// a query from [`Field`]s allocates no path text.
+    text: std::borrow::Cow<'static, str>,
     /// The steps' ids in the first shared-key table the path met (a collection's), so that
     /// records opened with that table are read by integer ids alone.
     resolved: std::sync::OnceLock<ResolvedSteps>,
@@ -230,7 +232,11 @@ struct ResolvedSteps {
 impl FieldPath {
     /// The path `text` (steps separated by `.`).
     pub fn new(text: &str) -> Self {
-        FieldPath { text: text.to_owned(), resolved: std::sync::OnceLock::new(), by_name: std::sync::OnceLock::new() }
+        FieldPath::from_text(std::borrow::Cow::Owned(text.to_owned()))
+    }
+
+    fn from_text(text: std::borrow::Cow<'static, str>) -> Self {
+        FieldPath { text, resolved: std::sync::OnceLock::new(), by_name: std::sync::OnceLock::new() }
     }
 
     /// The value at this path in `record`; `None` when a step is missing.
@@ -271,7 +277,7 @@ impl std::ops::Deref for FieldPath {
 
 impl Clone for FieldPath {
     fn clone(&self) -> Self {
-        FieldPath::new(&self.text)
+        FieldPath::from_text(self.text.clone())
     }
 }
 
@@ -742,7 +748,7 @@ impl<T> Field<T> {
     }
 
     fn expr(self) -> Expr {
-        field(self.path)
+        Expr::Field(FieldPath::from_text(std::borrow::Cow::Borrowed(self.path)))
     }
 
     /// `self == value`
