@@ -7,6 +7,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use tessera::{Db, DictEvent, DictionaryOptions, Error, FeedEvent};
 
+#[path = "fixtures/colliding_keys.rs"]
+mod colliding_keys;
+use colliding_keys::colliding_long_keys;
+
 fn open(dir: &tempfile::TempDir) -> Db {
     Db::open(dir.path().join("dict.tessera")).unwrap()
 }
@@ -263,43 +267,6 @@ fn flush_makes_every_threads_writes_durable() {
     let dict = db.dictionary_with("flush", DictionaryOptions::default()).unwrap();
     assert_eq!(dict.keys().unwrap().len(), 4000);
     assert_eq!(dict.get::<u32>("3-999").unwrap(), Some(999));
-}
-
-/// `count` distinct keys of 520 bytes with one long-key hash: each is a 512-byte prefix and a
-/// last 8-byte word chosen to bring the hash state to that of the first key (the round
-/// function is invertible), kept when that word is ASCII.
-fn colliding_long_keys(count: usize) -> Vec<String> {
-    const MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
-    // The inverse of the multiplier modulo 2^64, by Newton's iteration.
-    let mut inverse: u64 = 1;
-    for _ in 0..7 {
-        inverse = inverse.wrapping_mul(2u64.wrapping_sub(MULTIPLIER.wrapping_mul(inverse)));
-    }
-    assert_eq!(MULTIPLIER.wrapping_mul(inverse), 1);
-    let state_after = |prefix: &[u8]| {
-        let mut state = 520u64;
-        for word in prefix.chunks(8) {
-            state = (state.rotate_left(5) ^ u64::from_le_bytes(word.try_into().unwrap())).wrapping_mul(MULTIPLIER);
-        }
-        state
-    };
-    let prefix_of = |n: u64| format!("{n:0512}").into_bytes();
-    let target = (state_after(&prefix_of(0)).rotate_left(5) ^ u64::from_le_bytes(*b"collide!")).wrapping_mul(MULTIPLIER);
-    let mut keys = Vec::new();
-    for n in 0u64.. {
-        let prefix = prefix_of(n);
-        let word = target.wrapping_mul(inverse) ^ state_after(&prefix).rotate_left(5);
-        let word = word.to_le_bytes();
-        if word.iter().all(|b| b.is_ascii()) {
-            let mut key = prefix;
-            key.extend_from_slice(&word);
-            keys.push(String::from_utf8(key).unwrap());
-            if keys.len() == count {
-                return keys;
-            }
-        }
-    }
-    unreachable!()
 }
 
 #[test]
