@@ -269,13 +269,17 @@ fn flush_makes_every_threads_writes_durable() {
     assert_eq!(dict.get::<u32>("3-999").unwrap(), Some(999));
 }
 
+/// Keys crafted to share the unkeyed hash that placed long keys up to storage format 4 all
+/// work, through removals, overwrites and reuse. Since format 5 the file's keyed hash spreads
+/// them over ranges of their own (`tests/keyed_hash.rs`); many keys in one range, which it
+/// makes too rare to meet, are tested with a constant hash in `dictionary::keys`.
 #[test]
-fn any_number_of_long_keys_may_share_a_hash() {
+fn long_keys_crafted_to_share_the_format_4_hash_all_work() {
     let keys = colliding_long_keys(300);
     assert_eq!(keys[0].len(), 520);
     assert!(keys[0].ends_with("collide!"));
     let hash = tessera_value::layout::key_hash_v1(keys[0].as_bytes());
-    assert!(keys.iter().all(|key| tessera_value::layout::key_hash_v1(key.as_bytes()) == hash), "one hash");
+    assert!(keys.iter().all(|key| tessera_value::layout::key_hash_v1(key.as_bytes()) == hash), "one format-4 hash");
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open(&dir);
@@ -291,7 +295,7 @@ fn any_number_of_long_keys_may_share_a_hash() {
     for (i, key) in keys.iter().enumerate() {
         assert_eq!(dict.get::<u64>(key).unwrap(), Some(i as u64), "key {i}");
     }
-    // Remove every third key, overwrite the rest, and add new ones that reuse freed suffixes.
+    // Remove every third key, overwrite the rest, and add new ones.
     for (i, key) in keys.iter().enumerate() {
         if i % 3 == 0 {
             dict.remove(key).unwrap();
