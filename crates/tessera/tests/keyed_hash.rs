@@ -254,3 +254,28 @@ fn check_flags_a_long_key_stored_under_another_hash() {
     assert_eq!(problem.keyspace, "tessera.dictionary.default");
     assert!(problem.what.contains("stored under another hash"), "{report}");
 }
+
+#[test]
+fn a_damaged_long_key_stops_the_migration_and_nothing_of_it_is_written() {
+    // Moved, the damaged record would get a new checksum that hid the damage.
+    let (_dir, path) = copy_of_fixture();
+    let damaged = with_raw(&path, |env, txn| {
+        let handle = raw_db(env, txn, "tessera.dictionary.default");
+        let (stored, mut record) =
+            handle.prefix_iter(txn, &[0xFF]).unwrap().next().unwrap().map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap();
+        record[3] ^= 0x04;
+        handle.put(txn, &stored, &record).unwrap();
+        stored
+    });
+    match Db::open(&path) {
+        Err(Error::Corrupted(message)) => {
+            assert!(message.contains("tessera.dictionary.default"), "{message}");
+            assert!(message.contains(&damaged.iter().map(|byte| format!("{byte:02x}")).collect::<String>()), "{message}");
+        }
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("opened a file whose migration met a damaged record"),
+    }
+    assert_eq!(recorded_version(&path), 4);
+    assert_eq!(meta_value(&path, b"hash_key"), None);
+    assert_eq!(distinct_ranges(&path, "default"), 5 + 1, "nothing moved");
+}
