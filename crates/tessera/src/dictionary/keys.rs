@@ -8,11 +8,11 @@
 //!
 //! The hash is SipHash-1-3 keyed with the file's hash key ([`LongKeyHash`], storage format 5;
 //! formats 1 to 4 used the unkeyed `key_hash_v1`, and [`replace_long_keys`] moves their long
-//! keys when such a file is migrated). Every long key with one hash lies in one key range, `0xFF hash ..`, and a lookup
-//! scans that range comparing full keys, so any number of keys may share a hash: a collision
-//! costs a longer scan, never a refused or lost write, and without the file's key nobody can
-//! make one on purpose. The suffix is one byte (0..=254) for the first 255 keys of a hash,
-//! then `0xFF` and a big-endian u32.
+//! keys when such a file is migrated). Every long key with one hash lies in one key range,
+//! `0xFF hash ..`, and a lookup scans that range comparing full keys, so any number of keys
+//! may share a hash: a collision costs a longer scan, never a refused or lost write, and
+//! without the file's key nobody can make one on purpose. The suffix is one byte (0..=254)
+//! for the first 255 keys of a hash, then `0xFF` and a big-endian u32.
 
 use crate::error::{Error, Result};
 use crate::store::{key, HashKey, Keyspace, ReadTxn, Snapshot, WriteTxn};
