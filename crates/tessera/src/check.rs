@@ -7,7 +7,8 @@
 //! values, are skipped); every collection's schema and shared-key table parse; every record
 //! validates as a binary document with those keys; every index entry points at a record whose
 //! value gives exactly that entry, and every record has its entry in every built index; every
-//! dictionary entry's key and value parse; every document field's key is a document id followed
+//! dictionary entry's key and value parse, and every long key lies under the file's keyed
+//! hash of it (storage format 5); every document field's key is a document id followed
 //! by a field path of non-empty names. (A document field's value is not checked: a
 //! `FieldTransform` may store any bytes there. Damage to LMDB's own B-tree pages can still crash
 //! the process: see `docs/storage.md`.)
@@ -147,7 +148,7 @@ impl Db {
                 let Some(keyspace) = self.existing_keyspace(&txn, name)? else { continue };
                 report.keyspaces += 1;
                 if name.starts_with("tessera.dictionary.") {
-                    crate::dictionary::check(&txn, &keyspace, &mut report)?;
+                    crate::dictionary::check(self, &txn, &keyspace, &mut report)?;
                 } else {
                     check_document_fields(&txn, &keyspace, &mut report)?;
                 }

@@ -160,7 +160,7 @@ fn a_file_of_format_3_gets_its_checksums_when_opened() {
     drop((notes, raw, db));
     with_raw(&path, |env, txn| {
         let version = raw_db(env, txn, "tessera.meta").get(txn, b"format_version").unwrap().unwrap().to_vec();
-        assert_eq!(version, 4u32.to_be_bytes());
+        assert_eq!(version, tessera::store::STORAGE_FORMAT_VERSION.to_be_bytes());
         let stored = raw_db(env, txn, "raw").get(txn, b"k").unwrap().unwrap().to_vec();
         assert_eq!(stored.len(), b"value".len() + 4, "the checksum follows the value");
     });

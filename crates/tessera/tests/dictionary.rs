@@ -7,6 +7,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use tessera::{Db, DictEvent, DictionaryOptions, Error, FeedEvent};
 
+#[path = "fixtures/colliding_keys.rs"]
+mod colliding_keys;
+use colliding_keys::colliding_long_keys;
+
 fn open(dir: &tempfile::TempDir) -> Db {
     Db::open(dir.path().join("dict.tessera")).unwrap()
 }
@@ -265,50 +269,17 @@ fn flush_makes_every_threads_writes_durable() {
     assert_eq!(dict.get::<u32>("3-999").unwrap(), Some(999));
 }
 
-/// `count` distinct keys of 520 bytes with one long-key hash: each is a 512-byte prefix and a
-/// last 8-byte word chosen to bring the hash state to that of the first key (the round
-/// function is invertible), kept when that word is ASCII.
-fn colliding_long_keys(count: usize) -> Vec<String> {
-    const MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
-    // The inverse of the multiplier modulo 2^64, by Newton's iteration.
-    let mut inverse: u64 = 1;
-    for _ in 0..7 {
-        inverse = inverse.wrapping_mul(2u64.wrapping_sub(MULTIPLIER.wrapping_mul(inverse)));
-    }
-    assert_eq!(MULTIPLIER.wrapping_mul(inverse), 1);
-    let state_after = |prefix: &[u8]| {
-        let mut state = 520u64;
-        for word in prefix.chunks(8) {
-            state = (state.rotate_left(5) ^ u64::from_le_bytes(word.try_into().unwrap())).wrapping_mul(MULTIPLIER);
-        }
-        state
-    };
-    let prefix_of = |n: u64| format!("{n:0512}").into_bytes();
-    let target = (state_after(&prefix_of(0)).rotate_left(5) ^ u64::from_le_bytes(*b"collide!")).wrapping_mul(MULTIPLIER);
-    let mut keys = Vec::new();
-    for n in 0u64.. {
-        let prefix = prefix_of(n);
-        let word = target.wrapping_mul(inverse) ^ state_after(&prefix).rotate_left(5);
-        let word = word.to_le_bytes();
-        if word.iter().all(|b| b.is_ascii()) {
-            let mut key = prefix;
-            key.extend_from_slice(&word);
-            keys.push(String::from_utf8(key).unwrap());
-            if keys.len() == count {
-                return keys;
-            }
-        }
-    }
-    unreachable!()
-}
-
+/// Keys crafted to share the unkeyed hash that placed long keys up to storage format 4 all
+/// work, through removals, overwrites and reuse. Since format 5 the file's keyed hash spreads
+/// them over ranges of their own (`tests/keyed_hash.rs`); many keys in one range, which it
+/// makes too rare to meet, are tested with a constant hash in `dictionary::keys`.
 #[test]
-fn any_number_of_long_keys_may_share_a_hash() {
+fn long_keys_crafted_to_share_the_format_4_hash_all_work() {
     let keys = colliding_long_keys(300);
     assert_eq!(keys[0].len(), 520);
     assert!(keys[0].ends_with("collide!"));
     let hash = tessera_value::layout::key_hash_v1(keys[0].as_bytes());
-    assert!(keys.iter().all(|key| tessera_value::layout::key_hash_v1(key.as_bytes()) == hash), "one hash");
+    assert!(keys.iter().all(|key| tessera_value::layout::key_hash_v1(key.as_bytes()) == hash), "one format-4 hash");
     let dir = tempfile::tempdir().unwrap();
     {
         let db = open(&dir);
@@ -324,7 +295,7 @@ fn any_number_of_long_keys_may_share_a_hash() {
     for (i, key) in keys.iter().enumerate() {
         assert_eq!(dict.get::<u64>(key).unwrap(), Some(i as u64), "key {i}");
     }
-    // Remove every third key, overwrite the rest, and add new ones that reuse freed suffixes.
+    // Remove every third key, overwrite the rest, and add new ones.
     for (i, key) in keys.iter().enumerate() {
         if i % 3 == 0 {
             dict.remove(key).unwrap();

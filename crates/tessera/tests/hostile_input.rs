@@ -206,8 +206,9 @@ fn a_field_path_of_100_000_steps_is_an_unknown_field() {
 
 // ---- hash flooding -----------------------------------------------------------------------
 
-/// `count` distinct 520-byte ASCII keys that all share one `key_hash_v1` (the hash of long
-/// dictionary keys), crafted in their first two 8-byte words: the state after them is the
+/// `count` distinct 520-byte ASCII keys that all share one `key_hash_v1` (the unkeyed hash
+/// that placed long dictionary keys up to storage format 4; format 5's keyed hash spreads
+/// them), crafted in their first two 8-byte words: the state after them is the
 /// same for every key, and the 504 bytes after them are too. Each key takes about 3,000
 /// tries of a multiply.
 fn colliding_keys(count: usize) -> Vec<String> {

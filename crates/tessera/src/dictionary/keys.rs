@@ -6,13 +6,17 @@
 //! 64-bit hash (big-endian) and a suffix that tells colliding keys apart, and its record starts
 //! with the full key (varint length, bytes).
 //!
-//! Every long key with one hash lies in one key range, `0xFF hash ..`, and a lookup scans that
-//! range comparing full keys, so any number of keys may share a hash: a collision costs a
-//! longer scan, never a refused or lost write. The suffix is one byte (0..=254) for the first
-//! 255 keys of a hash, then `0xFF` and a big-endian u32.
+//! The hash is SipHash-1-3 keyed with the file's hash key ([`LongKeyHash`], storage format 5;
+//! formats 1 to 4 used the unkeyed `key_hash_v1`, and [`replace_long_keys`] moves their long
+//! keys when such a file is migrated). Every long key with one hash lies in one key range,
+//! `0xFF hash ..`, and a lookup scans that range comparing full keys, so any number of keys
+//! may share a hash: a collision costs a longer scan, never a refused or lost write, and
+//! without the file's key nobody can make one on purpose. The suffix is one byte (0..=254)
+//! for the first 255 keys of a hash, then `0xFF` and a big-endian u32.
 
 use crate::error::{Error, Result};
-use crate::store::{key, Keyspace, ReadTxn, Snapshot, WriteTxn};
+use crate::store::{key, HashKey, Keyspace, ReadTxn, Snapshot, WriteTxn};
+use siphasher::sip::SipHasher13;
 use std::collections::HashMap;
 use std::ops::Bound;
 use tessera_value::layout::{read_varint, write_varint};
@@ -42,21 +46,42 @@ fn slot(name: &str) -> Slot {
     }
 }
 
-/// The hash of long keys (storage format 1; see `docs/storage.md`): start from the length; for
-/// each 8-byte little-endian word (the last one zero-padded), rotate left by 5, xor the word,
-/// multiply by `0x517cc1b727220a95`; fold the high half into the low half. It only spreads
-/// keys over ranges: collisions are resolved by comparing full keys, so its quality decides
-/// speed, never correctness.
-fn long_key_hash(name: &[u8]) -> u64 {
-    tessera_value::layout::key_hash_v1(name)
+/// The hash that places long keys: SipHash-1-3 keyed with the file's hash key (the key's
+/// first 8 bytes, little-endian, are SipHash's `k0`, the last 8 `k1`), over the key's UTF-8
+/// bytes. It only spreads keys over ranges: collisions are resolved by comparing full keys, so
+/// it decides speed, never correctness; keyed, it also keeps anyone without the file from
+/// choosing keys that collide.
+#[derive(Clone)]
+pub(crate) enum LongKeyHash {
+    /// Storage format 5 and later.
+    Keyed(SipHasher13),
+    /// Every key has this hash: for tests of collisions, which the keyed hash makes too rare
+    /// to meet.
+    #[cfg(test)]
+    Constant(u64),
 }
 
-/// `0xFF` and the hash: the start of every storage key of long keys with this hash.
-fn long_prefix(name: &str) -> [u8; LONG_PREFIX_LEN] {
-    let mut prefix = [0u8; LONG_PREFIX_LEN];
-    prefix[0] = LONG_KEY_MARKER;
-    prefix[1..].copy_from_slice(&long_key_hash(name.as_bytes()).to_be_bytes());
-    prefix
+impl LongKeyHash {
+    /// The hash of the file whose hash key is `hash_key`.
+    pub(crate) fn keyed(hash_key: &HashKey) -> LongKeyHash {
+        LongKeyHash::Keyed(SipHasher13::new_with_key(hash_key))
+    }
+
+    fn hash(&self, name: &[u8]) -> u64 {
+        match self {
+            LongKeyHash::Keyed(hasher) => hasher.hash(name),
+            #[cfg(test)]
+            LongKeyHash::Constant(hash) => *hash,
+        }
+    }
+
+    /// `0xFF` and the hash: the start of every storage key of long keys with this hash.
+    fn prefix(&self, name: &str) -> [u8; LONG_PREFIX_LEN] {
+        let mut prefix = [0u8; LONG_PREFIX_LEN];
+        prefix[0] = LONG_KEY_MARKER;
+        prefix[1..].copy_from_slice(&self.hash(name.as_bytes()).to_be_bytes());
+        prefix
+    }
 }
 
 /// Splits a long key's record into (full key, value).
@@ -176,23 +201,61 @@ impl HashRange {
     }
 }
 
+/// Moves every long key of `keyspace` under `hash`, with fresh suffixes: the migration of a
+/// file of storage format 1 to 4, whose long keys lie under the unkeyed `key_hash_v1`. Only
+/// the storage keys of the long keys are held in memory (at most 14 bytes each) while the
+/// records move one at a time. A record that fails its checksum, or does not start with a
+/// UTF-8 key, stops the migration with `Error::Corrupted` naming keyspace and key: moved, it
+/// would get a new checksum that hid the damage.
+pub(super) fn replace_long_keys(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, hash: &LongKeyHash) -> Result<()> {
+    let old_places: Vec<Vec<u8>> = tx
+        .range(keyspace, (Bound::Included(&[LONG_KEY_MARKER][..]), Bound::Unbounded))?
+        .map(|entry| entry.map(|(stored, _)| stored.to_vec()))
+        .collect::<Result<_>>()?;
+    for stored in old_places {
+        // A key placed earlier in this loop never takes a storage key still in the list: each
+        // new place is a free slot of its range, and the list's keys are all in use.
+        let record = tx.get(keyspace, &stored)?.expect("listed above, and not taken since");
+        let (name, value) = match split_record(record).map(|(full, value)| (std::str::from_utf8(full), value)) {
+            Some((Ok(name), value)) => (name.to_owned(), value.to_vec()),
+            _ => return Err(corrupt_record(keyspace, &stored)),
+        };
+        tx.delete(keyspace, &stored)?;
+        HashRange::load(tx, keyspace, hash.prefix(&name))?.store(tx, keyspace, &name, &value)?;
+    }
+    Ok(())
+}
+
+fn corrupt_record(keyspace: &Keyspace, stored: &[u8]) -> Error {
+    Error::Corrupted(format!(
+        "keyspace {:?}, key {} (hex): a long-key record that does not start with its UTF-8 key",
+        keyspace.name(),
+        key::hex(stored)
+    ))
+}
+
 /// Another key stored under the same hash, and its value.
 pub(super) type Neighbour = (String, Vec<u8>);
 
 /// The value of `name`, read from a read or a write transaction.
-pub(super) fn load(tx: &dyn Snapshot, keyspace: &Keyspace, name: &str) -> Result<Option<Vec<u8>>> {
-    Ok(load_with_neighbours(tx, keyspace, name)?.0)
+pub(super) fn load(tx: &dyn Snapshot, keyspace: &Keyspace, hash: &LongKeyHash, name: &str) -> Result<Option<Vec<u8>>> {
+    Ok(load_with_neighbours(tx, keyspace, hash, name)?.0)
 }
 
 /// The value of `name`, and for a long key every other key stored under its hash with its
 /// value (the scan that finds `name` reads them all, so that a cache can keep them: crafted
 /// keys that share a hash then cost one scan, not one per key).
-pub(super) fn load_with_neighbours(tx: &dyn Snapshot, keyspace: &Keyspace, name: &str) -> Result<(Option<Vec<u8>>, Vec<Neighbour>)> {
+pub(super) fn load_with_neighbours(
+    tx: &dyn Snapshot,
+    keyspace: &Keyspace,
+    hash: &LongKeyHash,
+    name: &str,
+) -> Result<(Option<Vec<u8>>, Vec<Neighbour>)> {
     match slot(name) {
         Slot::Direct(stored) => Ok((tx.get_value(keyspace, &stored)?.map(<[u8]>::to_vec), Vec::new())),
         Slot::Long(name) => {
             let (mut found, mut neighbours) = (None, Vec::new());
-            scan(tx, keyspace, &long_prefix(&name), |_, full, value| {
+            scan(tx, keyspace, &hash.prefix(&name), |_, full, value| {
                 if full == name.as_bytes() {
                     found = Some(value.to_vec());
                 } else {
@@ -206,10 +269,10 @@ pub(super) fn load_with_neighbours(tx: &dyn Snapshot, keyspace: &Keyspace, name:
     }
 }
 
-pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str, value: &[u8]) -> Result<()> {
+pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, hash: &LongKeyHash, name: &str, value: &[u8]) -> Result<()> {
     match slot(name) {
         Slot::Direct(stored) => tx.put(keyspace, &stored, value),
-        Slot::Long(name) => HashRange::load(tx, keyspace, long_prefix(&name))?.store(tx, keyspace, &name, value),
+        Slot::Long(name) => HashRange::load(tx, keyspace, hash.prefix(&name))?.store(tx, keyspace, &name, value),
     }
 }
 
@@ -218,6 +281,7 @@ pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str, valu
 pub(super) fn store_batch<'b>(
     tx: &mut WriteTxn<'_>,
     keyspace: &Keyspace,
+    hash: &LongKeyHash,
     batch: impl Iterator<Item = (&'b str, Option<&'b [u8]>)>,
 ) -> Result<()> {
     let mut ranges: HashMap<[u8; LONG_PREFIX_LEN], HashRange> = HashMap::new();
@@ -226,7 +290,7 @@ pub(super) fn store_batch<'b>(
             (Slot::Direct(stored), Some(value)) => tx.put(keyspace, &stored, value)?,
             (Slot::Direct(stored), None) => tx.delete(keyspace, &stored).map(drop)?,
             (Slot::Long(name), value) => {
-                let prefix = long_prefix(&name);
+                let prefix = hash.prefix(&name);
                 let range = match ranges.entry(prefix) {
                     std::collections::hash_map::Entry::Occupied(range) => range.into_mut(),
                     std::collections::hash_map::Entry::Vacant(slot) => slot.insert(HashRange::load(tx, keyspace, prefix)?),
@@ -241,10 +305,10 @@ pub(super) fn store_batch<'b>(
     Ok(())
 }
 
-pub(super) fn remove(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, name: &str) -> Result<()> {
+pub(super) fn remove(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, hash: &LongKeyHash, name: &str) -> Result<()> {
     match slot(name) {
         Slot::Direct(stored) => tx.delete(keyspace, &stored).map(|_| ()),
-        Slot::Long(name) => HashRange::load(tx, keyspace, long_prefix(&name))?.remove(tx, keyspace, &name),
+        Slot::Long(name) => HashRange::load(tx, keyspace, hash.prefix(&name))?.remove(tx, keyspace, &name),
     }
 }
 
@@ -294,22 +358,23 @@ pub(super) fn matches<'r>(name: &str, stored: &[u8], record: &'r [u8]) -> Option
 }
 
 /// True if the deleted storage key `stored` may have held `name`.
-pub(super) fn may_hold(name: &str, stored: &[u8]) -> bool {
+pub(super) fn may_hold(hash: &LongKeyHash, name: &str, stored: &[u8]) -> bool {
     match direct_key(name) {
         Some(direct) => direct == stored,
-        None => stored.len() > LONG_PREFIX_LEN && stored[..LONG_PREFIX_LEN] == long_prefix(name),
+        None => stored.len() > LONG_PREFIX_LEN && stored[..LONG_PREFIX_LEN] == hash.prefix(name),
     }
 }
 
-/// The value bytes of a stored entry, after checking that its key decodes (for `check`).
-pub(super) fn value_of<'r>(stored: &[u8], record: &'r [u8]) -> std::result::Result<&'r [u8], String> {
+/// The value bytes of a stored entry, after checking that its key decodes and, for a long
+/// key, that it lies under its hash in this file (for `check`).
+pub(super) fn value_of<'r>(hash: &LongKeyHash, stored: &[u8], record: &'r [u8]) -> std::result::Result<&'r [u8], String> {
     if stored.first() == Some(&LONG_KEY_MARKER) {
         let (full, value) = split_record(record).ok_or("long-key record does not start with its key")?;
-        if std::str::from_utf8(full).is_err() {
+        let Ok(full) = std::str::from_utf8(full) else {
             return Err("long key is not UTF-8".into());
-        }
-        if stored.len() <= LONG_PREFIX_LEN || stored[..LONG_PREFIX_LEN] != long_prefix(&String::from_utf8_lossy(full)) {
-            return Err("long key stored under another hash".into());
+        };
+        if stored.len() <= LONG_PREFIX_LEN || stored[..LONG_PREFIX_LEN] != hash.prefix(full) {
+            return Err("long key stored under another hash than this file's keyed hash of it".into());
         }
         return Ok(value);
     }
@@ -338,5 +403,89 @@ pub(super) fn entry_of<'r>(stored: &'r [u8], record: &'r [u8]) -> Result<(std::b
     match key::decode_bytes(stored) {
         Some((name, [])) => Ok((std::borrow::Cow::Owned(String::from_utf8(name).map_err(|_| corrupt())?), record)),
         _ => Err(corrupt()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Collisions: the keyed hash makes them too rare to meet, so a constant hash puts every
+    //! long key in one range here.
+    use super::*;
+    use crate::store::Db;
+
+    fn long(n: usize) -> String {
+        format!("{n:06}{}", "z".repeat(DIRECT_KEY_LEN_MAX))
+    }
+
+    fn value_of_key(db: &Db, keyspace: &Keyspace, hash: &LongKeyHash, n: usize) -> Option<Vec<u8>> {
+        db.read(|tx| load(tx, keyspace, hash, &long(n))).unwrap()
+    }
+
+    #[test]
+    fn long_keys_that_share_a_hash_take_narrow_then_wide_suffixes_and_free_slots_are_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let keyspace = db.internal_keyspace("tessera.dictionary.collisions").unwrap();
+        let hash = LongKeyHash::Constant(0x0123_4567_89ab_cdef);
+        let values: Vec<Vec<u8>> = (0..300).map(|n| format!("value {n}").into_bytes()).collect();
+        // Half in one batch (the flusher's path), half one by one (a transaction's).
+        let names: Vec<String> = (0..150).map(long).collect();
+        db.write(|tx| store_batch(tx, &keyspace, &hash, names.iter().zip(&values).map(|(name, value)| (name.as_str(), Some(&value[..])))))
+            .unwrap();
+        db.write(|tx| (150..300).try_for_each(|n| store(tx, &keyspace, &hash, &long(n), &values[n]))).unwrap();
+        let stored: Vec<Vec<u8>> =
+            db.read(|tx| tx.range(&keyspace, ..)?.map(|entry| entry.map(|(key, _)| key.to_vec())).collect()).unwrap();
+        assert_eq!(stored.len(), 300);
+        assert!(stored.iter().all(|key| key[..LONG_PREFIX_LEN] == hash.prefix("any")), "one range");
+        assert_eq!(stored.iter().filter(|key| key.len() == LONG_PREFIX_LEN + 1).count(), 255, "narrow suffixes first");
+        assert_eq!(stored.iter().filter(|key| key.len() == LONG_PREFIX_LEN + 5).count(), 45, "then wide ones");
+        for (n, value) in values.iter().enumerate() {
+            assert_eq!(value_of_key(&db, &keyspace, &hash, n).as_ref(), Some(value), "key {n}");
+        }
+        // Remove every third key; new keys take the freed narrow suffixes.
+        db.write(|tx| (0..300).step_by(3).try_for_each(|n| remove(tx, &keyspace, &hash, &long(n)))).unwrap();
+        db.write(|tx| (300..350).try_for_each(|n| store(tx, &keyspace, &hash, &long(n), b"new"))).unwrap();
+        let stored = db.read(|tx| tx.len(&keyspace)).unwrap();
+        assert_eq!(stored, 300 - 100 + 50);
+        for n in 0..350 {
+            let expected = match values.get(n) {
+                None => Some(&b"new"[..]),
+                Some(_) if n % 3 == 0 => None,
+                Some(value) => Some(&value[..]),
+            };
+            assert_eq!(value_of_key(&db, &keyspace, &hash, n).as_deref(), expected, "key {n}");
+        }
+        // Every entry is where this hash puts it, and elsewhere for another hash.
+        let keyed = LongKeyHash::keyed(&[7; 16]);
+        db.read(|tx| {
+            for entry in tx.range(&keyspace, ..)? {
+                let (stored, record) = entry?;
+                assert!(value_of(&hash, stored, record).is_ok());
+                assert!(value_of(&keyed, stored, record).unwrap_err().contains("another hash"));
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn replacing_long_keys_moves_each_under_the_new_hash_and_keeps_short_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let keyspace = db.internal_keyspace("tessera.dictionary.moved").unwrap();
+        let old = LongKeyHash::Constant(u64::MAX); // the last range, which has no end bound
+        let new = LongKeyHash::keyed(&[1; 16]);
+        db.write(|tx| {
+            (0..300).try_for_each(|n| store(tx, &keyspace, &old, &long(n), &n.to_le_bytes()))?;
+            store(tx, &keyspace, &old, "short", b"s")
+        })
+        .unwrap();
+        db.write(|tx| replace_long_keys(tx, &keyspace, &new)).unwrap();
+        assert_eq!(db.read(|tx| tx.len(&keyspace)).unwrap(), 301);
+        for n in 0..300usize {
+            assert_eq!(value_of_key(&db, &keyspace, &new, n), Some(n.to_le_bytes().to_vec()), "key {n}");
+            assert_eq!(value_of_key(&db, &keyspace, &old, n), None, "key {n} moved");
+        }
+        assert_eq!(db.read(|tx| load(tx, &keyspace, &new, "short")).unwrap().as_deref(), Some(&b"s"[..]));
     }
 }

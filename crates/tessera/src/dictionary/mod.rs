@@ -130,6 +130,8 @@ struct FlusherShared {
 pub(crate) struct DictInner {
     db: Db,
     keyspace: Keyspace,
+    /// Places long keys: keyed with the file's hash key.
+    long_key_hash: keys::LongKeyHash,
     name: Arc<str>,
     shards: Box<[Mutex<Shard>]>,
     options: DictionaryOptions,
@@ -206,6 +208,7 @@ impl Db {
                 let inner = Arc::new(DictInner {
                     db: self.clone(),
                     keyspace,
+                    long_key_hash: keys::LongKeyHash::keyed(self.hash_key()),
                     name: name.into(),
                     shards: (0..shards).map(|_| Mutex::new(Shard::default())).collect(),
                     options,
@@ -267,7 +270,7 @@ impl DictInner {
             return self.with_bytes(key, read);
         }
         let clears = self.clears.load(Ordering::Acquire);
-        let (loaded, neighbours) = self.db.read(|tx| keys::load_with_neighbours(tx, &self.keyspace, key))?;
+        let (loaded, neighbours) = self.db.read(|tx| keys::load_with_neighbours(tx, &self.keyspace, &self.long_key_hash, key))?;
         if let Some(bytes) = &loaded {
             // Validated once here; cached bytes are then opened without checks.
             Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
@@ -459,7 +462,7 @@ impl DictInner {
             // Collected under the writer lock, once even if the transaction is retried, and
             // written in key order, which LMDB's B-tree takes fastest.
             let batch = batch.get_or_insert_with(|| in_key_order(self.take_pending()));
-            write_batch(tx, &self.keyspace, batch)
+            write_batch(tx, &self.keyspace, &self.long_key_hash, batch)
         });
         if let Err(error) = result {
             // Nothing was written: mark the batch pending again (unless rewritten since).
@@ -526,8 +529,8 @@ fn in_key_order(batch: Vec<PendingWrite>) -> Vec<PendingWrite> {
 }
 
 /// Writes a batch of pending values (`None`: removed) into the dictionary's keyspace.
-fn write_batch(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, batch: &[PendingWrite]) -> Result<()> {
-    keys::store_batch(tx, keyspace, batch.iter().map(|(key, value, _)| (&**key, value.as_deref())))
+fn write_batch(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, hash: &keys::LongKeyHash, batch: &[PendingWrite]) -> Result<()> {
+    keys::store_batch(tx, keyspace, hash, batch.iter().map(|(key, value, _)| (&**key, value.as_deref())))
 }
 
 fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interval: Duration) {
@@ -719,8 +722,9 @@ impl Drop for DictInner {
             // soon as that transaction ends.
             let batch = in_key_order(self.take_pending());
             let (db, keyspace, name) = (self.db.clone(), self.keyspace.clone(), self.name.clone());
+            let hash = self.long_key_hash.clone();
             let spawned = std::thread::Builder::new().name(format!("tessera-dict-{name}-last")).spawn(move || {
-                let written = db.write_with(Durability::BUFFERED, |tx| write_batch(tx, &keyspace, &batch));
+                let written = db.write_with(Durability::BUFFERED, |tx| write_batch(tx, &keyspace, &hash, &batch));
                 if let Err(error) = written.and_then(|()| db.sync()) {
                     eprintln!("tessera: dictionary {name:?} could not write its pending values when dropped: {error}");
                 }
@@ -757,14 +761,16 @@ impl DictTxn<'_, '_> {
     pub fn set<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<()> {
         let bytes = tessera_value::to_vec(value)?;
         self.dictionary.inner.check_entry_len(key, &bytes)?;
-        keys::store(self.tx, &self.dictionary.inner.keyspace, key, &bytes)?;
+        let inner = &self.dictionary.inner;
+        keys::store(self.tx, &inner.keyspace, &inner.long_key_hash, key, &bytes)?;
         self.cache_after_commit(key, Some(bytes));
         Ok(())
     }
 
     /// Removes `key` in the transaction.
     pub fn remove(&mut self, key: &str) -> Result<()> {
-        keys::remove(self.tx, &self.dictionary.inner.keyspace, key)?;
+        let inner = &self.dictionary.inner;
+        keys::remove(self.tx, &inner.keyspace, &inner.long_key_hash, key)?;
         self.cache_after_commit(key, None);
         Ok(())
     }
@@ -778,7 +784,7 @@ impl DictTxn<'_, '_> {
         };
         let bytes = match pending {
             Some(value) => value.map(|v| v.to_vec()),
-            None => keys::load(&*self.tx, &inner.keyspace, key)?,
+            None => keys::load(&*self.tx, &inner.keyspace, &inner.long_key_hash, key)?,
         };
         match bytes {
             None => Ok(None),
@@ -801,13 +807,14 @@ impl DictTxn<'_, '_> {
     }
 }
 
-/// Checks a dictionary's keyspace for [`crate::Db::check`]: every key decodes and every value
-/// validates.
-pub(crate) fn check(txn: &crate::store::ReadTxn<'_>, keyspace: &crate::store::Keyspace, report: &mut crate::CheckReport) -> Result<()> {
+/// Checks a dictionary's keyspace for [`crate::Db::check`]: every key decodes, every long key
+/// lies under this file's keyed hash of it, and every value validates.
+pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, keyspace: &Keyspace, report: &mut crate::CheckReport) -> Result<()> {
+    let hash = keys::LongKeyHash::keyed(db.hash_key());
     for entry in txn.range(keyspace, ..)? {
         let (stored, record) = entry?;
         report.entries += 1;
-        match keys::value_of(stored, record) {
+        match keys::value_of(&hash, stored, record) {
             Ok(value) => {
                 if let Err(error) = Doc::from_untrusted(value) {
                     report.problem(keyspace.name(), stored, format!("value does not validate: {error}"));
@@ -817,6 +824,17 @@ pub(crate) fn check(txn: &crate::store::ReadTxn<'_>, keyspace: &crate::store::Ke
         }
     }
     Ok(())
+}
+
+/// The dictionary's step of the migration of a file of an older storage format (the store
+/// calls it for every keyspace, in the migration's one transaction): in a dictionary's
+/// keyspace of a file of format 1 to 4, every long key moves from the unkeyed `key_hash_v1`
+/// to the file's keyed hash. Other keyspaces, and files of format 5, are left alone.
+pub(crate) fn upgrade_keyspace(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, upgrade: &crate::store::Upgrade<'_>) -> Result<()> {
+    if upgrade.from_version >= 5 || !keyspace.name().starts_with(DICTIONARY_KEYSPACE_PREFIX) {
+        return Ok(());
+    }
+    keys::replace_long_keys(tx, keyspace, &keys::LongKeyHash::keyed(upgrade.hash_key))
 }
 
 #[cfg(test)]

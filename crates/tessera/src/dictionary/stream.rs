@@ -81,7 +81,8 @@ impl<T: DeserializeOwned> KeyState<T> {
                         }
                         None => {
                             let held = change.old.as_deref().is_some_and(|old| keys::matches(&self.key, &change.key, old).is_some());
-                            if held || (change.old.is_none() && keys::may_hold(&self.key, &change.key)) {
+                            let hash = &self.dictionary.inner.long_key_hash;
+                            if held || (change.old.is_none() && keys::may_hold(hash, &self.key, &change.key)) {
                                 outcome = Some(Ok(DictEvent::Deleted));
                             }
                         }

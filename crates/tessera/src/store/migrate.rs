@@ -1,12 +1,21 @@
-//! Storage format 4 stores a checksum after every value (`checksum`). A file of an older
-//! format is rewritten when it is opened: every value of every keyspace but `tessera.meta`
-//! gets its checksum, in one write transaction that also marks the file version 4, so that a
-//! crash leaves either the old file or the new one, never a mix.
+//! Migration of a file of an older storage format when it is opened: one write transaction
+//! that rewrites what changed and marks the file with the current version, so that a crash
+//! leaves either the old file or the new one, never a mix.
 //!
-//! Everything else of formats 1 to 3 (record layouts, key hashes) is read as it is by the
-//! modules above the store.
+//! - Format 4 stores a checksum after every value (`checksum`): a file of format 1 to 3 gets
+//!   one for every value of every keyspace but `tessera.meta`.
+//! - Format 5 gives the file a hash key ([`HashKey`]), drawn here from the OS, and lets each
+//!   module above the store re-place what it had placed by an unkeyed hash, through the hooks
+//!   of [`KEYSPACE_UPGRADES`] (today the dictionary's, for its long keys). The store knows a
+//!   hook by its name only: what it changes, and in which keyspaces, is its module's business.
+//!
+//! Everything else of older formats (record layouts, documents of formats 1 to 3) is read as
+//! it is by the modules above the store.
 
-use super::{checksum, Db, Durability, META_KEYSPACE, META_VERSION_KEY, STORAGE_FORMAT_VERSION};
+use super::{
+    checksum, hash_key_of, version_of, Db, Durability, HashKey, Keyspace, WriteTxn, META_HASH_KEY, META_KEYSPACE, META_VERSION_KEY,
+};
+use super::{HASH_KEY_LEN, STORAGE_FORMAT_VERSION};
 use crate::error::{Error, Result};
 use heed::types::Bytes;
 use std::ops::Bound;
@@ -14,42 +23,90 @@ use std::ops::Bound;
 /// Entries read into memory at a time while a keyspace is rewritten.
 const BATCH_ENTRIES: usize = 4096;
 
-/// Adds a checksum to every value of the keyspaces `names` and marks the file with the current
-/// format version, in one transaction.
-pub(crate) fn add_checksums(db: &Db, names: &[String]) -> Result<()> {
+/// What a module's step of the migration is told.
+pub(crate) struct Upgrade<'a> {
+    /// The storage format the file had.
+    pub(crate) from_version: u32,
+    /// The hash key the file has from now on.
+    pub(crate) hash_key: &'a HashKey,
+}
+
+/// A module's step of the migration: called inside its transaction, after every value has its
+/// checksum, once for each keyspace of the file but `tessera.meta`. It may read and write
+/// that keyspace through `WriteTxn` as any transaction does.
+type KeyspaceUpgrade = fn(&mut WriteTxn<'_>, &Keyspace, &Upgrade<'_>) -> Result<()>;
+
+/// The steps of the modules above the store.
+const KEYSPACE_UPGRADES: [KeyspaceUpgrade; 1] = [crate::dictionary::upgrade_keyspace];
+
+/// A new hash key, from the operating system's random source.
+pub(crate) fn new_hash_key() -> Result<HashKey> {
+    let mut key = [0u8; HASH_KEY_LEN];
+    getrandom::fill(&mut key).map_err(|error| Error::Io(error.into()))?;
+    Ok(key)
+}
+
+/// Migrates the file to the current format in one transaction, and returns its hash key.
+/// `names` are the file's keyspaces. The version is read again inside the transaction: a file
+/// another process migrated meanwhile is only read.
+pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
     let meta = db.internal_keyspace(META_KEYSPACE)?;
     let ceiling = db.inner.options.map_size_max_bytes;
+    let hash_key = new_hash_key()?;
     db.write_with(Durability::Immediate, |tx| {
-        let mut sealed = Vec::new();
+        let from_version = version_of(tx.get(&meta, META_VERSION_KEY)?)?;
+        if from_version > STORAGE_FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion { found: from_version, supported: STORAGE_FORMAT_VERSION });
+        }
+        if from_version == STORAGE_FORMAT_VERSION {
+            return hash_key_of(tx.get(&meta, META_HASH_KEY)?);
+        }
+        let mut keyspaces = Vec::with_capacity(names.len());
         for name in names.iter().filter(|name| *name != META_KEYSPACE) {
-            let Some(handle) =
-                db.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?
-            else {
-                continue;
-            };
-            // The last key rewritten: the next batch starts after it.
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let start = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-                let batch: Vec<(Vec<u8>, Vec<u8>)> = handle
-                    .range(tx.raw(), &(start, Bound::Unbounded))
-                    .map_err(|e| Error::from_heed(e, ceiling))?
-                    .take(BATCH_ENTRIES)
-                    .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
-                    .collect::<heed::Result<_>>()
-                    .map_err(|e| Error::from_heed(e, ceiling))?;
-                for (key, value) in &batch {
-                    checksum::seal(key, value, &mut sealed);
-                    if let Err(error) = handle.put(tx.raw(), key, &sealed) {
-                        return Err(tx.note_error(error));
-                    }
-                }
-                match batch.into_iter().last() {
-                    Some((key, _)) => after = Some(key),
-                    None => break,
-                }
+            let handle = db.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
+            if let Some(handle) = handle {
+                keyspaces.push(Keyspace::new(name.as_str().into(), handle));
             }
         }
-        tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes())
+        if from_version < 4 {
+            for keyspace in &keyspaces {
+                add_checksums(tx, keyspace)?;
+            }
+        }
+        let upgrade = Upgrade { from_version, hash_key: &hash_key };
+        for keyspace in &keyspaces {
+            for step in KEYSPACE_UPGRADES {
+                step(tx, keyspace, &upgrade)?;
+            }
+        }
+        tx.put(&meta, META_HASH_KEY, &hash_key)?;
+        tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes())?;
+        Ok(hash_key)
     })
+}
+
+/// Adds a checksum to every value of `keyspace` (storage format 4).
+fn add_checksums(tx: &mut WriteTxn<'_>, keyspace: &Keyspace) -> Result<()> {
+    let handle = keyspace.handle;
+    let mut sealed = Vec::new();
+    // The last key rewritten: the next batch starts after it.
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let start = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let batch: heed::Result<Vec<(Vec<u8>, Vec<u8>)>> = match handle.range(tx.raw(), &(start, Bound::Unbounded)) {
+            Ok(entries) => entries.take(BATCH_ENTRIES).map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec()))).collect(),
+            Err(error) => Err(error),
+        };
+        let batch = batch.map_err(|error| tx.note_error(error))?;
+        for (key, value) in &batch {
+            checksum::seal(key, value, &mut sealed);
+            if let Err(error) = handle.put(tx.raw(), key, &sealed) {
+                return Err(tx.note_error(error));
+            }
+        }
+        match batch.into_iter().last() {
+            Some((key, _)) => after = Some(key),
+            None => return Ok(()),
+        }
+    }
 }

@@ -22,6 +22,7 @@ mod sync;
 mod txn;
 
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
+pub(crate) use migrate::Upgrade;
 pub use sync::Durability;
 pub(crate) use txn::writing_on_this_thread;
 pub use txn::{Entries, ReadSource, ReadTxn, Snapshot, WriteTxn, KEY_LEN_MAX};
@@ -39,23 +40,38 @@ use sync::Syncer;
 
 /// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
 ///
+/// Version 5 places long dictionary keys by a hash keyed with a random key of the file (the
+/// file's *hash key*, kept in `tessera.meta`; see `docs/storage.md`, "Long dictionary keys").
 /// Version 4 stores a checksum after every value of every keyspace but `tessera.meta` (see
 /// `docs/storage.md`, "Values"). Version 3 stores documents of format 3 (packed numeric
 /// arrays). Version 2 stores records with their collection's shared keys (keyspace
 /// `tessera.keys`) in document format 2, and may give long dictionary keys wide suffixes.
-/// Files of versions 1 to 3 get their checksums in one transaction when opened, and are
-/// otherwise read as they are (records by key name or by shared key, documents of formats 1
-/// to 3); the new mark makes an older tessera refuse a file this one has written to.
+/// Files of versions 1 to 4 are migrated in one transaction when opened (values get their
+/// checksums, the file gets its hash key and long dictionary keys move to their keyed hash),
+/// and are otherwise read as they are (records by key name or by shared key, documents of
+/// formats 1 to 3); the new mark makes an older tessera refuse a file this one has written to.
 ///
 /// ```
-/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 4);
+/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 5);
 /// ```
-pub const STORAGE_FORMAT_VERSION: u32 = 4;
+pub const STORAGE_FORMAT_VERSION: u32 = 5;
 
 /// Name of the metadata keyspace.
 const META_KEYSPACE: &str = "tessera.meta";
 /// Metadata key of the format version (u32, big-endian).
 const META_VERSION_KEY: &[u8] = b"format_version";
+/// Metadata key of the file's hash key (16 bytes, since storage format 5).
+const META_HASH_KEY: &[u8] = b"hash_key";
+
+/// A file's secret key for keyed hashes (storage format 5): 16 random bytes drawn from the OS
+/// once, when the file is created or migrated, and read once when it is opened. The store
+/// keeps it; modules above it key their hashes of untrusted input with it (the dictionary
+/// places long keys by SipHash-1-3 keyed with it), so that nobody without the file can craft
+/// keys that collide.
+pub(crate) type HashKey = [u8; HASH_KEY_LEN];
+/// Bytes of a [`HashKey`].
+const HASH_KEY_LEN: usize = 16;
+
 /// Prefix of keyspaces tessera keeps for itself.
 const INTERNAL_PREFIX: &str = "tessera.";
 /// Longest keyspace name.
@@ -177,6 +193,8 @@ pub(crate) struct Inner {
     /// A simulated disk ([`Db::inject_free_bytes`]): the most bytes the file may have, or
     /// `u64::MAX` for the real disk.
     pub(crate) simulated_disk_bytes: std::sync::atomic::AtomicU64,
+    /// The file's hash key, read (or drawn, for a new or migrated file) once at open.
+    hash_key: std::sync::OnceLock<HashKey>,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
     claim: FileClaim,
@@ -292,6 +310,7 @@ impl Db {
             opening: Mutex::new(()),
             injected_flush_failures,
             simulated_disk_bytes: std::sync::atomic::AtomicU64::new(u64::MAX),
+            hash_key: std::sync::OnceLock::new(),
             claim: FileClaim::default(),
         });
         let db = Db { inner };
@@ -312,11 +331,12 @@ impl Db {
         &self.inner.path
     }
 
-    /// Checks the format version of an existing database, or records it in a new one.
+    /// Checks the format version of an existing database, migrating a file of an older format
+    /// (`migrate`), or records it in a new one; then keeps the file's hash key.
     fn check_or_write_version(&self) -> Result<()> {
         let ceiling = self.inner.options.map_size_max_bytes;
         let env = &self.inner.env;
-        let existing = {
+        let (has_entries, version, hash_key) = {
             let read = self.read_txn()?;
             let txn = read.raw();
             let main: Option<heed::Database<Bytes, Bytes>> = env.open_database(txn, None).map_err(|e| Error::from_heed(e, ceiling))?;
@@ -326,33 +346,54 @@ impl Db {
             };
             let meta: Option<heed::Database<Bytes, Bytes>> =
                 env.open_database(txn, Some(META_KEYSPACE)).map_err(|e| Error::from_heed(e, ceiling))?;
-            let version = match meta {
-                Some(meta) => meta.get(txn, META_VERSION_KEY).map_err(|e| Error::from_heed(e, ceiling))?.map(<[u8]>::to_vec),
-                None => None,
+            let read_meta = |key: &[u8]| match meta {
+                Some(meta) => meta.get(txn, key).map(|value| value.map(<[u8]>::to_vec)).map_err(|e| Error::from_heed(e, ceiling)),
+                None => Ok(None),
             };
-            (has_entries, version)
+            (has_entries, read_meta(META_VERSION_KEY)?, read_meta(META_HASH_KEY)?)
         };
-        match existing {
+        let hash_key = match (has_entries, version) {
             (_, Some(version)) => {
-                let found = <[u8; 4]>::try_from(version.as_slice())
-                    .map(u32::from_be_bytes)
-                    .map_err(|_| Error::Corrupted("format version record".into()))?;
+                let found = version_of(Some(&version))?;
                 if found > STORAGE_FORMAT_VERSION {
                     return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
                 }
                 if found < STORAGE_FORMAT_VERSION {
-                    // Values gain their checksums; older record layouts are read as they are,
-                    // and the new mark keeps older tessera out.
-                    migrate::add_checksums(self, &self.keyspace_names()?)?;
+                    // Values gain their checksums and long dictionary keys their keyed hash;
+                    // older record layouts are read as they are, and the new mark keeps older
+                    // tessera out.
+                    migrate::upgrade(self, &self.keyspace_names()?)?
+                } else {
+                    hash_key_of(hash_key.as_deref())?
                 }
-                Ok(())
             }
-            (true, None) => Err(Error::ForeignDatabase { path: self.inner.path.clone() }),
+            (true, None) => return Err(Error::ForeignDatabase { path: self.inner.path.clone() }),
             (false, None) => {
                 let meta = self.internal_keyspace(META_KEYSPACE)?;
-                self.write_with(Durability::Immediate, |tx| tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes()))
+                let hash_key = migrate::new_hash_key()?;
+                let created = self.write_with(Durability::Immediate, |tx| {
+                    if tx.get(&meta, META_VERSION_KEY)?.is_some() {
+                        return Ok(false); // another process created it meanwhile
+                    }
+                    tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes())?;
+                    tx.put(&meta, META_HASH_KEY, &hash_key)?;
+                    Ok(true)
+                })?;
+                if !created {
+                    // Its hash key is the file's: read it as any existing file's.
+                    return self.check_or_write_version();
+                }
+                hash_key
             }
-        }
+        };
+        assert!(self.inner.hash_key.set(hash_key).is_ok(), "a file's hash key is read once, when it is opened");
+        Ok(())
+    }
+
+    /// The file's hash key ([`HashKey`]): modules above the store key their hashes of untrusted
+    /// input with it.
+    pub(crate) fn hash_key(&self) -> &HashKey {
+        self.inner.hash_key.get().expect("read when the file was opened")
     }
 
     /// The keyspace `name`, created if missing. A name is 1 to [`KEYSPACE_NAME_LEN_MAX`] bytes
@@ -725,6 +766,24 @@ fn open_env(path: &Path, options: &DbOptions, file: preflight::FileState) -> Res
     })
 }
 
+/// The format version as `tessera.meta` stores it (u32, big-endian).
+fn version_of(stored: Option<&[u8]>) -> Result<u32> {
+    let stored = stored.ok_or_else(|| Error::Corrupted(format!("keyspace {META_KEYSPACE:?}: the format version record is missing")))?;
+    <[u8; 4]>::try_from(stored)
+        .map(u32::from_be_bytes)
+        .map_err(|_| Error::Corrupted(format!("keyspace {META_KEYSPACE:?}: the format version record is not 4 bytes")))
+}
+
+/// The hash key as `tessera.meta` stores it. In a file of storage format 5 or later one is
+/// always there: a missing one, or one of another length, is damage.
+fn hash_key_of(stored: Option<&[u8]>) -> Result<HashKey> {
+    let what = match stored.map(HashKey::try_from) {
+        Some(Ok(key)) => return Ok(key),
+        Some(Err(_)) => format!("is not {HASH_KEY_LEN} bytes"),
+        None => "is missing".to_owned(),
+    };
+    Err(Error::Corrupted(format!("keyspace {META_KEYSPACE:?}, key \"hash_key\": the file's hash key {what}")))
+}
 /// LMDB's lock file for the data file `path` (`NO_SUB_DIR`): `path-lock`.
 fn lock_file_of(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
