@@ -26,12 +26,12 @@ fn main() {
         }
         "lookup" => {
             let root = Doc::from_trusted(&binary).unwrap().root();
-            for _ in 0..50_000_000 {
+            for _ in 0..std::env::var("ITER").map_or(50_000_000, |v| v.parse().unwrap()) {
                 black_box(black_box(root).index(123).unwrap().get(black_box("name")).unwrap());
             }
         }
         "open" => {
-            for _ in 0..100_000_000 {
+            for _ in 0..std::env::var("ITER").map_or(100_000_000, |v| v.parse().unwrap()) {
                 black_box(Doc::from_trusted(black_box(&binary)).unwrap().root());
             }
         }

@@ -278,6 +278,22 @@ pub(super) fn store(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, hash: &LongKeyHa
 
 /// Writes a batch of values (`None`: remove). Long keys that share a hash cost one scan of
 /// their range for the whole batch, not one per key.
+/// Where a batch's new direct keys may be appended: past the keyspace's greatest key. A batch
+/// comes in key order (see `in_key_order`), so a first save of many keys appends nearly all of
+/// them (no B-tree search, pages filled whole instead of split in half).
+struct AppendTail {
+    /// The greatest key stored so far (`None`: the keyspace is empty).
+    last: Option<Vec<u8>>,
+    /// False once the batch has stored a long key (`0xFF …`, greater than every direct key).
+    open: bool,
+}
+
+impl AppendTail {
+    fn admits(&self, stored: &[u8]) -> bool {
+        self.open && self.last.as_deref().is_none_or(|last| stored > last)
+    }
+}
+
 pub(super) fn store_batch<'b>(
     tx: &mut WriteTxn<'_>,
     keyspace: &Keyspace,
@@ -285,11 +301,17 @@ pub(super) fn store_batch<'b>(
     batch: impl Iterator<Item = (&'b str, Option<&'b [u8]>)>,
 ) -> Result<()> {
     let mut ranges: HashMap<[u8; LONG_PREFIX_LEN], HashRange> = HashMap::new();
+    let mut tail = AppendTail { last: tx.last_key(keyspace)?, open: true };
     for (name, value) in batch {
         match (slot(name), value) {
+            (Slot::Direct(stored), Some(value)) if tail.admits(&stored) => {
+                tx.append(keyspace, &stored, value)?;
+                tail.last = Some(stored);
+            }
             (Slot::Direct(stored), Some(value)) => tx.put(keyspace, &stored, value)?,
             (Slot::Direct(stored), None) => tx.delete(keyspace, &stored).map(drop)?,
             (Slot::Long(name), value) => {
+                tail.open = false; // a long key is stored after every direct key
                 let prefix = hash.prefix(&name);
                 let range = match ranges.entry(prefix) {
                     std::collections::hash_map::Entry::Occupied(range) => range.into_mut(),
@@ -487,5 +509,44 @@ mod tests {
             assert_eq!(value_of_key(&db, &keyspace, &old, n), None, "key {n} moved");
         }
         assert_eq!(db.read(|tx| load(tx, &keyspace, &new, "short")).unwrap().as_deref(), Some(&b"s"[..]));
+    }
+
+    #[test]
+    fn batches_append_past_the_last_key_and_put_the_rest_and_read_as_a_map_does() {
+        // Batches in key order, as the flusher writes them: the first into an empty keyspace
+        // (every key appended), then batches of keys before, between and past the stored ones,
+        // with removals, a long key (after which nothing may be appended) and a key with a NUL.
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let keyspace = db.internal_keyspace("tessera.dictionary.appended").unwrap();
+        let hash = LongKeyHash::keyed(db.hash_key()); // the file's, which check uses
+        let value = |text: &str| tessera_value::to_vec(text).unwrap(); // check validates values
+        let mut model = std::collections::BTreeMap::<String, Vec<u8>>::new();
+        let batches: Vec<Vec<(String, Option<Vec<u8>>)>> = vec![
+            (0..500).map(|n| (format!("key-{n:04}"), Some(value(&n.to_string())))).collect(),
+            vec![("a".into(), Some(value("first"))), ("key-0100".into(), None), ("key-0250\0x".into(), Some(value("nul")))],
+            vec![("key-0499".into(), Some(value("last, again"))), ("key-0500".into(), Some(value("appended"))), ("z".into(), None)],
+            vec![(long(1), Some(value("long"))), ("zz".into(), Some(value("after a long key"))), ("zzz".into(), Some(value("z")))],
+            vec![("key-0499".into(), None), ("zzzz".into(), Some(value("past zzz")))],
+        ];
+        for batch in &batches {
+            let mut sorted = batch.clone();
+            sorted.sort();
+            db.write(|tx| store_batch(tx, &keyspace, &hash, sorted.iter().map(|(name, value)| (name.as_str(), value.as_deref())))).unwrap();
+            for (name, value) in sorted {
+                match value {
+                    Some(value) => model.insert(name, value),
+                    None => model.remove(&name),
+                };
+            }
+            for (name, value) in &model {
+                assert_eq!(db.read(|tx| load(tx, &keyspace, &hash, name)).unwrap().as_ref(), Some(value), "{name:.20}");
+            }
+            assert_eq!(db.read(|tx| tx.len(&keyspace)).unwrap(), model.len() as u64);
+            let removed = db.read(|tx| load(tx, &keyspace, &hash, "key-0100")).unwrap();
+            assert_eq!(removed.is_some(), model.contains_key("key-0100"), "a removed key stays removed");
+        }
+        let report = db.check().unwrap();
+        assert!(report.is_ok(), "{report}");
     }
 }

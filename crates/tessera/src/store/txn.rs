@@ -582,6 +582,30 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
+    /// The greatest key of `keyspace` as this transaction sees it (`None` when it is empty).
+    pub(crate) fn last_key(&self, keyspace: &Keyspace) -> Result<Option<Vec<u8>>> {
+        match keyspace.handle.last(&self.txn) {
+            Ok(entry) => Ok(entry.map(|(key, _)| key.to_vec())),
+            Err(error) => Err(Error::from_heed(error, self.inner.options.map_size_max_bytes)),
+        }
+    }
+
+    /// Stores a new `key` that the caller knows is greater than every key of `keyspace` (see
+    /// [`WriteTxn::last_key`]), with LMDB's `MDB_APPEND`: no search, and pages filled whole
+    /// instead of split in half. A key that is not greater is refused by LMDB (an error, never
+    /// a misplaced key).
+    pub(crate) fn append(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
+        Self::check_key(key)?;
+        self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
+        if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::APPEND) {
+            return Err(self.note_error(error));
+        }
+        if let Some(log) = &mut self.log {
+            log.record(&keyspace.name, key, None, Some(value.into()));
+        }
+        Ok(())
+    }
+
     /// Removes `key`; returns whether it existed.
     pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
