@@ -1,0 +1,21 @@
+//! Where a first save of 40,000 ints goes: `set` each into the dictionary, then `flush`.
+//! `INTERVAL_MS` sets the background flusher's interval (default: the dictionary's own), so
+//! that the whole save can be one batch.
+use std::time::Duration;
+use tessera::DictionaryOptions;
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = tessera::Db::open(dir.path().join("db")).unwrap();
+    let mut options = DictionaryOptions::default();
+    if let Some(ms) = std::env::var("INTERVAL_MS").ok().and_then(|ms| ms.parse().ok()) {
+        options.flush_interval = Duration::from_millis(ms);
+    }
+    let dictionary = db.dictionary_with("ints", options).unwrap();
+    for n in 0..40_000i64 {
+        dictionary.set(&format!("key-{n}"), &n).unwrap();
+    }
+    let start = std::time::Instant::now();
+    dictionary.flush().unwrap();
+    println!("flush {:?}", start.elapsed());
+}
