@@ -212,14 +212,13 @@ pub(crate) fn clear_index(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, id: u8) ->
 /// marked ready. An index whose build fails records its own failure; the others still build.
 pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
     let building: Vec<u8> = state.indexes.iter().filter(|index| !index.ready.load(Ordering::Acquire)).map(|index| index.id).collect();
-    let db = Arc::downgrade(&db.inner);
+    let db = db.downgrade();
     let state = Arc::downgrade(state);
     std::thread::Builder::new().name("tessera-index-build".into()).spawn(move || {
         for id in building {
             let mut after: Option<Vec<u8>> = None;
             loop {
-                let (Some(inner), Some(state)) = (db.upgrade(), state.upgrade()) else { return };
-                let db = Db { inner };
+                let (Some(db), Some(state)) = (db.upgrade(), state.upgrade()) else { return };
                 match build_batch(&db, &state, id, after.as_deref()) {
                     Ok(Some(last)) => after = Some(last),
                     Ok(None) => {

@@ -429,7 +429,7 @@ impl DictInner {
     /// (whose every later save would fail with it): one larger than LMDB's largest value or
     /// than the map ceiling.
     fn check_entry_len(&self, key: &str, value: &[u8]) -> Result<()> {
-        let limit = ENTRY_LEN_MAX.min(self.db.inner.options.map_size_max_bytes);
+        let limit = ENTRY_LEN_MAX.min(self.db.map_size_max_bytes());
         // A long key's record holds the key too, after its varint length (at most 10 bytes).
         let stored_bytes = (key.len() + value.len()) as u64 + 10;
         if stored_bytes > limit {

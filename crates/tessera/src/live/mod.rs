@@ -61,7 +61,7 @@ pub use subscription::{ObjectSubscription, QuerySubscription, SubscriptionHandle
 use crate::collection::{decode, sort_key, Collection, CollectionState, Order, Query, QueryParts, Record, TypeDesc};
 use crate::error::Result;
 use crate::query::{FieldPath, Truth};
-use crate::store::{Change, ChangeBatch, Inner, ReadSource};
+use crate::store::{Change, ChangeBatch, ChangeDemand, ReadSource, WeakDb};
 use crate::Db;
 use mailbox::{Coalesce, Mailbox};
 use matcher::{Anchor, Matcher};
@@ -221,6 +221,8 @@ impl<T> Entry<T> {
 struct ObjectSub<T> {
     mailbox: Weak<Mailbox<ObjectChange<T>>>,
     since: u64,
+    /// Keeps writers recording changes while the subscription is registered.
+    _demand: ChangeDemand,
 }
 
 struct QuerySub<T> {
@@ -236,6 +238,8 @@ struct QuerySub<T> {
     since: u64,
     policy: Policy,
     mailbox: Weak<Mailbox<ResultChange<T>>>,
+    /// Keeps writers recording changes while the subscription is registered.
+    _demand: ChangeDemand,
 }
 
 /// The sort key of a stored record for a query's order.
@@ -687,7 +691,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
 /// All live subscriptions of one database, fed by a hook on its change feed.
 pub(crate) struct Engine {
     collections: Mutex<HashMap<String, Box<dyn AnyLive>>>,
-    db: Weak<Inner>,
+    db: WeakDb,
 }
 
 const ENGINE_STATE_KEY: &str = "live";
@@ -702,41 +706,34 @@ impl Engine {
             ENGINE_STATE_KEY,
             |_: &Engine| true,
             || {
-                let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: Arc::downgrade(&db.inner) });
+                let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: db.downgrade() });
                 let hook_engine = engine.clone();
-                db.inner.feed.add_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
+                db.add_feed_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
                 Ok(engine)
             },
         )
     }
 
     fn apply(&self, batch: &Arc<ChangeBatch>) {
-        let Some(inner) = self.db.upgrade() else { return };
-        let db = Db { inner };
+        let Some(db) = self.db.upgrade() else { return };
         let mut collections = lock(&self.collections);
-        let mut removed = 0;
         for live in collections.values_mut() {
-            removed += live.apply(batch, &db);
-        }
-        if removed > 0 {
-            db.inner.feed.demand(-(removed as isize));
+            live.apply(batch, &db); // a pruned subscription's demand guard lowers the demand
         }
     }
 
     /// Runs `register` on the collection's registry with the writer barrier passed: from now on
-    /// every commit is recorded and reaches the registry after what `register` read.
+    /// every commit is recorded and reaches the registry after what `register` read. `register`
+    /// gets the subscription's demand guard to keep (a refused registration drops it).
     fn register<T: Record>(
         &self,
         db: &Db,
         state: &Arc<CollectionState>,
-        register: impl FnOnce(&mut LiveCollection<T>) -> Result<()>,
+        register: impl FnOnce(&mut LiveCollection<T>, ChangeDemand) -> Result<()>,
     ) -> Result<()> {
         // Ask writers to record changes, then wait out a transaction that began without.
-        db.inner.feed.demand(1);
-        if let Err(error) = db.wait_for_writers() {
-            db.inner.feed.demand(-1);
-            return Err(error);
-        }
+        let demand = db.demand_changes();
+        db.wait_for_writers()?;
         let mut collections = lock(&self.collections);
         let live = collections.entry(state.name.clone()).or_insert_with(|| {
             Box::new(LiveCollection::<T> {
@@ -747,17 +744,13 @@ impl Engine {
                 matcher: Matcher::default(),
             })
         });
-        let result = match live.as_any().downcast_mut::<LiveCollection<T>>() {
-            Some(live) => register(live),
+        match live.as_any().downcast_mut::<LiveCollection<T>>() {
+            Some(live) => register(live, demand),
             None => Err(crate::Error::SchemaMismatch {
                 collection: state.name.clone(),
                 reason: "subscribed with two different record types".into(),
             }),
-        };
-        if result.is_err() {
-            db.inner.feed.demand(-1);
         }
-        result
     }
 }
 
@@ -782,9 +775,10 @@ impl<T: Record> Collection<T> {
         key.encode_key(&mut encoded);
         let mailbox = Arc::new(Mailbox::new(policy));
         let engine = Engine::of(&self.db)?;
-        engine.register::<T>(&self.db, &self.state, |live| {
+        engine.register::<T>(&self.db, &self.state, |live, demand| {
             let since = self.db.read_txn()?.sequence();
-            live.objects.entry(encoded.into_boxed_slice()).or_default().push(ObjectSub { mailbox: Arc::downgrade(&mailbox), since });
+            let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since, _demand: demand };
+            live.objects.entry(encoded.into_boxed_slice()).or_default().push(sub);
             Ok(())
         })?;
         Ok(ObjectSubscription::new(mailbox))
@@ -804,20 +798,21 @@ impl<T: Record> Collection<T> {
         let orders = parts.orders.iter().map(|(path, order)| (FieldPath::new(path), *order == Order::Desc)).collect();
         let orders_signature = format!("{:?}", parts.orders);
         let mailbox = Arc::new(Mailbox::new(policy));
-        let mut sub = QuerySub {
-            parts,
-            orders,
-            orders_signature,
-            anchors: anchoring.anchors,
-            exact: anchoring.exact,
-            entries: Vec::new(),
-            complete: true,
-            since: 0,
-            policy,
-            mailbox: Arc::downgrade(&mailbox),
-        };
         let engine = Engine::of(&self.db)?;
-        engine.register::<T>(&self.db, &self.state, |live| {
+        engine.register::<T>(&self.db, &self.state, |live, demand| {
+            let mut sub = QuerySub {
+                parts,
+                orders,
+                orders_signature,
+                anchors: anchoring.anchors,
+                exact: anchoring.exact,
+                entries: Vec::new(),
+                complete: true,
+                since: 0,
+                policy,
+                mailbox: Arc::downgrade(&mailbox),
+                _demand: demand,
+            };
             sub.load(&self.db, &self.state)?;
             let keys = (policy == Policy::LatestOnly).then(|| {
                 let new = sub.keys_of(sub.visible());
@@ -834,5 +829,47 @@ impl<T: Record> Collection<T> {
             Ok(())
         })?;
         Ok(QuerySubscription::new(mailbox))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::collection::Record;
+
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "counted")]
+    struct Counted {
+        #[record(key)]
+        id: u32,
+        n: i64,
+    }
+
+    #[test]
+    fn writers_record_changes_exactly_while_a_subscription_is_registered() {
+        // Each registered subscription holds one demand guard: a refused registration, a
+        // subscription dropped (pruned at the next commit) and the last one gone each leave
+        // the demand where it should be, so writers stop copying old values for nobody.
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let counted = db.collection::<Counted>().unwrap();
+        let write = |n: i64| db.write(|tx| counted.upsert(tx, &Counted { id: 1, n }).map(drop)).unwrap();
+        assert!(!db.records_changes());
+        // Subscribing inside a write transaction is refused after the demand was raised.
+        db.write(|_| {
+            assert!(matches!(counted.subscribe_object(&1u32), Err(crate::Error::WouldDeadlock { .. })));
+            Ok(())
+        })
+        .unwrap();
+        assert!(!db.records_changes(), "a refused subscription left its demand behind");
+        let object = counted.subscribe_object(&1u32).unwrap();
+        let query = counted.subscribe_query(&counted.filter(Counted::n().gt(0))).unwrap();
+        assert!(db.records_changes());
+        write(1);
+        drop(object);
+        write(2); // prunes the object subscription; the query's still demands
+        assert!(db.records_changes());
+        drop(query);
+        write(3); // prunes the last one
+        assert!(!db.records_changes());
     }
 }

@@ -71,6 +71,23 @@ struct Listener {
     missed: Arc<AtomicU64>,
 }
 
+/// One hook consumer's need for recorded changes (a live subscription holds one): writers
+/// record changes while any is alive. Made by [`Feed::demand_changes`]; dropping it lowers the
+/// demand, exactly once. It holds the feed weakly, so a consumer kept by a hook never keeps
+/// the feed alive.
+pub(crate) struct ChangeDemand {
+    feed: std::sync::Weak<Feed>,
+}
+
+impl Drop for ChangeDemand {
+    fn drop(&mut self) {
+        if let Some(feed) = self.feed.upgrade() {
+            let before = feed.hook_demand.fetch_sub(1, Ordering::AcqRel);
+            debug_assert!(before > 0, "change demand lowered below zero");
+        }
+    }
+}
+
 /// A module's handler of every batch, run on the delivery thread (after the commit, never
 /// under the write lock) before the listeners get the batch. Live queries are one.
 pub(crate) type Hook = Arc<dyn Fn(&Arc<ChangeBatch>) + Send + Sync>;
@@ -139,13 +156,10 @@ impl Feed {
         lock(&self.hooks).push(hook);
     }
 
-    /// Raises (`+1`) or lowers (`-1`) the number of hook consumers that need changes recorded.
-    pub(crate) fn demand(&self, delta: isize) {
-        if delta >= 0 {
-            self.hook_demand.fetch_add(delta as usize, Ordering::AcqRel);
-        } else {
-            self.hook_demand.fetch_sub(delta.unsigned_abs(), Ordering::AcqRel);
-        }
+    /// Asks writers to record changes for a hook's consumer until the returned guard drops.
+    pub(crate) fn demand_changes(self: &Arc<Self>) -> ChangeDemand {
+        self.hook_demand.fetch_add(1, Ordering::AcqRel);
+        ChangeDemand { feed: Arc::downgrade(self) }
     }
 
     fn deliver(&self, batch: &Arc<ChangeBatch>) {

@@ -21,6 +21,7 @@ mod preflight;
 mod sync;
 mod txn;
 
+pub(crate) use feed::ChangeDemand;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub(crate) use migrate::Upgrade;
 pub use sync::Durability;
@@ -213,7 +214,18 @@ pub(crate) struct Inner {
 /// ```
 #[derive(Clone)]
 pub struct Db {
-    pub(crate) inner: Arc<Inner>,
+    pub(in crate::store) inner: Arc<Inner>,
+}
+
+/// A [`Db`] that does not keep the database open (see [`Db::downgrade`]).
+#[derive(Clone)]
+pub(crate) struct WeakDb(std::sync::Weak<Inner>);
+
+impl WeakDb {
+    /// The database, if it is still open.
+    pub(crate) fn upgrade(&self) -> Option<Db> {
+        self.0.upgrade().map(|inner| Db { inner })
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -604,6 +616,37 @@ impl Db {
             }
         })?;
         Ok(())
+    }
+
+    /// A handle that does not keep the database open: background work (index builds, the live
+    /// engine's hook) holds one and upgrades it for each unit of work.
+    pub(crate) fn downgrade(&self) -> WeakDb {
+        WeakDb(Arc::downgrade(&self.inner))
+    }
+
+    /// Runs `hook` on the feed's delivery thread for every committed batch, from now on, for
+    /// as long as the database is open (see [`feed::Hook`]).
+    pub(crate) fn add_feed_hook(&self, hook: feed::Hook) {
+        self.inner.feed.add_hook(hook);
+    }
+
+    /// Makes writers record changes for a hook until the returned guard drops (see
+    /// [`feed::ChangeDemand`]). A transaction that began before may still commit unrecorded:
+    /// follow with [`Db::wait_for_writers`].
+    pub(crate) fn demand_changes(&self) -> feed::ChangeDemand {
+        self.inner.feed.demand_changes()
+    }
+
+    /// Whether writers record changes now (someone listens, or a hook's consumer demands them).
+    #[cfg(test)]
+    pub(crate) fn records_changes(&self) -> bool {
+        self.inner.feed.has_listeners()
+    }
+
+    /// The ceiling the map may grow to, in bytes ([`DbOptions::map_size_max_bytes`]): no value
+    /// larger can ever be stored.
+    pub(crate) fn map_size_max_bytes(&self) -> u64 {
+        self.inner.options.map_size_max_bytes
     }
 
     /// Waits until no write transaction is running (one that began earlier has committed or
