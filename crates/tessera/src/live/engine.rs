@@ -1,0 +1,290 @@
+//! The engine: one hook on the database's change feed that dispatches each commit to the
+//! subscriptions it may affect, collection by collection, and registers new ones.
+
+use super::changeset::ObjectChange;
+use super::mailbox::Mailbox;
+use super::matcher::Matcher;
+use super::state::{Commit, Hit, QuerySub, SortKeys, Values};
+use crate::collection::{sort_key, CollectionState, Record, TypeDesc};
+use crate::error::Result;
+use crate::query::FieldPath;
+use crate::store::{Change, ChangeBatch, ChangeDemand, WeakDb};
+use crate::Db;
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use tessera_value::Doc;
+
+/// One object subscription: where its deliveries go, and the commit it has seen.
+pub(super) struct ObjectSub<T> {
+    pub(super) mailbox: Weak<Mailbox<ObjectChange<T>>>,
+    pub(super) since: u64,
+    /// Keeps writers recording changes while the subscription is registered.
+    pub(super) _demand: ChangeDemand,
+}
+
+/// Work, in (subscription, change) pairs, from which a commit's updates are split over two
+/// threads (a thread costs about as much as 1,000 pairs).
+pub(super) const PARALLEL_PAIRS_MIN: usize = 20_000;
+/// What updating and delivering one subscription costs besides its pairs (a decode, a result
+/// vector, a wake-up), in pairs.
+pub(super) const SUBSCRIPTION_COST_IN_PAIRS: usize = 16;
+
+/// Every live subscription of one collection.
+pub(super) struct LiveCollection<T: Record> {
+    pub(super) state: Arc<CollectionState>,
+    /// Object subscriptions by primary key. Every change of a commit is looked up here, so the
+    /// hash is Fx, not SipHash (a third of a 10,000-change commit's dispatch went to hashing).
+    /// The table holds only subscribed keys, so keys crafted to collide can cost a lookup one
+    /// more comparison each, never make the table degrade.
+    pub(super) objects: rustc_hash::FxHashMap<Box<[u8]>, Vec<ObjectSub<T>>>,
+    /// Query subscriptions by slot; a slot's index is the subscription's id in the matcher.
+    pub(super) queries: Vec<Option<QuerySub<T>>>,
+    pub(super) free_slots: Vec<usize>,
+    pub(super) matcher: Matcher,
+}
+
+/// The registry goes with the database's change feed: every subscription still open then ends,
+/// so that `recv` returns `None` instead of waiting for deliveries that cannot come.
+impl<T: Record> Drop for LiveCollection<T> {
+    fn drop(&mut self) {
+        for sub in self.objects.values().flatten() {
+            if let Some(mailbox) = sub.mailbox.upgrade() {
+                mailbox.end();
+            }
+        }
+        for sub in self.queries.iter().flatten() {
+            if let Some(mailbox) = sub.mailbox.upgrade() {
+                mailbox.end();
+            }
+        }
+    }
+}
+
+/// A collection's subscriptions, whatever the record type.
+pub(super) trait AnyLive: Send {
+    /// Applies a commit; returns how many dead subscriptions were removed.
+    fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> usize;
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Record> LiveCollection<T> {
+    /// Drops subscriptions whose handle is gone; returns how many.
+    pub(super) fn prune(&mut self) -> usize {
+        let mut removed = 0;
+        self.objects.retain(|_, subs| {
+            let before = subs.len();
+            subs.retain(|sub| sub.mailbox.strong_count() > 0);
+            removed += before - subs.len();
+            !subs.is_empty()
+        });
+        for slot in 0..self.queries.len() {
+            if self.queries[slot].as_ref().is_some_and(|sub| sub.mailbox.strong_count() == 0) {
+                if let Some(sub) = self.queries[slot].take() {
+                    self.matcher.remove(slot as u64, &sub.anchors);
+                    self.free_slots.push(slot);
+                    removed += 1;
+                }
+            }
+        }
+        removed
+    }
+}
+
+impl<T: Record> AnyLive for LiveCollection<T> {
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> usize {
+        let removed = self.prune();
+        let changes: Vec<&Change> = batch.changes.iter().filter(|change| *change.keyspace == *self.state.records.name()).collect();
+        if changes.is_empty() {
+            return removed;
+        }
+        let values = Values::new(changes.len());
+        for (index, change) in changes.iter().enumerate() {
+            let Some(subs) = self.objects.get(&*change.key) else { continue };
+            let event = match change.new {
+                Some(_) => match values.get(index, &changes, &self.state) {
+                    Ok(value) => ObjectChange::Updated(value),
+                    Err(_) => continue, // a record that does not decode is not delivered
+                },
+                None => ObjectChange::Deleted,
+            };
+            for sub in subs.iter().filter(|sub| batch.sequence > sub.since) {
+                if let Some(mailbox) = sub.mailbox.upgrade() {
+                    mailbox.push(event.clone());
+                }
+            }
+        }
+        if self.queries.iter().all(Option::is_none) {
+            return removed;
+        }
+        // Which subscriptions each change may affect: (change, old version hit, new hit).
+        self.matcher.prepare();
+        let mut hits: Vec<Vec<Hit>> = vec![Vec::new(); self.queries.len()];
+        let mut component = Vec::with_capacity(32);
+        let fields: Vec<(FieldPath, &super::matcher::FieldIndex)> =
+            self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
+        // A string primary key's sort key is its stored key behind the string tag: anchors on
+        // it are matched without reading the records.
+        let string_key = matches!(T::KEY_FIELDS, [_]) && matches!(self.state.shape.resolve(T::KEY_FIELDS[0]), Some(TypeDesc::String));
+        for (path, field) in &fields {
+            let on_key = string_key && **path == *T::KEY_FIELDS[0];
+            for (index, change) in changes.iter().enumerate() {
+                for (bytes, is_new) in [(&change.old, false), (&change.new, true)] {
+                    let Some(bytes) = bytes else { continue };
+                    component.clear();
+                    if on_key {
+                        component.push(sort_key::TAG_STRING);
+                        component.extend_from_slice(&change.key);
+                    } else {
+                        let Ok(doc) = Doc::from_trusted_with_keys(bytes, &self.state.keys.shared) else { continue };
+                        sort_key::encode_value(path.lookup(doc.root()), &mut component);
+                    }
+                    field.lookup(&component, &mut |id| {
+                        let list = &mut hits[id as usize];
+                        match list.last_mut() {
+                            Some(last) if last.0 == index => {
+                                if is_new {
+                                    last.2 = true;
+                                } else {
+                                    last.1 = true;
+                                }
+                            }
+                            _ => list.push((index, !is_new, is_new)),
+                        }
+                    });
+                }
+            }
+        }
+        for id in &self.matcher.unanchored {
+            hits[*id as usize] = (0..changes.len()).map(|index| (index, true, true)).collect();
+        }
+        // The work: each affected subscription with its hits, in change order.
+        let mut work: Vec<(&mut QuerySub<T>, Vec<Hit>)> = Vec::with_capacity(hits.len());
+        for (sub, list) in self.queries.iter_mut().zip(hits) {
+            let (Some(sub), mut list) = (sub.as_mut(), list) else { continue };
+            if list.is_empty() || batch.sequence <= sub.since {
+                continue;
+            }
+            // Several anchors (an `or`) can list a change twice.
+            list.sort_unstable_by_key(|hit| hit.0);
+            list.dedup_by(|later, earlier| {
+                if later.0 == earlier.0 {
+                    earlier.1 |= later.1;
+                    earlier.2 |= later.2;
+                    true
+                } else {
+                    false
+                }
+            });
+            work.push((sub, list));
+        }
+        let mut sort_keys: HashMap<String, SortKeys> = HashMap::new();
+        for (sub, _) in &work {
+            sort_keys
+                .entry(sub.orders_signature.clone())
+                .or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
+        }
+        let commit = Commit { sequence: batch.sequence, changes: &changes, values: &values, db, state: &self.state };
+        let run = |work: &mut [(&mut QuerySub<T>, Vec<Hit>)]| {
+            for (sub, list) in work.iter_mut() {
+                let Some(mailbox) = sub.mailbox.upgrade() else { continue };
+                let sort_keys = &sort_keys[&sub.orders_signature];
+                match sub.apply(&commit, list, sort_keys) {
+                    Ok(Some(change)) => mailbox.push(change),
+                    Ok(None) => {}
+                    // The subscription cannot follow (a record that does not decode): end it.
+                    Err(_) => mailbox.end(),
+                }
+            }
+        };
+        // A large commit is split between two threads: the feed thread and one helper.
+        let cost = |list: &Vec<Hit>| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
+        let total: usize = work.iter().map(|(_, list)| cost(list)).sum();
+        if total >= PARALLEL_PAIRS_MIN && work.len() > 1 {
+            let mut half = 0;
+            let mut counted = 0;
+            while half < work.len() && counted * 2 < total {
+                counted += cost(&work[half].1);
+                half += 1;
+            }
+            let (first, second) = work.split_at_mut(half);
+            std::thread::scope(|scope| {
+                scope.spawn(|| run(second));
+                run(first);
+            });
+        } else {
+            run(&mut work);
+        }
+        removed
+    }
+}
+
+/// All live subscriptions of one database, fed by a hook on its change feed.
+pub(crate) struct Engine {
+    collections: Mutex<HashMap<String, Box<dyn AnyLive>>>,
+    db: WeakDb,
+}
+
+pub(super) const ENGINE_STATE_KEY: &str = "live";
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Engine {
+    pub(super) fn of(db: &Db) -> Result<Arc<Engine>> {
+        db.shared_state_or(
+            ENGINE_STATE_KEY,
+            |_: &Engine| true,
+            || {
+                let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: db.downgrade() });
+                let hook_engine = engine.clone();
+                db.add_feed_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
+                Ok(engine)
+            },
+        )
+    }
+
+    pub(super) fn apply(&self, batch: &Arc<ChangeBatch>) {
+        let Some(db) = self.db.upgrade() else { return };
+        let mut collections = lock(&self.collections);
+        for live in collections.values_mut() {
+            live.apply(batch, &db); // a pruned subscription's demand guard lowers the demand
+        }
+    }
+
+    /// Runs `register` on the collection's registry with the writer barrier passed: from now on
+    /// every commit is recorded and reaches the registry after what `register` read. `register`
+    /// gets the subscription's demand guard to keep (a refused registration drops it).
+    pub(super) fn register<T: Record>(
+        &self,
+        db: &Db,
+        state: &Arc<CollectionState>,
+        register: impl FnOnce(&mut LiveCollection<T>, ChangeDemand) -> Result<()>,
+    ) -> Result<()> {
+        // Ask writers to record changes, then wait out a transaction that began without.
+        let demand = db.demand_changes();
+        db.wait_for_writers()?;
+        let mut collections = lock(&self.collections);
+        let live = collections.entry(state.name.clone()).or_insert_with(|| {
+            Box::new(LiveCollection::<T> {
+                state: state.clone(),
+                objects: rustc_hash::FxHashMap::default(),
+                queries: Vec::new(),
+                free_slots: Vec::new(),
+                matcher: Matcher::default(),
+            })
+        });
+        match live.as_any().downcast_mut::<LiveCollection<T>>() {
+            Some(live) => register(live, demand),
+            None => Err(crate::Error::SchemaMismatch {
+                collection: state.name.clone(),
+                reason: "subscribed with two different record types".into(),
+            }),
+        }
+    }
+}
