@@ -2,7 +2,7 @@
 //! subscriptions it may affect, collection by collection, and registers new ones.
 
 use super::changeset::ObjectChange;
-use super::mailbox::Mailbox;
+use super::mailbox::{Mailbox, SubscriptionEnd};
 use super::matcher::Matcher;
 use super::state::{Commit, Hit, QuerySub, SortKeys, Values};
 use crate::collection::{sort_key, CollectionState, Record, TypeDesc};
@@ -50,12 +50,12 @@ impl<T: Record> Drop for LiveCollection<T> {
     fn drop(&mut self) {
         for sub in self.objects.values().flatten() {
             if let Some(mailbox) = sub.mailbox.upgrade() {
-                mailbox.end();
+                mailbox.end_with(SubscriptionEnd::DatabaseClosed);
             }
         }
         for sub in self.queries.iter().flatten() {
             if let Some(mailbox) = sub.mailbox.upgrade() {
-                mailbox.end();
+                mailbox.end_with(SubscriptionEnd::DatabaseClosed);
             }
         }
     }
@@ -106,15 +106,16 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         for (index, change) in changes.iter().enumerate() {
             let Some(subs) = self.objects.get(&*change.key) else { continue };
             let event = match change.new {
-                Some(_) => match values.get(index, &changes, &self.state) {
-                    Ok(value) => ObjectChange::Updated(value),
-                    Err(_) => continue, // a record that does not decode is not delivered
-                },
-                None => ObjectChange::Deleted,
+                Some(_) => values.get(index, &changes, &self.state).map(ObjectChange::Updated).map_err(Arc::new),
+                None => Ok(ObjectChange::Deleted),
             };
             for sub in subs.iter().filter(|sub| batch.sequence > sub.since) {
-                if let Some(mailbox) = sub.mailbox.upgrade() {
-                    mailbox.push(event.clone());
+                let Some(mailbox) = sub.mailbox.upgrade() else { continue };
+                match &event {
+                    Ok(event) => mailbox.push(event.clone()),
+                    // A record that does not decode ends the subscription with the error: never
+                    // a skipped change that the subscriber cannot tell from no change.
+                    Err(error) => mailbox.end_with(SubscriptionEnd::Failed(error.clone())),
                 }
             }
         }
@@ -197,7 +198,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                     Ok(Some(change)) => mailbox.push(change),
                     Ok(None) => {}
                     // The subscription cannot follow (a record that does not decode): end it.
-                    Err(_) => mailbox.end(),
+                    Err(error) => mailbox.end_with(SubscriptionEnd::Failed(Arc::new(error))),
                 }
             }
         };

@@ -30,6 +30,40 @@ pub(crate) trait Coalesce {
 struct State<E> {
     queue: VecDeque<E>,
     waker: Option<Waker>,
+    /// Why the subscription ended, once it has (the first reason given).
+    end: Option<SubscriptionEnd>,
+}
+
+/// Why a subscription delivers nothing more: what its handle's `ended` reports once `recv`
+/// has returned `None`.
+///
+/// ```
+/// use tessera::collection::Record;
+/// use tessera::live::SubscriptionEnd;
+/// #[derive(Record)]
+/// struct Item { #[record(key)] id: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let items = db.collection::<Item>()?;
+/// let live = items.subscribe_object(&1u32)?;
+/// assert!(live.ended().is_none(), "still following");
+/// drop(items);
+/// drop(db); // the last handle: the database closes
+/// assert!(live.recv().is_none());
+/// assert!(matches!(live.ended(), Some(SubscriptionEnd::DatabaseClosed)));
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum SubscriptionEnd {
+    /// The database closed: its last handle was dropped.
+    DatabaseClosed,
+    /// The subscription could not follow a commit (a changed record that does not decode as
+    /// the record type: the error names the collection, the key and the field path). It
+    /// delivers nothing after the last consistent state.
+    Failed(std::sync::Arc<crate::Error>),
+    /// The callback given to `for_each` panicked, with this message; it was removed.
+    CallbackPanicked(String),
 }
 
 pub(crate) struct Mailbox<E> {
@@ -43,7 +77,7 @@ pub(crate) struct Mailbox<E> {
 impl<E: Coalesce> Mailbox<E> {
     pub(crate) fn new(policy: Policy) -> Self {
         Mailbox {
-            state: Mutex::new(State { queue: VecDeque::new(), waker: None }),
+            state: Mutex::new(State { queue: VecDeque::new(), waker: None, end: None }),
             ready: Condvar::new(),
             policy,
             ended: AtomicBool::new(false),
@@ -54,8 +88,13 @@ impl<E: Coalesce> Mailbox<E> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues a delivery; an ended mailbox takes none (a subscription that could not follow
+    /// one commit must not deliver a later one computed without it).
     pub(crate) fn push(&self, event: E) {
         let mut state = self.lock();
+        if state.end.is_some() || self.ended.load(Ordering::Acquire) {
+            return;
+        }
         let coalesce = self.policy == Policy::LatestOnly || state.queue.len() >= QUEUE_LEN_MAX;
         match state.queue.back_mut() {
             Some(last) if coalesce => last.coalesce(event),
@@ -69,6 +108,19 @@ impl<E: Coalesce> Mailbox<E> {
         }
     }
 
+    /// Ends the subscription for `reason` (the first reason given is kept), waking a waiting
+    /// reader; deliveries already queued are still read.
+    pub(crate) fn end_with(&self, reason: SubscriptionEnd) {
+        self.lock().end.get_or_insert(reason);
+        self.end();
+    }
+
+    /// Why the subscription ended, if it has for a reason (see [`Mailbox::end_with`]).
+    pub(crate) fn end_reason(&self) -> Option<SubscriptionEnd> {
+        self.lock().end.clone()
+    }
+
+    /// Ends the subscription with no reason to report (its handle is gone).
     pub(crate) fn end(&self) {
         self.ended.store(true, Ordering::Release);
         let waker = self.lock().waker.take();

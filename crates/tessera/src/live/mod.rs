@@ -59,7 +59,7 @@ mod state;
 mod subscription;
 
 pub use changeset::{ObjectChange, ResultChange};
-pub use mailbox::{Policy, QUEUE_LEN_MAX};
+pub use mailbox::{Policy, SubscriptionEnd, QUEUE_LEN_MAX};
 pub use subscription::{ObjectSubscription, QuerySubscription, SubscriptionHandle};
 
 use crate::collection::{Collection, Order, Query, Record};
@@ -160,6 +160,58 @@ mod tests {
         #[record(key)]
         id: u32,
         n: i64,
+    }
+
+    #[test]
+    fn a_record_that_does_not_decode_ends_subscriptions_with_the_error_and_nothing_after_it() {
+        // Object subscriptions skipped such a change, so the subscriber could not tell it from
+        // no change; query subscriptions ended with no reason, and a later commit could still
+        // deliver a changeset computed without the failed one.
+        use super::SubscriptionEnd;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let counted = db.collection::<Counted>().unwrap();
+        db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 1 }).map(drop)).unwrap();
+        let object = counted.subscribe_object(&1u32).unwrap();
+        let query = counted.subscribe_query(&counted.all()).unwrap();
+        assert_eq!(query.recv_timeout(Duration::from_secs(5)).unwrap().result.len(), 1, "the initial result");
+        // Stored bytes of another shape under record 1's key (a string, not a struct).
+        let records = db.internal_keyspace("tessera.col.counted").unwrap();
+        let key = crate::store::key::encode(&1u32);
+        db.write(|tx| tx.put(&records, &key, &tessera_value::to_vec("not a record").unwrap())).unwrap();
+        db.write(|tx| counted.upsert(tx, &Counted { id: 2, n: 2 }).map(drop)).unwrap(); // after it
+        assert!(object.recv_timeout(Duration::from_secs(5)).is_none(), "no delivery for the damaged record, nor after it");
+        assert!(query.recv_timeout(Duration::from_secs(5)).is_none(), "no changeset after the one that failed");
+        for ended in [object.ended(), query.ended()] {
+            match ended {
+                Some(SubscriptionEnd::Failed(error)) => {
+                    let text = error.to_string();
+                    assert!(text.contains("counted") && text.contains('1'), "names collection and key: {text}");
+                }
+                other => panic!("expected a failure, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_callback_is_removed_and_reported_on_its_handle_and_others_still_get_deliveries() {
+        use super::SubscriptionEnd;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let counted = db.collection::<Counted>().unwrap();
+        let handle = counted.subscribe_object(&1u32).unwrap().for_each(|_| panic!("callback bug")).unwrap();
+        let other = counted.subscribe_object(&1u32).unwrap();
+        db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 1 }).map(drop)).unwrap();
+        assert!(other.recv_timeout(Duration::from_secs(5)).is_some());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while handle.ended().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(matches!(handle.ended(), Some(SubscriptionEnd::CallbackPanicked(message)) if message == "callback bug"));
+        db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 2 }).map(drop)).unwrap();
+        assert!(other.recv_timeout(Duration::from_secs(5)).is_some(), "the engine still serves the others");
     }
 
     #[test]

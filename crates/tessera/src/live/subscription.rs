@@ -1,7 +1,7 @@
 //! Subscription handles: a blocking iterator, a callback on a thread of its own, and (with the
 //! `futures` feature) a `futures::Stream`. Dropping a handle unsubscribes.
 
-use super::mailbox::Mailbox;
+use super::mailbox::{Mailbox, SubscriptionEnd};
 use super::{ObjectChange, ResultChange};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,9 +34,15 @@ macro_rules! subscription {
                 self.mailbox.try_recv()
             }
 
+            /// Why the subscription ended, once it has: `recv` then returns `None` after the
+            /// deliveries already queued. `None` while it follows the database.
+            pub fn ended(&self) -> Option<SubscriptionEnd> {
+                self.mailbox.end_reason()
+            }
+
             /// Calls `callback` with every delivery, on a thread of its own, until the returned
-            /// handle is dropped. A panicking callback ends the subscription; nothing else is
-            /// affected.
+            /// handle is dropped. A panicking callback ends the subscription, and the handle's
+            /// [`SubscriptionHandle::ended`] says so; nothing else is affected.
             pub fn for_each(self, mut callback: impl FnMut($event<T>) + Send + 'static) -> std::io::Result<SubscriptionHandle>
             where
                 T: Send + Sync + 'static,
@@ -52,12 +58,15 @@ macro_rules! subscription {
                             return;
                         }
                         let call = std::panic::AssertUnwindSafe(|| callback(event));
-                        if std::panic::catch_unwind(call).is_err() {
+                        if let Err(payload) = std::panic::catch_unwind(call) {
+                            let message = crate::store::panic_message(&*payload);
+                            subscription.mailbox.end_with(SubscriptionEnd::CallbackPanicked(message));
                             return; // dropping the subscription unsubscribes
                         }
                     }
                 })?;
-                Ok(SubscriptionHandle { stop, wake: Box::new(move || mailbox.end()) })
+                let reason = mailbox.clone();
+                Ok(SubscriptionHandle { stop, wake: Box::new(move || mailbox.end()), end: Box::new(move || reason.end_reason()) })
             }
         }
 
@@ -105,6 +114,15 @@ subscription!(
 pub struct SubscriptionHandle {
     stop: Arc<AtomicBool>,
     wake: Box<dyn Fn() + Send + Sync>,
+    end: Box<dyn Fn() -> Option<SubscriptionEnd> + Send + Sync>,
+}
+
+impl SubscriptionHandle {
+    /// Why the callback gets nothing more, once that is so: the database closed, the
+    /// subscription could not follow a commit, or the callback panicked (and was removed).
+    pub fn ended(&self) -> Option<SubscriptionEnd> {
+        (self.end)()
+    }
 }
 
 impl Drop for SubscriptionHandle {

@@ -25,7 +25,7 @@ pub(crate) use feed::ChangeDemand;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub(crate) use migrate::Upgrade;
 pub use sync::Durability;
-pub(crate) use txn::writing_on_this_thread;
+pub(crate) use txn::{panic_message, writing_on_this_thread};
 pub use txn::{Entries, ReadSource, ReadTxn, Snapshot, WriteTxn, KEY_LEN_MAX};
 
 use crate::error::{Error, Result};
