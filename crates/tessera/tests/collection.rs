@@ -733,3 +733,27 @@ fn an_exact_key_lookup_skips_the_filter_and_every_other_lookup_keeps_it() {
     assert!(numbered.filter(Numbered::id().eq(7)).order_by("nope", Order::Asc).fetch(&db).is_err());
     assert!(numbered.filter(field("id").eq(-1)).fetch(&db).unwrap().is_empty());
 }
+
+#[test]
+fn a_string_key_that_starts_with_the_empty_string_is_every_record() {
+    // The plan was a key range from the empty key, which LMDB refuses to seek to: the query
+    // failed with a storage error (found by the live oracle).
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| (0..5).try_for_each(|i| docs.insert(tx, &bench_doc(i)).map(drop))).unwrap();
+    let every = docs.filter(BenchDoc::title().starts_with(""));
+    assert_eq!(every.count(&db).unwrap(), 5, "{}", every.explain().unwrap());
+    assert_eq!(every.clone().order_by(BenchDoc::title(), Order::Desc).fetch(&db).unwrap()[0], bench_doc(4));
+    let keyspace = db.keyspace("raw").unwrap();
+    db.write(|tx| tx.put(&keyspace, b"k", b"v")).unwrap();
+    let read = |start: std::ops::Bound<&[u8]>, end: std::ops::Bound<&[u8]>| {
+        db.read(|tx| {
+            tx.range(&keyspace, (start, end))?.map(|entry| entry.map(|(key, _)| key.to_vec())).collect::<tessera::Result<Vec<_>>>()
+        })
+    };
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    assert_eq!(read(Included(b""), Unbounded).unwrap(), [b"k".to_vec()], "every key is at least the empty key");
+    assert_eq!(read(Excluded(b""), Unbounded).unwrap(), [b"k".to_vec()]);
+    assert!(read(Unbounded, Excluded(b"")).unwrap().is_empty(), "no key is below the empty key");
+    assert!(read(Unbounded, Included(b"")).unwrap().is_empty());
+}

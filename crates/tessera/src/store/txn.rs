@@ -272,7 +272,7 @@ impl<'db> ReadTxn<'db> {
 
     /// The entries with keys in `range`, in key order, read lazily.
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
-        let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
+        let bounds = lmdb_bounds((range.start_bound().cloned(), range.end_bound().cloned()));
         let iter = keyspace.handle.range(self.txn(), &bounds).map_err(|e| self.error(e))?;
         Ok(Entries::new(RawEntries::Range(iter), self.inner, keyspace))
     }
@@ -631,7 +631,7 @@ impl<'db> WriteTxn<'db> {
     /// The entries with keys in `range` as this transaction sees them, in key order.
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let ceiling = self.inner.options.map_size_max_bytes;
-        let bounds: (Bound<&[u8]>, Bound<&[u8]>) = (range.start_bound().cloned(), range.end_bound().cloned());
+        let bounds = lmdb_bounds((range.start_bound().cloned(), range.end_bound().cloned()));
         let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?;
         Ok(Entries::new(RawEntries::Range(iter), self.inner, keyspace))
     }
@@ -926,6 +926,19 @@ fn get_checked<'t>(txn: &'t heed::RoTxn<'_>, inner: &Inner, keyspace: &Keyspace,
     }
 }
 
+/// `bounds` as LMDB can take them. No stored key is empty, so an empty lower bound (inclusive
+/// or not) is no bound, and an empty upper bound leaves nothing; LMDB refuses to position a
+/// cursor at an empty key (`MDB_BAD_VALSIZE`), so neither reaches it (a query for keys that
+/// start with "" failed instead of returning every record).
+fn lmdb_bounds<'b>(bounds: (Bound<&'b [u8]>, Bound<&'b [u8]>)) -> (Bound<&'b [u8]>, Bound<&'b [u8]>) {
+    const NOTHING: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&[0]), Bound::Excluded(&[0]));
+    match bounds {
+        (_, Bound::Included([]) | Bound::Excluded([])) => NOTHING,
+        (Bound::Included([]) | Bound::Excluded([]), end) => (Bound::Unbounded, end),
+        other => other,
+    }
+}
+
 /// A range of entries, ascending or descending, with bounds that need not outlive the
 /// iterator (heed copies them into the cursor).
 fn entries_between<'t>(
@@ -936,6 +949,7 @@ fn entries_between<'t>(
     descending: bool,
 ) -> Result<Entries<'t>> {
     let ceiling = inner.options.map_size_max_bytes;
+    let bounds = lmdb_bounds(bounds);
     let iter = if descending {
         RawEntries::RevRange(keyspace.handle.rev_range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
     } else {
