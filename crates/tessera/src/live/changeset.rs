@@ -108,26 +108,98 @@ pub(super) fn diff_by_key(old: &[Box<[u8]>], new: &[Box<[u8]>], modified: &HashS
     }
     let deletions = (0..old.len()).filter(|i| !kept.contains(i)).collect();
     let modifications = stayed.iter().filter(|(_, n)| modified.contains(&new[*n])).map(|(_, n)| *n).collect();
-    // Longest increasing subsequence of old positions, in new order.
-    let mut tails: Vec<usize> = Vec::new(); // indices into `stayed`
-    let mut previous = vec![usize::MAX; stayed.len()];
-    for i in 0..stayed.len() {
-        let position = tails.partition_point(|&t| stayed[t].0 < stayed[i].0);
-        if position > 0 {
-            previous[i] = tails[position - 1];
-        }
-        if position == tails.len() {
-            tails.push(i);
-        } else {
-            tails[position] = i;
-        }
-    }
-    let mut in_order = vec![false; stayed.len()];
-    let mut cursor = tails.last().copied();
-    while let Some(i) = cursor {
-        in_order[i] = true;
-        cursor = (previous[i] != usize::MAX).then_some(previous[i]);
-    }
+    // The records that stayed in place: an increasing run of old positions, in new order, of
+    // greatest weight, where a record whose value did not change outweighs every changed one.
+    // Unchanged records keep their sort keys, hence their relative order, so they all stay on
+    // the run and only changed records are named as moved (the changeset contract: moves are
+    // also modifications). A plain longest run could name an unchanged record instead.
+    let in_order = heaviest_increasing_run(&stayed, |(_, new_index)| !modified.contains(&new[*new_index]), old.len());
     let moves = stayed.iter().zip(&in_order).filter(|(_, ordered)| !**ordered).map(|(pair, _)| *pair).collect();
     (deletions, insertions, modifications, moves)
+}
+
+/// Which of `stayed` (pairs of old and new position, in new order) form the increasing run of
+/// old positions of greatest weight, where each `heavy` pair outweighs all light ones
+/// together. O(n log n): a Fenwick tree over old positions (below `old_len`) keeps the best run
+/// ending at or below each position.
+fn heaviest_increasing_run(stayed: &[(usize, usize)], heavy: impl Fn(&(usize, usize)) -> bool, old_len: usize) -> Vec<bool> {
+    let light_max = stayed.len() as u64 + 1; // more than every light pair together
+                                             // tree[i]: the best (weight, index into `stayed`) of a run ending at an old position in
+                                             // the range node i covers; (0, MAX) is no run.
+    let mut tree: Vec<(u64, usize)> = vec![(0, usize::MAX); old_len + 1];
+    let mut previous = vec![usize::MAX; stayed.len()];
+    let mut best = (0u64, usize::MAX);
+    for (index, pair) in stayed.iter().enumerate() {
+        let old_position = pair.0;
+        debug_assert!(old_position < old_len, "an old position within the old result");
+        // The best run ending strictly before this old position.
+        let mut before = (0u64, usize::MAX);
+        let mut node = old_position; // positions 0..old_position are tree nodes 1..=old_position
+        while node > 0 {
+            before = before.max(tree[node]);
+            node &= node - 1;
+        }
+        let weight = before.0 + if heavy(pair) { light_max } else { 1 };
+        previous[index] = before.1;
+        let entry = (weight, index);
+        best = best.max(entry);
+        let mut node = old_position + 1;
+        while node <= old_len {
+            tree[node] = tree[node].max(entry);
+            node += node & node.wrapping_neg();
+        }
+    }
+    let mut in_run = vec![false; stayed.len()];
+    let mut cursor = best.1;
+    while cursor != usize::MAX {
+        in_run[cursor] = true;
+        cursor = previous[cursor];
+    }
+    in_run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(names: &str) -> Vec<Box<[u8]>> {
+        names.bytes().map(|name| Box::from([name])).collect()
+    }
+
+    /// The moves of `old` → `new` when the records in `modified` changed.
+    fn moves(old: &str, new: &str, modified: &str) -> Vec<(usize, usize)> {
+        let modified: HashSet<Box<[u8]>> = keys(modified).into_iter().collect();
+        diff_by_key(&keys(old), &keys(new), &modified).3
+    }
+
+    #[test]
+    fn only_changed_records_are_named_as_moved() {
+        // A changed and sorted after B: A moved, not B (a longest run could keep either, and
+        // kept A, naming the unchanged B as moved).
+        assert_eq!(moves("AB", "BA", "A"), [(0, 1)]);
+        assert_eq!(moves("AB", "BA", "B"), [(1, 0)]);
+        // Several changed records among unchanged ones, one inserted and one deleted.
+        assert_eq!(moves("ABCDE", "BDXAEC", "AC"), [(0, 3), (2, 5)]);
+        // Nothing changed place: no moves.
+        assert!(moves("ABC", "ABC", "B").is_empty());
+    }
+
+    #[test]
+    fn the_moves_turn_the_old_order_into_the_new_one() {
+        // Whatever is modified, applying deletions, insertions and moves must give `new`.
+        let old = keys("ABCDEFGH");
+        for (new, modified) in [("HGFEDCBA", ""), ("BADCFEHG", "ACEG"), ("CAB", "C"), ("XAYBZ", "")] {
+            let new = keys(new);
+            let set: HashSet<Box<[u8]>> = keys(modified).into_iter().collect();
+            let (deletions, insertions, _, moves) = diff_by_key(&old, &new, &set);
+            // Records not moved, not deleted and not inserted keep their relative order.
+            let moved: HashSet<usize> = moves.iter().map(|(from, _)| *from).collect();
+            let fixed_old: Vec<&Box<[u8]>> =
+                old.iter().enumerate().filter(|(i, _)| !deletions.contains(i) && !moved.contains(i)).map(|(_, k)| k).collect();
+            let moved_new: HashSet<usize> = moves.iter().map(|(_, to)| *to).collect();
+            let fixed_new: Vec<&Box<[u8]>> =
+                new.iter().enumerate().filter(|(i, _)| !insertions.contains(i) && !moved_new.contains(i)).map(|(_, k)| k).collect();
+            assert_eq!(fixed_old, fixed_new);
+        }
+    }
 }
