@@ -61,6 +61,20 @@ pub(super) fn sort_key_of(orders: &[(FieldPath, bool)], keys: &SharedKeys, bytes
     (Arc::from(out), key_start)
 }
 
+/// Orders two sort keys as their bytes do, deciding most pairs on their first eight bytes (one
+/// integer comparison, where a slice comparison calls `memcmp`: 12 % of a large commit's
+/// dispatch in perf, for keys of about 27 bytes).
+#[inline]
+fn compare_sort_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if let (Some(a_head), Some(b_head)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        let (a_head, b_head) = (u64::from_be_bytes(*a_head), u64::from_be_bytes(*b_head));
+        if a_head != b_head {
+            return a_head.cmp(&b_head);
+        }
+    }
+    a.cmp(b)
+}
+
 /// A sort key and where the primary key starts in it.
 pub(super) type SortKey = (Arc<[u8]>, usize);
 
@@ -146,7 +160,7 @@ impl<T: Record> QuerySub<T> {
                 (of(&change.old), of(&change.new))
             });
             let position = match (old_match, &old_all) {
-                (true, Some((sort, _))) => self.entries.binary_search_by(|e| e.sort.cmp(sort)).ok(),
+                (true, Some((sort, _))) => self.entries.binary_search_by(|e| compare_sort_keys(&e.sort, sort)).ok(),
                 _ => None,
             };
             let new_sort = if new_match { new_all.as_ref() } else { None };
@@ -164,7 +178,7 @@ impl<T: Record> QuerySub<T> {
                     if let Some((sort, key_start)) = new_sort {
                         // Past the last record of an incomplete result, storage may hold
                         // records this one should follow: leave it to a refill.
-                        if boundary.as_ref().is_some_and(|last| sort > last) {
+                        if boundary.as_ref().is_some_and(|last| compare_sort_keys(sort, last).is_gt()) {
                             continue;
                         }
                         let entry = Entry { sort: sort.clone(), key_start: *key_start, value: values.get(index, changes, state)? };
@@ -176,7 +190,7 @@ impl<T: Record> QuerySub<T> {
         if !any_removed && inserted.is_empty() && !any_modified_visible {
             return Ok(None);
         }
-        inserted.sort_by(|a, b| a.0.sort.cmp(&b.0.sort));
+        inserted.sort_by(|a, b| compare_sort_keys(&a.0.sort, &b.0.sort));
         // Merge the survivors with the insertions, remembering where each came from.
         let old_entries = std::mem::take(&mut self.entries);
         let mut origin: Vec<Origin> = Vec::with_capacity(old_entries.len() + inserted.len());
@@ -186,7 +200,7 @@ impl<T: Record> QuerySub<T> {
             if removed[position] {
                 continue;
             }
-            while inserted.peek().is_some_and(|(next, _)| next.sort < entry.sort) {
+            while inserted.peek().is_some_and(|(next, _)| compare_sort_keys(&next.sort, &entry.sort).is_lt()) {
                 let (next, moved_from) = inserted.next().expect("peeked");
                 merged.push(next);
                 origin.push(Origin::New { moved_from });
