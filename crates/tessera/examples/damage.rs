@@ -181,12 +181,16 @@ fn sweep(dir: &Path) {
             }
             let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
             let mut outcomes = [Outcome::Intact; 2];
+            let mut verified_error = String::new();
             for (verified, mode) in ["read", "read-verified"].into_iter().enumerate() {
                 std::fs::write(&copy, &damaged).expect("write the damaged copy");
                 let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
                 let (status, text) = child(mode, &copy);
                 let outcome = classify(status, &text, &expected);
                 outcomes[verified] = outcome;
+                if verified == 1 {
+                    verified_error = text.lines().next().unwrap_or("").chars().take(200).collect();
+                }
                 *read_outcomes[verified].entry(outcome).or_default() += 1;
                 let list = examples.entry((mode, outcome)).or_default();
                 if list.len() < 3 {
@@ -197,6 +201,9 @@ fn sweep(dir: &Path) {
                 }
             }
             let outcome = outcomes[0];
+            if outcomes == [Outcome::Intact, Outcome::TypedError] {
+                println!("read intact, refused by the verified open: page {page} offset {offset}: {}", verified_error.trim());
+            }
             std::fs::write(&copy, &damaged).expect("write the damaged copy again");
             let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
             let (status, report) = child("check", &copy);

@@ -127,8 +127,10 @@ pub struct DbOptions {
     /// refused with [`Error::Corrupted`] naming the keyspace and the page, and nothing is
     /// written to it.
     ///
-    /// It costs one read of every used page at each open: about 60 ms for a 100 MB file whose
-    /// pages are in the OS cache (a disk read of the whole file when they are not). It cannot
+    /// It costs one read of every used page at each open: 22 ms for a 110 MB file (500,000
+    /// entries of 150 bytes and 1,000 values of 20 KB: 22,826 pages read) whose pages are in
+    /// the OS cache, where the open takes 0.1 to 0.3 ms without it (release build, 2026-11-24);
+    /// a read of the whole file from disk when they are not cached. It cannot
     /// cover damage that happens after the open (by another writer or the disk), nor the pages
     /// the free-page tree lists, which LMDB reuses when it writes; [`Db::check`] walks the
     /// structure of an open file at any time.

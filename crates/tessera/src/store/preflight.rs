@@ -216,11 +216,12 @@ fn check_once(path: &Path, file: &std::fs::File, verify_structure: bool) -> Resu
     if verify_structure {
         let report = super::structure::walk(file, &newest)?;
         if let Some(first) = report.problems.first() {
-            let more = report.problems.len() as u64 - 1 + report.problems_not_listed;
-            let message = format!(
-                "{}: {first} ({more} more structural problems; found by DbOptions::verify_structure_on_open before LMDB read the file)",
-                path.display()
-            );
+            let more = match report.problems.len() as u64 - 1 + report.problems_not_listed {
+                0 => String::new(),
+                more => format!("{more} more structural problems; "),
+            };
+            let message =
+                format!("{}: {first} ({more}found by DbOptions::verify_structure_on_open before LMDB read the file)", path.display());
             return Ok((Err(Error::Corrupted(message)), txn_id));
         }
     }
