@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The damage sweep (issue "hostile files"): builds a database with a collection and its index,
 # a dictionary, documents and a raw keyspace; for every used page of the file and six offsets
-# in it, flips 8 bytes in a copy, reads everything back through the API in a child process and
+# in it, flips 8 bytes in a copy, reads everything back through the API in a child process
+# (opened with the default options, then again with DbOptions::verify_structure_on_open) and
 # runs Db::check in another; prints how many copies read intact, as different data, as a typed
-# error, a panic, a crash (signal) or a hang. The table in docs/storage.md comes from it.
+# error, a panic, a crash (signal) or a hang in each mode, and how many copies the check
+# flagged, passed or crashed on. The table in docs/storage.md comes from it.
 #
 # usage: scripts/damage.sh [DIR]   (default: a temporary directory, removed afterwards)
 set -euo pipefail
@@ -14,4 +16,4 @@ if [ -z "$dir" ]; then
     trap 'rm -rf "$dir"' EXIT
 fi
 cargo build --release --locked --example damage
-./target/release/examples/damage sweep "$dir"
+"${CARGO_TARGET_DIR:-target}/release/examples/damage" sweep "$dir"

@@ -1,13 +1,16 @@
 //! The damage sweep (`scripts/damage.sh`): builds a database with a collection and its index,
 //! a dictionary, documents and a raw keyspace; then, for every page of the file and six
 //! offsets in it, flips 8 bytes in a copy and reads everything back through the library's API
-//! in a child process, and runs `Db::check` in another. Each damaged copy is classed as
-//! intact, silently different data, a typed error, a panic, a crash (a signal) or a hang.
+//! in a child process, twice (opened with the default options, then with
+//! `DbOptions::verify_structure_on_open`), and runs `Db::check` in a third. Each read is
+//! classed as intact, silently different data, a typed error, a panic, a crash (a signal) or
+//! a hang; each check as flagged, passed or crashed.
 //!
 //! ```text
 //! cargo run --release --example damage -- sweep [DIR]
-//! cargo run --release --example damage -- read FILE     # one child: prints what it read
-//! cargo run --release --example damage -- check FILE    # one child: prints the check report
+//! cargo run --release --example damage -- read FILE           # one child: prints what it read
+//! cargo run --release --example damage -- read-verified FILE  # the same, opened verified
+//! cargo run --release --example damage -- check FILE          # one child: prints the check report
 //! ```
 
 use std::collections::BTreeMap;
@@ -15,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 use tessera::collection::Record;
-use tessera::Db;
+use tessera::{Db, DbOptions};
 
 #[derive(Record, Debug)]
 #[record(name = "notes")]
@@ -63,8 +66,8 @@ fn build(path: &Path) -> tessera::Result<()> {
 }
 
 /// Everything the API returns, one line per item, in a fixed order.
-fn read_all(path: &Path) -> tessera::Result<String> {
-    let db = Db::open(path)?;
+fn read_all(path: &Path, verify_structure_on_open: bool) -> tessera::Result<String> {
+    let db = Db::open_with(path, DbOptions { verify_structure_on_open, ..DbOptions::default() })?;
     let mut out = String::new();
     let notes = db.collection::<Note>()?;
     for note in notes.all().fetch(&db)? {
@@ -155,16 +158,19 @@ fn sweep(dir: &Path) {
     let _ = std::fs::remove_file(&original);
     let _ = std::fs::remove_file(dir.join("original.tessera-lock"));
     build(&original).expect("build the database");
-    let expected = read_all(&original).expect("read the undamaged database");
+    let expected = read_all(&original, false).expect("read the undamaged database");
+    assert_eq!(read_all(&original, true).expect("read the undamaged database, verified"), expected);
     let bytes = std::fs::read(&original).expect("read the file");
     // Pages past the last one LMDB used are zeros (the map's reserved tail): damage there is
     // never read. The used pages are those up to the last non-zero one.
     let pages = bytes.chunks(PAGE_BYTES as usize).rposition(|page| page.iter().any(|&b| b != 0)).map_or(0, |last| last + 1) as u64;
     println!("{} bytes, {pages} used pages, {} damaged copies", bytes.len(), pages * OFFSETS.len() as u64);
-    let mut read_outcomes: BTreeMap<Outcome, u64> = BTreeMap::new();
-    let mut check_flagged = [0u64; 2];
+    // Per read mode (default, verified): outcomes.
+    let mut read_outcomes: [BTreeMap<Outcome, u64>; 2] = Default::default();
+    // Checks that flagged the copy, passed it, crashed.
+    let (mut check_flagged, mut check_passed, mut check_crashed) = (0u64, 0u64, 0u64);
     let mut silent_unflagged = 0u64;
-    let mut examples: BTreeMap<Outcome, Vec<String>> = BTreeMap::new();
+    let mut examples: BTreeMap<(&str, Outcome), Vec<String>> = BTreeMap::new();
     let copy = dir.join("damaged.tessera");
     for page in 0..pages {
         for offset in OFFSETS {
@@ -174,22 +180,45 @@ fn sweep(dir: &Path) {
                 *byte ^= 0xFF;
             }
             let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
-            std::fs::write(&copy, &damaged).expect("write the damaged copy");
-            let (status, text) = child("read", &copy);
-            let outcome = classify(status, &text, &expected);
-            *read_outcomes.entry(outcome).or_default() += 1;
-            let list = examples.entry(outcome).or_default();
-            if list.len() < 3 {
-                list.push(format!(
-                    "page {page} offset {offset}: {}",
-                    text.lines().next().unwrap_or("").chars().take(160).collect::<String>()
-                ));
+            let mut outcomes = [Outcome::Intact; 2];
+            let mut verified_error = String::new();
+            for (verified, mode) in ["read", "read-verified"].into_iter().enumerate() {
+                std::fs::write(&copy, &damaged).expect("write the damaged copy");
+                let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
+                let (status, text) = child(mode, &copy);
+                let outcome = classify(status, &text, &expected);
+                outcomes[verified] = outcome;
+                if verified == 1 {
+                    verified_error = text.lines().next().unwrap_or("").chars().take(200).collect();
+                }
+                *read_outcomes[verified].entry(outcome).or_default() += 1;
+                let list = examples.entry((mode, outcome)).or_default();
+                if list.len() < 3 {
+                    list.push(format!(
+                        "page {page} offset {offset}: {}",
+                        text.lines().next().unwrap_or("").chars().take(160).collect::<String>()
+                    ));
+                }
+            }
+            let outcome = outcomes[0];
+            if outcomes == [Outcome::Intact, Outcome::TypedError] {
+                println!("read intact, refused by the verified open: page {page} offset {offset}: {}", verified_error.trim());
             }
             std::fs::write(&copy, &damaged).expect("write the damaged copy again");
             let _ = std::fs::remove_file(dir.join("damaged.tessera-lock"));
             let (status, report) = child("check", &copy);
             let flagged = status.code() != Some(0) || !report.starts_with("ok");
-            check_flagged[flagged as usize] += 1;
+            match (status.code(), flagged) {
+                (None, _) => check_crashed += 1,
+                (Some(_), true) => check_flagged += 1,
+                (Some(_), false) => check_passed += 1,
+            }
+            if outcome != Outcome::Intact && !flagged {
+                println!("check passed a copy that reads as {outcome:?}: page {page} offset {offset}");
+            }
+            if status.code().is_none() {
+                println!("check crashed at page {page} offset {offset}");
+            }
             if outcome == Outcome::DifferentData {
                 silent_unflagged += u64::from(!flagged);
                 let check =
@@ -198,18 +227,19 @@ fn sweep(dir: &Path) {
             }
         }
     }
-    println!("\n| outcome of reading every item through the API | copies |\n|---|---|");
-    for (outcome, count) in &read_outcomes {
-        println!("| {outcome:?} | {count} |");
+    println!("\n| outcome of reading every item through the API | default open | verify_structure_on_open |\n|---|---|---|");
+    let all = [Outcome::Intact, Outcome::TypedError, Outcome::DifferentData, Outcome::Panic, Outcome::Crash, Outcome::Hang];
+    for outcome in all {
+        let [default, verified] = [0, 1].map(|mode| read_outcomes[mode].get(&outcome).copied().unwrap_or(0));
+        println!("| {outcome:?} | {default} | {verified} |");
     }
     println!(
-        "\nDb::check flagged {} copies and passed {}; different data that check passed: {silent_unflagged}",
-        check_flagged[1], check_flagged[0]
+        "\nDb::check (opened with the default options, as `tessera check` does) flagged {check_flagged} copies, passed {check_passed} and crashed on {check_crashed}; different data that check passed: {silent_unflagged}"
     );
-    for (outcome, list) in &examples {
+    for ((mode, outcome), list) in &examples {
         if *outcome != Outcome::Intact {
             for example in list {
-                println!("  {outcome:?}: {example}");
+                println!("  {mode} {outcome:?}: {example}");
             }
         }
     }
@@ -218,7 +248,7 @@ fn sweep(dir: &Path) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("read") => match read_all(Path::new(&args[2])) {
+        Some(mode @ ("read" | "read-verified")) => match read_all(Path::new(&args[2]), mode == "read-verified") {
             Ok(text) => print!("{text}"),
             Err(error) => {
                 println!("error: {error}");
@@ -234,6 +264,6 @@ fn main() {
             }
         },
         Some("sweep") => sweep(&args.get(2).map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tessera-damage"))),
-        _ => eprintln!("usage: damage sweep [DIR] | read FILE | check FILE"),
+        _ => eprintln!("usage: damage sweep [DIR] | read FILE | read-verified FILE | check FILE"),
     }
 }

@@ -10,8 +10,9 @@
 //! dictionary entry's key and value parse, and every long key lies under the file's keyed
 //! hash of it (storage format 5); every document field's key is a document id followed
 //! by a field path of non-empty names. (A document field's value is not checked: a
-//! `FieldTransform` may store any bytes there. Damage to LMDB's own B-tree pages can still crash
-//! the process: see `docs/storage.md`.)
+//! `FieldTransform` may store any bytes there.) Before all of it, LMDB's own pages are walked
+//! from the file's bytes (`store::structure`), and a damaged keyspace is never handed to LMDB,
+//! which trusts its pages and would crash the process on damage.
 
 use crate::error::Result;
 use crate::Db;
@@ -87,18 +88,67 @@ impl std::fmt::Display for CheckReport {
     }
 }
 
+/// How many read transactions [`Db::check`] begins, looking for one whose commit is still in
+/// a meta page, before it checks without the structure walk (only other writers committing
+/// twice between a transaction's start and the read of the meta pages, every time, can
+/// exhaust it).
+const WALK_ATTEMPTS_MAX: u32 = 16;
+
 impl Db {
+    /// A read transaction and the walk of its commit's structure (`None` when no attempt
+    /// found its commit in a meta page).
+    fn walked_read_txn(&self) -> Result<(crate::store::ReadTxn<'_>, Option<crate::store::structure::StructureReport>)> {
+        for _ in 0..WALK_ATTEMPTS_MAX {
+            let txn = self.read_txn()?;
+            let txn_id = txn.raw().id() as u64;
+            // The transaction keeps its commit's pages from being reused while they are read.
+            if let Some(structure) = crate::store::structure::verify_commit(self.path(), txn_id)? {
+                return Ok((txn, Some(structure)));
+            }
+        }
+        Ok((self.read_txn()?, None))
+    }
+
     /// Reads every entry tessera keeps and reports what does not hold (see [`CheckReport`]).
     /// Damage is reported, never a panic; an error is returned only when the file cannot be
     /// read at all.
+    ///
+    /// It first walks LMDB's structure from the file's bytes, at the commit its read
+    /// transaction sees ([`structure`](crate::store::structure)): a keyspace whose pages are
+    /// damaged is reported by page and not read through LMDB (which trusts its pages and
+    /// could crash the process), and damage to LMDB's main or free-page tree ends the check
+    /// there.
     pub fn check(&self) -> Result<CheckReport> {
         let mut report = CheckReport::default();
-        let names = self.keyspace_names()?;
-        let txn = self.read_txn()?;
+        // LMDB's own structure first, from the file's bytes: LMDB trusts its pages, and a
+        // damaged page header or node offset would crash the process inside it. A damaged
+        // keyspace is not handed to LMDB; damaged LMDB trees (the main tree names the
+        // keyspaces) stop the check here.
+        let (txn, structure) = self.walked_read_txn()?;
+        let mut damaged = 0u64;
+        let mut structurally_damaged = std::collections::BTreeSet::new();
+        let names = match structure {
+            Some(structure) => {
+                for problem in &structure.problems {
+                    report.problem(problem.tree.name(), b"", format!("page {}: {}", problem.page, problem.damage));
+                    structurally_damaged.insert(problem.tree.name().to_owned());
+                }
+                if structure.lmdb_trees_damaged() {
+                    report.keyspaces = structure.keyspaces.len();
+                    let not_listed = structure.problems_not_listed;
+                    let what =
+                        format!("LMDB's structure is damaged ({not_listed} more problems not listed): no keyspace was read through LMDB");
+                    report.problem("", b"", what);
+                    return Ok(report);
+                }
+                damaged += structurally_damaged.len() as u64;
+                structure.keyspaces
+            }
+            None => self.keyspace_names()?,
+        };
         // Every value of every keyspace, the application's included, against its checksum
         // first: the checks below read values, and would stop at the first damaged one.
-        let mut damaged = 0u64;
-        for name in &names {
+        for name in names.iter().filter(|name| !structurally_damaged.contains(*name)) {
             let Some(keyspace) = self.existing_keyspace(&txn, name)? else { continue };
             if !keyspace.checksummed {
                 continue;

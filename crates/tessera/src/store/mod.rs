@@ -18,6 +18,7 @@ mod migrate;
 mod feed;
 pub(crate) mod names;
 mod preflight;
+pub mod structure;
 mod sync;
 mod txn;
 
@@ -119,6 +120,31 @@ pub struct DbOptions {
     /// be read as different data or fail to decode; writes still store checksums, and
     /// [`Db::check`] always verifies them.
     pub verify_checksums: bool,
+    /// Walk the structure of an existing file before LMDB reads it (off by default): every
+    /// page reachable from its newest commit — each B-tree's branch and leaf pages and the
+    /// first page of each large value's overflow run — is read with `std::fs` and checked for
+    /// what LMDB trusts (page numbers, kinds, bounds, node offsets, sizes, depths, counts; see
+    /// [`structure`]). A file with such damage, which could crash the process inside LMDB, is
+    /// refused with [`Error::Corrupted`] naming the keyspace and the page, and nothing is
+    /// written to it.
+    ///
+    /// It costs one read of every used page at each open: 22 ms for a 110 MB file (500,000
+    /// entries of 150 bytes and 1,000 values of 20 KB: 22,826 pages read) whose pages are in
+    /// the OS cache, where the open takes 0.1 to 0.3 ms without it (release build, 2026-11-24);
+    /// a read of the whole file from disk when they are not cached. It cannot
+    /// cover damage that happens after the open (by another writer or the disk), nor the pages
+    /// the free-page tree lists, which LMDB reuses when it writes; [`Db::check`] walks the
+    /// structure of an open file at any time.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// # tessera::Db::open(&path)?.close()?;
+    /// use tessera::{Db, DbOptions};
+    /// let db = Db::open_with(&path, DbOptions { verify_structure_on_open: true, ..DbOptions::default() })?;
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub verify_structure_on_open: bool,
 }
 
 impl Default for DbOptions {
@@ -133,6 +159,7 @@ impl Default for DbOptions {
             write_map: true,
             create_parent_dirs: false,
             verify_checksums: true,
+            verify_structure_on_open: false,
         }
     }
 }
@@ -292,7 +319,7 @@ impl Db {
     /// Opens the environment, starts the database's threads and checks the version.
     fn open_file(path: PathBuf, options: DbOptions) -> Result<Db> {
         // Before LMDB touches the file: it would extend a truncated one (see `preflight`).
-        let file = preflight::check(&path)?;
+        let file = preflight::check(&path, options.verify_structure_on_open)?;
         let new_file = file == preflight::FileState::New;
         let env = open_env(&path, &options, file)?;
         let flush_env = env.clone();

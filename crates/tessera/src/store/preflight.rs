@@ -25,8 +25,9 @@
 //! larger transaction id. Each root page named there must lie inside the file and say so: its
 //! header's page number (a u64 at byte 0) is its own, and its flags mark a branch (0x01) or a
 //! leaf (0x02). That catches a file whose pages were overwritten wholesale, on which LMDB
-//! would crash; damage deeper in the trees still reaches LMDB (`docs/storage.md` says what
-//! can still crash the process).
+//! would crash. Damage deeper in the trees still reaches LMDB (`docs/storage.md` says what
+//! can still crash the process) unless `DbOptions::verify_structure_on_open` asks for the walk
+//! of every page (`structure`), which runs here too, after these checks.
 
 use crate::error::{Error, Result};
 use std::io::Read;
@@ -64,24 +65,31 @@ pub(crate) enum FileState {
 }
 
 /// One meta page's fields that matter here.
-struct Meta {
-    page_bytes: u64,
-    last_page: u64,
-    txn_id: u64,
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Meta {
+    pub(super) page_bytes: u64,
+    pub(super) last_page: u64,
+    pub(super) txn_id: u64,
     /// Root pages of the free-page and the main database.
-    roots: [u64; 2],
+    pub(super) roots: [u64; 2],
+    /// The free-page and the main database's records (`MDB_db`, 48 bytes each at body offsets
+    /// 24 and 72), as `structure` reads them.
+    pub(super) trees: [[u8; TREE_RECORD_BYTES]; 2],
 }
 
-// LMDB writes its meta pages in the machine's byte order.
-fn u16_at(bytes: &[u8], at: usize) -> u16 {
+/// Bytes of a B-tree's record (`MDB_db`) in a meta page or a named database's leaf node.
+pub(super) const TREE_RECORD_BYTES: usize = 48;
+
+// LMDB writes its pages in the machine's byte order.
+pub(super) fn u16_at(bytes: &[u8], at: usize) -> u16 {
     u16::from_ne_bytes(bytes[at..at + 2].try_into().expect("2 bytes"))
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
+pub(super) fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
@@ -102,6 +110,7 @@ fn meta(page: &[u8]) -> Option<Meta> {
         last_page: u64_at(page, body + 120),
         txn_id: u64_at(page, body + 128),
         roots: [u64_at(page, body + 64), u64_at(page, body + 112)],
+        trees: [body + 24, body + 72].map(|at| page[at..at + TREE_RECORD_BYTES].try_into().expect("48 bytes")),
     })
 }
 
@@ -125,8 +134,10 @@ fn read_at(file: &std::fs::File, offset: u64) -> Result<Option<[u8; META_READ_BY
 /// meanwhile (its commit can free and reuse the pages that were read).
 const ATTEMPTS_MAX: u32 = 16;
 
-/// Checks the file at `path` without writing to it (see the module docs).
-pub(crate) fn check(path: &Path) -> Result<FileState> {
+/// Checks the file at `path` without writing to it (see the module docs); with
+/// `verify_structure`, also walks every page of its newest commit (`structure`) and refuses a
+/// file with structural damage as `Error::Corrupted` naming the first damaged page.
+pub(crate) fn check(path: &Path, verify_structure: bool) -> Result<FileState> {
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::New),
@@ -134,7 +145,7 @@ pub(crate) fn check(path: &Path) -> Result<FileState> {
     };
     let mut attempt = 1;
     loop {
-        let (verdict, txn_id) = check_once(path, &file)?;
+        let (verdict, txn_id) = check_once(path, &file, verify_structure)?;
         // Damage that another process's commit may explain (it grew the file or moved a root
         // between two reads) is looked at again; damage seen twice at one commit is real.
         let damaged = matches!(verdict, Err(Error::Corrupted(_)));
@@ -148,13 +159,29 @@ pub(crate) fn check(path: &Path) -> Result<FileState> {
 
 /// The transaction id of the newest meta page, if both parse.
 fn newest_txn_id(file: &std::fs::File) -> Result<Option<u64>> {
+    Ok(metas(file)?.map(|[first, second]| first.txn_id.max(second.txn_id)))
+}
+
+/// Both meta pages, if both parse as LMDB would take them.
+pub(super) fn metas(file: &std::fs::File) -> Result<Option<[Meta; 2]>> {
     let Some(first) = read_at(file, 0)?.as_ref().and_then(|page| meta(page)) else { return Ok(None) };
     let Some(second) = read_at(file, first.page_bytes)?.as_ref().and_then(|page| meta(page)) else { return Ok(None) };
-    Ok(Some(first.txn_id.max(second.txn_id)))
+    Ok(Some([first, second]))
+}
+
+/// The meta page LMDB reads a new transaction from: the one with the larger transaction id,
+/// the first on a tie (`mdb_env_pick_meta`).
+pub(super) fn newest(metas: [Meta; 2]) -> Meta {
+    let [first, second] = metas;
+    if second.txn_id > first.txn_id {
+        second
+    } else {
+        first
+    }
 }
 
 /// One look at the file: the verdict, and the id of the commit it was made at.
-fn check_once(path: &Path, file: &std::fs::File) -> Result<(Result<FileState>, Option<u64>)> {
+fn check_once(path: &Path, file: &std::fs::File, verify_structure: bool) -> Result<(Result<FileState>, Option<u64>)> {
     let len_bytes = file.metadata()?.len();
     if len_bytes == 0 {
         return Ok((Ok(FileState::New), None));
@@ -162,12 +189,8 @@ fn check_once(path: &Path, file: &std::fs::File) -> Result<(Result<FileState>, O
     if cfg!(not(target_pointer_width = "64")) {
         return Ok((Ok(FileState::Lmdb { map_bytes: len_bytes }), None));
     }
-    let not_a_database = || Error::NotADatabase { path: path.to_path_buf() };
-    let Some(first) = read_at(file, 0)?.as_ref().and_then(|page| meta(page)) else { return Ok((Err(not_a_database()), None)) };
-    let Some(second) = read_at(file, first.page_bytes)?.as_ref().and_then(|page| meta(page)) else {
-        return Ok((Err(not_a_database()), None));
-    };
-    let newest = if second.txn_id > first.txn_id { second } else { first };
+    let Some(metas) = metas(file)? else { return Ok((Err(Error::NotADatabase { path: path.to_path_buf() }), None)) };
+    let newest = newest(metas);
     let txn_id = Some(newest.txn_id);
     let needed_bytes = newest.last_page.checked_add(1).and_then(|pages| pages.checked_mul(newest.page_bytes));
     if !matches!(needed_bytes, Some(needed) if needed <= len_bytes) {
@@ -187,6 +210,18 @@ fn check_once(path: &Path, file: &std::fs::File) -> Result<(Result<FileState>, O
         let is_tree_page = header.is_some_and(|page| u64_at(&page, 0) == root && u16_at(&page, 10) & PAGE_FLAGS_TREE != 0);
         if !is_tree_page {
             let message = format!("{}: the root page {root} of a B-tree is damaged", path.display());
+            return Ok((Err(Error::Corrupted(message)), txn_id));
+        }
+    }
+    if verify_structure {
+        let report = super::structure::walk(file, &newest)?;
+        if let Some(first) = report.problems.first() {
+            let more = match report.problems.len() as u64 - 1 + report.problems_not_listed {
+                0 => String::new(),
+                more => format!("{more} more structural problems; "),
+            };
+            let message =
+                format!("{}: {first} ({more}found by DbOptions::verify_structure_on_open before LMDB read the file)", path.display());
             return Ok((Err(Error::Corrupted(message)), txn_id));
         }
     }
