@@ -141,8 +141,16 @@ fn run(command: Command) -> Result<(), Failure> {
     }
 }
 
-/// Opens `db` and prints its check report; `Invalid` when damage was found.
+/// Walks `db`'s LMDB structure first (so that opening it cannot crash inside LMDB: opening
+/// reads the main tree), then opens it and prints its check report; `Invalid` when damage was
+/// found.
 fn check_in_process(db: &str) -> Result<(), Failure> {
+    let structure = tessera::store::structure::verify(db).map_err(|error| Failure::Invalid(format!("{db}: {error}")))?;
+    if !structure.is_ok() {
+        print!("{db}: LMDB structure damaged, not opened: {structure}");
+        std::io::stdout().flush().map_err(|error| Failure::Io(format!("cannot write the report: {error}")))?;
+        return Err(Failure::Invalid(format!("{db}: damaged")));
+    }
     let report = tessera::Db::open(db).and_then(|db| db.check()).map_err(|error| Failure::Invalid(format!("{db}: {error}")))?;
     print!("{db}: {report}");
     std::io::stdout().flush().map_err(|error| Failure::Io(format!("cannot write the report: {error}")))?;
