@@ -1,9 +1,10 @@
 //! An oracle for live query subscriptions (issue 16, item 5). A property test draws random
-//! subscriptions on two collections (equality, ranges, `in`, string tests, NULL and its
-//! three-valued logic, enum variants, `not`/`or`, `order by` one or two fields with `offset`
-//! and `limit`, both delivery policies, subscriptions that start and end part-way) and a random
-//! sequence of transactions, each a few inserts, upserts, updates, patches of one field path
-//! (some refused), deletes and `delete_where`s over both collections at once, some rolled back.
+//! subscriptions on three collections, keyed by an integer, a string and a composite key
+//! (equality, ranges, `in`, string tests, NULL and its three-valued logic, enum variants,
+//! `not`/`or`, `order by` one or two fields with `offset` and `limit`, both delivery policies,
+//! subscriptions that start and end part-way) and a random sequence of transactions, each a
+//! few inserts, upserts, updates, patches of one field path (some refused), deletes and
+//! `delete_where`s over all three collections at once, some rolled back.
 //!
 //! After every commit the test waits until the commit has gone through the live engine (the
 //! change feed runs its hooks before its listeners, so a listener's batch is that barrier), then
@@ -84,6 +85,18 @@ struct Tag {
     pinned: bool,
 }
 
+/// Composite key: results without an order are in key order, and a planner reads key
+/// prefixes as ranges.
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "oracle_cells")]
+struct Cell {
+    #[record(key)]
+    row: u8,
+    #[record(key)]
+    column: String,
+    value: Option<i32>,
+}
+
 /// A record type the oracle follows: its primary key, to line changesets up with records.
 trait Subject: Record + Clone + PartialEq + Debug + Send + Sync + 'static {
     type Id: PartialEq + Debug;
@@ -94,6 +107,13 @@ impl Subject for Item {
     type Id = u16;
     fn id(&self) -> u16 {
         self.id
+    }
+}
+
+impl Subject for Cell {
+    type Id = (u8, String);
+    fn id(&self) -> (u8, String) {
+        (self.row, self.column.clone())
     }
 }
 
@@ -335,6 +355,42 @@ fn tag_leaf() -> impl Strategy<Value = TagLeaf> {
     ]
 }
 
+#[derive(Debug, Clone)]
+enum CellLeaf {
+    Row(CompareOp, u8),
+    RowIn(Vec<u8>),
+    Column(CompareOp, &'static str),
+    ColumnStartsWith(&'static str),
+    Value(CompareOp, i32),
+    ValueNull(bool),
+}
+
+impl Leaf for CellLeaf {
+    fn expr(&self) -> Expr {
+        match self {
+            CellLeaf::Row(op, row) => compare(Cell::row().into(), *op, i64::from(*row)),
+            CellLeaf::RowIn(rows) => Cell::row().is_in(rows.iter().copied()),
+            CellLeaf::Column(op, column) => compare(Cell::column().into(), *op, *column),
+            CellLeaf::ColumnStartsWith(prefix) => Cell::column().starts_with(prefix),
+            CellLeaf::Value(op, value) => compare(Cell::value().into(), *op, *value),
+            CellLeaf::ValueNull(negated) => null_test(Cell::value().into(), *negated),
+        }
+    }
+}
+
+const CELL_ROWS: std::ops::Range<u8> = 0..3;
+
+fn cell_leaf() -> impl Strategy<Value = CellLeaf> {
+    prop_oneof![
+        2 => (compare_op(), CELL_ROWS).prop_map(|(op, row)| CellLeaf::Row(op, row)),
+        1 => prop::collection::vec(CELL_ROWS, 1..3).prop_map(CellLeaf::RowIn),
+        2 => (compare_op(), word()).prop_map(|(op, column)| CellLeaf::Column(op, column)),
+        1 => word().prop_map(CellLeaf::ColumnStartsWith),
+        2 => (compare_op(), small()).prop_map(|(op, value)| CellLeaf::Value(op, value)),
+        1 => any::<bool>().prop_map(CellLeaf::ValueNull),
+    ]
+}
+
 // ---------------------------------------------------------------------------------------------
 // Subscriptions.
 
@@ -464,9 +520,18 @@ enum TagOp {
 }
 
 #[derive(Debug, Clone)]
+enum CellOp {
+    Upsert(Cell),
+    Update(u8, &'static str, Option<i32>),
+    Delete(u8, &'static str),
+    DeleteWhere(Pred<CellLeaf>),
+}
+
+#[derive(Debug, Clone)]
 enum Op {
     Item(ItemOp),
     Tag(TagOp),
+    Cell(CellOp),
 }
 
 /// One transaction: its operations, and whether it is rolled back at the end.
@@ -586,15 +651,33 @@ fn tag_op() -> impl Strategy<Value = TagOp> {
     ]
 }
 
+fn cell() -> impl Strategy<Value = Cell> {
+    (CELL_ROWS, word(), prop::option::weighted(0.8, small())).prop_map(|(row, column, value)| Cell {
+        row,
+        column: column.to_owned(),
+        value,
+    })
+}
+
+fn cell_op() -> impl Strategy<Value = CellOp> {
+    prop_oneof![
+        3 => cell().prop_map(CellOp::Upsert),
+        3 => (CELL_ROWS, word(), prop::option::weighted(0.8, small())).prop_map(|(row, column, value)| CellOp::Update(row, column, value)),
+        2 => (CELL_ROWS, word()).prop_map(|(row, column)| CellOp::Delete(row, column)),
+        1 => pred(cell_leaf()).prop_map(CellOp::DeleteWhere),
+    ]
+}
+
 /// The first transaction: records for the rest to update, move and delete.
 fn seed() -> impl Strategy<Value = Txn> {
     let items = prop::collection::vec(item(ITEM_IDS).prop_map(|item| Op::Item(ItemOp::Upsert(item))), 3..10);
     let tags = prop::collection::vec(tag().prop_map(|tag| Op::Tag(TagOp::Upsert(tag))), 1..5);
-    (items, tags).prop_map(|(items, tags)| Txn { ops: items.into_iter().chain(tags).collect(), abort: false })
+    let cells = prop::collection::vec(cell().prop_map(|cell| Op::Cell(CellOp::Upsert(cell))), 1..8);
+    (items, tags, cells).prop_map(|(items, tags, cells)| Txn { ops: items.into_iter().chain(tags).chain(cells).collect(), abort: false })
 }
 
 fn txn() -> impl Strategy<Value = Txn> {
-    let op = prop_oneof![3 => item_op(ITEM_IDS).prop_map(Op::Item), 2 => tag_op().prop_map(Op::Tag)];
+    let op = prop_oneof![3 => item_op(ITEM_IDS).prop_map(Op::Item), 2 => tag_op().prop_map(Op::Tag), 2 => cell_op().prop_map(Op::Cell)];
     (prop::collection::vec(op, 1..6), prop::bool::weighted(0.1)).prop_map(|(ops, abort)| Txn { ops, abort })
 }
 
@@ -619,6 +702,7 @@ struct Store {
     db: Db,
     items: Collection<Item>,
     tags: Collection<Tag>,
+    cells: Collection<Cell>,
     /// Written by every transaction, so that every commit publishes a batch to wait for.
     tick: Keyspace,
     ticks: u64,
@@ -630,13 +714,14 @@ impl Store {
         let db = Db::open_with(path, DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() }).unwrap();
         let items = db.collection::<Item>().unwrap();
         let tags = db.collection::<Tag>().unwrap();
+        let cells = db.collection::<Cell>().unwrap();
         let tick = db.keyspace("oracle_tick").unwrap();
         let feed = db.subscribe();
-        Store { db, items, tags, tick, ticks: 0, feed }
+        Store { db, items, tags, cells, tick, ticks: 0, feed }
     }
 
     fn run(&self, tx: &mut tessera::WriteTxn<'_>, op: &Op) -> tessera::Result<()> {
-        let (items, tags) = (&self.items, &self.tags);
+        let (items, tags, cells) = (&self.items, &self.tags, &self.cells);
         match op {
             Op::Item(ItemOp::Insert(item)) => tolerate(items.insert(tx, item)),
             Op::Item(ItemOp::Upsert(item)) => tolerate(items.upsert(tx, item)),
@@ -654,6 +739,12 @@ impl Store {
             Op::Tag(TagOp::Patch(name, path, value)) => tolerate(tags.patch(tx, *name, path, value)),
             Op::Tag(TagOp::Delete(name)) => tolerate(tags.delete(tx, *name)),
             Op::Tag(TagOp::DeleteWhere(predicate)) => tolerate(tags.delete_where(tx, &tags.filter(predicate.expr()))),
+            Op::Cell(CellOp::Upsert(cell)) => tolerate(cells.upsert(tx, cell)),
+            Op::Cell(CellOp::Update(row, column, value)) => {
+                tolerate(cells.update(tx, &(*row, (*column).to_owned()), |cell| cell.value = *value))
+            }
+            Op::Cell(CellOp::Delete(row, column)) => tolerate(cells.delete(tx, &(*row, (*column).to_owned()))),
+            Op::Cell(CellOp::DeleteWhere(predicate)) => tolerate(cells.delete_where(tx, &cells.filter(predicate.expr()))),
         }
     }
 
@@ -884,22 +975,26 @@ impl<T: Subject> Watch<T> {
 struct Case {
     item_watches: Vec<WatchSpec<ItemLeaf>>,
     tag_watches: Vec<WatchSpec<TagLeaf>>,
+    cell_watches: Vec<WatchSpec<CellLeaf>>,
     txns: Vec<Txn>,
 }
 
 const ITEM_ORDERS: [&str; 8] = ["id", "rank", "name", "note", "flag", "shape", "inner.level", "inner.label"];
 const TAG_ORDERS: [&str; 4] = ["name", "count", "group", "pinned"];
+const CELL_ORDERS: [&str; 3] = ["row", "column", "value"];
 
 fn case() -> impl Strategy<Value = Case> {
     (
         prop::collection::vec(watch_spec(item_leaf(), ITEM_ORDERS.to_vec()), 1..7),
         prop::collection::vec(watch_spec(tag_leaf(), TAG_ORDERS.to_vec()), 0..4),
+        prop::collection::vec(watch_spec(cell_leaf(), CELL_ORDERS.to_vec()), 0..3),
         seed(),
         prop::collection::vec(txn(), 1..14),
     )
-        .prop_map(|(item_watches, tag_watches, seed, more)| Case {
+        .prop_map(|(item_watches, tag_watches, cell_watches, seed, more)| Case {
             item_watches,
             tag_watches,
+            cell_watches,
             txns: [seed].into_iter().chain(more).collect(),
         })
 }
@@ -931,6 +1026,7 @@ fn bulk_case() -> impl Strategy<Value = Case> {
         .prop_map(|(unanchored, anchored, seed, more)| Case {
             item_watches: unanchored.into_iter().chain(anchored).collect(),
             tag_watches: Vec::new(),
+            cell_watches: Vec::new(),
             txns: [seed].into_iter().chain(more).collect(),
         })
 }
@@ -942,16 +1038,22 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
         case.item_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("item watch {i}"), &store.items, spec)).collect();
     let mut tag_watches: Vec<Watch<Tag>> =
         case.tag_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("tag watch {i}"), &store.tags, spec)).collect();
+    let mut cell_watches: Vec<Watch<Cell>> =
+        case.cell_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("cell watch {i}"), &store.cells, spec)).collect();
     for (index, txn) in case.txns.iter().enumerate() {
-        let (items, tags) = (store.items.clone(), store.tags.clone());
+        let (items, tags, cells) = (store.items.clone(), store.tags.clone(), store.cells.clone());
         item_watches.iter_mut().for_each(|watch| watch.lifecycle(index, &items, &store));
         tag_watches.iter_mut().for_each(|watch| watch.lifecycle(index, &tags, &store));
+        cell_watches.iter_mut().for_each(|watch| watch.lifecycle(index, &cells, &store));
         let sequence = store.commit(txn);
         let last = index + 1 == case.txns.len();
         for watch in &mut item_watches {
             watch.check(&store, sequence, last)?;
         }
         for watch in &mut tag_watches {
+            watch.check(&store, sequence, last)?;
+        }
+        for watch in &mut cell_watches {
             watch.check(&store, sequence, last)?;
         }
     }
