@@ -14,12 +14,16 @@
 //! at the delivery's sequence, and after the last delivery the current fetch, so that a wrong
 //! index, a stale record that was not reported modified, a missing delivery and a spurious
 //! one all fail. A second test does the same with commits of 1,200 records to 20 or more
-//! subscriptions, which live/ updates on two threads. Cases: `PROPTEST_CASES` (default 192,
-//! and a 48th of it for the large ones).
+//! subscriptions, which live/ updates on two threads; a third subscribes while another
+//! thread writes, with no feed listener, and checks that no commit is missed or applied
+//! twice. Cases: `PROPTEST_CASES` (by default 192, 64 for the concurrent test; the large test
+//! runs a 48th of it, 4 by default).
 //!
 //! What it found is at the end, shrunk to ignored tests until fixed: `starts_with ""` on a
-//! string primary key fails every read (an empty LMDB key), and changesets computed by key
-//! (merged under `LatestOnly`, or after a refill) report an unchanged record as moved.
+//! string primary key fails every read (an empty LMDB key); changesets computed by key
+//! (merged under `LatestOnly`, or after a refill) report an unchanged record as moved; and a
+//! refill that reads commits after its own batch reports their in-place changes as unchanged
+//! (so the concurrent test leaves limited queries out).
 
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -38,6 +42,8 @@ const FEED_WAIT: Duration = Duration::from_secs(30);
 const CASES_DEFAULT: u32 = 192;
 /// Large cases when `PROPTEST_CASES` is not set: about 3 s.
 const BULK_CASES_DEFAULT: u32 = 4;
+/// Cases of the concurrent test when `PROPTEST_CASES` is not set.
+const CONCURRENT_CASES_DEFAULT: u32 = 64;
 
 // ---------------------------------------------------------------------------------------------
 // The records.
@@ -698,28 +704,33 @@ fn tolerate<V>(result: tessera::Result<V>) -> tessera::Result<()> {
     }
 }
 
-struct Store {
-    db: Db,
+/// The three collections, which every transaction may write.
+#[derive(Clone)]
+struct Collections {
     items: Collection<Item>,
     tags: Collection<Tag>,
     cells: Collection<Cell>,
+}
+
+struct Store {
+    db: Db,
+    collections: Collections,
     /// Written by every transaction, so that every commit publishes a batch to wait for.
     tick: Keyspace,
     ticks: u64,
-    feed: ChangeStream,
+    /// A listener of the change feed, to wait for commits with. While it exists writers always
+    /// record changes; the concurrent test goes without one until its writes are done.
+    feed: Option<ChangeStream>,
 }
 
-impl Store {
-    fn open(path: &std::path::Path) -> Store {
-        let db = Db::open_with(path, DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() }).unwrap();
-        let items = db.collection::<Item>().unwrap();
-        let tags = db.collection::<Tag>().unwrap();
-        let cells = db.collection::<Cell>().unwrap();
-        let tick = db.keyspace("oracle_tick").unwrap();
-        let feed = db.subscribe();
-        Store { db, items, tags, cells, tick, ticks: 0, feed }
+impl std::ops::Deref for Store {
+    type Target = Collections;
+    fn deref(&self) -> &Collections {
+        &self.collections
     }
+}
 
+impl Collections {
     fn run(&self, tx: &mut tessera::WriteTxn<'_>, op: &Op) -> tessera::Result<()> {
         let (items, tags, cells) = (&self.items, &self.tags, &self.cells);
         match op {
@@ -748,6 +759,29 @@ impl Store {
         }
     }
 
+    /// Runs a transaction's operations; `Err(Aborted)` if it is to be rolled back.
+    fn run_all(&self, tx: &mut tessera::WriteTxn<'_>, txn: &Txn) -> tessera::Result<()> {
+        for op in &txn.ops {
+            self.run(tx, op)?;
+        }
+        if txn.abort {
+            return Err(Error::Aborted("the oracle rolls this transaction back".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    fn open(path: &std::path::Path) -> Store {
+        let db = Db::open_with(path, DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() }).unwrap();
+        let items = db.collection::<Item>().unwrap();
+        let tags = db.collection::<Tag>().unwrap();
+        let cells = db.collection::<Cell>().unwrap();
+        let tick = db.keyspace("oracle_tick").unwrap();
+        let feed = Some(db.subscribe());
+        Store { db, collections: Collections { items, tags, cells }, tick, ticks: 0, feed }
+    }
+
     /// Runs one transaction, then waits until its commit (or, for one rolled back, the commit
     /// of a transaction that writes only the tick) has gone through the live engine: the feed
     /// runs its hooks, the live engine among them, before it hands the batch to listeners.
@@ -756,13 +790,8 @@ impl Store {
         self.ticks += 1;
         let (tick, ticks) = (&self.tick, self.ticks);
         let result = self.db.write(|tx| {
-            for op in &txn.ops {
-                self.run(tx, op)?;
-            }
             tx.put(tick, b"tick", &ticks.to_be_bytes())?;
-            if txn.abort {
-                return Err(Error::Aborted("the oracle rolls this transaction back".into()));
-            }
+            self.collections.run_all(tx, txn)?;
             Ok(tx.sequence())
         });
         let sequence = match result {
@@ -779,8 +808,9 @@ impl Store {
             }
             Err(error) => panic!("transaction {txn:?} failed: {error}"),
         };
+        let feed = self.feed.as_ref().expect("a feed listener to wait with");
         loop {
-            match self.feed.recv_timeout(FEED_WAIT) {
+            match feed.recv_timeout(FEED_WAIT) {
                 Some(FeedEvent::Batch(batch)) if batch.sequence == sequence => return sequence,
                 Some(FeedEvent::Batch(batch)) => assert!(batch.sequence < sequence, "batch {} after commit {sequence}", batch.sequence),
                 Some(FeedEvent::Lagged { missed }) => panic!("the feed dropped {missed} batches"),
@@ -899,8 +929,41 @@ impl<T: Subject> Watch<T> {
         }
     }
 
+    /// For the concurrent test: subscribes, reads what is waiting, and drops the subscription
+    /// again if its spec ends.
+    fn subscribe_while_writing(&mut self, collection: &Collection<T>) -> Result<(), TestCaseError> {
+        if self.limit.is_some() {
+            // Not while a limited result's refill can read later commits: it reports their
+            // changes wrongly (`a_refill_that_reads_later_commits_reports_their_changes`).
+            return Ok(());
+        }
+        self.subscribe(collection);
+        self.read(false)?;
+        if self.stop.is_some() {
+            self.live = None;
+        }
+        Ok(())
+    }
+
+    /// For the concurrent test, once every commit has gone through the live engine: reads the
+    /// rest and compares with the current result.
+    fn finish(&mut self, store: &Store) -> Result<(), TestCaseError> {
+        if self.live.is_none() {
+            return Ok(());
+        }
+        self.read(false)?;
+        let fetched = self.query.fetch(&store.db).unwrap();
+        prop_assert!(!self.initial, "the initial result was never delivered\n{}", self.context());
+        prop_assert_eq!(&self.seen, &fetched, "the last delivery is not the current result\n{}", self.context());
+        Ok(())
+    }
+
     fn context(&self) -> String {
         format!("{}\nplan: {}", self.label, self.query.explain().map(|plan| plan.to_string()).unwrap_or_else(|e| e.to_string()))
+    }
+
+    fn subscribe(&mut self, collection: &Collection<T>) {
+        self.live = Some(collection.subscribe_query_with(&self.query, self.policy).unwrap());
     }
 
     /// Subscribes or unsubscribes as the spec says, before commit `index`.
@@ -908,7 +971,7 @@ impl<T: Subject> Watch<T> {
         if self.stop == Some(index) {
             self.live = None;
         } else if self.start == index && !matches!(self.stop, Some(stop) if stop <= index) {
-            self.live = Some(collection.subscribe_query_with(&self.query, self.policy).unwrap());
+            self.subscribe(collection);
             self.fresh.insert(store.sequence(), self.query.fetch(&store.db).unwrap());
         }
     }
@@ -916,7 +979,9 @@ impl<T: Subject> Watch<T> {
     /// After the commit at `sequence`: fetches the query fresh, and on a read turn reads
     /// every delivery waiting and checks each.
     fn check(&mut self, store: &Store, sequence: u64, last: bool) -> Result<(), TestCaseError> {
-        let Some(live) = &self.live else { return Ok(()) };
+        if self.live.is_none() {
+            return Ok(());
+        }
         let fetched = self.query.fetch(&store.db).unwrap();
         self.fresh.insert(sequence, fetched.clone());
         self.unread_commits += 1;
@@ -924,13 +989,32 @@ impl<T: Subject> Watch<T> {
             return Ok(());
         }
         self.unread_commits = 0;
+        let deliveries = self.read(true)?;
+        if self.policy == Policy::LatestOnly {
+            prop_assert!(deliveries <= 1, "{} deliveries waiting under LatestOnly\n{}", deliveries, self.context());
+        }
+        prop_assert!(!self.initial, "the initial result was never delivered\n{}", self.context());
+        prop_assert_eq!(&self.seen, &fetched, "the last delivery is not the current result (a delivery is missing)\n{}", self.context());
+        self.fresh.retain(|&at, _| at >= sequence);
+        Ok(())
+    }
+
+    /// Reads every delivery waiting and checks each against the result before it, and with
+    /// `by_sequence` against the fresh fetch at its sequence; returns how many there were.
+    fn read(&mut self, by_sequence: bool) -> Result<usize, TestCaseError> {
+        let Some(live) = &self.live else { return Ok(0) };
         let mut deliveries = 0;
         while let Some(change) = live.try_recv() {
             deliveries += 1;
             let context = || format!("{}\nprevious: {:?}\nchange: {:?}", self.context(), self.seen, change);
             prop_assert!(change.sequence > self.read_through || self.initial, "a delivery for an old sequence\n{}", context());
-            let Some(expected) = self.fresh.get(&change.sequence) else {
-                return Err(TestCaseError::fail(format!("a delivery at sequence {}, which no commit had\n{}", change.sequence, context())));
+            let expected = match self.fresh.get(&change.sequence) {
+                Some(expected) => Some(expected),
+                None if !by_sequence => None,
+                None => {
+                    let problem = format!("a delivery at sequence {}, which no commit had\n{}", change.sequence, context());
+                    return Err(TestCaseError::fail(problem));
+                }
             };
             let rebuilt = match apply(&self.seen, &change) {
                 Ok(rebuilt) => rebuilt,
@@ -943,7 +1027,9 @@ impl<T: Subject> Watch<T> {
                 "the changeset applied to the previous result is not the delivered result\n{}",
                 context()
             );
-            prop_assert_eq!(&rebuilt, expected, "the delivered result is not a fresh fetch at its sequence\n{}", context());
+            if let Some(expected) = expected {
+                prop_assert_eq!(&rebuilt, expected, "the delivered result is not a fresh fetch at its sequence\n{}", context());
+            }
             // Each changed record of a commit has new bytes, so every delivery after the first
             // changes the result; merged ones (latest only) may cancel out.
             if !self.initial && self.policy == Policy::EveryChange {
@@ -961,13 +1047,7 @@ impl<T: Subject> Watch<T> {
             self.initial = false;
             self.read_through = change.sequence;
         }
-        if self.policy == Policy::LatestOnly {
-            prop_assert!(deliveries <= 1, "{} deliveries waiting under LatestOnly\n{}", deliveries, self.context());
-        }
-        prop_assert!(!self.initial, "the initial result was never delivered\n{}", self.context());
-        prop_assert_eq!(&self.seen, &fetched, "the last delivery is not the current result (a delivery is missing)\n{}", self.context());
-        self.fresh.retain(|&at, _| at >= sequence);
-        Ok(())
+        Ok(deliveries)
     }
 }
 
@@ -1034,14 +1114,9 @@ fn bulk_case() -> impl Strategy<Value = Case> {
 fn run_case(case: &Case) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&dir.path().join("db"));
-    let mut item_watches: Vec<Watch<Item>> =
-        case.item_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("item watch {i}"), &store.items, spec)).collect();
-    let mut tag_watches: Vec<Watch<Tag>> =
-        case.tag_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("tag watch {i}"), &store.tags, spec)).collect();
-    let mut cell_watches: Vec<Watch<Cell>> =
-        case.cell_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("cell watch {i}"), &store.cells, spec)).collect();
+    let (mut item_watches, mut tag_watches, mut cell_watches) = watches(case, &store);
     for (index, txn) in case.txns.iter().enumerate() {
-        let (items, tags, cells) = (store.items.clone(), store.tags.clone(), store.cells.clone());
+        let Collections { items, tags, cells } = store.collections.clone();
         item_watches.iter_mut().for_each(|watch| watch.lifecycle(index, &items, &store));
         tag_watches.iter_mut().for_each(|watch| watch.lifecycle(index, &tags, &store));
         cell_watches.iter_mut().for_each(|watch| watch.lifecycle(index, &cells, &store));
@@ -1060,6 +1135,68 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Subscribes (the queries without a limit) while another thread commits the case's
+/// transactions, with no feed listener (so writers record changes only because subscriptions
+/// ask them to), reading deliveries as it goes and dropping the subscriptions whose spec
+/// ends; then, once the writer is done, every subscription's rebuilt result must be the
+/// current one: no commit fell between a subscription's initial result and its first
+/// changeset, none was applied twice.
+fn run_concurrent_case(case: &Case) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("db"));
+    store.feed = None;
+    let (mut item_watches, mut tag_watches, mut cell_watches) = watches(case, &store);
+    let (db, collections, txns) = (store.db.clone(), store.collections.clone(), case.txns.clone());
+    let writer = std::thread::spawn(move || {
+        for txn in &txns {
+            match db.write(|tx| collections.run_all(tx, txn)) {
+                Ok(()) | Err(Error::Aborted(_)) => {}
+                Err(error) => panic!("transaction {txn:?} failed: {error}"),
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+    let Collections { items, tags, cells } = store.collections.clone();
+    let longest = item_watches.len().max(tag_watches.len()).max(cell_watches.len());
+    for index in 0..longest {
+        if let Some(watch) = item_watches.get_mut(index) {
+            watch.subscribe_while_writing(&items)?;
+        }
+        if let Some(watch) = tag_watches.get_mut(index) {
+            watch.subscribe_while_writing(&tags)?;
+        }
+        if let Some(watch) = cell_watches.get_mut(index) {
+            watch.subscribe_while_writing(&cells)?;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    writer.join().expect("the writer");
+    store.feed = Some(store.db.subscribe());
+    store.commit(&Txn { ops: Vec::new(), abort: false });
+    for watch in &mut item_watches {
+        watch.finish(&store)?;
+    }
+    for watch in &mut tag_watches {
+        watch.finish(&store)?;
+    }
+    for watch in &mut cell_watches {
+        watch.finish(&store)?;
+    }
+    Ok(())
+}
+
+type Watches = (Vec<Watch<Item>>, Vec<Watch<Tag>>, Vec<Watch<Cell>>);
+
+fn watches(case: &Case, store: &Store) -> Watches {
+    let item_watches: Vec<Watch<Item>> =
+        case.item_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("item watch {i}"), &store.items, spec)).collect();
+    let tag_watches: Vec<Watch<Tag>> =
+        case.tag_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("tag watch {i}"), &store.tags, spec)).collect();
+    let cell_watches: Vec<Watch<Cell>> =
+        case.cell_watches.iter().enumerate().map(|(i, spec)| Watch::new(format!("cell watch {i}"), &store.cells, spec)).collect();
+    (item_watches, tag_watches, cell_watches)
+}
+
 proptest! {
     // `PROPTEST_CASES` overrides the count.
     #![proptest_config(ProptestConfig { cases: CASES_DEFAULT, ..ProptestConfig::default() })]
@@ -1069,6 +1206,16 @@ proptest! {
     #[test]
     fn changesets_applied_to_the_previous_result_equal_a_fresh_query(case in case()) {
         run_case(&case)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CONCURRENT_CASES_DEFAULT, ..ProptestConfig::default() })]
+
+    /// Subscriptions made while another thread writes miss no commit and see none twice.
+    #[test]
+    fn subscriptions_made_during_writes_follow_every_later_commit(case in case()) {
+        run_concurrent_case(&case)?;
     }
 }
 
@@ -1189,4 +1336,41 @@ fn a_refilled_changeset_moves_only_changed_records() {
             change.result[*to].id
         );
     }
+}
+
+/// A limited result that loses records is read again from the newest snapshot, which can
+/// already hold the next commits; their batches are then skipped as included. The refill's
+/// changeset is computed by key with only its own batch's keys as modified: a record that a
+/// later commit changed in place is in neither `modifications` nor a delivery of its own, so
+/// a list view applying the changesets keeps its old value. Here commit 1 renames `a` past the
+/// limit (a refill), and commit 2, made while the feed is still busy with commit 1 (a thousand
+/// subscriptions with long results ahead of the one watched), changes `b`'s rank: the one
+/// delivery has `b` with its new rank, but as moved, not modified. (The concurrent test met
+/// the mild form too: a refill whose later commits undid its change delivered an empty
+/// changeset.)
+#[test]
+#[ignore = "bug: a refill that reads later commits reports their in-place changes as unchanged"]
+fn a_refill_that_reads_later_commits_reports_their_changes() {
+    let (_dir, mut store) = open_store();
+    let items = store.items.clone();
+    let seed = ["a", "b", "c"].iter().enumerate().map(|(id, name)| Op::Item(ItemOp::Upsert(item_named(id as u16 + 1, name))));
+    // Records after the watched window, so that every busy subscription's delivery is long.
+    let tail = (100..600).map(|id| Op::Item(ItemOp::Upsert(item_named(id, &format!("z{id}")))));
+    store.commit(&Txn { ops: seed.chain(tail).collect(), abort: false });
+    let busy: Vec<QuerySubscription<Item>> =
+        (0..1_000).map(|_| items.subscribe_query(&items.all().order_by(Item::name(), Order::Asc)).unwrap()).collect();
+    let live = items.subscribe_query(&items.all().order_by(Item::name(), Order::Asc).limit(2)).unwrap();
+    let mut seen: Vec<Item> = live.try_recv().unwrap().result.iter().map(|item| (**item).clone()).collect();
+    assert_eq!(seen.iter().map(|item| item.id).collect::<Vec<_>>(), [1, 2]);
+    store.db.write(|tx| items.update(tx, &1, |a| a.name = "bb".into())).unwrap();
+    store.commit(&Txn { ops: vec![Op::Item(ItemOp::Update(2, ItemEdit::Rank(Some(5))))], abort: false });
+    let mut sequences = Vec::new();
+    while let Some(change) = live.try_recv() {
+        sequences.push(change.sequence);
+        seen = apply(&seen, &change).unwrap();
+    }
+    drop(busy);
+    // The case needs the refill to have read commit 2: one delivery, at its sequence.
+    assert_eq!(sequences, [store.sequence()], "the feed finished commit 1 before commit 2 was made: no race to test");
+    assert_eq!(seen, items.all().order_by(Item::name(), Order::Asc).limit(2).fetch(&store.db).unwrap(), "b's new rank was never reported");
 }
