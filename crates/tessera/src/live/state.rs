@@ -224,9 +224,19 @@ impl<T: Record> QuerySub<T> {
             // The limited result shrank past what it held: read it again.
             self.load(db, state)?;
             let new_keys = self.keys_of(self.visible());
-            let modified: HashSet<Box<[u8]>> = changes.iter().map(|c| Box::from(&*c.key)).collect();
+            let mut modified: HashSet<Box<[u8]>> = changes.iter().map(|c| Box::from(&*c.key)).collect();
+            if self.since > sequence {
+                // The snapshot read holds later commits too, whose own changes will be skipped
+                // as already included: any record of the window may have changed in place, so
+                // each counts as modified (one reported modified needlessly is redrawn; one
+                // changed but not reported would keep a stale value in the subscriber's view).
+                modified.extend(new_keys.iter().cloned());
+            }
             let old_keys = base_keys.unwrap_or_default();
             let diff = diff_by_key(&old_keys, &new_keys, &modified);
+            if diff.0.is_empty() && diff.1.is_empty() && diff.2.is_empty() && diff.3.is_empty() {
+                return Ok(None); // later commits undid what this one changed in the window
+            }
             let keys = (self.policy == Policy::LatestOnly).then(|| Box::new(CoalesceKeys { base: old_keys, new: new_keys, modified }));
             return Ok(Some(self.change(old_visible.len(), diff, keys)));
         }
