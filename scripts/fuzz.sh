@@ -17,7 +17,7 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
         exit 0
     fi
 fi
-targets=(validate json reader trusted query)
+targets=(validate json reader trusted query record)
 cargo +nightly fuzz build
 for target in "${targets[@]}"; do
     echo "== fuzz $target for ${seconds}s"
