@@ -7,7 +7,7 @@ use crate::store::{Keyspace, WriteTxn};
 use crate::Db;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tessera_value::{Doc, SharedKeys};
+use tessera_value::SharedKeys;
 
 /// Records indexed per transaction by a background build: small enough that writers wait at
 /// most about a millisecond for the build's transaction.
@@ -51,10 +51,11 @@ pub(crate) fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]
 
 /// Computes the full sort key of the field at `path` of a stored record into `out`; `false`
 /// (and `out` empty) when there is no record.
-pub(crate) fn component(record: Option<&[u8]>, keys: &SharedKeys, path: &str, out: &mut Vec<u8>) -> Result<bool> {
+/// `verified`: the record was checked against its checksum (see [`super::open_stored`]).
+pub(crate) fn component(record: Option<&[u8]>, keys: &SharedKeys, verified: bool, path: &str, out: &mut Vec<u8>) -> Result<bool> {
     out.clear();
     let Some(bytes) = record else { return Ok(false) };
-    let doc = Doc::from_trusted_with_keys(bytes, keys)?;
+    let doc = super::open_stored(bytes, keys, verified)?;
     sort_key::encode_value(crate::query::lookup(doc.root(), path), out);
     Ok(true)
 }
@@ -69,6 +70,8 @@ pub(crate) struct IndexTarget<'a> {
     pub(crate) keys: &'a SharedKeys,
     /// Shows primary keys in errors ([`super::Record::display_key`]).
     pub(crate) key_text: fn(&[u8]) -> Option<String>,
+    /// Whether records were checked against their checksums as they were read.
+    pub(crate) verified: bool,
 }
 
 impl CollectionState {
@@ -79,6 +82,7 @@ impl CollectionState {
             records: &self.records,
             keys: &self.keys.shared,
             key_text: self.key_text,
+            verified: self.checksums_verified,
         }
     }
 }
@@ -99,12 +103,12 @@ pub(crate) fn update_entries<'i>(
     old: Option<&[u8]>,
     new: Option<&[u8]>,
 ) -> Result<()> {
-    let IndexTarget { collection, keyspace, keys, key_text, .. } = *target;
+    let IndexTarget { collection, keyspace, keys, key_text, verified, .. } = *target;
     let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
     let mut changes: Vec<EntryChange> = Vec::new();
     for index in indexes {
-        let had = component(old, keys, &index.path, &mut old_component)?;
-        let has = component(new, keys, &index.path, &mut new_component)?;
+        let had = component(old, keys, verified, &index.path, &mut old_component)?;
+        let has = component(new, keys, verified, &index.path, &mut new_component)?;
         if had && has && old_component == new_component {
             continue;
         }
@@ -190,7 +194,7 @@ fn unique_holder(
 /// [`Error::RecordDecode`] naming it.
 fn component_of(record: &[u8], target: &IndexTarget<'_>, key: &[u8], path: &str, out: &mut Vec<u8>) -> Result<()> {
     out.clear();
-    let doc = Doc::from_trusted_with_keys(record, target.keys)
+    let doc = super::open_stored(record, target.keys, target.verified)
         .map_err(|error| super::decode_error(target.collection, target.key_text, key, error))?;
     sort_key::encode_value(crate::query::lookup(doc.root(), path), out);
     Ok(())

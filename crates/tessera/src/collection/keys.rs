@@ -105,6 +105,37 @@ mod tests {
     }
 
     #[test]
+    fn damaged_records_read_with_checksums_off_are_errors_never_panics() {
+        // With checksum verification off, the store hands over stored bytes unchecked; the
+        // trusted reader assumes encoder output and indexed past damaged tables (the record
+        // fuzz target, helper-2). Every single-byte damage of a real record is read here the
+        // way a get, a scan's filter and an index update read it.
+        let dir = tempfile::tempdir().unwrap();
+        let options = crate::DbOptions { verify_checksums: false, ..Default::default() };
+        let db = crate::Db::open_with(dir.path().join("db"), options).unwrap();
+        let keyed = db.collection::<Keyed>().unwrap();
+        let state = &keyed.state;
+        assert!(!state.checksums_verified);
+        let record = Keyed { id: 7, name: "a name long enough to be an atom, or not".into(), place: Place::At { x: -3, y: 70_000 } };
+        let mut bytes = Vec::new();
+        state.encode(&record, &mut bytes).unwrap();
+        let key = crate::store::key::encode(&7u32);
+        let mut component = Vec::new();
+        for position in 0..bytes.len() {
+            for mask in [0x01u8, 0x80, 0xFF, 0x3C] {
+                let mut damaged = bytes.clone();
+                damaged[position] ^= mask;
+                let _ = crate::collection::decode::<Keyed>(state, &key, &damaged);
+                let _ = super::super::build::component(Some(&damaged), &state.keys.shared, false, "place.At.y", &mut component);
+                if let Ok(doc) = state.open_stored(&damaged) {
+                    let _ = crate::query::lookup(doc.root(), "name");
+                }
+            }
+        }
+        assert_eq!(crate::collection::decode::<Keyed>(state, &key, &bytes).unwrap(), record);
+    }
+
+    #[test]
     fn threads_opening_one_collection_at_once_share_one_state() {
         // The registry was read, then written, without a lock: each racing thread could open
         // its own state (its own indexes' build state, its own live hook).

@@ -277,6 +277,9 @@ pub(crate) struct CollectionState {
     /// The type of the primary key's one field (`None` for a composite key), resolved once
     /// for the planner's exact key lookups.
     pub(crate) single_key_type: Option<TypeDesc>,
+    /// Whether the store checks records against their checksums as it reads them (see
+    /// [`open_stored`]).
+    pub(crate) checksums_verified: bool,
     type_id: std::any::TypeId,
 }
 
@@ -287,9 +290,14 @@ impl CollectionState {
         show_key(self.key_text, key)
     }
 
-    /// Opens a stored record of this collection in O(1), with its shared keys.
+    /// Opens a stored record of this collection with its shared keys (see [`open_stored`]).
     pub(crate) fn open_record<'a>(&'a self, key: &[u8], bytes: &'a [u8]) -> Result<Doc<'a>> {
-        Doc::from_trusted_with_keys(bytes, &self.keys.shared).map_err(|error| self.decode_error(key, error))
+        self.open_stored(bytes).map_err(|error| self.decode_error(key, error))
+    }
+
+    /// [`open_stored`] with this collection's shared keys and the database's checksum policy.
+    pub(crate) fn open_stored<'a>(&'a self, bytes: &'a [u8]) -> std::result::Result<Doc<'a>, tessera_value::FormatError> {
+        open_stored(bytes, &self.keys.shared, self.checksums_verified)
     }
 
     /// Encodes `record` into `out` with the collection's shared keys.
@@ -426,6 +434,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         [field] => shape.resolve(field).cloned(),
         _ => None,
     };
+    let checksums_verified = db.verifies_checksums();
     Ok(CollectionState {
         name: name.to_owned(),
         records,
@@ -435,8 +444,25 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         keys: record_keys,
         key_text: T::display_key,
         single_key_type,
+        checksums_verified,
         type_id: std::any::TypeId::of::<T>(),
     })
+}
+
+/// Opens stored record bytes with `keys`: in O(1) when the store checked them against their
+/// checksum as it read them (`verified`: they are then, but for a 2^-32 chance, the bytes a
+/// writer encoded, which the trusted reader assumes), else validated first, in linear time,
+/// so that damaged bytes read with checksums off are an error, never a panic in the reader.
+pub(crate) fn open_stored<'a>(
+    bytes: &'a [u8],
+    keys: &'a tessera_value::SharedKeys,
+    verified: bool,
+) -> std::result::Result<Doc<'a>, tessera_value::FormatError> {
+    if verified {
+        Doc::from_trusted_with_keys(bytes, keys)
+    } else {
+        Doc::from_untrusted_with_keys(bytes, keys)
+    }
 }
 
 /// Builds every new unique index over the existing records inside the schema change's own
@@ -457,8 +483,14 @@ fn build_unique_indexes<T: Record>(
         return Ok(());
     }
     let stored = all_records(tx, records)?;
-    let target =
-        build::IndexTarget { collection: name, keyspace: index_keyspace, records, keys: &record_keys.shared, key_text: T::display_key };
+    let target = build::IndexTarget {
+        collection: name,
+        keyspace: index_keyspace,
+        records,
+        keys: &record_keys.shared,
+        key_text: T::display_key,
+        verified: false,
+    };
     for (key, bytes) in &stored {
         build::update_entries(tx, &target, &building, key, None, Some(bytes))?;
     }
@@ -505,8 +537,14 @@ fn run_migration<T: Record>(
         }
         tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
-        let target =
-            build::IndexTarget { collection: name, keyspace: index_keyspace, records, keys: &record_keys.shared, key_text: T::display_key };
+        let target = build::IndexTarget {
+            collection: name,
+            keyspace: index_keyspace,
+            records,
+            keys: &record_keys.shared,
+            key_text: T::display_key,
+            verified: false,
+        };
         build::update_entries(tx, &target, &indexes, &key, None, Some(&bytes))?;
     }
     schema.version = T::VERSION;
@@ -928,7 +966,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         let Some(index_keyspace) = &index_keyspace else { continue };
         for index in &indexes {
             expected += 1;
-            build::component(Some(bytes), &shared, &index.path, &mut component)?;
+            build::component(Some(bytes), &shared, false, &index.path, &mut component)?;
             let entry = match build::entry_key(index, &component, key) {
                 Ok(entry) => entry,
                 Err(error) => {
@@ -965,7 +1003,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             // A record that does not validate was reported above.
             Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
             Some(bytes) => {
-                build::component(Some(bytes), &shared, &index.path, &mut component)?;
+                build::component(Some(bytes), &shared, false, &index.path, &mut component)?;
                 if build::entry_key(index, &component, primary).ok().as_deref() != Some(entry_key) {
                     report.problem(
                         index_keyspace.name(),

@@ -10,7 +10,6 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
-use tessera_value::Doc;
 
 /// A sort direction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -244,7 +243,7 @@ impl<T: Record> Query<T> {
         // A record that does not open is an error wherever it is met, never a match or a
         // miss: `count`, `exists` and `delete_where` would otherwise act on a guess.
         Ok(Box::new(candidates.filter_map(move |candidate| match candidate {
-            Ok((key, bytes)) => match Doc::from_trusted_with_keys(bytes, &state.keys.shared) {
+            Ok((key, bytes)) => match state.open_stored(bytes) {
                 Ok(doc) => (predicate.eval(doc.root()) == Truth::True).then_some(Ok((key, bytes))),
                 Err(error) => Some(Err(state.decode_error(&key, error))),
             },

@@ -259,9 +259,23 @@ pub(crate) struct Interval {
     pub(crate) high: Option<Vec<u8>>,
 }
 
+/// Orders two components (or whole sort keys) as their bytes do, deciding most pairs on their
+/// first eight bytes as one integer comparison; a slice comparison calls `memcmp`, which was
+/// 12 % of a large commit's live dispatch in perf (keys of about 27 bytes).
+#[inline]
+pub(crate) fn compare(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if let (Some(a_head), Some(b_head)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        let (a_head, b_head) = (u64::from_be_bytes(*a_head), u64::from_be_bytes(*b_head));
+        if a_head != b_head {
+            return a_head.cmp(&b_head);
+        }
+    }
+    a.cmp(b)
+}
+
 impl Interval {
     pub(crate) fn contains(&self, point: &[u8]) -> bool {
-        self.low.as_slice() <= point && self.high.as_deref().is_none_or(|high| point < high)
+        compare(&self.low, point).is_le() && self.high.as_deref().is_none_or(|high| compare(point, high).is_lt())
     }
 
     pub(crate) fn intersect(&self, other: &Interval) -> Interval {

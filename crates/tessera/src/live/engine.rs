@@ -13,7 +13,6 @@ use crate::Db;
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use tessera_value::Doc;
 
 /// One object subscription: where its deliveries go, and the commit it has seen.
 pub(super) struct ObjectSub<T> {
@@ -141,7 +140,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                         component.push(sort_key::TAG_STRING);
                         component.extend_from_slice(&change.key);
                     } else {
-                        let Ok(doc) = Doc::from_trusted_with_keys(bytes, &self.state.keys.shared) else { continue };
+                        let Ok(doc) = self.state.open_stored(bytes) else { continue };
                         sort_key::encode_value(path.lookup(doc.root()), &mut component);
                     }
                     field.lookup(&component, &mut |id| {

@@ -187,7 +187,7 @@ impl IntervalIndex {
 
     /// Calls `found` with the id of every interval containing `point`.
     fn stab(&self, point: &[u8], found: &mut impl FnMut(u64)) {
-        let candidates = self.intervals.partition_point(|(interval, _)| interval.low.as_slice() <= point);
+        let candidates = self.intervals.partition_point(|(interval, _)| sort_key::compare(&interval.low, point).is_le());
         if candidates > 0 {
             self.visit(1, 0, self.leaves, candidates, point, found);
         }
@@ -199,7 +199,7 @@ impl IntervalIndex {
         }
         match &self.max_high[node] {
             None => return,
-            Some(Some(high)) if high.as_slice() <= point => return,
+            Some(Some(high)) if sort_key::compare(high, point).is_le() => return,
             _ => {}
         }
         if end - start == 1 {

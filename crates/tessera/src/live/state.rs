@@ -11,7 +11,6 @@ use crate::store::{Change, ChangeDemand, ReadSource};
 use crate::Db;
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
-use tessera_value::{Doc, SharedKeys};
 
 /// Where a record of a merged result came from.
 #[derive(Clone, Copy)]
@@ -53,26 +52,12 @@ pub(super) struct QuerySub<T> {
 }
 
 /// The sort key of a stored record for a query's order.
-pub(super) fn sort_key_of(orders: &[(FieldPath, bool)], keys: &SharedKeys, bytes: &[u8], key: &[u8]) -> SortKey {
+pub(super) fn sort_key_of(orders: &[(FieldPath, bool)], state: &CollectionState, bytes: &[u8], key: &[u8]) -> SortKey {
     let mut out = Vec::with_capacity(key.len() + 18 * orders.len());
-    let doc = if orders.is_empty() { None } else { Doc::from_trusted_with_keys(bytes, keys).ok() };
+    let doc = if orders.is_empty() { None } else { state.open_stored(bytes).ok() };
     sort_key::encode_record(orders, doc.map(|doc| doc.root()), key, &mut out);
     let key_start = out.len() - key.len(); // the primary key is the tail
     (Arc::from(out), key_start)
-}
-
-/// Orders two sort keys as their bytes do, deciding most pairs on their first eight bytes (one
-/// integer comparison, where a slice comparison calls `memcmp`: 12 % of a large commit's
-/// dispatch in perf, for keys of about 27 bytes).
-#[inline]
-fn compare_sort_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    if let (Some(a_head), Some(b_head)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
-        let (a_head, b_head) = (u64::from_be_bytes(*a_head), u64::from_be_bytes(*b_head));
-        if a_head != b_head {
-            return a_head.cmp(&b_head);
-        }
-    }
-    a.cmp(b)
 }
 
 /// A sort key and where the primary key starts in it.
@@ -92,11 +77,11 @@ impl<T: Record> QuerySub<T> {
         start..self.entries.len().min(self.window_end())
     }
 
-    pub(super) fn matches(&self, keys: &SharedKeys, bytes: Option<&[u8]>) -> bool {
+    pub(super) fn matches(&self, state: &CollectionState, bytes: Option<&[u8]>) -> bool {
         let Some(bytes) = bytes else { return false };
         match &self.parts.predicate {
             None => true,
-            Some(predicate) => Doc::from_trusted_with_keys(bytes, keys).is_ok_and(|doc| predicate.eval(doc.root()) == Truth::True),
+            Some(predicate) => state.open_stored(bytes).is_ok_and(|doc| predicate.eval(doc.root()) == Truth::True),
         }
     }
 
@@ -110,7 +95,7 @@ impl<T: Record> QuerySub<T> {
         let mut entries = Vec::with_capacity(rows.len());
         for (key, bytes) in rows {
             let value = Arc::new(decode::<T>(state, &key, &bytes)?);
-            let (sort, key_start) = sort_key_of(&self.orders, &state.keys.shared, &bytes, &key);
+            let (sort, key_start) = sort_key_of(&self.orders, state, &bytes, &key);
             entries.push(Entry { sort, key_start, value });
         }
         self.complete = entries.len() < self.window_end();
@@ -133,7 +118,6 @@ impl<T: Record> QuerySub<T> {
     /// anchored); returns the changeset, if the visible result changed.
     pub(super) fn apply(&mut self, commit: &Commit<'_, T>, hits: &[Hit], sort_keys: &SortKeys) -> Result<Option<ResultChange<T>>> {
         let Commit { sequence, changes, values, db, state } = *commit;
-        let keys = &state.keys.shared;
         let old_visible = self.visible();
         // The previous keys: for coalescing, and for the changeset of a refill (which only an
         // incomplete result can need).
@@ -150,17 +134,17 @@ impl<T: Record> QuerySub<T> {
             let (old_match, new_match) = if self.exact {
                 (old_hit, new_hit)
             } else {
-                (self.matches(keys, change.old.as_deref()), self.matches(keys, change.new.as_deref()))
+                (self.matches(state, change.old.as_deref()), self.matches(state, change.new.as_deref()))
             };
             if !old_match && !new_match {
                 continue;
             }
             let (old_all, new_all) = sort_keys[index].get_or_init(|| {
-                let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, keys, bytes, &change.key));
+                let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, state, bytes, &change.key));
                 (of(&change.old), of(&change.new))
             });
             let position = match (old_match, &old_all) {
-                (true, Some((sort, _))) => self.entries.binary_search_by(|e| compare_sort_keys(&e.sort, sort)).ok(),
+                (true, Some((sort, _))) => self.entries.binary_search_by(|e| sort_key::compare(&e.sort, sort)).ok(),
                 _ => None,
             };
             let new_sort = if new_match { new_all.as_ref() } else { None };
@@ -178,7 +162,7 @@ impl<T: Record> QuerySub<T> {
                     if let Some((sort, key_start)) = new_sort {
                         // Past the last record of an incomplete result, storage may hold
                         // records this one should follow: leave it to a refill.
-                        if boundary.as_ref().is_some_and(|last| compare_sort_keys(sort, last).is_gt()) {
+                        if boundary.as_ref().is_some_and(|last| sort_key::compare(sort, last).is_gt()) {
                             continue;
                         }
                         let entry = Entry { sort: sort.clone(), key_start: *key_start, value: values.get(index, changes, state)? };
@@ -190,7 +174,7 @@ impl<T: Record> QuerySub<T> {
         if !any_removed && inserted.is_empty() && !any_modified_visible {
             return Ok(None);
         }
-        inserted.sort_by(|a, b| compare_sort_keys(&a.0.sort, &b.0.sort));
+        inserted.sort_by(|a, b| sort_key::compare(&a.0.sort, &b.0.sort));
         // Merge the survivors with the insertions, remembering where each came from.
         let old_entries = std::mem::take(&mut self.entries);
         let mut origin: Vec<Origin> = Vec::with_capacity(old_entries.len() + inserted.len());
@@ -200,7 +184,7 @@ impl<T: Record> QuerySub<T> {
             if removed[position] {
                 continue;
             }
-            while inserted.peek().is_some_and(|(next, _)| compare_sort_keys(&next.sort, &entry.sort).is_lt()) {
+            while inserted.peek().is_some_and(|(next, _)| sort_key::compare(&next.sort, &entry.sort).is_lt()) {
                 let (next, moved_from) = inserted.next().expect("peeked");
                 merged.push(next);
                 origin.push(Origin::New { moved_from });

@@ -670,6 +670,11 @@ impl Db {
         self.inner.feed.has_listeners()
     }
 
+    /// Whether reads check each value against its checksum ([`DbOptions::verify_checksums`]).
+    pub(crate) fn verifies_checksums(&self) -> bool {
+        self.inner.options.verify_checksums
+    }
+
     /// The ceiling the map may grow to, in bytes ([`DbOptions::map_size_max_bytes`]): no value
     /// larger can ever be stored.
     pub(crate) fn map_size_max_bytes(&self) -> u64 {
