@@ -296,6 +296,7 @@ impl CollectionState {
     }
 
     /// [`open_stored`] with this collection's shared keys and the database's checksum policy.
+    #[inline]
     pub(crate) fn open_stored<'a>(&'a self, bytes: &'a [u8]) -> std::result::Result<Doc<'a>, tessera_value::FormatError> {
         open_stored(bytes, &self.keys.shared, self.checksums_verified)
     }
@@ -453,6 +454,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
 /// checksum as it read them (`verified`: they are then, but for a 2^-32 chance, the bytes a
 /// writer encoded, which the trusted reader assumes), else validated first, in linear time,
 /// so that damaged bytes read with checksums off are an error, never a panic in the reader.
+#[inline]
 pub(crate) fn open_stored<'a>(
     bytes: &'a [u8],
     keys: &'a tessera_value::SharedKeys,
