@@ -524,3 +524,23 @@ fn a_read_closure_may_use_the_dictionary_and_the_database() {
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("the closure finished"), Some(2));
     worker.join().unwrap();
 }
+
+#[test]
+fn a_flush_inside_a_write_transaction_is_refused_while_the_flusher_saves() {
+    // A save holds the dictionary's save lock from taking the pending values until it has
+    // written them or marked them pending again (a flush that ran beside a failing background
+    // save returned Ok with nothing written). A flush inside a write transaction must be
+    // refused before it waits for that lock, which the flusher may hold while it waits for
+    // this thread's write lock.
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict =
+        db.dictionary_with("d", DictionaryOptions { flush_interval: Duration::from_millis(1), ..DictionaryOptions::default() }).unwrap();
+    for round in 0..50u32 {
+        dict.set("k", &round).unwrap();
+        let inside = db.write(|_| Ok(dict.flush()));
+        assert!(matches!(inside, Ok(Err(Error::WouldDeadlock { .. }))), "{inside:?}");
+        dict.flush().unwrap();
+    }
+    assert_eq!(dict.get::<u32>("k").unwrap(), Some(49));
+}

@@ -152,6 +152,10 @@ pub(crate) struct DictInner {
     /// cannot put cleared values back.
     clears: AtomicU64,
     flusher: Arc<FlusherShared>,
+    /// Held by a save for the whole of taking the pending values, writing them and, on
+    /// failure, marking them pending again: a `flush` that ran while the background save held
+    /// the values found nothing to write and returned Ok, and that save then failed.
+    save: Mutex<()>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -220,6 +224,7 @@ impl Db {
                     complete: AtomicBool::new(false),
                     clears: AtomicU64::new(0),
                     flusher: Arc::new(FlusherShared::default()),
+                    save: Mutex::new(()),
                     thread: Mutex::new(None),
                 });
                 let (weak, shared, interval) = (Arc::downgrade(&inner), inner.flusher.clone(), inner.options.flush_interval);
@@ -454,6 +459,12 @@ impl DictInner {
     /// Writes every pending entry in one transaction. Called by the flusher thread, `flush`
     /// and drop.
     fn flush_pending(&self) -> Result<()> {
+        if crate::store::writing_on_this_thread() {
+            // Refused before the save lock: the flusher may hold it while it waits for the
+            // writer lock this thread holds.
+            return Err(Error::WouldDeadlock { operation: "a dictionary save", advice: "flush outside the write transaction" });
+        }
+        let _saving = lock(&self.save);
         lock(&self.flusher.state).pending_since = None;
         let target = self.sequence.load(Ordering::SeqCst);
         self.has_pending.store(false, Ordering::SeqCst);
