@@ -467,6 +467,25 @@ pub(crate) fn open_stored<'a>(
     }
 }
 
+/// Where a schema change (a unique index's build, a migration) writes index entries. It reads
+/// records through the store and validates them whatever the checksum policy (a schema change
+/// is rare, and runs before the collection's state exists).
+fn schema_change_target<'a, T: Record>(
+    name: &'a str,
+    index_keyspace: &'a Keyspace,
+    records: &'a Keyspace,
+    record_keys: &'a RecordKeys,
+) -> build::IndexTarget<'a> {
+    build::IndexTarget {
+        collection: name,
+        keyspace: index_keyspace,
+        records,
+        keys: &record_keys.shared,
+        key_text: T::display_key,
+        verified: false,
+    }
+}
+
 /// Builds every new unique index over the existing records inside the schema change's own
 /// transaction, as SQL's `CREATE UNIQUE INDEX` does: if two records hold one value, the error
 /// names both keys and the transaction (so the schema change) is rolled back, so that a
@@ -485,14 +504,7 @@ fn build_unique_indexes<T: Record>(
         return Ok(());
     }
     let stored = all_records(tx, records)?;
-    let target = build::IndexTarget {
-        collection: name,
-        keyspace: index_keyspace,
-        records,
-        keys: &record_keys.shared,
-        key_text: T::display_key,
-        verified: false,
-    };
+    let target = schema_change_target::<T>(name, index_keyspace, records, record_keys);
     for (key, bytes) in &stored {
         build::update_entries(tx, &target, &building, key, None, Some(bytes))?;
     }
@@ -539,14 +551,7 @@ fn run_migration<T: Record>(
         }
         tessera_value::codec::encode_into(record, Some(&record_keys.shared), &record_keys.ids, &mut bytes)?;
         tx.put(records, &key, &bytes)?;
-        let target = build::IndexTarget {
-            collection: name,
-            keyspace: index_keyspace,
-            records,
-            keys: &record_keys.shared,
-            key_text: T::display_key,
-            verified: false,
-        };
+        let target = schema_change_target::<T>(name, index_keyspace, records, record_keys);
         build::update_entries(tx, &target, &indexes, &key, None, Some(&bytes))?;
     }
     schema.version = T::VERSION;
