@@ -264,10 +264,7 @@ impl<T: Record> Query<T> {
         let mut keyed = Vec::new();
         for candidate in matches {
             let (key, bytes) = candidate?;
-            let mut sort = Vec::with_capacity(32);
-            let doc = self.collection.state.open_record(&key, bytes)?;
-            sort_key::encode_record(&orders, Some(doc.root()), &key, &mut sort);
-            keyed.push((sort, key, bytes));
+            keyed.push((record_sort_key(&self.collection.state, &orders, &key, bytes)?, key, bytes));
         }
         keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(Box::new(keyed.into_iter().skip(self.offset).take(limit).map(|(_, key, bytes)| Ok((key, bytes)))))
@@ -543,12 +540,8 @@ fn in_full_order<'t>(
         }
         let mut keyed = Vec::with_capacity(run.len());
         for entry in run {
-            let sorted = record_of_entry(snapshot, &state, Ok(entry)).and_then(|(key, bytes)| {
-                let doc = state.open_record(&key, bytes)?;
-                let mut sort = Vec::new();
-                sort_key::encode_record(&order, Some(doc.root()), &key, &mut sort);
-                Ok((sort, key, bytes))
-            });
+            let sorted = record_of_entry(snapshot, &state, Ok(entry))
+                .and_then(|(key, bytes)| Ok((record_sort_key(&state, &order, &key, bytes)?, key, bytes)));
             match sorted {
                 Ok(sorted) => keyed.push(sorted),
                 Err(error) => return Some(Err(error)),
@@ -557,6 +550,20 @@ fn in_full_order<'t>(
         keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         ready.extend(keyed.into_iter().map(|(_, key, bytes)| Ok((key, bytes))));
     })
+}
+
+/// The in-memory sort key of a stored record for `orders` (then its primary key), as an
+/// `order by` that no access path yields sorts by.
+fn record_sort_key(
+    state: &super::CollectionState,
+    orders: &[(crate::query::FieldPath, bool)],
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<Vec<u8>> {
+    let doc = state.open_record(key, bytes)?;
+    let mut sort = Vec::with_capacity(32);
+    sort_key::encode_record(orders, Some(doc.root()), key, &mut sort);
+    Ok(sort)
 }
 
 /// The candidates of an access path in its own order; `in_order` asks an index walk for the
