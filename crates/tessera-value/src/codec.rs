@@ -388,6 +388,18 @@ pub fn decode_with_serde<'a, T: serde::Deserialize<'a>>(value: Value<'a>) -> Res
     crate::from_value(value).map_err(|error| FieldError { path: String::new(), problem: FieldProblem::Invalid(error.message) })
 }
 
+/// Collects `len` decoded items into a vector allocated once: collecting into a `Result`
+/// directly grows the vector by doubling (its size hint's lower bound is 0), copying every item
+/// decoded so far at each step.
+#[inline]
+fn collect_sized<T>(len: usize, items: impl Iterator<Item = Result<T, FieldError>>) -> Result<Vec<T>, FieldError> {
+    let mut collected = Vec::with_capacity(len);
+    for item in items {
+        collected.push(item?);
+    }
+    Ok(collected)
+}
+
 // ------------------------------------------------------------------ scalars
 
 /// `Encode`/`Decode` for integer types: written as `$push` of `$wide`, read through `$read`
@@ -589,7 +601,10 @@ impl<T: Encode> Encode for Vec<T> {
 impl<'a, T: Decode<'a>> Decode<'a> for Vec<T> {
     fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError> {
         let array = value.as_array().ok_or_else(|| FieldError::wrong_type("an array", value))?;
-        array.iter().enumerate().map(|(index, item)| T::decode(item, ids).map_err(|error| error.in_element(index))).collect()
+        collect_sized(
+            array.len(),
+            array.iter().enumerate().map(|(index, item)| T::decode(item, ids).map_err(|error| error.in_element(index))),
+        )
     }
 }
 
@@ -738,7 +753,10 @@ impl<'a, T: View<'a>> View<'a> for Vec<T> {
     type Out = Vec<T::Out>;
     fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
         let array = value.as_array().ok_or_else(|| FieldError::wrong_type("an array", value))?;
-        array.iter().enumerate().map(|(index, item)| T::view(item, ids).map_err(|error| error.in_element(index))).collect()
+        collect_sized(
+            array.len(),
+            array.iter().enumerate().map(|(index, item)| T::view(item, ids).map_err(|error| error.in_element(index))),
+        )
     }
 }
 
@@ -746,7 +764,7 @@ impl<'a, T: View<'a>, S> View<'a> for HashMap<String, T, S> {
     type Out = Vec<(&'a str, T::Out)>;
     fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
         let dict = value.as_dict().ok_or_else(|| FieldError::wrong_type("a map", value))?;
-        dict.iter().map(|(key, item)| Ok((key, T::view(item, ids).map_err(|error| error.in_field(key))?))).collect()
+        collect_sized(dict.len(), dict.iter().map(|(key, item)| Ok((key, T::view(item, ids).map_err(|error| error.in_field(key))?))))
     }
 }
 
@@ -754,7 +772,7 @@ impl<'a, T: View<'a>> View<'a> for BTreeMap<String, T> {
     type Out = Vec<(&'a str, T::Out)>;
     fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError> {
         let dict = value.as_dict().ok_or_else(|| FieldError::wrong_type("a map", value))?;
-        dict.iter().map(|(key, item)| Ok((key, T::view(item, ids).map_err(|error| error.in_field(key))?))).collect()
+        collect_sized(dict.len(), dict.iter().map(|(key, item)| Ok((key, T::view(item, ids).map_err(|error| error.in_field(key))?))))
     }
 }
 
