@@ -18,7 +18,8 @@ fn main() {
         let queries = titles.iter().map(|title| docs.subscribe_query(&docs.filter(BenchDoc::title().eq(title.as_str()))).unwrap());
         (Vec::new(), queries.inspect(|sub| drop(sub.recv_timeout(Duration::from_secs(60)).unwrap())).collect())
     } else {
-        (titles.iter().map(|title| docs.subscribe_object(title).unwrap()).collect(), Vec::new())
+        let objects = titles.iter().map(|title| docs.subscribe_object(title).unwrap());
+        (objects.inspect(|sub| drop(sub.recv_timeout(Duration::from_secs(60)).unwrap())).collect(), Vec::new())
     };
     for round in 0..3 {
         let start = Instant::now();

@@ -7,6 +7,7 @@
 use crate::harness::{Goal, Table};
 use std::time::{Duration, Instant};
 use tessera::collection::Order;
+use tessera::live::Event;
 use tessera::{Collection, Db, DbOptions, Durability, Query};
 use tessera_bench::crud_model::{parts, sql_create, BenchDoc, SqlDoc, SQL_COLUMNS};
 
@@ -125,20 +126,23 @@ fn run_case(options: &Options, case: Case) -> CaseFigures {
     let live_ms = if case == Case::Objects {
         let first = docs.all().limit(options.subscriptions).fetch(&db).unwrap();
         let subs: Vec<_> = first.iter().map(|doc| docs.subscribe_object(&doc.title).unwrap()).collect();
+        for sub in &subs {
+            sub.recv_timeout(WAIT).and_then(Event::initial).expect("the object as it is");
+        }
         let ended = update_all(&db, &docs, case, options.objects);
         for sub in &subs {
-            sub.recv_timeout(WAIT).expect("an object delivery");
+            sub.recv_timeout(WAIT).and_then(Event::changed).expect("an object delivery");
         }
         ms(ended)
     } else {
         let subs: Vec<_> = queries.iter().map(|query| docs.subscribe_query(query).unwrap()).collect();
         for sub in &subs {
-            sub.recv_timeout(WAIT).expect("the initial result");
+            sub.recv_timeout(WAIT).and_then(Event::initial).expect("the initial result");
         }
         let ended = update_all(&db, &docs, case, options.objects);
         let mut last = Vec::with_capacity(subs.len());
         for sub in &subs {
-            last.push(sub.recv_timeout(WAIT).expect("a query delivery"));
+            last.push(sub.recv_timeout(WAIT).and_then(Event::changed).expect("a query delivery"));
         }
         let elapsed = ms(ended);
         // Every delivered result equals a fresh fetch (outside the timing).
@@ -193,7 +197,7 @@ fn common_case(subscriptions: usize, rounds: usize) -> f64 {
     let subs: Vec<_> =
         (0..subscriptions as i32).map(|i| docs.subscribe_query(&case_query(&docs, Case::TitleQueries, i, 0)).unwrap()).collect();
     for sub in &subs {
-        sub.recv_timeout(WAIT).unwrap();
+        sub.recv_timeout(WAIT).and_then(Event::initial).expect("the initial result");
     }
     let mut times = Vec::with_capacity(rounds);
     for round in 0..rounds {
@@ -208,7 +212,7 @@ fn common_case(subscriptions: usize, rounds: usize) -> f64 {
         unique.sort_unstable();
         unique.dedup();
         for &i in &unique {
-            subs[i].recv_timeout(WAIT).expect("a delivery");
+            subs[i].recv_timeout(WAIT).and_then(Event::changed).expect("a delivery");
         }
         times.push(ended.elapsed().as_secs_f64() * 1e6);
     }

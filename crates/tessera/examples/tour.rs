@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use tessera::collection::{Embed, Order, Record};
+use tessera::live::Event;
 use tessera::store::key;
 use tessera::value::{from_json, from_value, to_vec, to_vec_with_keys, DictKey, Doc, MutableDoc, SharedKeys};
 use tessera::{Db, Durability, FeedEvent};
@@ -166,17 +167,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // 12. Field-decomposed documents: one key per field, atomic set, single-field writes,
-    //     and observation through the same change bus.
+    //     and observation through the same change bus, with the one subscription shape:
+    //     Initial, then Changed per commit, then Closed.
     let profiles = db.documents("profiles")?;
     let grace = profiles.document::<Profile>("grace");
-    let mut changes = grace.observe();
+    let changes = grace.observe()?;
+    println!("12. observed at first: {:?}", changes.recv_timeout(Duration::from_secs(1)).and_then(Event::initial));
     grace.set(&Profile { name: "Grace Hopper".into(), rank: "Commodore".into(), age: 79 })?;
     grace.update_field("rank", "Rear Admiral")?; // one key, no read
     let age = grace.field::<u32>("age");
     age.set(&85)?;
-    println!("12. document: {:?}", grace.get()?);
+    println!("    document: {:?}", grace.get()?);
     for _ in 0..3 {
-        if let Some(Ok(Some(seen))) = changes.recv_timeout(Duration::from_secs(1)) {
+        if let Some(Event::Changed(Some(seen))) = changes.recv_timeout(Duration::from_secs(1)) {
             println!("    observed: {} / {} / {}", seen.name, seen.rank, seen.age);
         }
     }
@@ -237,11 +240,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 15. Live queries: the current result, then one changeset per commit that changes it,
     //     computed from the commit's changes without re-running the query.
     let live = tasks.subscribe_query(&tasks.all().order_by(Task::priority(), Order::Desc).limit(3))?;
-    let first = live.recv_timeout(Duration::from_secs(5)).expect("the initial result");
-    println!("15. live top 3 by priority: {:?}", first.result.iter().map(|t| t.id).collect::<Vec<_>>());
+    let first = live.recv_timeout(Duration::from_secs(5)).and_then(Event::initial).expect("the initial result");
+    println!("15. live top 3 by priority: {:?}", first.iter().map(|t| t.id).collect::<Vec<_>>());
     let committed = Instant::now();
     db.write(|tx| tasks.patch(tx, &1u32, "priority", &10))?;
-    let change = live.recv_timeout(Duration::from_secs(5)).expect("a changeset");
+    let change = live.recv_timeout(Duration::from_secs(5)).and_then(Event::changed).expect("a changeset");
     println!(
         "    task 1 -> priority 10: {:?}, deletions {:?}, insertions {:?}, moves {:?}, {} µs after the write began (fsync included)",
         change.result.iter().map(|t| t.id).collect::<Vec<_>>(),

@@ -27,7 +27,7 @@ pub mod store;
 
 pub use check::{CheckReport, Problem, CHECK_PROBLEMS_MAX, PROBLEM_KEY_BYTES_MAX};
 pub use collection::{Collection, CollectionOptions, Order, Query, Record, WriteOutcome};
-pub use dictionary::{DictEvent, DictStream, DictTxn, Dictionary, DictionaryOptions};
+pub use dictionary::{DictTxn, Dictionary, DictionaryOptions};
 pub use documents::{Document, Documents, DocumentsOptions, FieldHandle, FieldTransform};
 pub use error::{Error, Result};
 pub use live::{ObjectChange, ObjectSubscription, Policy, QuerySubscription, ResultChange};

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use tessera::{Db, DictEvent, DictionaryOptions, Error, FeedEvent};
+use tessera::live::{Event, SubscriptionEnd};
+use tessera::{Db, DictionaryOptions, Error, FeedEvent};
 
 #[path = "fixtures/colliding_keys.rs"]
 mod colliding_keys;
@@ -213,14 +214,39 @@ fn subscriptions_see_initial_updated_and_deleted() {
     let dict =
         db.dictionary_with("subs", DictionaryOptions { flush_interval: Duration::from_millis(5), ..DictionaryOptions::default() }).unwrap();
     dict.set("volume", &3u8).unwrap();
-    let mut events = dict.subscribe::<u8>("volume").unwrap();
+    let events = dict.subscribe::<u8>("volume").unwrap();
     let timeout = Duration::from_secs(5);
-    assert_eq!(events.recv_timeout(timeout).unwrap().unwrap(), DictEvent::Initial(Some(3)));
+    assert_eq!(events.recv_timeout(timeout).and_then(Event::initial), Some(Some(3)));
     dict.set("other", &1u8).unwrap();
     dict.set("volume", &7u8).unwrap();
-    assert_eq!(events.recv_timeout(timeout).unwrap().unwrap(), DictEvent::Updated(7));
+    assert_eq!(events.recv_timeout(timeout).and_then(Event::changed), Some(Some(7)));
     dict.remove("volume").unwrap();
-    assert_eq!(events.recv_timeout(timeout).unwrap().unwrap(), DictEvent::Deleted);
+    assert_eq!(events.recv_timeout(timeout).and_then(Event::changed), Some(None));
+    // The subscription ends when the database closes: Closed, then nothing.
+    drop((dict, db));
+    assert!(matches!(events.recv_timeout(timeout), Some(Event::Closed(SubscriptionEnd::DatabaseClosed))));
+    assert!(events.recv_timeout(timeout).is_none());
+}
+
+#[test]
+fn a_subscribed_value_that_does_not_decode_ends_the_subscription_with_the_error() {
+    // A stored value of another type used to be reported as an error event, after which the
+    // stream went on; now the subscription ends with the error, naming dictionary and key.
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let dict = db.dictionary().unwrap();
+    let counts = dict.subscribe::<u8>("count").unwrap();
+    assert_eq!(counts.recv_timeout(Duration::from_secs(5)).and_then(Event::initial), Some(None));
+    dict.set("count", &"not a number").unwrap();
+    dict.flush().unwrap();
+    match counts.recv_timeout(Duration::from_secs(5)) {
+        Some(Event::Closed(SubscriptionEnd::Failed(error))) => {
+            let text = error.to_string();
+            assert!(text.contains("count"), "names the key: {text}");
+        }
+        other => panic!("expected Closed with the failure, got {:?}", other.map(|event| event.is_closed())),
+    }
+    assert!(counts.try_recv().is_none());
 }
 
 /// The child for `flush_makes_every_threads_writes_durable`: writes from four threads, flushes,

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
+use tessera::live::{Event, SubscriptionEnd};
 use tessera::{Db, DocumentsOptions, Error, FieldTransform};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,16 +148,21 @@ fn observe_reports_one_event_per_commit_that_touches_the_document() {
     let profiles = db.documents("profiles").unwrap();
     let doc = profiles.document::<Profile>("ada");
     let other = profiles.document::<Profile>("alan");
-    let mut stream = doc.observe();
+    let stream = doc.observe().unwrap();
+    let timeout = Duration::from_secs(5);
+    assert_eq!(stream.recv_timeout(timeout).and_then(Event::initial), Some(None), "absent at first");
     doc.set(&ada()).unwrap(); // five fields, one commit, one event
     other.set(&ada()).unwrap(); // another document: no event
     doc.update_field("age", &50).unwrap();
     doc.delete().unwrap();
-    let timeout = Duration::from_secs(5);
-    assert_eq!(stream.recv_timeout(timeout).unwrap().unwrap(), Some(ada()));
-    assert_eq!(stream.recv_timeout(timeout).unwrap().unwrap().unwrap().age, 50);
-    assert_eq!(stream.recv_timeout(timeout).unwrap().unwrap(), None);
+    assert_eq!(stream.recv_timeout(timeout).and_then(Event::changed), Some(Some(ada())));
+    assert_eq!(stream.recv_timeout(timeout).and_then(Event::changed).unwrap().unwrap().age, 50);
+    assert_eq!(stream.recv_timeout(timeout).and_then(Event::changed), Some(None));
     assert!(stream.recv_timeout(Duration::from_millis(100)).is_none());
+    // Ends when the database closes: Closed, then nothing.
+    drop((doc, other, profiles, db));
+    assert!(matches!(stream.recv_timeout(timeout), Some(Event::Closed(SubscriptionEnd::DatabaseClosed))));
+    assert!(stream.recv_timeout(timeout).is_none());
 }
 
 #[test]
@@ -164,18 +170,22 @@ fn observe_field_reports_distinct_changes_of_that_field_only() {
     let (_dir, db) = open();
     let doc = db.documents("profiles").unwrap().document::<Profile>("ada");
     doc.set(&ada()).unwrap();
-    let mut ages = doc.observe_field::<i32>("age").unwrap();
+    let ages = doc.observe_field::<i32>("age").unwrap();
+    let timeout = Duration::from_secs(5);
+    assert_eq!(ages.recv_timeout(timeout).and_then(Event::initial), Some(Some(36)));
     doc.update_field("name", "Augusta").unwrap(); // another field
     doc.update_field("age", &36).unwrap(); // same value: not reported
     doc.update_field("age", &37).unwrap();
     doc.set(&Profile { age: 37, name: "Ada".into(), ..ada() }).unwrap(); // age unchanged
     doc.set(&Profile { age: 38, ..ada() }).unwrap();
     doc.delete().unwrap();
-    let timeout = Duration::from_secs(5);
-    assert_eq!(ages.recv_timeout(timeout).unwrap().unwrap(), Some(37));
-    assert_eq!(ages.recv_timeout(timeout).unwrap().unwrap(), Some(38));
-    assert_eq!(ages.recv_timeout(timeout).unwrap().unwrap(), None);
+    assert_eq!(ages.recv_timeout(timeout).and_then(Event::changed), Some(Some(37)));
+    assert_eq!(ages.recv_timeout(timeout).and_then(Event::changed), Some(Some(38)));
+    assert_eq!(ages.recv_timeout(timeout).and_then(Event::changed), Some(None));
     assert!(ages.recv_timeout(Duration::from_millis(100)).is_none());
+    drop((doc, db));
+    assert!(matches!(ages.recv_timeout(timeout), Some(Event::Closed(SubscriptionEnd::DatabaseClosed))));
+    assert!(ages.recv_timeout(timeout).is_none());
 }
 
 #[test]
@@ -183,10 +193,11 @@ fn two_handles_see_each_others_writes() {
     let (_dir, db) = open();
     let first = db.documents("profiles").unwrap().document::<Profile>("ada");
     let second = db.documents("profiles").unwrap().document::<Profile>("ada");
-    let mut stream = second.observe();
+    let stream = second.observe().unwrap();
+    assert_eq!(stream.recv_timeout(Duration::from_secs(5)).and_then(Event::initial), Some(None));
     first.set(&ada()).unwrap();
     assert_eq!(second.get().unwrap(), Some(ada()));
-    assert_eq!(stream.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), Some(ada()));
+    assert_eq!(stream.recv_timeout(Duration::from_secs(5)).and_then(Event::changed), Some(Some(ada())));
     // Concurrent read-modify-writes through two handles exclude each other: no lost update.
     std::thread::scope(|scope| {
         for handle in [&first, &second] {
@@ -265,10 +276,11 @@ fn deep_decomposition_stores_one_key_per_leaf() {
     assert_eq!(doc.get().unwrap(), Some(person.clone()));
     doc.update_field("address.city", "Cambridge").unwrap();
     assert_eq!(doc.field::<String>("address.city").get().unwrap().as_deref(), Some("Cambridge"));
-    let mut city_changes = doc.observe_field::<String>("address.city").unwrap();
+    let city_changes = doc.observe_field::<String>("address.city").unwrap();
+    assert_eq!(city_changes.recv_timeout(Duration::from_secs(5)).and_then(Event::initial).flatten().as_deref(), Some("Cambridge"));
     doc.update_field("address.zip", "CB1").unwrap(); // a sibling leaf: not reported
     doc.update_field("address.city", "Oxford").unwrap();
-    assert_eq!(city_changes.recv_timeout(Duration::from_secs(5)).unwrap().unwrap().as_deref(), Some("Oxford"));
+    assert_eq!(city_changes.recv_timeout(Duration::from_secs(5)).and_then(Event::changed).flatten().as_deref(), Some("Oxford"));
     let read = doc.get().unwrap().unwrap();
     assert_eq!(read.address, Address { city: "Oxford".into(), zip: "CB1".into() });
 }

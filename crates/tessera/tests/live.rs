@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use tessera::collection::{Order, Record};
+use tessera::live::{Event, SubscriptionEnd};
 use tessera::query::field;
 use tessera::{Db, Error, ObjectChange, Policy, Query, QuerySubscription, ResultChange};
 
@@ -18,6 +19,26 @@ struct Item {
     id: u32,
     priority: Option<i32>,
     tag: String,
+}
+
+/// The state a subscription delivers first.
+fn initial<S, C>(event: Option<Event<S, C>>) -> S {
+    match event {
+        Some(Event::Initial(state)) => state,
+        Some(Event::Changed(_)) => panic!("expected Initial, got Changed"),
+        Some(Event::Closed(reason)) => panic!("expected Initial, got Closed({reason:?})"),
+        None => panic!("expected Initial, got nothing"),
+    }
+}
+
+/// A change a subscription delivers after its initial state.
+fn changed<S, C>(event: Option<Event<S, C>>) -> C {
+    match event {
+        Some(Event::Changed(change)) => change,
+        Some(Event::Initial(_)) => panic!("expected Changed, got Initial"),
+        Some(Event::Closed(reason)) => panic!("expected Changed, got Closed({reason:?})"),
+        None => panic!("expected Changed, got nothing"),
+    }
 }
 
 fn open() -> (tempfile::TempDir, Db) {
@@ -92,11 +113,7 @@ proptest! {
         let items = db.collection::<Item>().unwrap();
         let queries = queries(&items);
         let subscriptions: Vec<QuerySubscription<Item>> = queries.iter().map(|q| items.subscribe_query(q).unwrap()).collect();
-        let mut results: Vec<Vec<u32>> = subscriptions.iter().map(|s| {
-            let first = s.recv_timeout(WAIT).expect("the initial result");
-            prop_assert!(first.insertions == (0..first.result.len()).collect::<Vec<_>>());
-            Ok(ids(&first.result))
-        }).collect::<Result<_, _>>()?;
+        let mut results: Vec<Vec<u32>> = subscriptions.iter().map(|s| ids(&initial(s.recv_timeout(WAIT)))).collect();
         for batch in batches {
             db.write(|tx| {
                 for op in &batch {
@@ -111,7 +128,7 @@ proptest! {
                 let fetched: Vec<u32> = query.fetch(&db).unwrap().iter().map(|item| item.id).collect();
                 // An unchanged list may still deliver modifications (or a record moving in place).
                 let wait = if fetched == *previous { Duration::from_millis(20) } else { WAIT };
-                let Some(change) = subscription.recv_timeout(wait) else {
+                let Some(change) = subscription.recv_timeout(wait).map(|event| changed(Some(event))) else {
                     prop_assert_eq!(&fetched, &*previous, "no delivery for a changed result: {}", query.explain().unwrap());
                     continue;
                 };
@@ -135,21 +152,21 @@ fn modifications_and_moves_are_reported() {
     db.write(|tx| (0..5).try_for_each(|id| items.insert(tx, &Item { id, priority: Some(id as i32 * 10), tag: "a".into() }).map(drop)))
         .unwrap();
     let live = items.subscribe_query(&items.all().order_by(Item::priority(), Order::Asc)).unwrap();
-    assert_eq!(ids(&live.recv_timeout(WAIT).unwrap().result), [0, 1, 2, 3, 4]);
+    assert_eq!(ids(&initial(live.recv_timeout(WAIT))), [0, 1, 2, 3, 4]);
     db.write(|tx| items.update(tx, &2, |item| item.tag = "b".into())).unwrap();
-    let change = live.recv_timeout(WAIT).unwrap();
+    let change = changed(live.recv_timeout(WAIT));
     assert_eq!((change.modifications.as_slice(), change.moves.as_slice()), (&[2][..], &[][..]));
     assert_eq!(change.result[2].tag, "b");
     db.write(|tx| items.update(tx, &0, |item| item.priority = Some(35))).unwrap();
-    let change = live.recv_timeout(WAIT).unwrap();
+    let change = changed(live.recv_timeout(WAIT));
     assert_eq!(ids(&change.result), [1, 2, 3, 0, 4]);
     assert_eq!(change.moves, [(0, 3)]);
     assert_eq!(change.modifications, [3]);
     // A commit to a record outside the result delivers nothing.
     let reds = items.subscribe_query(&items.filter(Item::tag().eq("b"))).unwrap();
-    assert_eq!(ids(&reds.recv_timeout(WAIT).unwrap().result), [2]);
+    assert_eq!(ids(&initial(reds.recv_timeout(WAIT))), [2]);
     db.write(|tx| items.update(tx, &4, |item| item.priority = Some(1))).unwrap();
-    assert!(live.recv_timeout(WAIT).is_some());
+    changed(live.recv_timeout(WAIT));
     assert!(reds.recv_timeout(Duration::from_millis(200)).is_none());
 }
 
@@ -158,14 +175,18 @@ fn object_subscriptions_follow_update_delete_and_reinsert() {
     let (_dir, db) = open();
     let items = db.collection::<Item>().unwrap();
     let live = items.subscribe_object(&7u32).unwrap();
+    assert!(initial(live.recv_timeout(WAIT)).is_none(), "absent at first");
     let item = Item { id: 7, priority: None, tag: "x".into() };
     db.write(|tx| items.insert(tx, &item)).unwrap();
-    assert!(matches!(live.recv_timeout(WAIT), Some(ObjectChange::Updated(value)) if *value == item));
+    assert!(matches!(changed(live.recv_timeout(WAIT)), ObjectChange::Updated(value) if *value == item));
     db.write(|tx| items.insert(tx, &Item { id: 8, priority: None, tag: "other".into() })).unwrap();
     db.write(|tx| items.delete(tx, &7u32)).unwrap();
-    assert!(matches!(live.recv_timeout(WAIT), Some(ObjectChange::Deleted)), "the other record's commit delivered nothing");
+    assert!(matches!(changed(live.recv_timeout(WAIT)), ObjectChange::Deleted), "the other record's commit delivered nothing");
     db.write(|tx| items.insert(tx, &item)).unwrap();
-    assert!(matches!(live.recv_timeout(WAIT), Some(ObjectChange::Updated(_))));
+    assert!(matches!(changed(live.recv_timeout(WAIT)), ObjectChange::Updated(_)));
+    // A present record is the initial state of a new subscription.
+    let again = items.subscribe_object(&7u32).unwrap();
+    assert_eq!(initial(again.recv_timeout(WAIT)).as_deref(), Some(&item));
     // Unchanged bytes publish nothing.
     db.write(|tx| items.upsert(tx, &item)).unwrap();
     assert!(live.recv_timeout(Duration::from_millis(200)).is_none());
@@ -177,7 +198,7 @@ fn latest_only_coalesces_unread_changes() {
     let items = db.collection::<Item>().unwrap();
     let query = items.all().order_by(Item::priority(), Order::Desc);
     let live = items.subscribe_query_with(&query, Policy::LatestOnly).unwrap();
-    let mut previous = ids(&live.recv_timeout(WAIT).unwrap().result);
+    let mut previous = ids(&initial(live.recv_timeout(WAIT)));
     for round in 0..5u32 {
         for step in 0..10u32 {
             let id = (round * 7 + step * 3) % 12;
@@ -192,7 +213,7 @@ fn latest_only_coalesces_unread_changes() {
             .unwrap();
         }
         std::thread::sleep(Duration::from_millis(50));
-        let change = live.recv_timeout(WAIT).unwrap();
+        let change = changed(live.recv_timeout(WAIT));
         assert!(live.try_recv().is_none(), "one delivery for the whole round");
         previous = apply(&previous, &change);
         assert_eq!(previous, ids(&change.result));
@@ -206,13 +227,13 @@ fn delivered_results_match_a_read_at_their_sequence() {
     let items = db.collection::<Item>().unwrap();
     let query = items.filter(Item::priority().ge(0)).order_by(Item::priority(), Order::Asc).limit(5);
     let live = items.subscribe_query(&query).unwrap();
-    live.recv_timeout(WAIT).unwrap();
+    initial(live.recv_timeout(WAIT));
     for i in 0..30u32 {
         db.write(|tx| items.upsert(tx, &Item { id: i % 9, priority: Some((i * 7 % 11) as i32 - 3), tag: String::new() }).map(drop))
             .unwrap();
         let sequence = db.read(|tx| Ok(tx.sequence())).unwrap();
         let fresh = query.fetch(&db).unwrap();
-        if let Some(change) = live.recv_timeout(Duration::from_millis(100)) {
+        if let Some(change) = live.recv_timeout(Duration::from_millis(100)).map(|event| changed(Some(event))) {
             assert_eq!(change.sequence, sequence);
             assert_eq!(change.result.iter().map(|i| (**i).clone()).collect::<Vec<_>>(), fresh);
         }
@@ -236,14 +257,22 @@ fn dropped_and_panicking_subscribers_leave_the_rest_alone() {
     let query = items.all();
     let dropped = items.subscribe_query(&query).unwrap();
     drop(dropped);
-    let panicking = items.subscribe_query(&query).unwrap().for_each(|change| {
-        if !change.insertions.is_empty() && change.result.len() > 1 {
+    let panicking = items.subscribe_query(&query).unwrap().for_each(|event| {
+        if matches!(event, Event::Changed(change) if !change.insertions.is_empty() && change.result.len() > 1) {
             panic!("consumer bug");
         }
     });
     let _panicking = panicking.unwrap();
     let (sender, receiver) = std::sync::mpsc::channel();
-    let _counting = items.subscribe_query(&query).unwrap().for_each(move |change| sender.send(change.result.len()).unwrap()).unwrap();
+    let _counting = items
+        .subscribe_query(&query)
+        .unwrap()
+        .for_each(move |event| match event {
+            Event::Initial(result) => sender.send(result.len()).unwrap(),
+            Event::Changed(change) => sender.send(change.result.len()).unwrap(),
+            Event::Closed(_) => {}
+        })
+        .unwrap();
     assert_eq!(receiver.recv_timeout(WAIT).unwrap(), 0);
     for id in 0..5 {
         db.write(|tx| items.insert(tx, &Item { id, priority: None, tag: String::new() })).unwrap();
@@ -277,9 +306,12 @@ fn subscriptions_are_streams() {
             Poll::Pending => std::thread::park_timeout(Duration::from_millis(100)),
         }
     };
-    assert_eq!(next().unwrap().result.len(), 0);
+    assert_eq!(initial(next()).len(), 0);
     db.write(|tx| items.insert(tx, &Item { id: 1, priority: None, tag: String::new() })).unwrap();
-    assert_eq!(next().unwrap().insertions, [0]);
+    assert_eq!(changed(next()).insertions, [0]);
+    drop((items, db));
+    assert!(matches!(next(), Some(Event::Closed(SubscriptionEnd::DatabaseClosed))), "the stream ends with Closed");
+    assert!(next().is_none(), "then None");
 }
 
 #[test]
@@ -289,11 +321,15 @@ fn subscriptions_end_when_the_database_is_gone() {
     db.write(|tx| items.insert(tx, &Item { id: 1, priority: Some(1), tag: "a".into() }).map(drop)).unwrap();
     let object = items.subscribe_object(&1u32).unwrap();
     let query = items.subscribe_query(&items.all()).unwrap();
-    // The query's first delivery (its current result) is waiting; the object's comes with a change.
-    assert!(query.recv_timeout(WAIT).is_some());
+    assert_eq!(initial(query.recv_timeout(WAIT)).len(), 1);
+    assert!(initial(object.recv_timeout(WAIT)).is_some());
     drop((items, db));
     // Both used to wait forever here: nothing ended their mailboxes when the database closed.
-    let waiter = std::thread::spawn(move || (object.recv().is_none(), query.recv().is_none()));
+    fn closed<S, C>(event: Option<Event<S, C>>) -> bool {
+        matches!(event, Some(Event::Closed(SubscriptionEnd::DatabaseClosed)))
+    }
+    let waiter =
+        std::thread::spawn(move || (closed(object.recv()) && object.recv().is_none(), closed(query.recv()) && query.recv().is_none()));
     let deadline = std::time::Instant::now() + WAIT;
     while !waiter.is_finished() {
         assert!(std::time::Instant::now() < deadline, "recv still waits after the database is gone");

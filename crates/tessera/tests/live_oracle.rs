@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 use tessera::collection::{Embed, Order, Record};
+use tessera::live::Event;
 use tessera::query::{field, CompareOp, Expr, Literal, StringOp};
 use tessera::store::Keyspace;
 use tessera::{ChangeStream, Collection, Db, DbOptions, Durability, Error, FeedEvent, Policy, Query, QuerySubscription, ResultChange};
@@ -995,10 +996,32 @@ impl<T: Subject> Watch<T> {
     fn read(&mut self, by_sequence: bool) -> Result<usize, TestCaseError> {
         let Some(live) = &self.live else { return Ok(0) };
         let mut deliveries = 0;
-        while let Some(change) = live.try_recv() {
+        while let Some(event) = live.try_recv() {
             deliveries += 1;
+            let change = match event {
+                Event::Initial(result) => {
+                    prop_assert!(self.initial, "a second initial result\n{}", self.context());
+                    let delivered: Vec<T> = result.iter().map(|value| (**value).clone()).collect();
+                    // The result at subscription, or (merged under LatestOnly with the changes
+                    // after it) a later one: a fresh fetch after some commit since.
+                    if by_sequence {
+                        prop_assert!(
+                            self.fresh.values().any(|fresh| *fresh == delivered),
+                            "the initial result is no fetch since the subscription: {:?}\n{}",
+                            delivered,
+                            self.context()
+                        );
+                    }
+                    self.seen = delivered;
+                    self.initial = false;
+                    continue;
+                }
+                Event::Changed(change) => change,
+                Event::Closed(reason) => return Err(TestCaseError::fail(format!("closed: {reason:?}\n{}", self.context()))),
+            };
+            prop_assert!(!self.initial, "a change before the initial result\n{}", self.context());
             let context = || format!("{}\nprevious: {:?}\nchange: {:?}", self.context(), self.seen, change);
-            prop_assert!(change.sequence > self.read_through || self.initial, "a delivery for an old sequence\n{}", context());
+            prop_assert!(change.sequence > self.read_through, "a delivery for an old sequence\n{}", context());
             let expected = match self.fresh.get(&change.sequence) {
                 Some(expected) => Some(expected),
                 None if !by_sequence => None,
@@ -1023,7 +1046,7 @@ impl<T: Subject> Watch<T> {
             }
             // Each changed record of a commit has new bytes, so every delivery after the first
             // changes the result; merged ones (latest only) may cancel out.
-            if !self.initial && self.policy == Policy::EveryChange {
+            if self.policy == Policy::EveryChange {
                 prop_assert!(rebuilt != self.seen, "a delivery that changes nothing\n{}", context());
             }
             // Moves are records whose sort key changed, so they are modifications too (live/'s
@@ -1032,7 +1055,6 @@ impl<T: Subject> Watch<T> {
                 prop_assert!(change.modifications.contains(to), "move {:?} is not also a modification\n{}", (from, to), context());
             }
             self.seen = rebuilt;
-            self.initial = false;
             self.read_through = change.sequence;
         }
         Ok(deliveries)
@@ -1262,7 +1284,7 @@ fn an_empty_prefix_of_a_string_key_reads_every_record() {
     let everything = tags.filter(Tag::name().starts_with(""));
     assert_eq!(everything.count(&store.db).unwrap(), 2, "{}", everything.explain().unwrap());
     let live = tags.subscribe_query(&everything).unwrap();
-    assert_eq!(live.recv_timeout(FEED_WAIT).unwrap().result.len(), 2);
+    assert_eq!(live.recv_timeout(FEED_WAIT).and_then(Event::initial).unwrap().len(), 2);
     assert_eq!(store.db.write(|tx| tags.delete_where(tx, &everything)).unwrap(), 2);
 }
 
@@ -1283,11 +1305,11 @@ fn a_merged_changeset_moves_only_changed_records() {
         abort: false,
     });
     let live = items.subscribe_query_with(&items.all().order_by(Item::name(), Order::Asc), Policy::LatestOnly).unwrap();
-    assert_eq!(ids(&live.try_recv().unwrap().result), [1, 2]);
+    assert_eq!(ids(&live.try_recv().and_then(Event::initial).unwrap()), [1, 2]);
     // Two commits before the next read: the second delivery is merged into the first.
     store.commit(&Txn { ops: vec![Op::Item(ItemOp::Update(1, ItemEdit::Name("c")))], abort: false });
     store.commit(&Txn { ops: vec![Op::Item(ItemOp::Upsert(item_named(3, "d")))], abort: false });
-    let change = live.try_recv().unwrap();
+    let change = live.try_recv().and_then(Event::changed).unwrap();
     assert_eq!(ids(&change.result), [2, 1, 3]);
     for (from, to) in &change.moves {
         assert!(
@@ -1308,10 +1330,10 @@ fn a_refilled_changeset_moves_only_changed_records() {
     let seed = ["a", "b", "c"].iter().enumerate().map(|(id, name)| Op::Item(ItemOp::Upsert(item_named(id as u16 + 1, name))));
     store.commit(&Txn { ops: seed.collect(), abort: false });
     let live = items.subscribe_query(&items.all().order_by(Item::name(), Order::Asc).limit(2)).unwrap();
-    assert_eq!(ids(&live.try_recv().unwrap().result), [1, 2]);
+    assert_eq!(ids(&live.try_recv().and_then(Event::initial).unwrap()), [1, 2]);
     // "bb" sorts after "b", past the result's last record: the result is read again.
     store.commit(&Txn { ops: vec![Op::Item(ItemOp::Update(1, ItemEdit::Name("bb")))], abort: false });
-    let change = live.try_recv().unwrap();
+    let change = live.try_recv().and_then(Event::changed).unwrap();
     assert_eq!(ids(&change.result), [2, 1]);
     for (from, to) in &change.moves {
         assert!(
@@ -1344,12 +1366,12 @@ fn a_refill_that_reads_later_commits_reports_their_changes() {
     let busy: Vec<QuerySubscription<Item>> =
         (0..1_000).map(|_| items.subscribe_query(&items.all().order_by(Item::name(), Order::Asc)).unwrap()).collect();
     let live = items.subscribe_query(&items.all().order_by(Item::name(), Order::Asc).limit(2)).unwrap();
-    let mut seen: Vec<Item> = live.try_recv().unwrap().result.iter().map(|item| (**item).clone()).collect();
+    let mut seen: Vec<Item> = live.try_recv().and_then(Event::initial).unwrap().iter().map(|item| (**item).clone()).collect();
     assert_eq!(seen.iter().map(|item| item.id).collect::<Vec<_>>(), [1, 2]);
     store.db.write(|tx| items.update(tx, &1, |a| a.name = "bb".into())).unwrap();
     store.commit(&Txn { ops: vec![Op::Item(ItemOp::Update(2, ItemEdit::Rank(Some(5))))], abort: false });
     let mut sequences = Vec::new();
-    while let Some(change) = live.try_recv() {
+    while let Some(change) = live.try_recv().and_then(Event::changed) {
         sequences.push(change.sequence);
         seen = apply(&seen, &change).unwrap();
     }

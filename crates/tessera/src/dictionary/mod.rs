@@ -26,9 +26,8 @@
 mod keys;
 mod stream;
 
-pub use stream::{DictEvent, DictStream};
-
 use crate::error::{Error, Result};
+use crate::live::ValueSubscription;
 use crate::store::{Db, Durability, Keyspace, WriteTxn};
 use rustc_hash::FxHasher;
 use serde::de::DeserializeOwned;
@@ -702,10 +701,29 @@ impl Dictionary {
         self.flush()
     }
 
-    /// A stream of `key`'s value: `Initial` first, then `Updated` and `Deleted` as writes
-    /// reach storage through the database's change bus.
-    pub fn subscribe<T: DeserializeOwned>(&self, key: &str) -> Result<DictStream<T>> {
-        DictStream::new(self.clone(), key)
+    /// Subscribes to `key`: [`crate::live::Event::Initial`] with its value now (as
+    /// [`Dictionary::get`] reads it), then `Changed` with its value each time a write of it
+    /// reaches storage (`None`: removed), then `Closed` when the database closes. A stored value
+    /// that does not decode as `T` ends the subscription with the error.
+    ///
+    /// ```
+    /// use tessera::live::Event;
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// let volume = settings.subscribe::<u32>("volume")?;
+    /// assert!(matches!(volume.recv_timeout(Duration::from_secs(5)), Some(Event::Initial(None))));
+    /// settings.set("volume", &7u32)?;
+    /// settings.flush()?; // reaches storage now, not after the flush interval
+    /// assert!(matches!(volume.recv_timeout(Duration::from_secs(5)), Some(Event::Changed(Some(7)))));
+    /// settings.remove("volume")?;
+    /// settings.flush()?;
+    /// assert!(matches!(volume.recv_timeout(Duration::from_secs(5)), Some(Event::Changed(None))));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn subscribe<T: DeserializeOwned + Send + 'static>(&self, key: &str) -> Result<ValueSubscription<T>> {
+        stream::subscribe(self, key)
     }
 
     /// The dictionary's name.

@@ -22,9 +22,8 @@ mod fields;
 mod observe;
 mod probe;
 
-pub use observe::{DocumentStream, FieldStream};
-
 use crate::error::{Error, Result};
+use crate::live::ValueSubscription;
 use crate::store::{key, Db, Durability, Entries, Keyspace, ReadTxn, WriteTxn};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -362,15 +361,55 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         self.collection.db.read(|tx| Ok(tx.prefix(&self.collection.keyspace, &self.prefix)?.next().transpose()?.is_some()))
     }
 
-    /// A stream of the document's value: one event per commit that touches it (not one per
-    /// field), `None` once deleted.
-    pub fn observe(&self) -> DocumentStream<T> {
-        DocumentStream::new(self.clone())
+    /// Subscribes to the document's value: [`crate::live::Event::Initial`] with its value now,
+    /// then `Changed` with its value after each commit that touches it (one event per commit,
+    /// not one per field; `None` once deleted), then `Closed` when the database closes. A
+    /// stored field that no longer decodes ends the subscription with the error
+    /// ([`crate::live::SubscriptionEnd::Failed`]).
+    ///
+    /// ```
+    /// use tessera::live::Event;
+    /// use std::time::Duration;
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// let live = ada.observe()?;
+    /// assert!(matches!(live.recv_timeout(Duration::from_secs(5)), Some(Event::Initial(None))));
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+    /// let change = live.recv_timeout(Duration::from_secs(5)).and_then(Event::changed);
+    /// assert_eq!(change, Some(Some(Profile { name: "Ada".into(), age: 36 })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn observe(&self) -> Result<ValueSubscription<T>>
+    where
+        T: Send + 'static,
+    {
+        observe::document(self)
     }
 
-    /// A stream of one field's value, reported only when it changes.
-    pub fn observe_field<V: DeserializeOwned>(&self, name: &str) -> Result<FieldStream<V>> {
-        FieldStream::new(self, name)
+    /// Subscribes to one field's value: `Initial` with its value now, then `Changed` only when
+    /// its stored bytes change (`None` once removed), then `Closed`.
+    ///
+    /// ```
+    /// use tessera::live::Event;
+    /// use std::time::Duration;
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+    /// let ages = ada.observe_field::<u32>("age")?;
+    /// assert!(matches!(ages.recv_timeout(Duration::from_secs(5)), Some(Event::Initial(Some(36)))));
+    /// ada.update_field("name", &"Ada L.")?; // not the observed field: no event
+    /// ada.update_field("age", &37u32)?;
+    /// assert!(matches!(ages.recv_timeout(Duration::from_secs(5)), Some(Event::Changed(Some(37)))));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn observe_field<V: DeserializeOwned + Send + 'static>(&self, name: &str) -> Result<ValueSubscription<V>> {
+        observe::field(self, name)
     }
 }
 

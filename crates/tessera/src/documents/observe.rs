@@ -1,184 +1,124 @@
-//! Observing a document or one field through the database's change feed.
+//! Observing a document or one field: value subscriptions ([`crate::live::ValueSubscription`])
+//! that follow the change feed with the same shape as every other subscription.
 
-use super::{fields, Document};
+use super::{fields, Collection, Document};
 use crate::error::Result;
-use crate::store::{ChangeBatch, ChangeStream, FeedEvent};
+use crate::live::{Follow, Policy, ValueSubscription};
+use crate::store::{ChangeBatch, Keyspace};
+use crate::Db;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Arc;
 
-/// The values of a document, one per commit that touches it (see [`Document::observe`]).
-/// Iterating blocks; dropping the stream unsubscribes.
-///
-/// The stream keeps the document's stored fields and applies each commit's changes to them, so
-/// every event is the document exactly as that commit left it, with no read from storage. Only
-/// after missing commits (a full queue, `FeedEvent::Lagged`) does it read the document again.
-pub struct DocumentStream<T> {
-    changes: ChangeStream,
-    state: DocumentState<T>,
+/// What a subscription keeps of a document, without a [`Db`]: the engine that runs it lives
+/// inside the database, so a database handle here would keep it open forever.
+struct Place<T> {
+    keyspace: Keyspace,
+    name: Arc<str>,
+    options: super::DocumentsOptions,
+    id: Arc<str>,
+    prefix: Vec<u8>,
+    _type: std::marker::PhantomData<fn() -> T>,
 }
 
-struct DocumentState<T> {
-    document: Document<T>,
-    /// Full key → stored bytes of the document's fields, as of `sequence`.
-    fields: BTreeMap<Vec<u8>, Vec<u8>>,
-    sequence: u64,
-    /// An error from the initial read, reported as the first event.
-    pending_error: Option<crate::Error>,
-}
-
-impl<T: Serialize + DeserializeOwned> DocumentStream<T> {
-    pub(crate) fn new(document: Document<T>) -> Self {
-        let changes = document.collection.db.subscribe(); // first, so no commit falls between
-        let mut state = DocumentState { document, fields: BTreeMap::new(), sequence: 0, pending_error: None };
-        if let Err(error) = state.reload() {
-            state.pending_error = Some(error);
-        }
-        DocumentStream { changes, state }
-    }
-
-    /// The next value, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<Option<T>>> {
-        let state = &mut self.state;
-        self.changes.wait_for(Some(timeout), |event| state.handle(event))
-    }
-}
-
-impl<T: Serialize + DeserializeOwned> Iterator for DocumentStream<T> {
-    type Item = Result<Option<T>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let state = &mut self.state;
-        self.changes.wait_for(None, |event| state.handle(event))
-    }
-}
-
-impl<T: Serialize + DeserializeOwned> DocumentState<T> {
-    /// Reads the stored fields afresh.
-    fn reload(&mut self) -> Result<()> {
-        let collection = &self.document.collection;
-        let (fields, sequence) = collection.db.read(|tx| {
-            let fields = tx
-                .prefix(&collection.keyspace, &self.document.prefix)?
-                .map(|entry| entry.map(|(k, v)| (k.to_vec(), v.to_vec())))
-                .collect::<Result<BTreeMap<_, _>>>()?;
-            Ok((fields, tx.sequence()))
-        })?;
-        self.fields = fields;
-        self.sequence = sequence;
-        Ok(())
-    }
-
-    fn current(&self) -> Result<Option<T>> {
-        fields::decode(&self.document, self.fields.iter().map(|(k, v)| Ok((k.as_slice(), v.as_slice()))))
-    }
-
-    /// What `event` means for this document: its value after the commit if the commit touched
-    /// it (or after a reload if commits were missed), `None` otherwise.
-    fn handle(&mut self, event: FeedEvent) -> Option<Result<Option<T>>> {
-        if let Some(error) = self.pending_error.take() {
-            return Some(Err(error));
-        }
-        match event {
-            FeedEvent::Batch(batch) => {
-                if batch.sequence <= self.sequence || !self.apply(&batch) {
-                    return None;
-                }
-                self.sequence = batch.sequence;
-                Some(self.current())
-            }
-            FeedEvent::Lagged { .. } => Some(self.reload().and_then(|()| self.current())),
-        }
-    }
-
-    /// Applies a commit's changes to this document's fields; false if it touched none.
-    fn apply(&mut self, batch: &ChangeBatch) -> bool {
-        let keyspace = self.document.collection.keyspace.name();
-        let mut touched = false;
-        for change in batch.changes.iter().filter(|c| &*c.keyspace == keyspace && c.key.starts_with(&self.document.prefix)) {
-            touched = true;
-            match &change.new {
-                Some(bytes) => self.fields.insert(change.key.to_vec(), bytes.to_vec()),
-                None => self.fields.remove(&*change.key),
-            };
-        }
-        touched
-    }
-}
-
-/// The values of one field, reported only when its stored bytes change (see
-/// [`Document::observe_field`]).
-pub struct FieldStream<V> {
-    changes: ChangeStream,
-    state: FieldState<V>,
-}
-
-struct FieldState<V> {
-    document: Document<()>,
-    name: String,
-    field_key: Vec<u8>,
-    last: Option<Option<Vec<u8>>>,
-    _type: std::marker::PhantomData<fn() -> V>,
-}
-
-impl<V: DeserializeOwned> FieldStream<V> {
-    pub(crate) fn new<T: Serialize + DeserializeOwned>(document: &Document<T>, name: &str) -> Result<Self> {
-        let field_key = document.field_key(&fields::path_of(name, document.collection.options.deep)?)?;
-        let changes = document.collection.db.subscribe();
-        let untyped = Document {
-            collection: document.collection.clone(),
+impl<T> Place<T> {
+    fn of(document: &Document<T>) -> Self {
+        let collection = &document.collection;
+        Place {
+            keyspace: collection.keyspace.clone(),
+            name: collection.name.clone(),
+            options: collection.options.clone(),
             id: document.id.clone(),
             prefix: document.prefix.clone(),
             _type: std::marker::PhantomData,
-        };
-        // Start from the stored value, so that only changes are reported.
-        let current = document.collection.db.read(|tx| Ok(tx.get(&document.collection.keyspace, &field_key)?.map(<[u8]>::to_vec)))?;
-        let state = FieldState { document: untyped, name: name.into(), field_key, last: Some(current), _type: std::marker::PhantomData };
-        Ok(FieldStream { changes, state })
-    }
-
-    /// The next changed value, waiting at most `timeout`.
-    pub fn recv_timeout(&mut self, timeout: Duration) -> Option<Result<Option<V>>> {
-        let state = &mut self.state;
-        self.changes.wait_for(Some(timeout), |event| state.handle(event))
-    }
-}
-
-impl<V: DeserializeOwned> Iterator for FieldStream<V> {
-    type Item = Result<Option<V>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let state = &mut self.state;
-        self.changes.wait_for(None, |event| state.handle(event))
-    }
-}
-
-impl<V: DeserializeOwned> FieldState<V> {
-    fn handle(&mut self, event: FeedEvent) -> Option<Result<Option<V>>> {
-        let stored = match event {
-            FeedEvent::Batch(batch) => {
-                let keyspace = self.document.collection.keyspace.name();
-                let change = batch.changes.iter().rev().find(|c| &*c.keyspace == keyspace && *c.key == *self.field_key)?;
-                change.new.as_deref().map(<[u8]>::to_vec)
-            }
-            FeedEvent::Lagged { .. } => match self
-                .document
-                .collection
-                .db
-                .read(|tx| Ok(tx.get(&self.document.collection.keyspace, &self.field_key)?.map(<[u8]>::to_vec)))
-            {
-                Ok(stored) => stored,
-                Err(error) => return Some(Err(error)),
-            },
-        };
-        if self.last.as_ref() == Some(&stored) {
-            return None; // distinct until changed
         }
-        self.last = Some(stored.clone());
-        Some(match stored {
-            Some(bytes) => fields::decode_field(&self.document, &self.name, &bytes).map(Some),
-            None => Ok(None),
-        })
     }
+
+    /// The document again, with `db` to read through, for decoding.
+    fn document(&self, db: &Db) -> Document<T> {
+        let collection =
+            Collection { db: db.clone(), keyspace: self.keyspace.clone(), name: self.name.clone(), options: self.options.clone() };
+        Document { collection: Arc::new(collection), id: self.id.clone(), prefix: self.prefix.clone(), _type: std::marker::PhantomData }
+    }
+}
+
+/// Subscribes to a document's value: its value now, then its value after each commit that
+/// touches it (one event per commit, not one per field; `None` once deleted).
+///
+/// The subscription keeps the document's stored fields and applies each commit's changes to
+/// them, so every event is the document exactly as that commit left it, with no read.
+pub(super) fn document<T>(document: &Document<T>) -> Result<ValueSubscription<T>>
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+    let place = Place::of(document);
+    crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
+        let mut fields: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for entry in txn.prefix(&place.keyspace, &place.prefix)? {
+            let (key, value) = entry?;
+            fields.insert(key.to_vec(), value.to_vec());
+        }
+        let initial = decode(&document.clone(), &fields)?;
+        let follow: Follow<Option<T>> = Box::new(move |batch: &ChangeBatch, db: &Db| {
+            if !apply(&place, &mut fields, batch) {
+                return None;
+            }
+            Some(decode(&place.document(db), &fields))
+        });
+        Ok((initial, follow))
+    })
+}
+
+fn decode<T: Serialize + DeserializeOwned>(document: &Document<T>, fields: &BTreeMap<Vec<u8>, Vec<u8>>) -> Result<Option<T>> {
+    fields::decode(document, fields.iter().map(|(k, v)| Ok((k.as_slice(), v.as_slice()))))
+}
+
+/// Applies a commit's changes to the document's fields; false if it touched none.
+fn apply<T>(place: &Place<T>, fields: &mut BTreeMap<Vec<u8>, Vec<u8>>, batch: &ChangeBatch) -> bool {
+    let keyspace = place.keyspace.name();
+    let mut touched = false;
+    for change in batch.changes.iter().filter(|c| &*c.keyspace == keyspace && c.key.starts_with(&place.prefix)) {
+        touched = true;
+        match &change.new {
+            Some(bytes) => fields.insert(change.key.to_vec(), bytes.to_vec()),
+            None => fields.remove(&*change.key),
+        };
+    }
+    touched
+}
+
+/// Subscribes to one field of a document: its value now, then its value after each commit
+/// that changes its stored bytes (`None` once removed).
+pub(super) fn field<T, V>(document: &Document<T>, name: &str) -> Result<ValueSubscription<V>>
+where
+    V: DeserializeOwned + Send + 'static,
+{
+    let field_key = document.field_key(&fields::path_of(name, document.collection.options.deep)?)?;
+    let place: Place<()> = Place::of(&Document {
+        collection: document.collection.clone(),
+        id: document.id.clone(),
+        prefix: document.prefix.clone(),
+        _type: std::marker::PhantomData,
+    });
+    let name = name.to_owned();
+    crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
+        let mut last: Option<Vec<u8>> = txn.get(&place.keyspace, &field_key)?.map(<[u8]>::to_vec);
+        let initial = decode_field(&place.document(&document.collection.db), &name, last.as_deref())?;
+        let follow: Follow<Option<V>> = Box::new(move |batch: &ChangeBatch, db: &Db| {
+            let keyspace = place.keyspace.name();
+            let change = batch.changes.iter().rev().find(|c| &*c.keyspace == keyspace && *c.key == *field_key)?;
+            let stored = change.new.as_deref();
+            if last.as_deref() == stored {
+                return None; // distinct until changed
+            }
+            last = stored.map(<[u8]>::to_vec);
+            Some(decode_field(&place.document(db), &name, stored))
+        });
+        Ok((initial, follow))
+    })
+}
+
+fn decode_field<V: DeserializeOwned>(document: &Document<()>, name: &str, stored: Option<&[u8]>) -> Result<Option<V>> {
+    stored.map(|bytes| fields::decode_field(document, name, bytes)).transpose()
 }

@@ -2,9 +2,11 @@
 //! subscriptions it may affect, collection by collection, and registers new ones.
 
 use super::changeset::ObjectChange;
-use super::mailbox::{Mailbox, SubscriptionEnd};
+use super::event::{Event, ObjectMailbox};
+use super::mailbox::SubscriptionEnd;
 use super::matcher::Matcher;
 use super::state::{Commit, Hit, QuerySub, SortKeys, Values};
+use super::watch::{AnyWatch, Watches};
 use crate::collection::{sort_key, CollectionState, Record, TypeDesc};
 use crate::error::Result;
 use crate::query::FieldPath;
@@ -16,7 +18,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 /// One object subscription: where its deliveries go, and the commit it has seen.
 pub(super) struct ObjectSub<T> {
-    pub(super) mailbox: Weak<Mailbox<ObjectChange<T>>>,
+    pub(super) mailbox: Weak<ObjectMailbox<T>>,
     pub(super) since: u64,
     /// Keeps writers recording changes while the subscription is registered.
     pub(super) _demand: ChangeDemand,
@@ -111,7 +113,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             for sub in subs.iter().filter(|sub| batch.sequence > sub.since) {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 match &event {
-                    Ok(event) => mailbox.push(event.clone()),
+                    Ok(event) => mailbox.push(Event::Changed(event.clone())),
                     // A record that does not decode ends the subscription with the error: never
                     // a skipped change that the subscriber cannot tell from no change.
                     Err(error) => mailbox.end_with(SubscriptionEnd::Failed(error.clone())),
@@ -194,7 +196,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 let sort_keys = &sort_keys[&sub.orders_signature];
                 match sub.apply(&commit, list, sort_keys) {
-                    Ok(Some(change)) => mailbox.push(change),
+                    Ok(Some(change)) => mailbox.push(Event::Changed(change)),
                     Ok(None) => {}
                     // The subscription cannot follow (a record that does not decode): end it.
                     Err(error) => mailbox.end_with(SubscriptionEnd::Failed(Arc::new(error))),
@@ -226,6 +228,9 @@ impl<T: Record> AnyLive for LiveCollection<T> {
 /// All live subscriptions of one database, fed by a hook on its change feed.
 pub(crate) struct Engine {
     collections: Mutex<HashMap<String, Box<dyn AnyLive>>>,
+    /// Subscriptions to documents, their fields and dictionary keys. Lock order: after
+    /// `collections` (a commit is applied to the collections, then to these).
+    watches: Mutex<Watches>,
     db: WeakDb,
 }
 
@@ -241,7 +246,7 @@ impl Engine {
             ENGINE_STATE_KEY,
             |_: &Engine| true,
             || {
-                let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), db: db.downgrade() });
+                let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), watches: Mutex::default(), db: db.downgrade() });
                 let hook_engine = engine.clone();
                 db.add_feed_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
                 Ok(engine)
@@ -255,6 +260,18 @@ impl Engine {
         for live in collections.values_mut() {
             live.apply(batch, &db); // a pruned subscription's demand guard lowers the demand
         }
+        lock(&self.watches).apply(batch, &db);
+    }
+
+    /// Registers the value subscription `register` makes, with the writer barrier passed (as
+    /// [`Engine::register`]).
+    pub(super) fn register_watch(&self, db: &Db, register: impl FnOnce(ChangeDemand) -> Result<Box<dyn AnyWatch>>) -> Result<()> {
+        let demand = db.demand_changes();
+        db.wait_for_writers()?;
+        let mut watches = lock(&self.watches);
+        let watch = register(demand)?;
+        watches.0.push(watch);
+        Ok(())
     }
 
     /// Runs `register` on the collection's registry with the writer barrier passed: from now on

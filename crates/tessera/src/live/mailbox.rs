@@ -34,12 +34,12 @@ struct State<E> {
     end: Option<SubscriptionEnd>,
 }
 
-/// Why a subscription delivers nothing more: what its handle's `ended` reports once `recv`
-/// has returned `None`.
+/// Why a subscription delivers nothing more: what its last event, [`super::Event::Closed`],
+/// carries, and what its handle's `ended` reports.
 ///
 /// ```
 /// use tessera::collection::Record;
-/// use tessera::live::SubscriptionEnd;
+/// use tessera::live::{Event, SubscriptionEnd};
 /// #[derive(Record)]
 /// struct Item { #[record(key)] id: u32 }
 /// # let dir = tempfile::tempdir().unwrap();
@@ -49,6 +49,8 @@ struct State<E> {
 /// assert!(live.ended().is_none(), "still following");
 /// drop(items);
 /// drop(db); // the last handle: the database closes
+/// assert!(matches!(live.recv(), Some(Event::Initial(None))));
+/// assert!(matches!(live.recv(), Some(Event::Closed(SubscriptionEnd::DatabaseClosed))));
 /// assert!(live.recv().is_none());
 /// assert!(matches!(live.ended(), Some(SubscriptionEnd::DatabaseClosed)));
 /// # Ok::<(), tessera::Error>(())
@@ -74,7 +76,7 @@ pub(crate) struct Mailbox<E> {
     ended: AtomicBool,
 }
 
-impl<E: Coalesce> Mailbox<E> {
+impl<E> Mailbox<E> {
     pub(crate) fn new(policy: Policy) -> Self {
         Mailbox {
             state: Mutex::new(State { queue: VecDeque::new(), waker: None, end: None }),
@@ -88,24 +90,9 @@ impl<E: Coalesce> Mailbox<E> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a delivery; an ended mailbox takes none (a subscription that could not follow
-    /// one commit must not deliver a later one computed without it).
-    pub(crate) fn push(&self, event: E) {
-        let mut state = self.lock();
-        if state.end.is_some() || self.ended.load(Ordering::Acquire) {
-            return;
-        }
-        let coalesce = self.policy == Policy::LatestOnly || state.queue.len() >= QUEUE_LEN_MAX;
-        match state.queue.back_mut() {
-            Some(last) if coalesce => last.coalesce(event),
-            _ => state.queue.push_back(event),
-        }
-        let waker = state.waker.take();
-        drop(state);
-        self.ready.notify_all();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+    /// Whether the subscription ended (for a reason or because its handle is gone).
+    pub(crate) fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
     }
 
     /// Ends the subscription for `reason` (the first reason given is kept), waking a waiting
@@ -166,5 +153,27 @@ impl<E: Coalesce> Mailbox<E> {
         }
         state.waker = Some(waker.clone());
         std::task::Poll::Pending
+    }
+}
+
+impl<E: Coalesce> Mailbox<E> {
+    /// Queues a delivery; an ended mailbox takes none (a subscription that could not follow
+    /// one commit must not deliver a later one computed without it).
+    pub(crate) fn push(&self, event: E) {
+        let mut state = self.lock();
+        if state.end.is_some() || self.ended.load(Ordering::Acquire) {
+            return;
+        }
+        let coalesce = self.policy == Policy::LatestOnly || state.queue.len() >= QUEUE_LEN_MAX;
+        match state.queue.back_mut() {
+            Some(last) if coalesce => last.coalesce(event),
+            _ => state.queue.push_back(event),
+        }
+        let waker = state.waker.take();
+        drop(state);
+        self.ready.notify_all();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 }

@@ -1,9 +1,12 @@
 //! Live subscriptions: an object or a query, kept current from the change feed with
-//! incremental changesets, never by re-running the query.
+//! incremental changesets, never by re-running the query; and the one shape every
+//! subscription of the library has (documents, their fields and dictionary keys too): a
+//! [`Subscription`] whose [`Event`]s are `Initial`, then `Changed`, then `Closed`.
 //!
 //! ```
 //! use serde::{Deserialize, Serialize};
 //! use tessera::collection::{Order, Record};
+//! use tessera::live::Event;
 //! use std::time::Duration;
 //!
 //! #[derive(Serialize, Deserialize, Record, Debug)]
@@ -14,13 +17,14 @@
 //! let tasks = db.collection::<Task>()?;
 //! let urgent = tasks.filter(Task::priority().ge(5)).order_by(Task::priority(), Order::Desc);
 //! let live = tasks.subscribe_query(&urgent)?;
-//! assert!(live.recv_timeout(Duration::from_secs(5)).unwrap().result.is_empty(), "the current result first");
+//! let first = live.recv_timeout(Duration::from_secs(5)).and_then(Event::initial).unwrap();
+//! assert!(first.is_empty(), "the current result first");
 //!
 //! db.write(|tx| {
 //!     tasks.insert(tx, &Task { id: 1, priority: 9 })?;
 //!     tasks.insert(tx, &Task { id: 2, priority: 1 })
 //! })?;
-//! let change = live.recv_timeout(Duration::from_secs(5)).unwrap();
+//! let change = live.recv_timeout(Duration::from_secs(5)).and_then(Event::changed).unwrap();
 //! assert_eq!(change.insertions, [0]);
 //! assert_eq!(change.result[0].id, 1);
 //! # Ok::<(), tessera::Error>(())
@@ -46,35 +50,39 @@
 //! delivery carries that snapshot's sequence, and later commits it already includes are not
 //! applied twice.)
 //!
-//! **Objects.** [`crate::Collection::subscribe_object`] delivers [`ObjectChange::Updated`] for
-//! every commit that changes the record and [`ObjectChange::Deleted`] when it is removed. Unlike
+//! **Objects.** [`crate::Collection::subscribe_object`] delivers the record as it is first
+//! (`None`: absent), then [`ObjectChange::Updated`] for every commit that changes the record
+//! and [`ObjectChange::Deleted`] when it is removed. Unlike
 //! Dflat, the subscription does not end on delete: a record inserted again under the same key
 //! is delivered as `Updated`, so a view bound to a key follows it through delete and re-insert.
 
 mod changeset;
 mod engine;
+mod event;
 mod mailbox;
 pub mod matcher;
 mod state;
 mod subscription;
+mod watch;
 
 pub use changeset::{ObjectChange, ResultChange};
+pub use event::Event;
 pub use mailbox::{Policy, SubscriptionEnd, QUEUE_LEN_MAX};
-pub use subscription::{ObjectSubscription, QuerySubscription, SubscriptionHandle};
+pub use subscription::{ObjectSubscription, QuerySubscription, Subscription, SubscriptionHandle, ValueSubscription};
+pub(crate) use watch::{watch, Follow};
 
 use crate::collection::{Collection, Order, Query, Record};
 use crate::error::Result;
 use crate::query::FieldPath;
-use changeset::CoalesceKeys;
 use engine::{Engine, ObjectSub};
 use mailbox::Mailbox;
 use state::QuerySub;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 impl<T: Record> Collection<T> {
-    /// Subscribes to the record at `key`: [`ObjectChange::Updated`] after every commit that
-    /// changes it, [`ObjectChange::Deleted`] when it is removed.
+    /// Subscribes to the record at `key`: [`Event::Initial`] with the record now (`None`:
+    /// absent), then [`ObjectChange::Updated`] after every commit that changes it and
+    /// [`ObjectChange::Deleted`] when it is removed, then `Closed` when the database closes.
     pub fn subscribe_object<Q>(&self, key: &Q) -> Result<ObjectSubscription<T>>
     where
         T::Key: std::borrow::Borrow<Q>,
@@ -94,16 +102,19 @@ impl<T: Record> Collection<T> {
         let mailbox = Arc::new(Mailbox::new(policy));
         let engine = Engine::of(&self.db)?;
         engine.register::<T>(&self.db, &self.state, |live, demand| {
-            let since = self.db.read_txn()?.sequence();
-            let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since, _demand: demand };
+            let txn = self.db.read_txn()?;
+            let initial = self.get(&txn, key)?.map(Arc::new);
+            mailbox.push(Event::Initial(initial));
+            let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since: txn.sequence(), _demand: demand };
             live.objects.entry(encoded.into_boxed_slice()).or_default().push(sub);
             Ok(())
         })?;
         Ok(ObjectSubscription::new(mailbox))
     }
 
-    /// Subscribes to a query: the current result first, then one [`ResultChange`] per commit
-    /// that changes it. The query is type-checked now: a bad one is an error here.
+    /// Subscribes to a query: [`Event::Initial`] with the current result first, then one
+    /// [`ResultChange`] per commit that changes it, then `Closed` when the database closes. The
+    /// query is type-checked now: a bad one is an error here.
     pub fn subscribe_query(&self, query: &Query<T>) -> Result<QuerySubscription<T>> {
         self.subscribe_query_with(query, Policy::EveryChange)
     }
@@ -132,12 +143,7 @@ impl<T: Record> Collection<T> {
                 _demand: demand,
             };
             sub.load(&self.db, &self.state)?;
-            let keys = (policy == Policy::LatestOnly).then(|| {
-                let new = sub.keys_of(sub.visible());
-                Box::new(CoalesceKeys { base: Vec::new(), new, modified: HashSet::new() })
-            });
-            let first = sub.change(0, (Vec::new(), (0..sub.visible().len()).collect(), Vec::new(), Vec::new()), keys);
-            mailbox.push(first);
+            mailbox.push(Event::Initial(sub.change(0, Default::default(), None).result));
             let slot = live.free_slots.pop().unwrap_or_else(|| {
                 live.queries.push(None);
                 live.queries.len() - 1
@@ -175,14 +181,22 @@ mod tests {
         db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 1 }).map(drop)).unwrap();
         let object = counted.subscribe_object(&1u32).unwrap();
         let query = counted.subscribe_query(&counted.all()).unwrap();
-        assert_eq!(query.recv_timeout(Duration::from_secs(5)).unwrap().result.len(), 1, "the initial result");
+        assert!(matches!(object.recv_timeout(Duration::from_secs(5)), Some(super::Event::Initial(Some(_)))));
+        assert_eq!(query.recv_timeout(Duration::from_secs(5)).and_then(super::Event::initial).unwrap().len(), 1, "the initial result");
         // Stored bytes of another shape under record 1's key (a string, not a struct).
         let records = db.internal_keyspace("tessera.col.counted").unwrap();
         let key = crate::store::key::encode(&1u32);
         db.write(|tx| tx.put(&records, &key, &tessera_value::to_vec("not a record").unwrap())).unwrap();
         db.write(|tx| counted.upsert(tx, &Counted { id: 2, n: 2 }).map(drop)).unwrap(); // after it
-        assert!(object.recv_timeout(Duration::from_secs(5)).is_none(), "no delivery for the damaged record, nor after it");
-        assert!(query.recv_timeout(Duration::from_secs(5)).is_none(), "no changeset after the one that failed");
+        assert!(
+            matches!(object.recv_timeout(Duration::from_secs(5)), Some(super::Event::Closed(SubscriptionEnd::Failed(_)))),
+            "no delivery for the damaged record, nor after it: Closed with the failure"
+        );
+        assert!(
+            matches!(query.recv_timeout(Duration::from_secs(5)), Some(super::Event::Closed(SubscriptionEnd::Failed(_)))),
+            "no changeset after the one that failed"
+        );
+        assert!(object.try_recv().is_none() && query.try_recv().is_none(), "nothing after Closed");
         for ended in [object.ended(), query.ended()] {
             match ended {
                 Some(SubscriptionEnd::Failed(error)) => {
@@ -203,15 +217,16 @@ mod tests {
         let counted = db.collection::<Counted>().unwrap();
         let handle = counted.subscribe_object(&1u32).unwrap().for_each(|_| panic!("callback bug")).unwrap();
         let other = counted.subscribe_object(&1u32).unwrap();
+        assert!(matches!(other.recv_timeout(Duration::from_secs(5)), Some(super::Event::Initial(None))));
         db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 1 }).map(drop)).unwrap();
-        assert!(other.recv_timeout(Duration::from_secs(5)).is_some());
+        assert!(matches!(other.recv_timeout(Duration::from_secs(5)), Some(super::Event::Changed(_))));
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while handle.ended().is_none() && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(matches!(handle.ended(), Some(SubscriptionEnd::CallbackPanicked(message)) if message == "callback bug"));
         db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 2 }).map(drop)).unwrap();
-        assert!(other.recv_timeout(Duration::from_secs(5)).is_some(), "the engine still serves the others");
+        assert!(matches!(other.recv_timeout(Duration::from_secs(5)), Some(super::Event::Changed(_))), "the engine still serves the others");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! merging the changed records' sort keys, with the changeset computed in the same pass.
 
 use super::changeset::{diff_by_key, CoalesceKeys, Diff, ResultChange};
-use super::mailbox::{Mailbox, Policy};
+use super::event::QueryMailbox;
+use super::mailbox::Policy;
 use super::matcher::Anchor;
 use crate::collection::{decode, sort_key, Collection, CollectionState, Query, QueryParts, Record};
 use crate::error::Result;
@@ -46,7 +47,7 @@ pub(super) struct QuerySub<T> {
     pub(super) complete: bool,
     pub(super) since: u64,
     pub(super) policy: Policy,
-    pub(super) mailbox: Weak<Mailbox<ResultChange<T>>>,
+    pub(super) mailbox: Weak<QueryMailbox<T>>,
     /// Keeps writers recording changes while the subscription is registered.
     pub(super) _demand: ChangeDemand,
 }

@@ -1,114 +1,148 @@
-//! Subscription handles: a blocking iterator, a callback on a thread of its own, and (with the
-//! `futures` feature) a `futures::Stream`. Dropping a handle unsubscribes.
+//! The subscription handle, one for every kind: a blocking iterator, a callback on a thread of
+//! its own, and (with the `futures` feature) a `futures::Stream`. Dropping it unsubscribes.
 
+use super::event::Event;
 use super::mailbox::{Mailbox, SubscriptionEnd};
-use super::{ObjectChange, ResultChange};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-macro_rules! subscription {
-    ($(#[$doc:meta])* $name:ident, $event:ident) => {
-        $(#[$doc])*
-        pub struct $name<T> {
-            mailbox: Arc<Mailbox<$event<T>>>,
-        }
-
-        impl<T> $name<T> {
-            pub(crate) fn new(mailbox: Arc<Mailbox<$event<T>>>) -> Self {
-                $name { mailbox }
-            }
-
-            /// The next delivery, waiting for it; `None` once the database is gone.
-            pub fn recv(&self) -> Option<$event<T>> {
-                self.mailbox.recv_until(None)
-            }
-
-            /// The next delivery, waiting at most `timeout`.
-            pub fn recv_timeout(&self, timeout: Duration) -> Option<$event<T>> {
-                self.mailbox.recv_until(Some(Instant::now() + timeout))
-            }
-
-            /// A delivery if one is waiting.
-            pub fn try_recv(&self) -> Option<$event<T>> {
-                self.mailbox.try_recv()
-            }
-
-            /// Why the subscription ended, once it has: `recv` then returns `None` after the
-            /// deliveries already queued. `None` while it follows the database.
-            pub fn ended(&self) -> Option<SubscriptionEnd> {
-                self.mailbox.end_reason()
-            }
-
-            /// Calls `callback` with every delivery, on a thread of its own, until the returned
-            /// handle is dropped. A panicking callback ends the subscription, and the handle's
-            /// [`SubscriptionHandle::ended`] says so; nothing else is affected.
-            pub fn for_each(self, mut callback: impl FnMut($event<T>) + Send + 'static) -> std::io::Result<SubscriptionHandle>
-            where
-                T: Send + Sync + 'static,
-            {
-                let stop = Arc::new(AtomicBool::new(false));
-                let thread_stop = stop.clone();
-                let mailbox = self.mailbox.clone();
-                std::thread::Builder::new().name("tessera-subscription".into()).spawn(move || {
-                    let subscription = self;
-                    while !thread_stop.load(Ordering::Acquire) {
-                        let Some(event) = subscription.mailbox.recv_until(None) else { return };
-                        if thread_stop.load(Ordering::Acquire) {
-                            return;
-                        }
-                        let call = std::panic::AssertUnwindSafe(|| callback(event));
-                        if let Err(payload) = std::panic::catch_unwind(call) {
-                            let message = crate::store::panic_message(&*payload);
-                            subscription.mailbox.end_with(SubscriptionEnd::CallbackPanicked(message));
-                            return; // dropping the subscription unsubscribes
-                        }
-                    }
-                })?;
-                let reason = mailbox.clone();
-                Ok(SubscriptionHandle { stop, wake: Box::new(move || mailbox.end()), end: Box::new(move || reason.end_reason()) })
-            }
-        }
-
-        impl<T> Iterator for $name<T> {
-            type Item = $event<T>;
-
-            /// Blocks for the next delivery.
-            fn next(&mut self) -> Option<$event<T>> {
-                self.recv()
-            }
-        }
-
-        #[cfg(feature = "futures")]
-        impl<T> futures_core::Stream for $name<T> {
-            type Item = $event<T>;
-
-            fn poll_next(self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> std::task::Poll<Option<$event<T>>> {
-                self.mailbox.poll(context.waker())
-            }
-        }
-
-        impl<T> std::fmt::Debug for $name<T> {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(stringify!($name))
-            }
-        }
-    };
+/// A live subscription: [`Event::Initial`] first, then [`Event::Changed`] per commit that
+/// changes what it follows, then [`Event::Closed`] once when the database closes (or the
+/// subscription fails); after `Closed`, `recv` and the iterator return `None`.
+///
+/// Iterate it (blocking), poll it as a `futures::Stream` (feature `futures`), or hand it a
+/// callback with [`Subscription::for_each`]. Every kind has this one shape: see
+/// [`QuerySubscription`], [`ObjectSubscription`] and [`ValueSubscription`].
+///
+/// ```
+/// use tessera::live::Event;
+/// use std::time::Duration;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let settings = db.dictionary()?;
+/// let theme = settings.subscribe::<String>("theme")?;
+/// assert!(matches!(theme.recv_timeout(Duration::from_secs(5)), Some(Event::Initial(None))));
+/// settings.set("theme", &"dark")?;
+/// settings.flush()?;
+/// let change = theme.recv_timeout(Duration::from_secs(5)).and_then(Event::changed);
+/// assert_eq!(change, Some(Some("dark".to_string())));
+/// # Ok::<(), tessera::Error>(())
+/// ```
+pub struct Subscription<S, C> {
+    mailbox: Arc<Mailbox<Event<S, C>>>,
+    /// `Closed` was delivered: nothing more comes.
+    closed: AtomicBool,
 }
 
-subscription!(
-    /// A live query: the current result, then a [`ResultChange`] per commit that changes it.
-    /// Iterate it (blocking), poll it as a `futures::Stream` (feature `futures`), or hand it a
-    /// callback with `for_each`. Dropping it unsubscribes.
-    QuerySubscription,
-    ResultChange
-);
-subscription!(
-    /// A live object: an [`ObjectChange`] per commit that changes the record. Dropping it
-    /// unsubscribes.
-    ObjectSubscription,
-    ObjectChange
-);
+/// A live query: the current result (in order), then a [`super::ResultChange`] per commit
+/// that changes it.
+pub type QuerySubscription<T> = Subscription<Arc<Vec<Arc<T>>>, super::ResultChange<T>>;
+
+/// A live record: the record at subscription (`None`: absent), then an
+/// [`super::ObjectChange`] per commit that writes or deletes it.
+pub type ObjectSubscription<T> = Subscription<Option<Arc<T>>, super::ObjectChange<T>>;
+
+/// A live value (a document, one of its fields, a dictionary key): the value at subscription,
+/// then the new value (`None`: absent) per commit that changes it.
+pub type ValueSubscription<T> = Subscription<Option<T>, Option<T>>;
+
+impl<S, C> Subscription<S, C> {
+    pub(crate) fn new(mailbox: Arc<Mailbox<Event<S, C>>>) -> Self {
+        Subscription { mailbox, closed: AtomicBool::new(false) }
+    }
+
+    /// `Closed` if the mailbox ended for a reason and `Closed` was not delivered yet.
+    fn closing(&self) -> Option<Event<S, C>> {
+        if !self.mailbox.is_ended() {
+            return None;
+        }
+        let reason = self.mailbox.end_reason()?;
+        (!self.closed.swap(true, Ordering::AcqRel)).then_some(Event::Closed(reason))
+    }
+
+    /// The next event, waiting for it; `None` after `Closed`.
+    pub fn recv(&self) -> Option<Event<S, C>> {
+        self.mailbox.recv_until(None).or_else(|| self.closing())
+    }
+
+    /// The next event, waiting at most `timeout`; `None` on timeout and after `Closed`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Event<S, C>> {
+        self.mailbox.recv_until(Some(Instant::now() + timeout)).or_else(|| self.closing())
+    }
+
+    /// An event if one is waiting.
+    pub fn try_recv(&self) -> Option<Event<S, C>> {
+        self.mailbox.try_recv().or_else(|| self.closing())
+    }
+
+    /// Why the subscription ended, once it has: `recv` then delivers the events already
+    /// queued, then `Closed`. `None` while it follows the database.
+    pub fn ended(&self) -> Option<SubscriptionEnd> {
+        self.mailbox.end_reason()
+    }
+
+    /// Calls `callback` with every event, `Closed` last, on a thread of its own, until the
+    /// returned handle is dropped. A panicking callback ends the subscription, and the handle's
+    /// [`SubscriptionHandle::ended`] says so; nothing else is affected.
+    pub fn for_each(self, mut callback: impl FnMut(Event<S, C>) + Send + 'static) -> std::io::Result<SubscriptionHandle>
+    where
+        S: Send + 'static,
+        C: Send + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let mailbox = self.mailbox.clone();
+        std::thread::Builder::new().name("tessera-subscription".into()).spawn(move || {
+            let subscription = self;
+            while !thread_stop.load(Ordering::Acquire) {
+                let Some(event) = subscription.recv() else { return };
+                if thread_stop.load(Ordering::Acquire) {
+                    return;
+                }
+                let last = event.is_closed();
+                let call = std::panic::AssertUnwindSafe(|| callback(event));
+                if let Err(payload) = std::panic::catch_unwind(call) {
+                    let message = crate::store::panic_message(&*payload);
+                    subscription.mailbox.end_with(SubscriptionEnd::CallbackPanicked(message));
+                    return; // dropping the subscription unsubscribes
+                }
+                if last {
+                    return;
+                }
+            }
+        })?;
+        let reason = mailbox.clone();
+        Ok(SubscriptionHandle { stop, wake: Box::new(move || mailbox.end()), end: Box::new(move || reason.end_reason()) })
+    }
+}
+
+impl<S, C> Iterator for Subscription<S, C> {
+    type Item = Event<S, C>;
+
+    /// Blocks for the next event; `None` after `Closed`.
+    fn next(&mut self) -> Option<Event<S, C>> {
+        self.recv()
+    }
+}
+
+#[cfg(feature = "futures")]
+impl<S, C> futures_core::Stream for Subscription<S, C> {
+    type Item = Event<S, C>;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> std::task::Poll<Option<Event<S, C>>> {
+        match self.mailbox.poll(context.waker()) {
+            std::task::Poll::Ready(None) => std::task::Poll::Ready(self.closing()),
+            other => other,
+        }
+    }
+}
+
+impl<S, C> std::fmt::Debug for Subscription<S, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").field("ended", &self.ended()).finish()
+    }
+}
 
 /// Keeps a callback subscription alive; dropping it stops the callback and unsubscribes.
 pub struct SubscriptionHandle {

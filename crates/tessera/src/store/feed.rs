@@ -254,23 +254,6 @@ impl ChangeStream {
     }
 }
 
-impl ChangeStream {
-    /// Waits for the first event that `handle` turns into a value: until `timeout` has passed,
-    /// or with no timeout until the database closes.
-    pub(crate) fn wait_for<R>(&self, timeout: Option<Duration>, mut handle: impl FnMut(FeedEvent) -> Option<R>) -> Option<R> {
-        let deadline = timeout.map(|timeout| std::time::Instant::now() + timeout);
-        loop {
-            let event = match deadline {
-                Some(deadline) => self.recv_timeout(deadline.checked_duration_since(std::time::Instant::now())?)?,
-                None => self.queued().or_else(|| self.receiver.recv().ok())?,
-            };
-            if let Some(value) = handle(event) {
-                return Some(value);
-            }
-        }
-    }
-}
-
 impl Iterator for ChangeStream {
     type Item = FeedEvent;
 
