@@ -337,3 +337,45 @@ fn subscriptions_end_when_the_database_is_gone() {
     }
     assert_eq!(waiter.join().unwrap(), (true, true));
 }
+
+#[test]
+fn a_subscriber_far_behind_gets_one_resynchronising_change_and_bounded_memory() {
+    // Every change is queued up to QUEUE_LEN_MAX; past it the unread ones merge, so memory is
+    // bounded by the queue's length whatever the subscriber's lag, and the merged change says
+    // it resynchronises (everything out, everything in) instead of passing for a diff.
+    let dir = tempfile::tempdir().unwrap();
+    let options = tessera::DbOptions { durability: tessera::Durability::BUFFERED, ..tessera::DbOptions::default() };
+    let db = Db::open_with(dir.path().join("db"), options).unwrap();
+    let items = db.collection::<Item>().unwrap();
+    let query = items.all().order_by(Item::priority(), Order::Asc);
+    let live = items.subscribe_query(&query).unwrap();
+    let mut previous = ids(&initial(live.recv_timeout(WAIT)));
+    let dictionary = db.dictionary().unwrap();
+    let marker = dictionary.subscribe::<u8>("marker").unwrap();
+    initial(marker.recv_timeout(WAIT));
+    let commits = tessera::live::QUEUE_LEN_MAX + 50;
+    for round in 0..commits {
+        let id = (round % 40) as u32;
+        db.write(|tx| items.upsert(tx, &Item { id, priority: Some((round * 7 % 23) as i32), tag: String::new() }).map(drop)).unwrap();
+    }
+    // The engine applies commits in order: once the marker's later commit is delivered, every
+    // item commit has been.
+    dictionary.set("marker", &1u8).unwrap();
+    dictionary.flush().unwrap();
+    changed(marker.recv_timeout(WAIT));
+    let mut events = Vec::new();
+    while let Some(event) = live.try_recv() {
+        events.push(changed(Some(event)));
+    }
+    assert_eq!(events.len(), tessera::live::QUEUE_LEN_MAX, "the queue held at most its bound");
+    assert!(events[..events.len() - 1].iter().all(|change| !change.resynced), "only the merged change resynchronises");
+    assert!(events.last().unwrap().resynced);
+    for change in &events {
+        previous = apply(&previous, change);
+    }
+    assert_eq!(previous, ids_of(&query, &db));
+}
+
+fn ids_of(query: &Query<Item>, db: &Db) -> Vec<u32> {
+    query.fetch(db).unwrap().iter().map(|item| item.id).collect()
+}

@@ -45,6 +45,12 @@ pub struct ResultChange<T> {
     pub modifications: Vec<usize>,
     /// (previous index, new index) of records that stayed but moved.
     pub moves: Vec<(usize, usize)>,
+    /// The subscriber fell more than [`super::QUEUE_LEN_MAX`] deliveries behind under
+    /// [`super::Policy::EveryChange`], and the deliveries it had not read were merged without
+    /// the keys to diff them: `deletions` are then every previous row and `insertions` every
+    /// row of `result`, so replacing the list with `result` is the whole update. Memory stays
+    /// bounded however slow the subscriber; it never sees a stale intermediate state.
+    pub resynced: bool,
     /// Length of the previous result.
     pub(super) base_len: usize,
     /// Primary keys of the previous and new results, for coalescing (latest-only policy).
@@ -77,6 +83,7 @@ impl<T> Coalesce for ResultChange<T> {
             }
             _ => {
                 // Without keys, the merged change reloads: everything out, everything in.
+                self.resynced = true;
                 self.deletions = (0..self.base_len).collect();
                 self.insertions = (0..newer.result.len()).collect();
                 self.modifications.clear();

@@ -112,7 +112,7 @@ impl<T: Record> QuerySub<T> {
     pub(super) fn change(&self, base_len: usize, diff: Diff, keys: Option<Box<CoalesceKeys>>) -> ResultChange<T> {
         let (deletions, insertions, modifications, moves) = diff;
         let result = Arc::new(self.entries[self.visible()].iter().map(|entry| entry.value.clone()).collect());
-        ResultChange { sequence: self.since, result, deletions, insertions, modifications, moves, base_len, keys }
+        ResultChange { sequence: self.since, result, deletions, insertions, modifications, moves, resynced: false, base_len, keys }
     }
 
     /// Applies one commit's changes (`hits`: change index, old version anchored, new version
