@@ -252,7 +252,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
             "µs",
             micros,
             &[],
-            Goal::AtMost(50.0),
+            Goal::AtMost(20.0),
         );
     }
     table.finish()

@@ -379,3 +379,28 @@ fn a_subscriber_far_behind_gets_one_resynchronising_change_and_bounded_memory() 
 fn ids_of(query: &Query<Item>, db: &Db) -> Vec<u32> {
     query.fetch(db).unwrap().iter().map(|item| item.id).collect()
 }
+
+#[test]
+fn a_small_commit_is_delivered_before_write_returns() {
+    // The committing thread delivers a small batch itself once it has released the write lock
+    // (when no delivery is under way), so a subscriber on the same thread reads the change
+    // without waiting, and no thread hop stands between a commit and its subscribers.
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let live = items.subscribe_query(&items.filter(Item::tag().eq("a"))).unwrap();
+    let object = items.subscribe_object(&1u32).unwrap();
+    let dictionary = db.dictionary().unwrap();
+    let key = dictionary.subscribe::<u8>("k").unwrap();
+    initial(live.recv_timeout(WAIT));
+    initial(object.recv_timeout(WAIT));
+    initial(key.recv_timeout(WAIT));
+    for id in 1..20u32 {
+        db.write(|tx| items.upsert(tx, &Item { id, priority: None, tag: "a".into() }).map(drop)).unwrap();
+        let change = changed(live.try_recv());
+        assert_eq!(change.result.len(), id as usize, "delivered by the time write returned");
+    }
+    assert!(matches!(changed(object.try_recv()), ObjectChange::Updated(item) if item.id == 1));
+    dictionary.set("k", &7u8).unwrap();
+    dictionary.flush().unwrap(); // the flush's commit delivers before it returns
+    assert_eq!(changed(key.try_recv()), Some(7));
+}

@@ -1368,7 +1368,16 @@ fn a_refill_that_reads_later_commits_reports_their_changes() {
     let live = items.subscribe_query(&items.all().order_by(Item::name(), Order::Asc).limit(2)).unwrap();
     let mut seen: Vec<Item> = live.try_recv().and_then(Event::initial).unwrap().iter().map(|item| (**item).clone()).collect();
     assert_eq!(seen.iter().map(|item| item.id).collect::<Vec<_>>(), [1, 2]);
-    store.db.write(|tx| items.update(tx, &1, |a| a.name = "bb".into())).unwrap();
+    // Commit 1 also changes 300 tail records: a batch that large is delivered by the feed
+    // thread (a small one by the committing thread before `write` returns, which leaves no
+    // race), so commit 2 is made while the thread works through the busy subscriptions.
+    store
+        .db
+        .write(|tx| {
+            items.update(tx, &1, |a| a.name = "bb".into())?;
+            (100..400).try_for_each(|id| items.update(tx, &id, |tail| tail.rank = Some(1)).map(drop))
+        })
+        .unwrap();
     store.commit(&Txn { ops: vec![Op::Item(ItemOp::Update(2, ItemEdit::Rank(Some(5))))], abort: false });
     let mut sequences = Vec::new();
     while let Some(change) = live.try_recv().and_then(Event::changed) {

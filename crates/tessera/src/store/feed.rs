@@ -1,17 +1,29 @@
 //! The change feed: one [`ChangeBatch`] per commit, delivered after the commit, in commit
-//! order, by a delivery thread, never while the write lock is held.
+//! order, never while the write lock is held.
 //!
-//! Writers hand each batch to the delivery thread through an unbounded in-process queue (an
-//! O(1) push). The delivery thread fans it out to every listener's **bounded** queue with a
-//! non-blocking send. Policy for a listener whose queue is full (a slow consumer): the batch is
+//! Writers queue each batch under the write lock (an O(1) push into an unbounded in-process
+//! queue, so batches queue in commit order). Whoever holds the *delivery lock* delivers the
+//! queue in order: the committing thread itself, right after it releases the write lock, when
+//! its batch is small and no delivery is under way (so a small commit's subscribers have their
+//! events before `write` returns, with no thread hop); otherwise the delivery thread, which a
+//! large batch wakes (so a large commit returns without waiting for its delivery). A committer
+//! that finds the delivery lock held leaves its batch to the holder, which looks at the queue
+//! again after releasing the lock. Delivery hands the batch to each hook, then to every
+//! listener's **bounded** queue with a non-blocking send. Policy for a listener whose queue is full (a slow consumer): the batch is
 //! not queued for it, the writer never waits, and the listener's next event is
 //! [`FeedEvent::Lagged`] with the number of batches it missed, so it knows to re-read state. A
 //! listener whose receiver is dropped, or whose callback panicked, is removed.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+
+/// Most changes of a batch its committing thread delivers itself (see the module docs); a
+/// larger batch is left to the delivery thread. Delivering 256 changes to a few subscriptions
+/// costs about as much as the commit did.
+pub(crate) const INLINE_DELIVERY_CHANGES_MAX: usize = 256;
 
 /// What a commit did to one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -97,30 +109,92 @@ pub(crate) struct Feed {
     hooks: Mutex<Vec<Hook>>,
     listener_count: AtomicUsize,
     hook_demand: AtomicUsize,
-    outbox: Mutex<Option<mpsc::Sender<Arc<ChangeBatch>>>>,
+    outbox: Arc<Outbox>,
+    /// Held while batches are delivered, so that they are delivered one at a time, in order.
+    delivering: Mutex<()>,
     queue_batches: usize,
     /// The delivery thread, joined by [`Feed::close`].
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
+/// Committed batches not delivered yet, in commit order.
+#[derive(Default)]
+struct Outbox {
+    state: Mutex<OutboxState>,
+    /// Wakes the delivery thread: a large batch, or the feed closing.
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct OutboxState {
+    batches: VecDeque<Arc<ChangeBatch>>,
+    /// The delivery thread has work a committer will not do (a large batch).
+    thread_work: bool,
+    /// The feed is closing: the thread delivers what is queued, then ends; nothing more queues.
+    closed: bool,
+}
+
+impl Outbox {
+    fn pop(&self) -> Option<Arc<ChangeBatch>> {
+        lock(&self.state).batches.pop_front()
+    }
+
+    fn is_empty(&self) -> bool {
+        lock(&self.state).batches.is_empty()
+    }
+
+    /// The first batch, if it is small enough for a committer to deliver.
+    fn pop_small(&self) -> Option<Arc<ChangeBatch>> {
+        let mut state = lock(&self.state);
+        match state.batches.front() {
+            Some(batch) if batch.changes.len() <= INLINE_DELIVERY_CHANGES_MAX => state.batches.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Whether the first batch is small enough for a committer to deliver.
+    fn has_small_first(&self) -> bool {
+        lock(&self.state).batches.front().is_some_and(|batch| batch.changes.len() <= INLINE_DELIVERY_CHANGES_MAX)
+    }
+}
+
 impl Feed {
     /// Starts the delivery thread.
     pub(crate) fn start(queue_batches: usize) -> std::io::Result<Arc<Feed>> {
-        let (sender, receiver) = mpsc::channel::<Arc<ChangeBatch>>();
+        let outbox = Arc::new(Outbox::default());
         let feed = Arc::new(Feed {
             listeners: Mutex::new(Vec::new()),
             hooks: Mutex::new(Vec::new()),
             listener_count: AtomicUsize::new(0),
             hook_demand: AtomicUsize::new(0),
-            outbox: Mutex::new(Some(sender)),
+            outbox: outbox.clone(),
+            delivering: Mutex::new(()),
             queue_batches: queue_batches.max(1),
             thread: Mutex::new(None),
         });
         let weak = Arc::downgrade(&feed);
-        let thread = std::thread::Builder::new().name("tessera-feed".into()).spawn(move || {
-            for batch in receiver {
-                let Some(feed) = weak.upgrade() else { return };
+        let thread = std::thread::Builder::new().name("tessera-feed".into()).spawn(move || loop {
+            {
+                let mut state = lock(&outbox.state);
+                while !state.thread_work && !state.closed {
+                    state = outbox.wake.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
+                }
+                if state.closed && state.batches.is_empty() {
+                    return;
+                }
+                state.thread_work = false;
+            }
+            let Some(feed) = weak.upgrade() else { return };
+            // Waits for a committer that is delivering; then delivers whatever is left.
+            let delivering = lock(&feed.delivering);
+            while let Some(batch) = feed.outbox.pop() {
                 feed.deliver(&batch);
+            }
+            drop(delivering);
+            // A batch queued after the last pop, by a committer that found the lock held, is
+            // this thread's to deliver (looked at after the lock is released, as committers do).
+            if !feed.outbox.is_empty() {
+                lock(&feed.outbox.state).thread_work = true;
             }
         })?;
         *lock(&feed.thread) = Some(thread);
@@ -133,17 +207,52 @@ impl Feed {
         self.listener_count.load(Ordering::Acquire) > 0 || self.hook_demand.load(Ordering::Acquire) > 0
     }
 
-    /// Queues a committed batch for delivery (called in commit order).
+    /// Queues a committed batch for delivery (called in commit order, under the write lock).
+    /// A large batch wakes the delivery thread; the committer of a small one delivers it with
+    /// [`Feed::deliver_queued`] once it has released the write lock.
     pub(crate) fn publish(&self, batch: ChangeBatch) {
-        if let Some(outbox) = lock(&self.outbox).as_ref() {
-            let _ = outbox.send(Arc::new(batch));
+        let large = batch.changes.len() > INLINE_DELIVERY_CHANGES_MAX;
+        let mut state = lock(&self.outbox.state);
+        if state.closed {
+            return;
+        }
+        state.batches.push_back(Arc::new(batch));
+        if large {
+            state.thread_work = true;
+            drop(state);
+            self.outbox.wake.notify_one();
+        }
+    }
+
+    /// Delivers the queued small batches on this thread, up to the first large one (the
+    /// delivery thread, which that batch woke, delivers it and the rest), unless another thread
+    /// is delivering (it looks at the queue again when done). Called by a committer after it
+    /// released the write lock, with no other tessera lock held but `DictInner::save` or
+    /// `Inner::opening`.
+    pub(crate) fn deliver_queued(&self) {
+        loop {
+            let delivering = match self.delivering.try_lock() {
+                Ok(guard) => guard,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            };
+            while let Some(batch) = self.outbox.pop_small() {
+                self.deliver(&batch);
+            }
+            drop(delivering);
+            // A small batch queued after the last pop, by a committer that found the lock
+            // held, is this thread's to deliver.
+            if !self.outbox.has_small_first() {
+                return;
+            }
         }
     }
 
     /// Stops the delivery thread after it has delivered what was published, and waits for it
     /// (unless called on that thread: a hook or listener that drops the last handle).
     pub(crate) fn close(&self) {
-        lock(&self.outbox).take();
+        lock(&self.outbox.state).closed = true;
+        self.outbox.wake.notify_one();
         let thread = lock(&self.thread).take();
         if let Some(thread) = thread.filter(|thread| thread.thread().id() != std::thread::current().id()) {
             let _ = thread.join();

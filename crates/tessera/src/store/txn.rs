@@ -724,13 +724,15 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             let changes = log.finish();
             if !changes.is_empty() {
                 // Published while the writer lock is held, so batches queue in commit order;
-                // the delivery thread hands them to listeners after the lock is released.
+                // they are delivered after the lock is released (below, or by the feed thread).
                 inner.feed.publish(ChangeBatch { sequence, changes });
             }
         }
         break (value, sequence);
     };
     drop(writer);
+    // A small batch's subscribers get their events before `write` returns (see store/feed.rs).
+    inner.feed.deliver_queued();
     if durability == Durability::Immediate {
         inner.syncer.sync_through(sequence).map_err(Error::NotDurable)?;
     }
