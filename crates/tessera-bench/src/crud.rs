@@ -29,9 +29,11 @@ pub struct Options {
     pub no_peers: bool,
 }
 
+/// One round of the whole workload on one system (`round::<B>`).
+type RoundFn = fn(&Options) -> Figures;
+
 /// The peers, in the order each round runs them after tessera.
-const PEERS: [(&str, fn(&Options) -> Figures); 2] =
-    [(sqlite::Sqlite::NAME, round::<sqlite::Sqlite>), (native::Native::NAME, round::<native::Native>)];
+const PEERS: [(&str, RoundFn); 2] = [(sqlite::Sqlite::NAME, round::<sqlite::Sqlite>), (native::Native::NAME, round::<native::Native>)];
 
 /// One round's figures for one system, in milliseconds (Immediate: µs per transaction). NaN
 /// marks a row the system does not have (not shown as a peer).
