@@ -144,6 +144,9 @@ fn run_table(table: TableName) -> std::io::Result<()> {
 
 /// Runs the tables unless `from_json`, then writes the charts and the markdown.
 fn report(from_json: bool, results_dir: Option<PathBuf>, docs_dir: PathBuf, tables: Vec<String>) -> Result<(), String> {
+    if let Some(unknown) = tables.iter().find(|name| !TABLE_NAMES.contains(&name.as_str())) {
+        return Err(format!("no benchmark table named `{unknown}` (the tables: {})", TABLE_NAMES.join(", ")));
+    }
     if !from_json {
         for name in &tables {
             // Each table with its defaults: the same arguments as `tessera-bench <table>`, so the
@@ -164,7 +167,7 @@ fn report(from_json: bool, results_dir: Option<PathBuf>, docs_dir: PathBuf, tabl
     };
     let files = report::write_report(&options).map_err(|error| error.to_string())?;
     for path in files.charts.iter().chain([&files.markdown]) {
-        println!("written {}", path.display());
+        println!("written {}", path.canonicalize().unwrap_or_else(|_| path.clone()).display());
     }
     Ok(())
 }
