@@ -171,3 +171,50 @@ fn report(from_json: bool, results_dir: Option<PathBuf>, docs_dir: PathBuf, tabl
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(arguments: &[&str]) -> Result<TableName, clap::Error> {
+        Cli::try_parse_from(std::iter::once("tessera-bench").chain(arguments.iter().copied())).map(|cli| cli.table)
+    }
+
+    #[test]
+    fn every_report_table_is_a_subcommand_with_defaults() {
+        for name in TABLE_NAMES {
+            let table = parse(&[name]).unwrap_or_else(|error| panic!("{name}: {error}"));
+            assert!(!matches!(table, TableName::Report { .. }), "{name}");
+        }
+    }
+
+    #[test]
+    fn report_defaults_to_running_every_table_into_docs() {
+        let Ok(TableName::Report { from_json, results_dir, docs_dir, tables }) = parse(&["report"]) else {
+            panic!("report parses");
+        };
+        assert!(!from_json);
+        assert_eq!(results_dir, None);
+        assert!(docs_dir.ends_with("../../docs"), "{}", docs_dir.display());
+        assert_eq!(tables, TABLE_NAMES);
+    }
+
+    #[test]
+    fn report_takes_a_list_of_tables_and_a_results_directory_only_with_from_json() {
+        let Ok(TableName::Report { from_json, results_dir, tables, .. }) =
+            parse(&["report", "--from-json", "--results-dir", "runs", "--tables", "crud,live"])
+        else {
+            panic!("report parses");
+        };
+        assert!(from_json);
+        assert_eq!(results_dir, Some(PathBuf::from("runs")));
+        assert_eq!(tables, ["crud", "live"]);
+        assert!(parse(&["report", "--results-dir", "runs"]).is_err(), "--results-dir without --from-json");
+    }
+
+    #[test]
+    fn an_unknown_table_is_refused_before_anything_runs() {
+        let error = report(false, None, PathBuf::from("unused"), vec!["crud".to_owned(), "speed".to_owned()]).unwrap_err();
+        assert!(error.contains("no benchmark table named `speed`"), "{error}");
+    }
+}

@@ -38,6 +38,22 @@ pub fn format_figure(value: f64) -> String {
 }
 
 /// The peers of `table` in the order they first appear, for its columns.
+///
+/// # Example
+/// ```
+/// use tessera_bench::report::{peer_names, ResultsRow, ResultsTable};
+///
+/// let row = |peers: &[&str]| ResultsRow {
+///     row: "r".to_owned(),
+///     unit: "ms".to_owned(),
+///     tessera: Some(1.0),
+///     peers: peers.iter().map(|name| (name.to_string(), Some(1.0))).collect(),
+///     target: None,
+///     met: None,
+/// };
+/// let table = ResultsTable { table: "store".to_owned(), machine: "m".to_owned(), rows: vec![row(&["heed", "sqlite"]), row(&["sqlite", "lmdb"])] };
+/// assert_eq!(peer_names(&table), ["heed", "sqlite", "lmdb"]);
+/// ```
 pub fn peer_names(table: &ResultsTable) -> Vec<&str> {
     let mut names: Vec<&str> = Vec::new();
     for row in &table.rows {
@@ -125,7 +141,19 @@ pub fn markdown_section(table: &ResultsTable, chart_link: &str) -> String {
     text
 }
 
-/// The whole of `docs/benchmarks.md`: a preamble, then one section per table.
+/// The whole of `docs/benchmarks.md`: a preamble, then one section per table, each linking
+/// its chart as `<chart_directory_link>/<table>.svg`.
+///
+/// # Example
+/// ```
+/// use tessera_bench::report::{markdown_document, ResultsRow, ResultsTable};
+///
+/// let row = ResultsRow { row: "r".to_owned(), unit: "ms".to_owned(), tessera: Some(1.0), peers: vec![], target: None, met: None };
+/// let live = ResultsTable { table: "live".to_owned(), machine: "m".to_owned(), rows: vec![row] };
+/// let document = markdown_document(&[live], "bench");
+/// assert!(document.starts_with("# Benchmarks\n"));
+/// assert!(document.contains("![live](bench/live.svg)"));
+/// ```
 pub fn markdown_document(tables: &[ResultsTable], chart_directory_link: &str) -> String {
     let mut text = String::from(
         "# Benchmarks\n\n\

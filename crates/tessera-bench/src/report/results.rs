@@ -58,6 +58,14 @@ fn peers_in_order<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<V
 }
 
 /// The path of `table`'s results file in `directory`.
+///
+/// # Example
+/// ```
+/// use std::path::Path;
+/// use tessera_bench::report::results_path;
+///
+/// assert_eq!(results_path(Path::new("target/tessera-bench"), "crud"), Path::new("target/tessera-bench/crud.json"));
+/// ```
 pub fn results_path(directory: &Path, table: &str) -> PathBuf {
     directory.join(format!("{table}.json"))
 }

@@ -103,6 +103,16 @@ pub const SEED_FIGURES: &[SeedFigure] = &[
 ];
 
 /// The seed figures for `table`'s row `row`.
+///
+/// # Example
+/// ```
+/// use tessera_bench::report::seed_figures_for;
+///
+/// let fleece: Vec<_> = seed_figures_for("format", "look up [123].name").collect();
+/// assert_eq!(fleece[0].value, 49.0);
+/// assert_eq!(fleece[0].source, "seeds/003_a28358c5b1519d06.txt:45");
+/// assert_eq!(seed_figures_for("crud", "insert 10000 (one transaction); Dflat 92.7 ms").count(), 0);
+/// ```
 pub fn seed_figures_for<'a>(table: &'a str, row: &'a str) -> impl Iterator<Item = &'static SeedFigure> + 'a {
     SEED_FIGURES.iter().filter(move |figure| figure.table == table && figure.row == row)
 }
