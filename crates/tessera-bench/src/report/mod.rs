@@ -6,6 +6,8 @@
 //! `error` names what went wrong and in which file. Nothing here measures anything: the
 //! subcommands of the binary do, and write the results files this reads.
 
+#![deny(missing_docs)]
+
 mod chart;
 mod error;
 mod markdown;
