@@ -4,7 +4,7 @@
 //! a single lock; a UserDefaults-like store that rewrites its whole map to one file on each
 //! flush; and a SQLite key-value table. The cold rows include reopening the store.
 
-use crate::harness::{Goal, Table};
+use crate::harness::{self, Goal, Table};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -312,11 +312,7 @@ pub fn run(options: &Options) -> std::io::Result<()> {
             results[index].push(round(dir.path(), &format!("{name}-{round_index}").replace([' ', ','], "-"), open.as_ref()));
         }
     }
-    let median = |store: usize, row: usize| {
-        let mut values: Vec<f64> = results[store].iter().map(|round| round[row]).collect();
-        values.sort_by(|a, b| a.total_cmp(b));
-        values[values.len() / 2]
-    };
+    let median = |store: usize, row: usize| harness::median(results[store].iter().map(|round| round[row]));
     let mut table = Table::new("dictionary");
     for (row, name) in names.iter().enumerate() {
         let peers: Vec<(&str, f64)> = stores.iter().enumerate().skip(1).map(|(index, (store, _))| (*store, median(index, row))).collect();

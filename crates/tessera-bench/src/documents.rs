@@ -2,7 +2,7 @@
 //! one key per field, against raw heed doing the same work by hand — the same keys, the same
 //! per-field encoding, the same prefix scan — with none of the library's machinery.
 
-use crate::harness::{Goal, Table};
+use crate::harness::{percentile, Goal, Table};
 use heed::types::Bytes;
 use heed::{EnvFlags, EnvOpenOptions};
 use serde::{Deserialize, Serialize};
@@ -43,9 +43,8 @@ struct Timing {
     p95: f64,
 }
 
-fn summary(mut samples: Vec<f64>) -> Timing {
-    samples.sort_by(|a, b| a.total_cmp(b));
-    Timing { median: samples[samples.len() / 2], p95: samples[samples.len() * 95 / 100] }
+fn summary(samples: Vec<f64>) -> Timing {
+    Timing { median: percentile(samples.clone(), 50), p95: percentile(samples, 95) }
 }
 
 /// Times `ours` and `theirs` one call each in turn, so that both see the same machine: on a

@@ -3,11 +3,30 @@
 use serde::Serialize;
 use std::time::Instant;
 
+/// Milliseconds since `start`.
+pub fn elapsed_ms(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+/// The median of `values` (the upper one of an even count); NaN when there are none.
+pub fn median(values: impl Iterator<Item = f64>) -> f64 {
+    percentile(values.collect(), 50)
+}
+
+/// The value at `percent` (0–100) of `values`' sorted order, by index `len * percent / 100`;
+/// NaN when there are none.
+pub fn percentile(mut values: Vec<f64>, percent: usize) -> f64 {
+    assert!(percent <= 100, "a percentile is at most 100");
+    values.sort_by(|a, b| a.total_cmp(b));
+    let index = (values.len() * percent / 100).min(values.len().saturating_sub(1));
+    values.get(index).copied().unwrap_or(f64::NAN)
+}
+
 /// Runs `operation` `batch` times per sample, `samples` times, and returns the median time of
 /// one operation in nanoseconds.
 pub fn median_ns(samples: usize, batch: usize, mut operation: impl FnMut()) -> f64 {
     operation(); // warm-up
-    let mut times: Vec<f64> = (0..samples)
+    let times: Vec<f64> = (0..samples)
         .map(|_| {
             let start = Instant::now();
             for _ in 0..batch {
@@ -16,8 +35,7 @@ pub fn median_ns(samples: usize, batch: usize, mut operation: impl FnMut()) -> f
             start.elapsed().as_nanos() as f64 / batch as f64
         })
         .collect();
-    times.sort_by(|a, b| a.total_cmp(b));
-    times[times.len() / 2]
+    median(times.into_iter())
 }
 
 /// How a measured value is compared with its target.
@@ -104,13 +122,18 @@ impl Table {
                 met
             );
         }
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tessera-bench");
+        let dir = results_directory();
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{}.json", self.table));
         std::fs::write(&path, serde_json::to_string_pretty(self)?)?;
         println!("\nwritten to {}", path.canonicalize().unwrap_or(path).display());
         Ok(())
     }
+}
+
+/// Where every table's JSON file is written: `target/tessera-bench/` in the workspace.
+pub fn results_directory() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tessera-bench")
 }
 
 fn round(value: f64) -> f64 {

@@ -4,7 +4,7 @@
 //! the commit) on tessera and on SQLite. Plus the common case: 10 and 100 subscriptions, 10
 //! changed objects.
 
-use crate::harness::{Goal, Table};
+use crate::harness::{elapsed_ms, median, Goal, Table};
 use std::time::{Duration, Instant};
 use tessera::collection::Order;
 use tessera::live::Event;
@@ -56,10 +56,6 @@ fn commit(db: &Db, mut change: impl FnMut(&mut tessera::WriteTxn<'_>) -> tessera
     })
     .unwrap();
     ended
-}
-
-fn ms(since: Instant) -> f64 {
-    since.elapsed().as_secs_f64() * 1e3
 }
 
 /// The three cases' queries and updates.
@@ -133,7 +129,7 @@ fn run_case(options: &Options, case: Case) -> CaseFigures {
         for sub in &subs {
             sub.recv_timeout(WAIT).and_then(Event::changed).expect("an object delivery");
         }
-        ms(ended)
+        elapsed_ms(ended)
     } else {
         let subs: Vec<_> = queries.iter().map(|query| docs.subscribe_query(query).unwrap()).collect();
         for sub in &subs {
@@ -144,7 +140,7 @@ fn run_case(options: &Options, case: Case) -> CaseFigures {
         for sub in &subs {
             last.push(sub.recv_timeout(WAIT).and_then(Event::changed).expect("a query delivery"));
         }
-        let elapsed = ms(ended);
+        let elapsed = elapsed_ms(ended);
         // Every delivered result equals a fresh fetch (outside the timing).
         for (query, change) in queries.iter().zip(&last) {
             let fresh = query.fetch(&db).unwrap();
@@ -159,7 +155,7 @@ fn run_case(options: &Options, case: Case) -> CaseFigures {
         let result = query.fetch(&db).unwrap();
         assert!(case == Case::Ranges || result.len() == 1);
     }
-    let tessera_refetch_ms = ms(ended);
+    let tessera_refetch_ms = elapsed_ms(ended);
 
     // Refetch on SQLite, without and with an index on priority (case 3).
     let mut connection = sqlite(dir.path(), options.objects);
@@ -181,7 +177,7 @@ fn run_case(options: &Options, case: Case) -> CaseFigures {
             };
             assert!(case == Case::Ranges || rows.len() == 1);
         }
-        ms(ended)
+        elapsed_ms(ended)
     };
     let sqlite_refetch_ms = sqlite_refetch(&mut connection);
     connection.execute("CREATE INDEX by_priority ON bench_doc (priority)", []).unwrap();
@@ -216,14 +212,7 @@ fn common_case(subscriptions: usize, rounds: usize) -> f64 {
         }
         times.push(ended.elapsed().as_secs_f64() * 1e6);
     }
-    times.sort_by(|a, b| a.total_cmp(b));
-    times[times.len() / 2]
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(|a, b| a.total_cmp(b));
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+    median(times.into_iter())
 }
 
 pub fn run(options: &Options) -> std::io::Result<()> {

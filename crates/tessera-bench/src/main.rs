@@ -14,6 +14,9 @@ mod people;
 mod store;
 
 use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tessera_bench::report::{self, TABLE_NAMES};
 
 #[derive(Parser)]
 #[command(about = "tessera's benchmarks, with peers measured side by side in the same run")]
@@ -28,7 +31,7 @@ enum TableName {
     Format {
         /// Use this JSON file instead of the generated 1000 people.
         #[arg(long)]
-        json: Option<std::path::PathBuf>,
+        json: Option<PathBuf>,
         /// Samples per measurement (the median is reported).
         #[arg(long, default_value_t = 31)]
         samples: usize,
@@ -87,10 +90,46 @@ enum TableName {
         #[arg(long, default_value_t = 21)]
         samples: usize,
     },
+    /// Charts and markdown: runs every table with its defaults (long), or with --from-json reads
+    /// the results files of earlier runs; then writes DOCS/bench/<table>.svg and
+    /// DOCS/benchmarks.md. A missing or malformed results file is an error naming the file.
+    Report {
+        /// Read target/tessera-bench/<table>.json (or --results-dir) instead of running the tables.
+        #[arg(long)]
+        from_json: bool,
+        /// The directory of the results files to read (with --from-json).
+        #[arg(long, requires = "from_json")]
+        results_dir: Option<PathBuf>,
+        /// The directory that receives benchmarks.md and bench/*.svg.
+        #[arg(long, default_value_os_t = default_docs_directory())]
+        docs_dir: PathBuf,
+        /// The tables to report, comma-separated (default: all six, in the README's order).
+        #[arg(long, value_delimiter = ',', default_values_t = TABLE_NAMES.map(String::from))]
+        tables: Vec<String>,
+    },
 }
 
-fn main() -> std::io::Result<()> {
-    match Cli::parse().table {
+/// The workspace's `docs/`.
+fn default_docs_directory() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs")
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().table {
+        TableName::Report { from_json, results_dir, docs_dir, tables } => report(from_json, results_dir, docs_dir, tables),
+        table => run_table(table).map_err(|error| error.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_table(table: TableName) -> std::io::Result<()> {
+    match table {
         TableName::Format { json, samples } => format::run(&format::Options { json, samples }),
         TableName::Crud { rounds, objects, immediate_transactions, scaling_max, no_peers } => {
             crud::run(&crud::Options { rounds, objects, immediate_transactions, scaling_max, no_peers })
@@ -99,5 +138,83 @@ fn main() -> std::io::Result<()> {
         TableName::Store { samples } => store::run(&store::Options { samples }),
         TableName::Dictionary { rounds } => dictionary::run(&dictionary::Options { rounds }),
         TableName::Documents { iterations, warmup, others } => documents::run(&documents::Options { iterations, warmup, others }),
+        TableName::Report { .. } => unreachable!("the report is not a table"),
+    }
+}
+
+/// Runs the tables unless `from_json`, then writes the charts and the markdown.
+fn report(from_json: bool, results_dir: Option<PathBuf>, docs_dir: PathBuf, tables: Vec<String>) -> Result<(), String> {
+    if let Some(unknown) = tables.iter().find(|name| !TABLE_NAMES.contains(&name.as_str())) {
+        return Err(format!("no benchmark table named `{unknown}` (the tables: {})", TABLE_NAMES.join(", ")));
+    }
+    if !from_json {
+        for name in &tables {
+            // Each table with its defaults: the same arguments as `tessera-bench <table>`, so the
+            // defaults stay in one place (the clap attributes above).
+            let table =
+                Cli::try_parse_from(["tessera-bench", name.as_str()]).map_err(|_| format!("no benchmark table named `{name}`"))?.table;
+            if matches!(table, TableName::Report { .. }) {
+                return Err("`report` is not a table".to_owned());
+            }
+            eprintln!("== {name}");
+            run_table(table).map_err(|error| format!("{name}: {error}"))?;
+        }
+    }
+    let options = report::ReportOptions {
+        results_directory: results_dir.unwrap_or_else(harness::results_directory),
+        docs_directory: docs_dir,
+        tables,
+    };
+    let files = report::write_report(&options).map_err(|error| error.to_string())?;
+    for path in files.charts.iter().chain([&files.markdown]) {
+        println!("written {}", path.canonicalize().unwrap_or_else(|_| path.clone()).display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(arguments: &[&str]) -> Result<TableName, clap::Error> {
+        Cli::try_parse_from(std::iter::once("tessera-bench").chain(arguments.iter().copied())).map(|cli| cli.table)
+    }
+
+    #[test]
+    fn every_report_table_is_a_subcommand_with_defaults() {
+        for name in TABLE_NAMES {
+            let table = parse(&[name]).unwrap_or_else(|error| panic!("{name}: {error}"));
+            assert!(!matches!(table, TableName::Report { .. }), "{name}");
+        }
+    }
+
+    #[test]
+    fn report_defaults_to_running_every_table_into_docs() {
+        let Ok(TableName::Report { from_json, results_dir, docs_dir, tables }) = parse(&["report"]) else {
+            panic!("report parses");
+        };
+        assert!(!from_json);
+        assert_eq!(results_dir, None);
+        assert!(docs_dir.ends_with("../../docs"), "{}", docs_dir.display());
+        assert_eq!(tables, TABLE_NAMES);
+    }
+
+    #[test]
+    fn report_takes_a_list_of_tables_and_a_results_directory_only_with_from_json() {
+        let Ok(TableName::Report { from_json, results_dir, tables, .. }) =
+            parse(&["report", "--from-json", "--results-dir", "runs", "--tables", "crud,live"])
+        else {
+            panic!("report parses");
+        };
+        assert!(from_json);
+        assert_eq!(results_dir, Some(PathBuf::from("runs")));
+        assert_eq!(tables, ["crud", "live"]);
+        assert!(parse(&["report", "--results-dir", "runs"]).is_err(), "--results-dir without --from-json");
+    }
+
+    #[test]
+    fn an_unknown_table_is_refused_before_anything_runs() {
+        let error = report(false, None, PathBuf::from("unused"), vec!["crud".to_owned(), "speed".to_owned()]).unwrap_err();
+        assert!(error.contains("no benchmark table named `speed`"), "{error}");
     }
 }
