@@ -52,6 +52,20 @@ pub enum Goal {
         /// Allowed factor.
         factor: f64,
     },
+    /// At most `factor` times the fastest peer of the row, measured in the same run.
+    AtMostTimesFastestPeer {
+        /// Allowed factor.
+        factor: f64,
+    },
+    /// At most `limit`, and at most `factor` times `peer` measured in the same run: both.
+    AtMostAndTimesPeer {
+        /// Absolute limit, in the row's unit.
+        limit: f64,
+        /// The peer's name in the row's peers.
+        peer: &'static str,
+        /// Allowed factor.
+        factor: f64,
+    },
     /// No target: reported for information.
     None,
 }
@@ -73,6 +87,11 @@ pub struct Table {
     pub rows: Vec<Row>,
 }
 
+/// The value of `peer` among a row's peers.
+fn peer_value(peers: &[(&str, f64)], peer: &str) -> f64 {
+    peers.iter().find(|(name, _)| *name == peer).map(|(_, value)| *value).expect("the goal's peer is in the row")
+}
+
 impl Table {
     pub fn new(name: &str) -> Self {
         Table { table: name.to_owned(), machine: machine(), rows: Vec::new() }
@@ -84,8 +103,17 @@ impl Table {
             Goal::AtMost(limit) => (Some(format!("<= {}", round(limit))), Some(tessera <= limit)),
             Goal::AtLeast(limit) => (Some(format!(">= {}", round(limit))), Some(tessera >= limit)),
             Goal::AtMostTimesPeer { peer, factor } => {
-                let base = peers.iter().find(|(name, _)| *name == peer).map(|(_, value)| *value).expect("the goal's peer is in the row");
+                let base = peer_value(peers, peer);
                 (Some(format!("<= {factor} x {peer} ({})", fmt(base * factor))), Some(tessera <= base * factor))
+            }
+            Goal::AtMostTimesFastestPeer { factor } => {
+                let (peer, base) = peers.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1)).expect("the row has peers");
+                (Some(format!("<= {factor} x fastest peer, {peer} ({})", fmt(base * factor))), Some(tessera <= base * factor))
+            }
+            Goal::AtMostAndTimesPeer { limit, peer, factor } => {
+                let base = peer_value(peers, peer);
+                let target = format!("<= {} and <= {factor} x {peer} ({})", round(limit), fmt(base * factor));
+                (Some(target), Some(tessera <= limit && tessera <= base * factor))
             }
             Goal::None => (None, None),
         };
