@@ -215,6 +215,58 @@ fn common_case(subscriptions: usize, rounds: usize) -> f64 {
     median(times.into_iter())
 }
 
+/// Scaling: `total` title queries on 10,000 objects (or `total`, if more), a commit changing
+/// the objects of 100 of them; median µs from the end of the write closure to the last of the
+/// 100 deliveries. The work should follow the affected subscriptions, not the total.
+fn scaling_case(total: usize, rounds: usize) -> f64 {
+    const AFFECTED: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, docs) = open(dir.path(), 10_000.max(total));
+    let subs: Vec<_> = (0..total as i32).map(|i| docs.subscribe_query(&case_query(&docs, Case::TitleQueries, i, 0)).unwrap()).collect();
+    for sub in &subs {
+        sub.recv_timeout(WAIT).and_then(Event::initial).expect("the initial result");
+    }
+    let stride = total / AFFECTED;
+    let mut times = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let affected: Vec<usize> = (0..AFFECTED).map(|k| k * stride + round % stride).collect();
+        let ended = commit(&db, |tx| {
+            for &i in &affected {
+                docs.update(tx, &format!("title{i}"), |doc| doc.priority += 1)?;
+            }
+            Ok(())
+        });
+        for &i in &affected {
+            subs[i].recv_timeout(WAIT).and_then(Event::changed).expect("a delivery");
+        }
+        times.push(elapsed_ms(ended) * 1e3);
+    }
+    median(times.into_iter())
+}
+
+/// Bytes one query subscription holds for a 1,000-row result (the initial event read and
+/// dropped), and the bytes of those rows' primary keys as stored.
+fn memory_per_subscription() -> (f64, f64) {
+    const ROWS: i32 = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, docs) = open(dir.path(), 10_000);
+    // The 1,000 smallest positive priorities, in order.
+    let query = docs.filter(BenchDoc::priority().ge(1)).order_by(BenchDoc::priority(), Order::Asc).limit(ROWS as usize);
+    let rows = query.fetch(&db).unwrap();
+    assert_eq!(rows.len() as i32, ROWS);
+    let keys_bytes: usize = rows.iter().map(|doc| tessera::store::key::encode(&doc.title).len()).sum();
+    // One subscription first, so that the engine and the collection's registry exist.
+    let warm = docs.subscribe_query(&query).unwrap();
+    warm.recv_timeout(WAIT).and_then(Event::initial).expect("the initial result");
+    let (subscription, bytes) = crate::alloc_count::retained_bytes(|| {
+        let subscription = docs.subscribe_query(&query).unwrap();
+        drop(subscription.recv_timeout(WAIT).and_then(Event::initial).expect("the initial result"));
+        subscription
+    });
+    drop(subscription);
+    (bytes as f64, keys_bytes as f64)
+}
+
 pub fn run(options: &Options) -> std::io::Result<()> {
     let mut table = Table::new("live");
     let (n, m) = (options.subscriptions, options.objects);
@@ -248,6 +300,21 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         }
         table.row(&name, "ms", pick(|f| f.live_ms), &peers, if dflat { goal } else { Goal::None });
     }
+    // Issue 16: from 100 to 10,000 subscriptions, 100 of them affected, latency grows at most
+    // 1.5x.
+    let scaling: Vec<(usize, f64)> = [100, 1_000, 10_000].into_iter().map(|total| (total, scaling_case(total, 20))).collect();
+    for (total, micros) in &scaling {
+        table.row(&format!("scaling: {total} title queries, 100 affected, commit to delivery"), "µs", *micros, &[], Goal::None);
+    }
+    table.row("scaling: latency 10,000 / 100 subscriptions", "ratio", scaling[2].1 / scaling[0].1, &[], Goal::AtMost(1.5));
+    let (subscription_bytes, keys_bytes) = memory_per_subscription();
+    table.row(
+        "memory per query subscription holding 1,000 rows (keys: the rows' stored primary keys)",
+        "bytes",
+        subscription_bytes,
+        &[("keys", keys_bytes)],
+        Goal::AtMostTimesPeer { peer: "keys", factor: 2.0 },
+    );
     for subscriptions in [10, 100] {
         let micros = common_case(subscriptions, 200);
         table.row(

@@ -1,5 +1,6 @@
 //! `cargo run --release -p tessera-bench -- <table>`: one subcommand per seed table.
 
+mod alloc_count;
 mod crud;
 
 mod dictionary;
@@ -12,6 +13,10 @@ mod harness;
 mod live;
 mod people;
 mod store;
+
+/// Counts the bytes Rust code holds while a memory row asks (see `alloc_count`).
+#[global_allocator]
+static ALLOCATOR: alloc_count::Counting = alloc_count::Counting;
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};

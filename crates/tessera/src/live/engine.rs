@@ -14,6 +14,7 @@ use crate::store::{Change, ChangeBatch, ChangeDemand, WeakDb};
 use crate::Db;
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// One object subscription: where its deliveries go, and the commit it has seen.
@@ -43,6 +44,10 @@ pub(super) struct LiveCollection<T: Record> {
     pub(super) queries: Vec<Option<QuerySub<T>>>,
     pub(super) free_slots: Vec<usize>,
     pub(super) matcher: Matcher,
+    /// Subscriptions whose handle was dropped since the last prune (each mailbox of this
+    /// collection counts itself here when it goes): a commit scans for them only then, so its
+    /// cost does not grow with the subscriptions it does not affect.
+    pub(super) dropped: Arc<AtomicUsize>,
 }
 
 /// The registry goes with the database's change feed: every subscription still open then ends,
@@ -72,6 +77,9 @@ pub(super) trait AnyLive: Send {
 impl<T: Record> LiveCollection<T> {
     /// Drops subscriptions whose handle is gone; returns how many.
     pub(super) fn prune(&mut self) -> usize {
+        if self.dropped.swap(0, Ordering::AcqRel) == 0 {
+            return 0;
+        }
         let mut removed = 0;
         self.objects.retain(|_, subs| {
             let before = subs.len();
@@ -120,12 +128,13 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                 }
             }
         }
-        if self.queries.iter().all(Option::is_none) {
-            return removed;
+        if self.queries.len() == self.free_slots.len() {
+            return removed; // no query subscription
         }
-        // Which subscriptions each change may affect: (change, old version hit, new hit).
+        // Which subscriptions each change may affect: (change, old version hit, new hit), by
+        // subscription id; only affected subscriptions appear.
         self.matcher.prepare();
-        let mut hits: Vec<Vec<Hit>> = vec![Vec::new(); self.queries.len()];
+        let mut hits: rustc_hash::FxHashMap<u64, Vec<Hit>> = rustc_hash::FxHashMap::default();
         let mut component = Vec::with_capacity(32);
         let fields: Vec<(FieldPath, &super::matcher::FieldIndex)> =
             self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
@@ -146,7 +155,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                         sort_key::encode_value(path.lookup(doc.root()), &mut component);
                     }
                     field.lookup(&component, &mut |id| {
-                        let list = &mut hits[id as usize];
+                        let list = hits.entry(id).or_default();
                         match list.last_mut() {
                             Some(last) if last.0 == index => {
                                 if is_new {
@@ -162,12 +171,22 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             }
         }
         for id in &self.matcher.unanchored {
-            hits[*id as usize] = (0..changes.len()).map(|index| (index, true, true)).collect();
+            hits.insert(*id, (0..changes.len()).map(|index| (index, true, true)).collect());
         }
-        // The work: each affected subscription with its hits, in change order.
-        let mut work: Vec<(&mut QuerySub<T>, Vec<Hit>)> = Vec::with_capacity(hits.len());
-        for (sub, list) in self.queries.iter_mut().zip(hits) {
-            let (Some(sub), mut list) = (sub.as_mut(), list) else { continue };
+        // The work: each affected subscription with its hits, in change order, in slot order.
+        let mut affected: Vec<(u64, Vec<Hit>)> = hits.into_iter().collect();
+        affected.sort_unstable_by_key(|(id, _)| *id);
+        let mut work: Vec<(&mut QuerySub<T>, Vec<Hit>)> = Vec::with_capacity(affected.len());
+        let mut rest: &mut [Option<QuerySub<T>>] = &mut self.queries;
+        let mut first_in_rest = 0;
+        for (id, mut list) in affected {
+            let slot = id as usize;
+            debug_assert!(slot >= first_in_rest, "slots in increasing order, each once");
+            let (_, from_slot) = std::mem::take(&mut rest).split_at_mut(slot - first_in_rest);
+            let Some((sub, after)) = from_slot.split_first_mut() else { break };
+            rest = after;
+            first_in_rest = slot + 1;
+            let Some(sub) = sub.as_mut() else { continue };
             if list.is_empty() || batch.sequence <= sub.since {
                 continue;
             }
@@ -294,6 +313,7 @@ impl Engine {
                 queries: Vec::new(),
                 free_slots: Vec::new(),
                 matcher: Matcher::default(),
+                dropped: Arc::new(AtomicUsize::new(0)),
             })
         });
         match live.as_any().downcast_mut::<LiveCollection<T>>() {

@@ -74,6 +74,9 @@ pub(crate) struct Mailbox<E> {
     policy: Policy,
     /// The database or subscription is gone: no more deliveries.
     ended: AtomicBool,
+    /// Counted up when the mailbox goes (its handle dropped), so that the registry holding it
+    /// knows to prune.
+    dropped: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl<E> Mailbox<E> {
@@ -83,7 +86,13 @@ impl<E> Mailbox<E> {
             ready: Condvar::new(),
             policy,
             ended: AtomicBool::new(false),
+            dropped: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Counts this mailbox's end in `counter` when it is dropped (set once, at registration).
+    pub(crate) fn count_drop_in(&self, counter: std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let _ = self.dropped.set(counter);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State<E>> {
@@ -174,6 +183,14 @@ impl<E: Coalesce> Mailbox<E> {
         self.ready.notify_all();
         if let Some(waker) = waker {
             waker.wake();
+        }
+    }
+}
+
+impl<E> Drop for Mailbox<E> {
+    fn drop(&mut self) {
+        if let Some(counter) = self.dropped.get() {
+            counter.fetch_add(1, Ordering::AcqRel);
         }
     }
 }

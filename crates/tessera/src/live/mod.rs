@@ -105,6 +105,7 @@ impl<T: Record> Collection<T> {
             let txn = self.db.read_txn()?;
             let initial = self.get(&txn, key)?.map(Arc::new);
             mailbox.push(Event::Initial(initial));
+            mailbox.count_drop_in(live.dropped.clone());
             let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since: txn.sequence(), _demand: demand };
             live.objects.entry(encoded.into_boxed_slice()).or_default().push(sub);
             Ok(())
@@ -144,6 +145,7 @@ impl<T: Record> Collection<T> {
             };
             sub.load(&self.db, &self.state)?;
             mailbox.push(Event::Initial(sub.change(0, Default::default(), None).result));
+            mailbox.count_drop_in(live.dropped.clone());
             let slot = live.free_slots.pop().unwrap_or_else(|| {
                 live.queries.push(None);
                 live.queries.len() - 1
