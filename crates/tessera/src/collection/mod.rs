@@ -47,6 +47,7 @@
 //! [`crate::Db::collection_with`]: it then runs once, over every record, in one transaction.
 
 mod build;
+mod dynamic;
 mod keys;
 mod plan;
 mod query;
@@ -54,6 +55,7 @@ mod schema;
 pub(crate) mod sort_key;
 mod view;
 
+pub use dynamic::{Catalog, DynChange, DynChanges, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, DynSubscription, KeyKind};
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Order, OrderField, Query, Records};
@@ -385,9 +387,19 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
             None => None,
         };
         let is_empty = tx.range(&records, ..)?.next().is_none();
-        let mut schema = StoredSchema { version: T::VERSION, key_fields: key_fields.clone(), shape: shape.clone(), indexes: Vec::new() };
+        let mut schema = StoredSchema {
+            version: T::VERSION,
+            key_fields: key_fields.clone(),
+            shape: shape.clone(),
+            indexes: Vec::new(),
+            key_kinds: Vec::new(),
+        };
         let mut migrate = false;
         if let Some(stored) = &stored {
+            if stored.key_fields == key_fields {
+                // Recorded by a dynamic collection's creation (the record type cannot say).
+                schema.key_kinds = stored.key_kinds.clone();
+            }
             let incompatible = if stored.key_fields != key_fields {
                 Some(format!("the primary key changed from {:?} to {:?}", stored.key_fields, key_fields))
             } else {
@@ -590,6 +602,42 @@ impl CollectionState {
     pub(crate) fn decode_error(&self, key: &[u8], error: impl std::fmt::Display) -> Error {
         decode_error(&self.name, self.key_text, key, error)
     }
+
+    /// The write path every handle shares, typed ([`Collection`]) or dynamic
+    /// ([`DynCollection`]): writes `bytes` (a record encoded with this collection's shared
+    /// keys) under `key` after `old` (the caller's copy of the stored bytes, read in this
+    /// transaction, so that the transaction can be written and the change log need not read
+    /// them again), maintaining indexes (unique ones refuse a taken value). Unchanged when the
+    /// bytes are identical.
+    pub(crate) fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
+        if old == Some(bytes) {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        // Checked before the index entries change, so that a refused write changes nothing.
+        if key.is_empty() || key.len() > crate::store::KEY_LEN_MAX {
+            return Err(Error::KeySize { len: key.len(), max: crate::store::KEY_LEN_MAX });
+        }
+        if !self.indexes.is_empty() {
+            build::update_entries(tx, &self.index_target(), &self.indexes, key, old, Some(bytes))?;
+        }
+        tx.put_after_read(&self.records, key, old, bytes)?;
+        Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
+    }
+
+    /// Deletes the record at `key` and its index entries: Deleted, or Unchanged if there was
+    /// none. Shared by typed and dynamic handles, as [`CollectionState::store`] is.
+    pub(crate) fn delete(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
+        if self.indexes.is_empty() {
+            // No index entries to find from the old record: delete without reading it.
+            return Ok(if tx.delete(&self.records, key)? { WriteOutcome::Deleted } else { WriteOutcome::Unchanged });
+        }
+        let Some(old) = tx.get(&self.records, key)?.map(<[u8]>::to_vec) else {
+            return Ok(WriteOutcome::Unchanged);
+        };
+        build::update_entries(tx, &self.index_target(), &self.indexes, key, Some(&old), None)?;
+        tx.delete(&self.records, key)?;
+        Ok(WriteOutcome::Deleted)
+    }
 }
 
 /// Decodes a stored record with the generated codec: a stored value that does not fit `T` is
@@ -638,23 +686,9 @@ impl<T: Record> Collection<T> {
         out
     }
 
-    /// Writes `bytes` under `key` after `old` (the caller's copy of the stored bytes, read in
-    /// this transaction, so that the transaction can be written and the change log need not
-    /// read them again), maintaining indexes.
+    /// Writes `bytes` under `key` after `old`: see [`CollectionState::store`].
     fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
-        if old == Some(bytes) {
-            return Ok(WriteOutcome::Unchanged);
-        }
-        // Checked before the index entries change, so that a refused write changes nothing.
-        if key.is_empty() || key.len() > crate::store::KEY_LEN_MAX {
-            return Err(Error::KeySize { len: key.len(), max: crate::store::KEY_LEN_MAX });
-        }
-        if !self.state.indexes.is_empty() {
-            let state = &*self.state;
-            build::update_entries(tx, &state.index_target(), &state.indexes, key, old, Some(bytes))?;
-        }
-        tx.put_after_read(&self.state.records, key, old, bytes)?;
-        Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
+        self.state.store(tx, key, old, bytes)
     }
 
     /// Inserts `record`; [`Error::DuplicateKey`] if its key exists.
@@ -806,19 +840,7 @@ impl<T: Record> Collection<T> {
     }
 
     pub(crate) fn delete_encoded(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
-        if self.state.indexes.is_empty() {
-            // No index entries to find from the old record: delete without reading it.
-            return Ok(if tx.delete(&self.state.records, key)? { WriteOutcome::Deleted } else { WriteOutcome::Unchanged });
-        }
-        let Some(old) = tx.get(&self.state.records, key)?.map(<[u8]>::to_vec) else {
-            return Ok(WriteOutcome::Unchanged);
-        };
-        if !self.state.indexes.is_empty() {
-            let state = &*self.state;
-            build::update_entries(tx, &state.index_target(), &state.indexes, key, Some(&old), None)?;
-        }
-        tx.delete(&self.state.records, key)?;
-        Ok(WriteOutcome::Deleted)
+        self.state.delete(tx, key)
     }
 
     /// Deletes every record the query matches; returns how many.
