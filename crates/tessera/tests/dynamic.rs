@@ -174,3 +174,46 @@ fn subscribers_see_dynamic_writes() {
     assert_eq!(seen.changes[0].record.as_ref().unwrap().value().get("title").unwrap().as_str(), Some("two"));
     let _ = TypeDesc::Any;
 }
+
+#[test]
+fn read_only_handles_use_an_existing_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let writer = Db::open(&path).unwrap();
+    let typed = writer.collection::<Task>().unwrap();
+    writer.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
+    // Another process's view: a second environment in a child would be truer; the lock file
+    // is what matters here.
+    let reader = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "read_only_child", "--nocapture", "--ignored"])
+        .env("TESSERA_READ_ONLY_PATH", &path)
+        .output()
+        .unwrap();
+    assert!(reader.status.success(), "{}", String::from_utf8_lossy(&reader.stdout));
+    writer.write(|tx| typed.insert(tx, &task(2, "two"))).unwrap();
+}
+
+#[test]
+#[ignore = "run by read_only_handles_use_an_existing_lock_file in a child process"]
+fn read_only_child() {
+    let Some(path) = std::env::var_os("TESSERA_READ_ONLY_PATH") else { return };
+    let db = Db::open_with(&path, DbOptions { read_only: true, ..DbOptions::default() }).unwrap();
+    assert_eq!(db.dyn_collection("tasks").unwrap().all().count(&db).unwrap(), 1);
+}
+
+#[test]
+fn two_created_collections_in_one_file() {
+    let (_dir, db) = open();
+    for (name, field) in [("first", "a"), ("second", "b")] {
+        let schema = DynSchema {
+            version: 1,
+            key_fields: vec![field.into()],
+            key_kinds: vec![KeyKind::String],
+            shape: TypeDesc::Struct(vec![(field.into(), TypeDesc::String), ("n".into(), TypeDesc::Int)]),
+            indexes: vec![],
+        };
+        let created = db.create_dyn_collection(name, &schema).unwrap();
+        db.write(|tx| created.insert_json(tx, format!(r#"{{"{field}": "x", "n": 1}}"#).as_bytes())).unwrap();
+    }
+    assert_eq!(db.catalog().unwrap().collections, ["first", "second"]);
+}

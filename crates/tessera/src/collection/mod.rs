@@ -79,7 +79,7 @@ use tessera_value::codec::{DecodeOwned, Encode};
 use tessera_value::{Doc, Value};
 
 /// Keyspace holding every collection's stored schema.
-const SCHEMA_KEYSPACE: &str = "tessera.schema";
+pub(crate) const SCHEMA_KEYSPACE: &str = "tessera.schema";
 /// Longest collection name.
 pub const COLLECTION_NAME_LEN_MAX: usize = 200;
 

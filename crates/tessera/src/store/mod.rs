@@ -427,6 +427,7 @@ impl Db {
     /// [`Db::check_or_write_version`] for a read-only handle: the file must be of the current
     /// storage format (an older one needs the migration a read-write open runs).
     fn check_version_read_only(&self) -> Result<()> {
+        self.open_keyspaces_read_only()?;
         let meta = self.existing_keyspace_committed(META_KEYSPACE)?;
         let (version, hash_key) = match &meta {
             Some(meta) => self.read(|tx| {
@@ -453,24 +454,52 @@ impl Db {
         Ok(())
     }
 
-    /// The keyspace `name` if it exists, opened in a read transaction of its own that is
-    /// committed, so that the handle stays valid (LMDB closes handles a read transaction
-    /// opened when it is aborted); cached like [`Db::internal_keyspace`]'s.
-    fn existing_keyspace_committed(&self, name: &str) -> Result<Option<Keyspace>> {
-        names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX)?;
-        if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
-            return Ok(Some(keyspace.clone()));
-        }
+    /// Opens every keyspace of a read-only file, in one read transaction that is committed
+    /// so that the handles stay valid (LMDB closes the handles a read transaction opened when
+    /// it is aborted), before any other read begins: a transaction knows only the handles
+    /// opened before it began (a later one is EINVAL, or reads another tree). A read-only
+    /// handle therefore sees the keyspaces the file had when it was opened.
+    fn open_keyspaces_read_only(&self) -> Result<()> {
+        assert!(self.inner.options.read_only, "only a read-only handle opens every keyspace at once");
         let ceiling = self.inner.options.map_size_max_bytes;
-        let txn = self.inner.env.read_txn().map_err(|e| Error::from_heed(e, ceiling))?;
-        let handle: Option<heed::Database<Bytes, Bytes>> =
-            self.inner.env.open_database(&txn, Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
-        txn.commit().map_err(|e| Error::from_heed(e, ceiling))?;
-        let Some(handle) = handle else { return Ok(None) };
-        let name: Arc<str> = name.into();
-        let keyspace = Keyspace::new(name.clone(), handle);
-        lock(&self.inner.keyspaces).insert(name, keyspace.clone());
-        Ok(Some(keyspace))
+        let error = |e| Error::from_heed(e, ceiling);
+        let txn = self.inner.env.read_txn().map_err(error)?;
+        let mut names = Vec::new();
+        let main: Option<heed::Database<Bytes, Bytes>> = self.inner.env.open_database(&txn, None).map_err(error)?;
+        if let Some(main) = main {
+            for entry in main.iter(&txn).map_err(error)? {
+                let (name, _) = entry.map_err(error)?;
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        let mut opened = Vec::with_capacity(names.len());
+        for name in names {
+            if names::check("keyspace", &name, KEYSPACE_NAME_LEN_MAX).is_err() {
+                continue;
+            }
+            let handle: Option<heed::Database<Bytes, Bytes>> = match self.inner.env.open_database(&txn, Some(&name)) {
+                Ok(handle) => handle,
+                // A main-tree entry that is not a named database.
+                Err(heed::Error::Mdb(heed::MdbError::Incompatible)) => continue,
+                Err(heed::Error::Mdb(heed::MdbError::DbsFull)) => return Err(Error::TooManyKeyspaces(self.inner.options.keyspaces_max)),
+                Err(other) => return Err(error(other)),
+            };
+            if let Some(handle) = handle {
+                opened.push((name, handle));
+            }
+        }
+        txn.commit().map_err(error)?;
+        let mut keyspaces = lock(&self.inner.keyspaces);
+        for (name, handle) in opened {
+            let name: Arc<str> = name.into();
+            keyspaces.insert(name.clone(), Keyspace::new(name, handle));
+        }
+        Ok(())
+    }
+
+    /// The keyspace `name` of a read-only handle, if the file had it when it was opened.
+    fn existing_keyspace_committed(&self, name: &str) -> Result<Option<Keyspace>> {
+        Ok(lock(&self.inner.keyspaces).get(name).cloned())
     }
 
     /// What [`Db::file_info`] reports: the file's format, size and use.
@@ -636,6 +665,10 @@ impl Db {
     pub(crate) fn existing_keyspace(&self, txn: &ReadTxn<'_>, name: &str) -> Result<Option<Keyspace>> {
         if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
             return Ok(Some(keyspace.clone()));
+        }
+        if self.inner.options.read_only {
+            // Every keyspace was opened with the file (see `open_keyspaces_read_only`).
+            return Ok(None);
         }
         if name.is_empty() || name.contains('\0') {
             return Ok(None);

@@ -46,8 +46,10 @@ impl Db {
                 catalog.keyspaces.push(name);
             }
         }
+        let Some(schemas) = super::keyspace_if_present(self, crate::collection::SCHEMA_KEYSPACE)? else {
+            return Ok(sorted(catalog));
+        };
         catalog.collections = self.read(|tx| {
-            let Some(schemas) = self.existing_keyspace(tx, super::SCHEMA_KEYSPACE)? else { return Ok(Vec::new()) };
             let mut names = Vec::new();
             for entry in tx.range(&schemas, ..)? {
                 let (name, _) = entry?;
@@ -55,10 +57,14 @@ impl Db {
             }
             Ok(names)
         })?;
-        catalog.collections.sort();
-        catalog.dictionaries.sort();
-        catalog.documents.sort();
-        catalog.keyspaces.sort();
-        Ok(catalog)
+        Ok(sorted(catalog))
     }
+}
+
+fn sorted(mut catalog: Catalog) -> Catalog {
+    catalog.collections.sort();
+    catalog.dictionaries.sort();
+    catalog.documents.sort();
+    catalog.keyspaces.sort();
+    catalog
 }

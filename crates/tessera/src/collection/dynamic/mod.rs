@@ -210,38 +210,49 @@ impl std::fmt::Debug for DynCollection {
     }
 }
 
+/// The keyspace `name` if the file has it, without creating it. Its handle comes from
+/// [`Db::internal_keyspace`] (a committed open, cached), never from an open inside a read
+/// transaction: LMDB closes the handles a read transaction opened when it ends, and a write
+/// transaction that opened the same name meanwhile shares that handle, which then reads
+/// whatever tree takes its slot next.
+pub(super) fn keyspace_if_present(db: &Db, name: &str) -> Result<Option<crate::store::Keyspace>> {
+    if db.keyspace_names()?.iter().any(|present| present == name) {
+        return db.internal_keyspace(name).map(Some);
+    }
+    Ok(None)
+}
+
 /// The stored schema and shared-key table of `name`, if it has a schema.
 fn load_stored(db: &Db, name: &str) -> Result<Option<(StoredSchema, tessera_value::SharedKeys)>> {
+    let Some(schemas) = keyspace_if_present(db, SCHEMA_KEYSPACE)? else { return Ok(None) };
+    let keys_keyspace = keyspace_if_present(db, keys::KEYS_KEYSPACE)?;
     db.read(|tx| {
-        let Some(schemas) = db.existing_keyspace(tx, SCHEMA_KEYSPACE)? else { return Ok(None) };
         let Some(bytes) = tx.get(&schemas, name.as_bytes())? else { return Ok(None) };
         let stored = tessera_value::from_slice::<StoredSchema>(bytes)
             .map_err(|error| Error::Corrupted(format!("schema of collection {name:?}: {error}")))?;
-        let shared = match db.existing_keyspace(tx, keys::KEYS_KEYSPACE)? {
-            Some(keyspace) => keys::load(tx, &keyspace, name)?,
+        let shared = match &keys_keyspace {
+            Some(keyspace) => keys::load(tx, keyspace, name)?,
             None => tessera_value::SharedKeys::new(),
         };
         Ok(Some((stored, shared)))
     })
 }
 
-/// Every struct field and enum variant name in `shape`, for a new collection's shared keys.
+/// Every struct field and enum variant name in `shape`, for a new collection's shared keys:
+/// each struct's or enum's names together and in declaration order (as a record type
+/// registers them), so that records list their fields in that order.
 fn shape_names(shape: &TypeDesc, names: &mut Vec<String>) {
     let mut stack = vec![shape];
     while let Some(desc) = stack.pop() {
         match desc {
             TypeDesc::Option(inner) | TypeDesc::List(inner) | TypeDesc::Map(inner) => stack.push(inner),
             TypeDesc::Struct(fields) => {
-                for (name, field) in fields.iter().rev() {
-                    names.push(name.clone());
-                    stack.push(field);
-                }
+                names.extend(fields.iter().map(|(name, _)| name.clone()));
+                stack.extend(fields.iter().rev().map(|(_, field)| field));
             }
             TypeDesc::Enum(variants) => {
-                for (name, payload) in variants.iter().rev() {
-                    names.push(name.clone());
-                    stack.extend(payload);
-                }
+                names.extend(variants.iter().map(|(name, _)| name.clone()));
+                stack.extend(variants.iter().rev().filter_map(|(_, payload)| payload.as_ref()));
             }
             _ => {}
         }
