@@ -59,9 +59,13 @@ pub fn database(path: &Path, access: Access) -> Outcome<Db> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound && access == Access::Create => {}
         Err(error) => return Err(Failure::Io(format!("cannot open {}: {error}", path.display()))),
     }
-    let options = DbOptions { read_only: access == Access::Read, ..DbOptions::default() };
+    // The page structure is walked before LMDB reads the file, so that damage which would
+    // crash LMDB is a refusal instead (one read of the used pages: fine for a command).
+    let options = DbOptions { read_only: access == Access::Read, verify_structure_on_open: true, ..DbOptions::default() };
     Db::open_with(path, options).map_err(|error| match error {
         tessera::Error::NotADatabase { .. } | tessera::Error::ForeignDatabase { .. } => not_a_database(path),
+        // A damaged file is as unreadable as a foreign one: exit status 3.
+        tessera::Error::Corrupted(reason) => Failure::Io(format!("damaged tessera database: {}: {reason}", path.display())),
         other => Failure::from_error(&path.display().to_string(), other),
     })
 }

@@ -376,3 +376,41 @@ fn malformed_and_disagreeing_lines_are_rejected_with_their_line_and_path() {
     assert_eq!(status, 2, "no schema for a new collection");
     assert!(err.contains("no collection \"nothing\""), "{err}");
 }
+
+#[test]
+fn reading_commands_work_while_another_process_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = library_database(dir.path());
+    let writer = tessera::Db::open(&path).unwrap();
+    let people = writer.collection::<Person>().unwrap();
+    let file = path.to_str().unwrap();
+    for round in 0..3u8 {
+        writer.write(|tx| people.upsert(tx, &Person { name: format!("writer {round}"), age: round })).unwrap();
+        let info = json(&run(&["info", "--json", file]).1);
+        assert_eq!(info["collections"][1]["records"], 51 + u64::from(round));
+        assert_eq!(run(&["get", file, "people", &format!("writer {round}")]).0, 0);
+    }
+    let backup = dir.path().join("backup.tessera");
+    assert_eq!(run(&["backup", file, backup.to_str().unwrap()]).0, 0);
+    assert_eq!(json(&run(&["info", "--json", backup.to_str().unwrap()]).1)["collections"][1]["records"], 53);
+}
+
+#[test]
+fn a_damaged_database_is_refused_with_exit_status_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = library_database(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Every tree page's header past the two meta pages: the main tree's root among them.
+    let page = 4096;
+    for start in (2 * page..bytes.len()).step_by(page) {
+        bytes[start..start + 16].iter_mut().for_each(|byte| *byte ^= 0xFF);
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    for args in [vec!["info"], vec!["ls"], vec!["schema", "people"], vec!["export"], vec!["check"]] {
+        let mut args = args;
+        args.insert(1, path.to_str().unwrap());
+        let (status, out, err) = run(&args);
+        assert!(matches!(status, 1 | 3), "{args:?}: {out}{err}");
+        assert!(err.contains("damaged") || out.contains("damaged"), "{args:?}: {out}{err}");
+    }
+}
