@@ -372,6 +372,7 @@ fn malformed_and_disagreeing_lines_are_rejected_with_their_line_and_path() {
     let (status, out, err) = run(&["import", db, "events", events.to_str().unwrap()]);
     assert_eq!(status, 1, "{out}");
     assert!(err.starts_with("line 1: ") && err.contains("unique index `code`"), "{err}");
+    assert!(err.contains(r#"for key "[-25, \"event \\\"0\\\"\\n\"]""#), "the holder's key as values: {err}");
     let (status, _, err) = run(&["import", db, "nothing", events.to_str().unwrap()]);
     assert_eq!(status, 2, "no schema for a new collection");
     assert!(err.contains("no collection \"nothing\""), "{err}");

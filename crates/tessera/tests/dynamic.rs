@@ -88,7 +88,10 @@ fn a_record_that_disagrees_with_the_schema_is_refused_whole() {
     let outcome = db.write(|tx| {
         tasks.insert_json(tx, br#"{"id": 6, "title": "six", "priority": 1, "state": "Open"}"#)?;
         let refused = tasks.insert_json(tx, br#"{"id": 7, "title": "one", "priority": 1, "state": "Open"}"#);
-        assert!(matches!(refused, Err(Error::UniqueViolation { .. })), "{refused:?}");
+        match refused {
+            Err(Error::UniqueViolation { key, holder, .. }) => assert_eq!((key.as_str(), holder.as_str()), ("7", "1"), "keys as values"),
+            other => panic!("{other:?}"),
+        }
         Ok(())
     });
     outcome.unwrap();

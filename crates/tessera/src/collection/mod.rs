@@ -276,6 +276,9 @@ pub(crate) struct CollectionState {
     pub(crate) keys: RecordKeys,
     /// The record type's [`Record::display_key`].
     key_text: fn(&[u8]) -> Option<String>,
+    /// The key fields' encodings, set by a dynamic collection that knows them (see
+    /// [`KeyKind`]): keys show as JSON values where `key_text` does not read them.
+    pub(crate) key_kinds: std::sync::OnceLock<Vec<KeyKind>>,
     /// The type of the primary key's one field (`None` for a composite key), resolved once
     /// for the planner's exact key lookups.
     pub(crate) single_key_type: Option<TypeDesc>,
@@ -289,7 +292,7 @@ impl CollectionState {
     /// A stored primary key as text for an error or `explain`: typed values when the bytes
     /// are a key of the record type, hex otherwise.
     pub(crate) fn display_key(&self, key: &[u8]) -> String {
-        show_key(self.key_text, key)
+        show_key_with(self.key_text, self.key_kinds.get().map_or(&[], Vec::as_slice), key)
     }
 
     /// Opens a stored record of this collection with its shared keys (see [`open_stored`]).
@@ -456,6 +459,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         indexes,
         keys: record_keys,
         key_text: T::display_key,
+        key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified,
         type_id: std::any::TypeId::of::<T>(),
@@ -494,6 +498,7 @@ fn schema_change_target<'a, T: Record>(
         records,
         keys: &record_keys.shared,
         key_text: T::display_key,
+        key_kinds: &[],
         verified: false,
     }
 }
@@ -585,6 +590,11 @@ pub(crate) fn key_display(key: &[u8]) -> String {
 /// [`Record::display_key`]) reads the bytes, else [`key_display`]'s form.
 pub(crate) fn show_key(key_text: fn(&[u8]) -> Option<String>, key: &[u8]) -> String {
     key_text(key).unwrap_or_else(|| key_display(key))
+}
+
+/// [`show_key`], or with `key_kinds` (a dynamic collection's) the key's values as JSON.
+pub(crate) fn show_key_with(key_text: fn(&[u8]) -> Option<String>, key_kinds: &[KeyKind], key: &[u8]) -> String {
+    key_text(key).or_else(|| dynamic::display_key(key_kinds, key)).unwrap_or_else(|| key_display(key))
 }
 
 /// A record of `collection` at `key` that does not open.

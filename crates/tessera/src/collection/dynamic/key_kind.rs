@@ -131,6 +131,58 @@ impl KeyKind {
         Some(())
     }
 
+    /// Reads one part of this kind from the front of `encoded`, as JSON text; returns it and
+    /// the rest. `None` if the bytes are not one.
+    ///
+    /// ```
+    /// use tessera::collection::KeyKind;
+    /// let key = tessera::store::key::encode(&(-3i16, "a\"b"));
+    /// let (day, rest) = KeyKind::I16.display(&key).unwrap();
+    /// assert_eq!(day, "-3");
+    /// assert_eq!(KeyKind::String.display(rest).unwrap(), (r#""a\"b""#.to_owned(), &[][..]));
+    /// ```
+    pub fn display(self, encoded: &[u8]) -> Option<(String, &[u8])> {
+        let width = match self {
+            KeyKind::U8 | KeyKind::I8 | KeyKind::Bool => 1,
+            KeyKind::U16 | KeyKind::I16 => 2,
+            KeyKind::U32 | KeyKind::I32 | KeyKind::F32 => 4,
+            KeyKind::U64 | KeyKind::I64 | KeyKind::F64 => 8,
+            KeyKind::String | KeyKind::Bytes => {
+                let (bytes, rest) = crate::store::key::decode_bytes(encoded)?;
+                let text = match (self, String::from_utf8(bytes)) {
+                    (KeyKind::String, Ok(text)) => json_string(&text),
+                    (_, text) => {
+                        let bytes = text.map(String::into_bytes).unwrap_or_else(|error| error.into_bytes());
+                        format!("{bytes:?}")
+                    }
+                };
+                return Some((text, rest));
+            }
+        };
+        let (part, rest) = encoded.split_at_checked(width)?;
+        let mut bits = [0u8; 8];
+        bits[8 - width..].copy_from_slice(part);
+        let raw = u64::from_be_bytes(bits);
+        let sign = 1u64 << (width * 8 - 1);
+        let text = match self {
+            KeyKind::Bool if raw <= 1 => (raw == 1).to_string(),
+            KeyKind::Bool => return None,
+            KeyKind::U8 | KeyKind::U16 | KeyKind::U32 | KeyKind::U64 => raw.to_string(),
+            // The sign bit was flipped: subtract the offset back, in i128 to cover i64.
+            KeyKind::I8 | KeyKind::I16 | KeyKind::I32 | KeyKind::I64 => (i128::from(raw) - i128::from(sign)).to_string(),
+            KeyKind::F32 => {
+                let ordered = raw as u32;
+                let bits = if ordered & (1 << 31) != 0 { ordered ^ (1 << 31) } else { !ordered };
+                f32::from_bits(bits).to_string()
+            }
+            _ => {
+                let bits = if raw & (1 << 63) != 0 { raw ^ (1 << 63) } else { !raw };
+                f64::from_bits(bits).to_string()
+            }
+        };
+        Some((text, rest))
+    }
+
     fn expected(self, found: Value<'_>) -> String {
         format!("expected {} for the key, found {}", self.name(), found.to_json())
     }
@@ -157,6 +209,23 @@ impl KeyKind {
             KeyKind::Bytes => "bytes",
         }
     }
+}
+
+/// `text` as a JSON string.
+pub(super) fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for character in text.chars() {
+        match character {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            control if u32::from(control) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(control))),
+            other => out.push(other),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The key encodings consistent with stored records: each sample is a stored key and the
@@ -206,6 +275,36 @@ pub(crate) fn learn(candidates: &[&'static [KeyKind]], samples: &[(Vec<u8>, Vec<
 mod tests {
     use super::*;
     use tessera_value::{from_json, Doc};
+
+    #[test]
+    fn every_kind_displays_what_it_encodes() {
+        let cases: [(&[u8], KeyKind); 9] = [
+            (b"-128", KeyKind::I8),
+            (b"65535", KeyKind::U16),
+            (b"-2147483648", KeyKind::I32),
+            (b"18446744073709551615", KeyKind::U64),
+            (b"-9223372036854775808", KeyKind::I64),
+            (b"-1.5", KeyKind::F64),
+            (b"0.25", KeyKind::F32),
+            (b"true", KeyKind::Bool),
+            (br#""a\"b\n\u0001""#, KeyKind::String),
+        ];
+        for (json, kind) in cases {
+            let bytes = from_json(json).unwrap();
+            let value = Doc::from_untrusted(&bytes).unwrap().root();
+            let mut key = Vec::new();
+            kind.encode(value, &mut key).unwrap();
+            let (text, rest) = kind.display(&key).unwrap();
+            assert!(rest.is_empty());
+            let back = from_json(text.as_bytes()).unwrap();
+            let back = Doc::from_untrusted(&back).unwrap().root();
+            let mut again = Vec::new();
+            kind.encode(back, &mut again).unwrap();
+            assert_eq!(again, key, "{kind:?}: {text}");
+        }
+        assert_eq!(KeyKind::U32.display(&[1, 2]), None);
+        assert_eq!(KeyKind::Bool.display(&[2]), None);
+    }
 
     #[test]
     fn widths_are_learned_from_stored_keys_and_ambiguity_is_refused() {

@@ -44,6 +44,11 @@
 //! collection with an integer or float key, reads by key find nothing (there is nothing) and
 //! writes are refused.
 //!
+//! **Integer widths of other fields** are not stored either: a dynamic write takes any
+//! integer for an integer field, and a value out of the record type's range (300 for a `u8`)
+//! is then refused when a typed handle reads the record ([`Error::RecordDecode`]), not when
+//! it is written.
+//!
 //! **Queries** scan the collection and test each record (no index is used yet), with the
 //! predicate type-checked against the stored shape as a typed query is.
 
@@ -283,6 +288,11 @@ impl Db {
         if schema.key_kinds.len() != schema.key_fields.len() {
             schema.key_kinds = learn_key_kinds(self, &state, &schema)?.unwrap_or_default();
         }
+        if schema.key_kinds.len() == schema.key_fields.len() {
+            // Errors of the shared write path show keys as values (a typed state's own
+            // display comes first; a state that has kinds already keeps them).
+            let _ = state.key_kinds.set(schema.key_kinds.clone());
+        }
         Ok(DynCollection { db: self.clone(), state, schema: Arc::new(schema) })
     }
 
@@ -359,6 +369,26 @@ impl Db {
     }
 }
 
+/// A stored key read with `kinds`, as JSON text (an array for a composite key); `None` if
+/// the kinds are unknown (empty) or the bytes are not such a key.
+pub(crate) fn display_key(kinds: &[KeyKind], key: &[u8]) -> Option<String> {
+    if kinds.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(kinds.len());
+    let mut rest = key;
+    for kind in kinds {
+        let (part, after) = kind.display(rest)?;
+        parts.push(part);
+        rest = after;
+    }
+    match (rest.is_empty(), parts.len()) {
+        (false, _) => None,
+        (true, 1) => parts.pop(),
+        (true, _) => Some(format!("[{}]", parts.join(", "))),
+    }
+}
+
 /// The run-time state of a collection opened without its record type.
 fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::SharedKeys) -> Result<CollectionState> {
     let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
@@ -375,6 +405,7 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         indexes: stored.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect(),
         keys: RecordKeys { shared, ids: Default::default() },
         key_text: |_| None,
+        key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified: db.verifies_checksums(),
         type_id: std::any::TypeId::of::<DynCollection>(),
@@ -641,6 +672,27 @@ impl DynCollection {
             kind.encode(part, &mut key).map_err(|problem| self.violation(&key_text, Misfit { path: path.clone(), problem }))?;
         }
         Ok((key, bytes, key_text))
+    }
+
+    /// A stored key as JSON text (the key field's value, or an array for a composite key),
+    /// when the key kinds are known and the bytes are such a key.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "events")]
+    /// # struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let events = db.collection::<Event>()?;
+    /// # db.write(|tx| events.insert(tx, &Event { day: 3, name: "launch".into() }))?;
+    /// let events = db.dyn_collection("events")?;
+    /// let key = tessera::store::key::encode(&(3u16, "launch"));
+    /// assert_eq!(events.display_key(&key).as_deref(), Some(r#"[3, "launch"]"#));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn display_key(&self, key: &[u8]) -> Option<String> {
+        display_key(self.key_kinds().ok()?, key)
     }
 
     /// The key fields of `record` as text for errors: the value's JSON, or a JSON array for a
