@@ -233,6 +233,14 @@ impl Importer<'_> {
 
     /// An export header: starts a section, and gives the schema of a collection to create.
     fn header(&mut self, line: u64, header: &serde_json::Map<String, serde_json::Value>) -> Outcome {
+        let version = header.get(EXPORT_HEADER_FIELD).and_then(|version| version.as_u64());
+        if version != Some(u64::from(crate::records::EXPORT_FORMAT_VERSION)) {
+            return Err(Failure::Invalid(format!(
+                "line {line}: export format {} (this tessera reads {})",
+                header.get(EXPORT_HEADER_FIELD).map(|version| version.to_string()).unwrap_or_default(),
+                crate::records::EXPORT_FORMAT_VERSION
+            )));
+        }
         let name = header.get("collection").and_then(|name| name.as_str());
         self.section_is_ours = name == Some(self.options.collection);
         if !self.section_is_ours || self.collection.is_some() {

@@ -77,6 +77,9 @@ enum Command {
     },
     /// One record, by primary key: `42`, `ada` (or `"ada"`), `[3, "launch"]` for a composite
     /// key. Exit 1 if there is none.
+    #[command(
+        after_help = "Examples:\n  tessera get app.tessera tasks 4\n  tessera get app.tessera people ada\n  tessera get --json app.tessera events '[3, \"launch\"]'"
+    )]
     Get {
         /// The database file.
         db: PathBuf,
@@ -86,6 +89,9 @@ enum Command {
         key: String,
     },
     /// The records matching a query (see the query syntax in docs/query.md), as a table.
+    #[command(
+        after_help = "Examples:\n  tessera query app.tessera tasks 'priority >= 5 and due is not null'\n  tessera query app.tessera tasks 'title starts_with \"fix\"' --limit 10 --json\n  tessera query app.tessera tasks 'priority > 1' --explain"
+    )]
     Query {
         /// The database file.
         db: PathBuf,
@@ -102,6 +108,7 @@ enum Command {
     },
     /// Collections as JSON Lines: for each, a header line with its schema, then one line per
     /// record, all from one snapshot. Every collection unless some are named.
+    #[command(after_help = "Examples:\n  tessera export app.tessera -o app.jsonl\n  tessera export app.tessera tasks people > some.jsonl")]
     Export {
         /// The database file.
         db: PathBuf,
@@ -114,6 +121,9 @@ enum Command {
     /// Records from JSON Lines into a collection (created from an export's header line if
     /// missing), upserted in transactions of --batch lines. Prints `imported N, rejected M`
     /// and each rejected line's number and reason; exit 1 if any was rejected.
+    #[command(
+        after_help = "Examples:\n  tessera import copy.tessera tasks app.jsonl\n  tessera import app.tessera tasks new-tasks.jsonl --batch 10000\n  tessera import app.tessera tasks fixes.jsonl --atomic"
+    )]
     Import {
         /// The database file (created if missing).
         db: PathBuf,

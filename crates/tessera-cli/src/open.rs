@@ -9,6 +9,10 @@ use tessera::{Db, DbOptions};
 
 /// Bytes of a foreign file's start shown in the refusal.
 pub const SHOWN_BYTES: usize = 4;
+/// Keyspaces a command can open: a read-only open opens every keyspace of the file at once,
+/// and each collection has two. Above the library's default (128), which applications tune
+/// down for speed; a command runs a few transactions.
+pub const KEYSPACES_MAX: u32 = 4096;
 
 /// How a command opens a database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +65,12 @@ pub fn database(path: &Path, access: Access) -> Outcome<Db> {
     }
     // The page structure is walked before LMDB reads the file, so that damage which would
     // crash LMDB is a refusal instead (one read of the used pages: fine for a command).
-    let options = DbOptions { read_only: access == Access::Read, verify_structure_on_open: true, ..DbOptions::default() };
+    let options = DbOptions {
+        read_only: access == Access::Read,
+        verify_structure_on_open: true,
+        keyspaces_max: KEYSPACES_MAX,
+        ..DbOptions::default()
+    };
     Db::open_with(path, options).map_err(|error| match error {
         tessera::Error::NotADatabase { .. } | tessera::Error::ForeignDatabase { .. } => not_a_database(path),
         // A damaged file is as unreadable as a foreign one: exit status 3.

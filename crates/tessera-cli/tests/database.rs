@@ -415,3 +415,34 @@ fn a_damaged_database_is_refused_with_exit_status_3() {
         assert!(err.contains("damaged") || out.contains("damaged"), "{args:?}: {out}{err}");
     }
 }
+
+#[test]
+fn help_has_examples_and_the_exit_statuses() {
+    let (status, out, _) = run(&["--help"]);
+    assert_eq!(status, 0);
+    assert!(out.contains("Examples:") && out.contains("tessera query app.tessera tasks"), "{out}");
+    assert!(out.contains("3  I/O"), "{out}");
+    let (status, out, _) = run(&["import", "--help"]);
+    assert_eq!(status, 0);
+    assert!(out.contains("--atomic") && out.contains("Examples:"), "{out}");
+    assert_eq!(run(&["info"]).0, 2, "a usage error");
+}
+
+#[test]
+fn import_batches_are_bounded_and_headers_are_versioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = library_database(dir.path());
+    let db = db.to_str().unwrap();
+    let input = dir.path().join("people.jsonl");
+    std::fs::write(&input, r#"{"name": "one", "age": 1}"#).unwrap();
+    let input = input.to_str().unwrap();
+    assert_eq!(run(&["import", db, "people", input, "--batch", "0"]).0, 2);
+    assert_eq!(run(&["import", db, "people", input, "--batch", "1000001"]).0, 2);
+    assert_eq!(run(&["import", db, "people", input, "--batch", "1000000"]).0, 0);
+    assert_eq!(run(&["import", db, "people", input, "--batch", "1"]).0, 0);
+    let future = dir.path().join("future.jsonl");
+    std::fs::write(&future, "{\"tessera_export\": 2, \"collection\": \"people\"}\n").unwrap();
+    let (status, _, err) = run(&["import", db, "people", future.to_str().unwrap()]);
+    assert_eq!(status, 1);
+    assert!(err.contains("line 1: export format 2"), "{err}");
+}
