@@ -83,6 +83,8 @@ struct Contents {
     collections: Vec<(DynCollection, usize)>,
     dictionaries: Vec<(String, usize)>,
     documents: Vec<(String, usize)>,
+    /// The application's own keyspaces ([`Db::keyspace`]), with their entry counts.
+    keyspaces: Vec<(String, usize)>,
 }
 
 fn contents(db: &Db, file: &str) -> Outcome<Contents> {
@@ -104,7 +106,13 @@ fn contents(db: &Db, file: &str) -> Outcome<Contents> {
         let namespace = db.documents(name).map_err(fail)?;
         documents.push((name.clone(), namespace.ids_with_prefix("").map_err(fail)?.len()));
     }
-    Ok(Contents { collections, dictionaries, documents })
+    let mut keyspaces = Vec::new();
+    for name in &catalog.keyspaces {
+        let keyspace = db.keyspace(name).map_err(fail)?;
+        let count = db.read(|tx| tx.range(&keyspace, ..)?.try_fold(0usize, |count, entry| entry.map(|_| count + 1))).map_err(fail)?;
+        keyspaces.push((name.clone(), count));
+    }
+    Ok(Contents { collections, dictionaries, documents, keyspaces })
 }
 
 /// `tessera info`.
@@ -129,6 +137,7 @@ pub fn info(path: &Path, as_json: bool) -> Outcome {
             "collections": contents.collections.iter().map(|(c, n)| collection_json(c.name(), *n, c.schema())).collect::<Vec<_>>(),
             "dictionaries": contents.dictionaries.iter().map(|(name, n)| json!({"name": name, "entries": n})).collect::<Vec<_>>(),
             "documents": contents.documents.iter().map(|(name, n)| json!({"name": name, "documents": n})).collect::<Vec<_>>(),
+            "keyspaces": contents.keyspaces.iter().map(|(name, n)| json!({"name": name, "entries": n})).collect::<Vec<_>>(),
         });
         println!("{report}");
         return Ok(());
@@ -161,6 +170,11 @@ pub fn info(path: &Path, as_json: bool) -> Outcome {
     let mut table = Table::new(&["documents", "ids"]);
     contents.documents.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
     print!("\n{}", table.render());
+    if !contents.keyspaces.is_empty() {
+        let mut table = Table::new(&["keyspace", "entries"]);
+        contents.keyspaces.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
+        print!("\n{}", table.render());
+    }
     Ok(())
 }
 
@@ -205,6 +219,7 @@ pub fn ls(path: &Path, as_json: bool) -> Outcome {
     rows.extend(contents.collections.iter().map(|(c, n)| ("collection", c.name().to_owned(), *n)));
     rows.extend(contents.dictionaries.iter().map(|(name, n)| ("dictionary", name.clone(), *n)));
     rows.extend(contents.documents.iter().map(|(name, n)| ("documents", name.clone(), *n)));
+    rows.extend(contents.keyspaces.iter().map(|(name, n)| ("keyspace", name.clone(), *n)));
     if as_json {
         let list: Vec<Json> = rows.iter().map(|(kind, name, count)| json!({"kind": kind, "name": name, "count": count})).collect();
         println!("{}", Json::Array(list));

@@ -65,7 +65,11 @@ fn info_ls_and_schema_describe_the_tour_database() {
     let (status, out, _) = run(&["ls", db]);
     assert_eq!(status, 0);
     assert_eq!(out.lines().next().unwrap().split_whitespace().collect::<Vec<_>>(), ["kind", "name", "count"]);
-    assert_eq!(json(&run(&["ls", "--json", db]).1).as_array().unwrap().len(), 3);
+    // The tour's raw keyspaces too ("people", "counters").
+    let listed = json(&run(&["ls", "--json", db]).1);
+    let kinds: Vec<&str> = listed.as_array().unwrap().iter().map(|entry| entry["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds[..3], ["collection", "dictionary", "documents"]);
+    assert!(kinds[3..].iter().all(|kind| *kind == "keyspace") && kinds.len() > 3, "{listed}");
 
     let (status, out, _) = run(&["schema", db, "tasks"]);
     assert_eq!(status, 0);
@@ -445,4 +449,16 @@ fn import_batches_are_bounded_and_headers_are_versioned() {
     let (status, _, err) = run(&["import", db, "people", future.to_str().unwrap()]);
     assert_eq!(status, 1);
     assert!(err.contains("line 1: export format 2"), "{err}");
+}
+
+#[test]
+fn info_on_a_binary_document_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let document = dir.path().join("doc.bin");
+    std::fs::write(&document, tessera::value::from_json(br#"{"a": [1, 2]}"#).unwrap()).unwrap();
+    let (status, out, err) = run(&["info", document.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("tessera document, format"), "{out}");
+    assert_eq!(json(&run(&["info", "--json", document.to_str().unwrap()]).1)["root"], "dict");
+    assert!(!dir.path().join("doc.bin-lock").exists());
 }

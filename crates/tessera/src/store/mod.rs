@@ -157,6 +157,9 @@ pub struct DbOptions {
     /// (`MDB_NOLOCK`), and a writer that opens the file meanwhile cannot see this handle's
     /// readers, so a long read may then meet pages that writer reused.
     ///
+    /// A file this process has open already gives that handle, whatever this option says
+    /// (see [`Db::open`]): check [`Db::is_read_only`].
+    ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("db");
