@@ -191,6 +191,13 @@ impl Default for DbOptions {
 }
 
 /// A database file's format, size and use ([`Db::file_info`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let info = tessera::Db::open(dir.path().join("db"))?.file_info()?;
+/// assert!(info.page_bytes >= 512 && info.file_bytes > 0);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileInfo {
     /// The storage format version ([`STORAGE_FORMAT_VERSION`] once open).
@@ -423,6 +430,13 @@ impl Db {
     }
 
     /// Whether this handle was opened with [`DbOptions::read_only`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(!db.is_read_only());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn is_read_only(&self) -> bool {
         self.inner.options.read_only
     }

@@ -843,13 +843,32 @@ impl DynCollection {
     }
 }
 
-/// A dynamic collection's change stream ([`DynCollection::subscribe`]).
+/// A dynamic collection's change stream ([`DynCollection::subscribe`]): see
+/// [`DynSubscription::recv_timeout`].
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+/// # #[record(name = "tags")]
+/// # struct Tag { #[record(key)] name: String }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # db.collection::<Tag>()?;
+/// let subscription: tessera::collection::DynSubscription = db.dyn_collection("tags")?.subscribe();
+/// # drop(subscription);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct DynSubscription {
     collection: DynCollection,
     stream: crate::store::ChangeStream,
 }
 
 /// One commit's changes to a collection.
+///
+/// ```
+/// let none = tessera::collection::DynChanges { missed_commits: 0, changes: Vec::new() };
+/// assert!(none.changes.is_empty());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynChanges {
     /// Commits this subscriber missed before this one (its queue was full): its view must
@@ -860,6 +879,12 @@ pub struct DynChanges {
 }
 
 /// One record's change.
+///
+/// ```
+/// use tessera::collection::DynChange;
+/// let deleted = DynChange { kind: tessera::ChangeKind::Delete, key: vec![1], record: None };
+/// assert!(deleted.record.is_none());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynChange {
     /// Insert, update or delete.
@@ -873,6 +898,24 @@ pub struct DynChange {
 impl DynSubscription {
     /// The next commit that changed the collection, waiting up to `timeout` in all; `None`
     /// if none came.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let changes = tags.subscribe();
+    /// assert!(changes.recv_timeout(std::time::Duration::from_millis(1)).is_none());
+    /// db.write(|tx| tags.upsert_json(tx, br#"{"name": "a", "uses": 2}"#))?;
+    /// let seen = changes.recv_timeout(std::time::Duration::from_secs(5)).unwrap()?;
+    /// assert_eq!(seen.changes[0].kind, tessera::ChangeKind::Update);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Result<DynChanges>> {
         let deadline = std::time::Instant::now() + timeout;
         let mut missed_commits = 0;
@@ -928,18 +971,60 @@ pub struct DynQuery {
 
 impl DynQuery {
     /// Skips the first `offset` matches.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(tags.all().offset(2).fetch(&db)?[0].to_json(), r#"{"name":"c","uses":9}"#);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn offset(mut self, offset: usize) -> Self {
         self.offset = offset;
         self
     }
 
     /// Returns at most `limit` matches.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(tags.all().limit(2).count(&db)?, 2);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = Some(limit);
         self
     }
 
     /// What running the query does.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert!(tags.filter_text("uses > 1")?.explain().contains("uses > 1"));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn explain(&self) -> String {
         let name = &self.collection.state.name;
         let filter = match &self.predicate {
@@ -978,6 +1063,21 @@ impl DynQuery {
     }
 
     /// The matching records.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let names: Vec<String> = tags.filter_text("uses > 1")?.fetch(&db)?.iter().map(|r| r.to_json()).collect();
+    /// assert_eq!(names.len(), 2);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn fetch(&self, source: &impl ReadSource) -> Result<Vec<DynRecord>> {
         source.with_snapshot(|snapshot| {
             let mut records = Vec::new();
@@ -1010,6 +1110,20 @@ impl DynQuery {
     }
 
     /// How many records match.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(tags.filter_text("uses == 5")?.count(&db)?, 1);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn count(&self, source: &impl ReadSource) -> Result<usize> {
         source.with_snapshot(|snapshot| {
             let mut count = 0;
