@@ -9,6 +9,9 @@ use tessera_value::{Kind, Value};
 
 /// Most stored records [`learn`] reads to tell the key fields' widths apart.
 pub(crate) const LEARN_RECORDS_MAX: usize = 16;
+/// Most combinations of key encodings [`learn`] tries: 8 integer widths for each of 5 key
+/// fields (the most a record type's tuple key has).
+const COMBINATIONS_MAX: usize = 8usize.pow(5);
 
 /// The encoding of one primary-key field ([`crate::store::key`]).
 ///
@@ -241,8 +244,10 @@ pub(crate) fn learn(candidates: &[&'static [KeyKind]], samples: &[(Vec<u8>, Vec<
     if samples.is_empty() {
         return None;
     }
-    // Every combination, in a bounded odometer (at most 8 choices per field, 5 fields).
-    let combinations: usize = candidates.iter().map(|kinds| kinds.len()).product();
+    // Every combination, in an odometer; a schema with more combinations than a record
+    // type's key can have (8 integer widths for each of at most 5 fields) is not tried.
+    let combinations = candidates.iter().try_fold(1usize, |product, kinds| product.checked_mul(kinds.len()));
+    let combinations = combinations.filter(|&count| count <= COMBINATIONS_MAX)?;
     let mut found: Option<Vec<KeyKind>> = None;
     let mut choice = vec![0usize; candidates.len()];
     let mut key = Vec::new();
@@ -320,5 +325,13 @@ mod tests {
         let zero = Doc::from_untrusted(&zero).unwrap().root();
         assert_eq!(learn(&[INTEGERS, INTEGERS], &[(vec![0, 0, 0], vec![zero, zero])]), None);
         assert_eq!(learn(&[&[KeyKind::String]], &[]), Some(vec![KeyKind::String]));
+        // At the bound, tried; past it (a damaged schema), refused rather than overflowed.
+        let key = crate::store::key::encode(&(5u8, 5u8, 5u8, 5u8, 5u32));
+        assert_eq!(
+            learn(&[INTEGERS; 5], &[(key, vec![five; 5])]),
+            Some(vec![KeyKind::U8, KeyKind::U8, KeyKind::U8, KeyKind::U8, KeyKind::U32])
+        );
+        assert_eq!(learn(&[INTEGERS; 6], &[(vec![5; 6], vec![five; 6])]), None);
+        assert_eq!(learn(&[INTEGERS; 40], &[(vec![5; 40], vec![five; 40])]), None);
     }
 }
