@@ -6,8 +6,8 @@ pub const EXIT_INVALID: u8 = 1;
 /// Exit status for a usage error: bad arguments, an unknown collection, a query that does not
 /// parse (clap uses 2 for its own usage errors too).
 pub const EXIT_USAGE: u8 = 2;
-/// Exit status for an I/O error: a file that cannot be read or written, or is not a tessera
-/// database or document.
+/// Exit status for an I/O error: a file that cannot be read or written, is not a tessera
+/// database or document, or is damaged.
 pub const EXIT_IO: u8 = 3;
 
 /// A command's failure: the message printed on standard error, and its class.
@@ -57,6 +57,11 @@ impl Failure {
             | Error::NotADatabase { .. }
             | Error::ForeignDatabase { .. }
             | Error::UnsupportedVersion { .. } => Failure::Io(message),
+            // Stored bytes that fail their checksum or do not decode: a damaged file, which
+            // is as unreadable as a foreign one. (`check` reports damage as exit status 1.)
+            Error::Corrupted(_) | Error::RecordDecode { .. } | Error::Format(_) => {
+                Failure::Io(format!("damaged tessera database: {message}"))
+            }
             Error::NoSuchCollection { .. }
             | Error::Query(_)
             | Error::InvalidName { .. }

@@ -5,7 +5,7 @@
 //! Reading commands open the database read-only: they work while another process writes to
 //! it, and leave no lock file behind. Every command takes `--json` for machine-readable
 //! output. Exit status: 0 ok, 1 invalid data, 2 usage, 3 I/O (a file that cannot be read or
-//! written, or is not a tessera database or document).
+//! written, is not a tessera database or document, or is damaged).
 
 mod convert;
 mod entries;
@@ -40,9 +40,9 @@ Examples:
 
 Exit status:
   0  ok
-  1  invalid data: malformed input, a damaged file, rejected records, nothing found
+  1  invalid data: malformed input, rejected records, nothing found, damage found by `check`
   2  usage: bad arguments, an unknown collection, a query that does not parse
-  3  I/O: a file that cannot be read or written, or is not a tessera database";
+  3  I/O: a file that cannot be read or written, is not a tessera database, or is damaged";
 
 #[derive(Parser)]
 #[command(name = "tessera", version, about = "Look inside tessera database files, and convert and check binary documents")]

@@ -462,3 +462,23 @@ fn info_on_a_binary_document_says_so() {
     assert_eq!(json(&run(&["info", "--json", document.to_str().unwrap()]).1)["root"], "dict");
     assert!(!dir.path().join("doc.bin-lock").exists());
 }
+
+#[test]
+fn a_damaged_record_is_refused_with_exit_status_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tour_copy(dir.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Every copy (LMDB's free pages keep older versions of the record's page).
+    let found: Vec<usize> = bytes.windows(10).enumerate().filter(|(_, window)| *window == b"write docs").map(|(at, _)| at).collect();
+    assert!(!found.is_empty(), "the record's title is stored as it is");
+    found.into_iter().for_each(|at| bytes[at] ^= 0x20);
+    std::fs::write(&path, &bytes).unwrap();
+    let file = path.to_str().unwrap();
+    for args in [vec!["query", file, "tasks", "priority > 0"], vec!["export", file], vec!["get", file, "tasks", "1"]] {
+        let (status, out, err) = run(&args);
+        assert_eq!(status, 3, "{args:?}: {out}{err}");
+        assert!(err.contains("damaged tessera database") && err.contains("checksum"), "{args:?}: {err}");
+    }
+    assert_eq!(run(&["check", file]).0, 1, "check reports damage as invalid data");
+    assert_eq!(run(&["get", file, "tasks", "2"]).0, 0, "the other records read");
+}

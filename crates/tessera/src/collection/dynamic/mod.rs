@@ -426,8 +426,10 @@ fn learn_key_kinds(db: &Db, state: &CollectionState, schema: &DynSchema) -> Resu
     db.read(|tx| {
         let mut documents = Vec::new();
         for entry in tx.range(&state.records, ..)?.take(key_kind::LEARN_RECORDS_MAX) {
-            let (key, bytes) = entry?;
-            let doc = state.open_record(key, bytes)?;
+            // A damaged record teaches nothing, and is reported when it is read: opening the
+            // collection does not fail on it.
+            let Ok((key, bytes)) = entry else { continue };
+            let Ok(doc) = state.open_record(key, bytes) else { continue };
             documents.push((key.to_vec(), plain(doc.root())?));
         }
         let mut samples = Vec::with_capacity(documents.len());
