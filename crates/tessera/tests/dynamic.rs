@@ -220,3 +220,26 @@ fn two_created_collections_in_one_file() {
     }
     assert_eq!(db.catalog().unwrap().collections, ["first", "second"]);
 }
+
+#[test]
+fn dynamic_updates_and_deletes_keep_indexes_and_reach_typed_live_queries() {
+    let (_dir, db) = open();
+    let typed = db.collection::<Task>().unwrap();
+    db.write(|tx| (1..=3).try_for_each(|id| typed.insert(tx, &task(id, &format!("t{id}"))).map(drop))).unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    let live = typed.subscribe_query(&typed.filter(Task::priority().ge(10))).unwrap();
+    let first = live.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    assert!(first.result.is_empty());
+    let json = br#"{"id": 2, "title": "t2", "priority": 20, "state": "Open"}"#;
+    assert_eq!(db.write(|tx| tasks.upsert_json(tx, json)).unwrap(), WriteOutcome::Updated);
+    let change = live.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    assert_eq!(change.result.iter().map(|task| task.id).collect::<Vec<_>>(), [2]);
+    let key = from_json(b"2").unwrap();
+    let key = Doc::from_untrusted(&key).unwrap().root();
+    assert_eq!(db.write(|tx| tasks.delete(tx, key)).unwrap(), WriteOutcome::Deleted);
+    let change = live.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+    assert!(change.result.is_empty());
+    assert_eq!(typed.filter(Task::priority().ge(0)).count(&db).unwrap(), 2, "through the index");
+    assert!(typed.get(&db, &2u32).unwrap().is_none());
+    assert!(db.check().unwrap().is_ok(), "no index entry left behind");
+}
