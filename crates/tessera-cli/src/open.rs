@@ -75,6 +75,10 @@ pub fn database(path: &Path, access: Access) -> Outcome<Db> {
         tessera::Error::NotADatabase { .. } | tessera::Error::ForeignDatabase { .. } => not_a_database(path),
         // A damaged file is as unreadable as a foreign one: exit status 3.
         tessera::Error::Corrupted(reason) => Failure::Io(format!("damaged tessera database: {}: {reason}", path.display())),
+        // These name the file already.
+        other @ (tessera::Error::ReadOnly { .. } | tessera::Error::AlreadyOpen(_) | tessera::Error::StillOpen { .. }) => {
+            Failure::from_error("", other)
+        }
         other => Failure::from_error(&path.display().to_string(), other),
     })
 }

@@ -482,3 +482,16 @@ fn a_damaged_record_is_refused_with_exit_status_3() {
     assert_eq!(run(&["check", file]).0, 1, "check reports damage as invalid data");
     assert_eq!(run(&["get", file, "tasks", "2"]).0, 0, "the other records read");
 }
+
+#[test]
+fn a_file_of_an_older_format_is_not_migrated_by_a_reading_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("v4.tessera");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../tessera/tests/fixtures/v4.tessera"), &old).unwrap();
+    let before = std::fs::read(&old).unwrap();
+    let (status, _, err) = run(&["info", old.to_str().unwrap()]);
+    assert_eq!(status, 3);
+    assert!(err.contains("storage format 4 to 5, which a read-write open does"), "{err}");
+    assert_eq!(err.matches("v4.tessera").count(), 1, "{err}");
+    assert_eq!(std::fs::read(&old).unwrap(), before, "nothing written");
+}

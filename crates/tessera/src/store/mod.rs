@@ -463,7 +463,7 @@ impl Db {
         if found < STORAGE_FORMAT_VERSION {
             return Err(Error::ReadOnly {
                 path: self.inner.path.clone(),
-                refused: format!("migrating storage format {found} to {STORAGE_FORMAT_VERSION} (open it read-write once)"),
+                refused: format!("migrating storage format {found} to {STORAGE_FORMAT_VERSION}, which a read-write open does"),
             });
         }
         let hash_key = hash_key_of(hash_key.as_deref())?;
