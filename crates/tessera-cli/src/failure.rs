@@ -59,6 +59,7 @@ impl Failure {
             | Error::UnsupportedVersion { .. } => Failure::Io(message),
             // Stored bytes that fail their checksum or do not decode: a damaged file, which
             // is as unreadable as a foreign one. (`check` reports damage as exit status 1.)
+            Error::Corrupted(reason) if !context.is_empty() => Failure::Io(format!("damaged tessera database: {context}: {reason}")),
             Error::Corrupted(_) | Error::RecordDecode { .. } | Error::Format(_) => {
                 Failure::Io(format!("damaged tessera database: {message}"))
             }
