@@ -97,8 +97,23 @@ fn is_record_error(error: &Error) -> bool {
     )
 }
 
-/// `tessera import`.
+/// `tessera import`. A database file the import created is removed again when it fails
+/// before writing anything into it.
 pub fn import(options: &ImportOptions<'_>) -> Outcome {
+    let created = !options.db.exists();
+    let mut wrote = false;
+    let outcome = import_into(options, &mut wrote);
+    if created && !wrote && outcome.is_err() {
+        let mut lock = options.db.as_os_str().to_owned();
+        lock.push("-lock");
+        let _ = std::fs::remove_file(options.db);
+        let _ = std::fs::remove_file(lock);
+    }
+    outcome
+}
+
+/// The import; sets `wrote` once something is committed (a collection created, a batch).
+fn import_into(options: &ImportOptions<'_>, wrote: &mut bool) -> Outcome {
     if options.batch_lines == 0 || options.batch_lines > BATCH_LINES_MAX {
         return Err(Failure::Usage(format!("--batch must be 1 to {BATCH_LINES_MAX}")));
     }
@@ -108,7 +123,8 @@ pub fn import(options: &ImportOptions<'_>) -> Outcome {
     let db = open::database(options.db, Access::Create)?;
     let progress = progress_bar(input_bytes);
     let mut reader = BufReader::new(file);
-    let mut importer = Importer { db: &db, options, collection: None, tally: Tally::default(), pending: Vec::new(), section_is_ours: true };
+    let mut importer =
+        Importer { db: &db, options, collection: None, tally: Tally::default(), pending: Vec::new(), section_is_ours: true, wrote: false };
     importer.collection = importer.existing()?;
     let mut line_number = 0u64;
     let mut buffer = Vec::new();
@@ -123,17 +139,25 @@ pub fn import(options: &ImportOptions<'_>) -> Outcome {
         }
         line_number += 1;
         progress.inc(read as u64);
-        if buffer.len() > LINE_BYTES_MAX {
+        let complete = buffer.last() == Some(&b'\n');
+        if buffer.len() - usize::from(complete) > LINE_BYTES_MAX {
             importer.tally.reject(line_number, format!("longer than {LINE_BYTES_MAX} bytes"));
-            skip_rest_of_line(&mut reader).map_err(|error| Failure::Io(format!("cannot read {input_name}: {error}")))?;
+            if !complete {
+                skip_rest_of_line(&mut reader).map_err(|error| Failure::Io(format!("cannot read {input_name}: {error}")))?;
+            }
             continue;
         }
-        importer.line(line_number, &buffer)?;
-        if !options.atomic && importer.pending.len() >= options.batch_lines {
-            importer.flush()?;
-        }
+        let read = importer.line(line_number, &buffer);
+        let flushed = match read {
+            Ok(()) if !options.atomic && importer.pending.len() >= options.batch_lines => importer.flush(),
+            other => other,
+        };
+        *wrote = importer.wrote;
+        flushed?;
     }
-    importer.flush()?;
+    let flushed = importer.flush();
+    *wrote = importer.wrote;
+    flushed?;
     progress.finish_and_clear();
     report(&mut importer.tally, options)
 }
@@ -178,6 +202,8 @@ struct Importer<'a> {
     pending: Vec<Pending>,
     /// Whether the lines being read belong to the collection imported into.
     section_is_ours: bool,
+    /// Whether anything was committed (a collection created, a batch written).
+    wrote: bool,
 }
 
 impl Importer<'_> {
@@ -251,6 +277,7 @@ impl Importer<'_> {
         let schema: DynSchema =
             serde_json::from_value(schema).map_err(|error| Failure::Invalid(format!("line {line}: export header's schema: {error}")))?;
         let created = self.db.create_dyn_collection(self.options.collection, &schema).map_err(|error| self.fail(error))?;
+        self.wrote = true;
         self.collection = Some(created);
         Ok(())
     }
@@ -293,6 +320,7 @@ impl Importer<'_> {
         }
         match written {
             Ok(()) => {
+                self.wrote = true;
                 self.tally.imported += imported;
                 self.tally.unchanged += unchanged;
                 Ok(())

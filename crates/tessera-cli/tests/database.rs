@@ -495,3 +495,40 @@ fn a_file_of_an_older_format_is_not_migrated_by_a_reading_command() {
     assert_eq!(err.matches("v4.tessera").count(), 1, "{err}");
     assert_eq!(std::fs::read(&old).unwrap(), before, "nothing written");
 }
+
+#[test]
+fn import_lines_up_to_the_limit_are_read_and_longer_ones_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = library_database(dir.path());
+    let db = db.to_str().unwrap();
+    let limit = 64 << 20; // import::LINE_BYTES_MAX
+    let record = r#"{"name": "padded", "age": 9}"#;
+    let mut text = String::with_capacity(2 * limit + 100);
+    text.push_str(record);
+    text.push_str(&" ".repeat(limit - record.len()));
+    text.push('\n');
+    text.push_str(r#"{"name": "too long", "age": 9}"#);
+    text.push_str(&" ".repeat(limit));
+    text.push('\n');
+    text.push_str(r#"{"name": "after", "age": 9}"#);
+    let input = dir.path().join("long.jsonl");
+    std::fs::write(&input, text).unwrap();
+    let (status, out, err) = run(&["import", db, "people", input.to_str().unwrap()]);
+    assert_eq!(status, 1, "{out}{err}");
+    assert_eq!(out.trim(), "imported 2, rejected 1");
+    assert!(err.starts_with(&format!("line 2: longer than {limit} bytes")), "{err}");
+    assert_eq!(run(&["get", db, "people", "padded"]).0, 0);
+    assert_eq!(run(&["get", db, "people", "after"]).0, 0);
+}
+
+#[test]
+fn a_failed_import_into_a_new_file_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("records.jsonl");
+    std::fs::write(&input, r#"{"name": "a"}"#).unwrap();
+    let target = dir.path().join("new.tessera");
+    let (status, _, err) = run(&["import", target.to_str().unwrap(), "people", input.to_str().unwrap()]);
+    assert_eq!(status, 2, "{err}");
+    assert!(!target.exists());
+    assert!(!dir.path().join("new.tessera-lock").exists());
+}
