@@ -157,7 +157,9 @@ fn read_only_handles_read_and_refuse_writes_and_leave_no_lock_file() {
     let error = db.write(|tx| tasks.insert_json(tx, br#"{"id": 2, "title": "t", "priority": 1, "state": "Open"}"#)).unwrap_err();
     assert!(matches!(error, Error::ReadOnly { .. }), "{error}");
     assert!(db.check().unwrap().is_ok());
-    drop((tasks, db));
+    drop(tasks);
+    db.sync().unwrap();
+    db.close().unwrap();
     assert!(!lock.exists(), "no lock file made");
     let missing = Db::open_with(dir.path().join("missing"), DbOptions { read_only: true, ..DbOptions::default() });
     assert!(matches!(missing, Err(Error::Io(_))));
