@@ -123,8 +123,16 @@ fn import_into(options: &ImportOptions<'_>, wrote: &mut bool) -> Outcome {
     let db = open::database(options.db, Access::Create)?;
     let progress = progress_bar(input_bytes);
     let mut reader = BufReader::new(file);
-    let mut importer =
-        Importer { db: &db, options, collection: None, tally: Tally::default(), pending: Vec::new(), section_is_ours: true, wrote: false };
+    let mut importer = Importer {
+        db: &db,
+        options,
+        collection: None,
+        tally: Tally::default(),
+        pending: Vec::new(),
+        section_is_ours: true,
+        wrote: false,
+        unknown_key_kinds_at: None,
+    };
     importer.collection = importer.existing()?;
     let mut line_number = 0u64;
     let mut buffer = Vec::new();
@@ -204,6 +212,8 @@ struct Importer<'a> {
     section_is_ours: bool,
     /// Whether anything was committed (a collection created, a batch written).
     wrote: bool,
+    /// The line of a header for the collection whose schema lacks the key encodings.
+    unknown_key_kinds_at: Option<u64>,
 }
 
 impl Importer<'_> {
@@ -245,6 +255,12 @@ impl Importer<'_> {
             self.tally.skipped += 1;
             return Ok(());
         }
+        if let (None, Some(header_line)) = (&self.collection, self.unknown_key_kinds_at) {
+            return Err(Failure::Invalid(format!(
+                "line {line}: the export header on line {header_line} does not give the key fields' widths (the collection was empty when exported), so {:?} cannot be created",
+                self.options.collection
+            )));
+        }
         if self.collection.is_none() {
             return Err(Failure::Usage(format!(
                 "{}: no collection {:?}, and {} gives no schema for it before line {line} (an export header line)",
@@ -276,6 +292,12 @@ impl Importer<'_> {
             header.get("schema").cloned().ok_or_else(|| Failure::Invalid(format!("line {line}: export header without a schema")))?;
         let schema: DynSchema =
             serde_json::from_value(schema).map_err(|error| Failure::Invalid(format!("line {line}: export header's schema: {error}")))?;
+        if schema.key_kinds.len() != schema.key_fields.len() {
+            // Exported while empty, with integer key widths nobody recorded: there is nothing
+            // to import, and nothing to create the collection from.
+            self.unknown_key_kinds_at = Some(line);
+            return Ok(());
+        }
         let created = self.db.create_dyn_collection(self.options.collection, &schema).map_err(|error| self.fail(error))?;
         self.wrote = true;
         self.collection = Some(created);

@@ -532,3 +532,33 @@ fn a_failed_import_into_a_new_file_leaves_no_file() {
     assert!(!target.exists());
     assert!(!dir.path().join("new.tessera-lock").exists());
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]
+#[record(name = "counters")]
+struct Counter {
+    #[record(key)]
+    id: u64,
+    count: i64,
+}
+
+#[test]
+fn an_empty_collection_with_an_integer_key_exports_and_imports_as_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty.tessera");
+    let db = tessera::Db::open(&path).unwrap();
+    drop(db.collection::<Counter>().unwrap());
+    db.close().unwrap();
+    let export = dir.path().join("empty.jsonl");
+    assert_eq!(run(&["export", path.to_str().unwrap(), "-o", export.to_str().unwrap()]).0, 0);
+    let target = dir.path().join("target.tessera");
+    let (status, out, err) = run(&["import", target.to_str().unwrap(), "counters", export.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(out.trim(), "imported 0, rejected 0");
+    // A record after such a header cannot be stored: said so, with its line.
+    let mut text = std::fs::read_to_string(&export).unwrap();
+    text.push_str("{\"id\": 1, \"count\": 2}\n");
+    std::fs::write(&export, text).unwrap();
+    let (status, _, err) = run(&["import", target.to_str().unwrap(), "counters", export.to_str().unwrap()]);
+    assert_eq!(status, 1);
+    assert!(err.contains("line 2: the export header on line 1 does not give the key fields' widths"), "{err}");
+}
