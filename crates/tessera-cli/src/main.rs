@@ -1,22 +1,176 @@
-//! `tessera`: convert between JSON and tessera's binary documents, and check documents.
+//! `tessera`: look inside tessera database files (info, ls, schema, get, query, export,
+//! import, check, backup, compact, dict, doc) and convert and check single binary documents
+//! (json2bin, bin2json, validate).
 //!
-//! Every path may be `-` for standard input or output. Exit status: 0 on success, 1 when the
-//! input is malformed (the error is printed), 2 on a usage or I/O error.
+//! Reading commands open the database read-only: they work while another process writes to
+//! it, and leave no lock file behind. Every command takes `--json` for machine-readable
+//! output. Exit status: 0 ok, 1 invalid data, 2 usage, 3 I/O (a file that cannot be read or
+//! written, is not a tessera database or document, or is damaged).
+
+mod convert;
+mod entries;
+mod failure;
+mod import;
+mod inspect;
+mod maintain;
+mod open;
+mod records;
+mod table;
 
 use clap::{Parser, Subcommand};
-use std::io::{Read, Write};
+use failure::Outcome;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use tessera_value::{from_json, Doc, JsonStyle, SharedKeys};
+use tessera_value::JsonStyle;
+
+const AFTER_HELP: &str = "\
+Examples:
+  tessera info app.tessera
+  tessera ls app.tessera
+  tessera schema app.tessera tasks
+  tessera get app.tessera tasks 4
+  tessera get app.tessera events '[3, \"launch\"]'
+  tessera query app.tessera tasks 'priority >= 5 and due is not null'
+  tessera query app.tessera tasks 'priority >= 5' --explain
+  tessera export app.tessera -o app.jsonl
+  tessera import copy.tessera tasks app.jsonl --atomic
+  tessera backup app.tessera app-backup.tessera
+  tessera dict get app.tessera default theme
+  tessera doc get app.tessera grace rank
+
+Exit status:
+  0  ok
+  1  invalid data: malformed input, rejected records, nothing found, damage found by `check`
+  2  usage: bad arguments, an unknown collection, a query that does not parse
+  3  I/O: a file that cannot be read or written, is not a tessera database, or is damaged";
 
 #[derive(Parser)]
-#[command(name = "tessera", version, about = "tessera's command-line tool")]
+#[command(name = "tessera", version, about = "Look inside tessera database files, and convert and check binary documents")]
+#[command(after_long_help = AFTER_HELP, after_help = "Run `tessera --help` for examples and exit statuses.")]
 struct Cli {
+    /// Print machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// The file's kind, format version, size, map use and last transaction; its collections
+    /// with record counts and indexes, dictionaries and document namespaces.
+    Info {
+        /// The database file (or a binary document).
+        db: PathBuf,
+    },
+    /// List the collections, dictionaries and document namespaces, with counts.
+    Ls {
+        /// The database file.
+        db: PathBuf,
+    },
+    /// A collection's key, fields with their types, and indexes with their state.
+    Schema {
+        /// The database file.
+        db: PathBuf,
+        /// The collection.
+        collection: String,
+    },
+    /// One record, by primary key: `42`, `ada` (or `"ada"`), `[3, "launch"]` for a composite
+    /// key. Exit 1 if there is none.
+    #[command(
+        after_help = "Examples:\n  tessera get app.tessera tasks 4\n  tessera get app.tessera people ada\n  tessera get --json app.tessera events '[3, \"launch\"]'"
+    )]
+    Get {
+        /// The database file.
+        db: PathBuf,
+        /// The collection.
+        collection: String,
+        /// The key, in its natural syntax (JSON; a string key may be bare).
+        key: String,
+    },
+    /// The records matching a query (see the query syntax in docs/query.md), as a table.
+    #[command(
+        after_help = "Examples:\n  tessera query app.tessera tasks 'priority >= 5 and due is not null'\n  tessera query app.tessera tasks 'title starts_with \"fix\"' --limit 10 --json\n  tessera query app.tessera tasks 'priority > 1' --explain"
+    )]
+    Query {
+        /// The database file.
+        db: PathBuf,
+        /// The collection.
+        collection: String,
+        /// The predicate: `priority >= 5 and title starts_with "f"`.
+        text: String,
+        /// Print what running the query does instead of running it.
+        #[arg(long)]
+        explain: bool,
+        /// At most this many records.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Collections as JSON Lines: for each, a header line with its schema, then one line per
+    /// record, all from one snapshot. Every collection unless some are named.
+    #[command(after_help = "Examples:\n  tessera export app.tessera -o app.jsonl\n  tessera export app.tessera tasks people > some.jsonl")]
+    Export {
+        /// The database file.
+        db: PathBuf,
+        /// The collections to export (all if none).
+        collections: Vec<String>,
+        /// Write to this file (standard output if not given, or `-`).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<String>,
+    },
+    /// Records from JSON Lines into a collection (created from an export's header line if
+    /// missing), upserted in transactions of --batch lines. Prints `imported N, rejected M`
+    /// and each rejected line's number and reason; exit 1 if any was rejected.
+    #[command(
+        after_help = "Examples:\n  tessera import copy.tessera tasks app.jsonl\n  tessera import app.tessera tasks new-tasks.jsonl --batch 10000\n  tessera import app.tessera tasks fixes.jsonl --atomic"
+    )]
+    Import {
+        /// The database file (created if missing).
+        db: PathBuf,
+        /// The collection.
+        collection: String,
+        /// The JSON Lines file.
+        file: PathBuf,
+        /// Lines per transaction.
+        #[arg(long, default_value_t = import::BATCH_LINES_DEFAULT)]
+        batch: usize,
+        /// All or nothing: one transaction, rolled back if any line is rejected.
+        #[arg(long)]
+        atomic: bool,
+    },
+    /// Check a database file (`Db::check`): every value's checksum, the B-trees, and what the
+    /// values mean. Exit 0 if it is sound, 1 if damage was found. The check runs in a child
+    /// process, so that damage which crashes LMDB is reported here instead of killing this one.
+    Check {
+        /// The database file.
+        db: PathBuf,
+        /// Run the check in this process (what the child does).
+        #[arg(long, hide = true)]
+        in_process: bool,
+    },
+    /// A consistent, compacted copy of the database, taken while other processes use it.
+    Backup {
+        /// The database file.
+        db: PathBuf,
+        /// The copy (must not exist).
+        dest: PathBuf,
+    },
+    /// Rewrite the database without its free pages. No other process may have it open.
+    Compact {
+        /// The database file.
+        db: PathBuf,
+    },
+    /// The dictionary: `dict ls DB NAME`, `dict get DB NAME KEY`, `dict set DB NAME KEY VALUE`
+    /// (VALUE is JSON, or else a string). The default dictionary is named `default`.
+    Dict {
+        #[command(subcommand)]
+        action: DictCommand,
+    },
+    /// Field-decomposed documents: `doc get DB ID [FIELD]`.
+    Doc {
+        #[command(subcommand)]
+        action: DocCommand,
+    },
     /// Convert JSON text to a binary document.
     Json2bin {
         /// JSON input file, or - for standard input.
@@ -38,16 +192,6 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         keys: Option<String>,
     },
-    /// Check a database file (`Db::check`): every value's checksum, the B-trees, and what the
-    /// values mean. Exit 0 if it is sound, 1 if damage was found. The check runs in a child
-    /// process, so that damage which crashes LMDB is reported here instead of killing this one.
-    Check {
-        /// The database file.
-        db: String,
-        /// Run the check in this process (what the child does).
-        #[arg(long, hide = true)]
-        in_process: bool,
-    },
     /// Check that a file is a valid binary document: exit 0 if it is, 1 if not.
     Validate {
         /// Binary input file, or - for standard input.
@@ -58,149 +202,107 @@ enum Command {
     },
 }
 
-/// How a command failed.
-enum Failure {
-    /// The input is malformed: exit status 1.
-    Invalid(String),
-    /// Reading or writing failed: exit status 2.
-    Io(String),
-    /// Exit status 1, the reason already printed (by the child of `check`).
-    Reported,
+#[derive(Subcommand)]
+enum DictCommand {
+    /// Every key and value.
+    Ls {
+        /// The database file.
+        db: PathBuf,
+        /// The dictionary.
+        name: String,
+    },
+    /// One value, as JSON. Exit 1 if the key is missing.
+    Get {
+        /// The database file.
+        db: PathBuf,
+        /// The dictionary.
+        name: String,
+        /// The key.
+        key: String,
+    },
+    /// Set one value (JSON, or else a string), durably.
+    Set {
+        /// The database file.
+        db: PathBuf,
+        /// The dictionary.
+        name: String,
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
 }
 
-fn read_input(path: &str) -> Result<Vec<u8>, Failure> {
-    let mut bytes = Vec::new();
-    let result = if path == "-" {
-        std::io::stdin().read_to_end(&mut bytes).map(|_| ())
-    } else {
-        std::fs::File::open(path).and_then(|mut file| file.read_to_end(&mut bytes)).map(|_| ())
-    };
-    result.map_err(|error| Failure::Io(format!("cannot read {path}: {error}")))?;
-    Ok(bytes)
+#[derive(Subcommand)]
+enum DocCommand {
+    /// A document as JSON, or one of its fields.
+    Get {
+        /// The database file.
+        db: PathBuf,
+        /// The document's id.
+        id: String,
+        /// One field.
+        field: Option<String>,
+        /// The document namespace (needed when the file has several).
+        #[arg(long)]
+        namespace: Option<String>,
+    },
 }
 
-fn write_output(path: &str, bytes: &[u8]) -> Result<(), Failure> {
-    let result = if path == "-" {
-        let mut stdout = std::io::stdout().lock();
-        stdout.write_all(bytes).and_then(|_| stdout.flush())
-    } else {
-        // Write beside the target, then rename: a failed write never leaves a partial file.
-        let temporary = format!("{path}.tmp-{}", std::process::id());
-        std::fs::write(&temporary, bytes).and_then(|_| std::fs::rename(&temporary, path)).inspect_err(|_| {
-            let _ = std::fs::remove_file(&temporary);
-        })
-    };
-    result.map_err(|error| Failure::Io(format!("cannot write {path}: {error}")))
-}
-
-/// The shared-key table at `path`, if one was given.
-fn read_keys(path: Option<&str>) -> Result<Option<SharedKeys>, Failure> {
-    let Some(path) = path else { return Ok(None) };
-    let bytes = read_input(path)?;
-    SharedKeys::from_bytes(&bytes).map(Some).map_err(|error| Failure::Invalid(format!("{path}: not a shared-key table: {error}")))
-}
-
-/// Validates `bytes`, with the shared keys if given.
-fn open<'a>(bytes: &'a [u8], keys: Option<&'a SharedKeys>) -> Result<Doc<'a>, tessera_value::FormatError> {
-    match keys {
-        Some(keys) => Doc::from_untrusted_with_keys(bytes, keys),
-        None => Doc::from_untrusted(bytes),
-    }
-}
-
-fn run(command: Command) -> Result<(), Failure> {
+fn run(command: Command, json: bool) -> Outcome {
     match command {
-        Command::Json2bin { input, output } => {
-            let json = read_input(&input)?;
-            let bytes = from_json(&json).map_err(|error| Failure::Invalid(format!("{input}: {error}")))?;
-            write_output(&output, &bytes)
+        Command::Info { db } => inspect::info(&db, json),
+        Command::Ls { db } => inspect::ls(&db, json),
+        Command::Schema { db, collection } => inspect::schema(&db, &collection, json),
+        Command::Get { db, collection, key } => records::get(&db, &collection, &key, json),
+        Command::Query { db, collection, text, explain, limit } => records::query(&db, &collection, &text, explain, limit, json),
+        Command::Export { db, collections, output } => records::export(&db, &collections, output.as_deref(), json),
+        Command::Import { db, collection, file, batch, atomic } => import::import(&import::ImportOptions {
+            db: &db,
+            collection: &collection,
+            input: &file,
+            batch_lines: batch,
+            atomic,
+            as_json: json,
+        }),
+        Command::Check { db, in_process: true } => maintain::check_in_process(&db, json),
+        Command::Check { db, in_process: false } => maintain::check_in_child(&db, json),
+        Command::Backup { db, dest } => maintain::backup(&db, &dest, json),
+        Command::Compact { db } => maintain::compact(&db, json),
+        Command::Dict { action } => match action {
+            DictCommand::Ls { db, name } => entries::dict(&db, &name, entries::DictAction::Ls, json),
+            DictCommand::Get { db, name, key } => entries::dict(&db, &name, entries::DictAction::Get { key }, json),
+            DictCommand::Set { db, name, key, value } => entries::dict(&db, &name, entries::DictAction::Set { key, value }, json),
+        },
+        Command::Doc { action: DocCommand::Get { db, id, field, namespace } } => {
+            entries::doc_get(&db, namespace.as_deref(), &id, field.as_deref(), json)
         }
+        Command::Json2bin { input, output } => convert::json2bin(&input, &output),
         Command::Bin2json { input, pretty, canonical, keys } => {
-            let keys = read_keys(keys.as_deref())?;
-            let bytes = read_input(&input)?;
-            let doc = open(&bytes, keys.as_ref()).map_err(|error| Failure::Invalid(format!("{input}: {error}")))?;
             let style = match (pretty, canonical) {
                 (true, _) => JsonStyle::Pretty,
                 (_, true) => JsonStyle::Canonical,
                 _ => JsonStyle::Compact,
             };
-            let mut json = Vec::with_capacity(bytes.len() * 2);
-            doc.root().write_json(&mut json, style);
-            json.push(b'\n');
-            write_output("-", &json)
+            convert::bin2json(&input, style, keys.as_deref())
         }
-        Command::Check { db, in_process: true } => check_in_process(&db),
-        Command::Check { db, in_process: false } => check_in_child(&db),
-        Command::Validate { file, keys } => {
-            let keys = read_keys(keys.as_deref())?;
-            let bytes = read_input(&file)?;
-            open(&bytes, keys.as_ref()).map_err(|error| Failure::Invalid(format!("{file}: invalid: {error}")))?;
-            println!("{file}: valid ({} bytes)", bytes.len());
-            Ok(())
-        }
-    }
-}
-
-/// Walks `db`'s LMDB structure first (so that opening it cannot crash inside LMDB: opening
-/// reads the main tree), then opens it and prints its check report; `Invalid` when damage was
-/// found.
-fn check_in_process(db: &str) -> Result<(), Failure> {
-    let structure = tessera::store::structure::verify(db).map_err(|error| Failure::Invalid(format!("{db}: {error}")))?;
-    if !structure.is_ok() {
-        print!("{db}: LMDB structure damaged, not opened: {structure}");
-        std::io::stdout().flush().map_err(|error| Failure::Io(format!("cannot write the report: {error}")))?;
-        return Err(Failure::Invalid(format!("{db}: damaged")));
-    }
-    let report = tessera::Db::open(db).and_then(|db| db.check()).map_err(|error| Failure::Invalid(format!("{db}: {error}")))?;
-    print!("{db}: {report}");
-    std::io::stdout().flush().map_err(|error| Failure::Io(format!("cannot write the report: {error}")))?;
-    if report.is_ok() {
-        Ok(())
-    } else {
-        Err(Failure::Invalid(format!("{db}: damaged")))
-    }
-}
-
-/// Runs the check in a child process (this program, `check --in-process`) and passes its
-/// report and verdict on; a child killed by a signal means LMDB itself crashed on the file.
-fn check_in_child(db: &str) -> Result<(), Failure> {
-    let program = std::env::current_exe().map_err(|error| Failure::Io(format!("cannot find this program: {error}")))?;
-    let output = std::process::Command::new(program)
-        .args(["check", "--in-process", db])
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|error| Failure::Io(format!("cannot run the check: {error}")))?;
-    std::io::stdout().write_all(&output.stdout).map_err(|error| Failure::Io(format!("cannot write the report: {error}")))?;
-    match output.status.code() {
-        Some(0) => Ok(()),
-        // The child printed its reason already.
-        Some(1) => Err(Failure::Reported),
-        Some(2) => Err(Failure::Io(format!("{db}: the check could not read the file"))),
-        other => {
-            use std::os::unix::process::ExitStatusExt;
-            let how = match (other, output.status.signal()) {
-                (_, Some(signal)) => format!("was killed by signal {signal}"),
-                (Some(code), None) => format!("exited with status {code}"),
-                (None, None) => "ended without a status".to_owned(),
-            };
-            Err(Failure::Invalid(format!(
-                "{db}: damaged: the check {how} inside LMDB, whose B-tree pages are damaged; copy the file before anything writes to it"
-            )))
-        }
+        Command::Validate { file, keys } => convert::validate(&file, keys.as_deref(), json),
     }
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse().command) {
+    let cli = Cli::parse();
+    match run(cli.command, cli.json) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Invalid(message)) => {
-            eprintln!("tessera: {message}");
-            ExitCode::from(1)
+        Err(failure) => {
+            if let Some(message) = failure.message() {
+                if cli.json {
+                    eprintln!("{}", serde_json::json!({ "error": message, "exit_status": failure.exit_status() }));
+                } else {
+                    eprintln!("tessera: {message}");
+                }
+            }
+            ExitCode::from(failure.exit_status())
         }
-        Err(Failure::Io(message)) => {
-            eprintln!("tessera: {message}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Reported) => ExitCode::from(1),
     }
 }

@@ -48,18 +48,28 @@ fn malformed_input_exits_1_with_the_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid number at line 2 column 3"));
     assert!(out.stdout.is_empty());
 
-    let out = tessera(&["validate", "-"], b"definitely not a document");
+    // A document whose bytes are damaged is invalid data.
+    let mut document = tessera_value::from_json(br#"{"name": "Ada", "tags": ["a", "b"]}"#).unwrap();
+    let last = document.len() - 1;
+    document.truncate(last);
+    let out = tessera(&["validate", "-"], &document);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid"));
-
-    let out = tessera(&["bin2json", "-"], b"\x00");
-    assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]
-fn missing_file_exits_2() {
+fn a_file_that_is_not_a_document_exits_3_with_its_first_bytes() {
+    let out = tessera(&["validate", "-"], b"definitely not a document");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a tessera document: - (starts with 64 65 66 69 \u{2026})"));
+    let out = tessera(&["bin2json", "-"], b"\x00");
+    assert!(matches!(out.status.code(), Some(1 | 3)), "{out:?}");
+}
+
+#[test]
+fn missing_file_exits_3() {
     let out = tessera(&["validate", "/nonexistent/file.bin"], b"");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
 }
 

@@ -37,8 +37,14 @@ struct Friend<'a> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).unwrap_or_else(|| "tour.tessera".into());
+    tour(&path)
+}
+
+/// The tour, on the database at `path` (the `tessera` command's tests run it to make their
+/// database).
+pub fn tour(path: &str) -> Result<(), Box<dyn std::error::Error>> {
     println!("tessera tour — database file: {path}\n");
-    let db = Db::open(&path)?;
+    let db = Db::open(path)?;
     let people_space = db.keyspace("people")?;
     let feed = db.subscribe();
 

@@ -12,6 +12,34 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// The handle was opened read-only ([`crate::DbOptions::read_only`]) and the operation
+    /// would write.
+    #[error("{path}: opened read-only, so refusing {refused}")]
+    ReadOnly {
+        /// The file.
+        path: PathBuf,
+        /// What would have been written.
+        refused: String,
+    },
+    /// The database has no collection of this name (no stored schema).
+    #[error("no collection {collection:?} in this database")]
+    NoSuchCollection {
+        /// The name asked for.
+        collection: String,
+    },
+    /// A record or key given to a dynamic collection does not fit the stored schema: nothing
+    /// was written.
+    #[error("collection {collection:?}{}, field `{path}`: {problem}", if key.is_empty() { String::new() } else { format!(", record {key}") })]
+    SchemaViolation {
+        /// The collection.
+        collection: String,
+        /// The record's primary key as text, if it could be read (empty otherwise).
+        key: String,
+        /// The dotted path of the field that disagrees (`$key` for the key given to a read).
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The file is an LMDB database that tessera did not create.
     #[error("{path}: an LMDB database without tessera's metadata; refusing to use it")]
     ForeignDatabase {

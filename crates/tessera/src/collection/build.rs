@@ -1,7 +1,7 @@
 //! Index entries: computing them for a record, keeping them current on every write, and
 //! building a new index over existing records in the background.
 
-use super::{show_key, sort_key, CollectionState, IndexState};
+use super::{sort_key, CollectionState, IndexState};
 use crate::error::{Error, Result};
 use crate::store::{Keyspace, WriteTxn};
 use crate::Db;
@@ -70,6 +70,9 @@ pub(crate) struct IndexTarget<'a> {
     pub(crate) keys: &'a SharedKeys,
     /// Shows primary keys in errors ([`super::Record::display_key`]).
     pub(crate) key_text: fn(&[u8]) -> Option<String>,
+    /// The key fields' encodings, where a dynamic collection knows them and `key_text`
+    /// (the record type's) is not there: keys are then shown as JSON values.
+    pub(crate) key_kinds: &'a [super::KeyKind],
     /// Whether records were checked against their checksums as they were read.
     pub(crate) verified: bool,
 }
@@ -82,8 +85,16 @@ impl CollectionState {
             records: &self.records,
             keys: &self.keys.shared,
             key_text: self.key_text,
+            key_kinds: self.key_kinds.get().map_or(&[], Vec::as_slice),
             verified: self.checksums_verified,
         }
+    }
+}
+
+impl IndexTarget<'_> {
+    /// A primary key as text for an error.
+    fn show_key(&self, key: &[u8]) -> String {
+        super::show_key_with(self.key_text, self.key_kinds, key)
     }
 }
 
@@ -103,7 +114,7 @@ pub(crate) fn update_entries<'i>(
     old: Option<&[u8]>,
     new: Option<&[u8]>,
 ) -> Result<()> {
-    let IndexTarget { collection, keyspace, keys, key_text, verified, .. } = *target;
+    let IndexTarget { collection, keyspace, keys, verified, .. } = *target;
     let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
     let mut changes: Vec<EntryChange> = Vec::new();
     for index in indexes {
@@ -121,8 +132,8 @@ pub(crate) fn update_entries<'i>(
                     return Err(Error::UniqueViolation {
                         collection: collection.to_owned(),
                         index: index.path.clone(),
-                        key: show_key(key_text, primary_key),
-                        holder: show_key(key_text, &holder),
+                        key: target.show_key(primary_key),
+                        holder: target.show_key(&holder),
                     });
                 }
             }
@@ -179,7 +190,7 @@ fn unique_holder(
                 target.collection,
                 index.path,
                 crate::store::key::hex(same_hash),
-                show_key(target.key_text, &holder)
+                target.show_key(&holder)
             )));
         };
         component_of(record, target, &holder, &index.path, &mut theirs)?;

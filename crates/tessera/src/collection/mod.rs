@@ -47,6 +47,7 @@
 //! [`crate::Db::collection_with`]: it then runs once, over every record, in one transaction.
 
 mod build;
+mod dynamic;
 mod keys;
 mod plan;
 mod query;
@@ -54,6 +55,7 @@ mod schema;
 pub(crate) mod sort_key;
 mod view;
 
+pub use dynamic::{Catalog, DynChange, DynChanges, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, DynSubscription, KeyKind};
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Order, OrderField, Query, Records};
@@ -77,7 +79,7 @@ use tessera_value::codec::{DecodeOwned, Encode};
 use tessera_value::{Doc, Value};
 
 /// Keyspace holding every collection's stored schema.
-const SCHEMA_KEYSPACE: &str = "tessera.schema";
+pub(crate) const SCHEMA_KEYSPACE: &str = "tessera.schema";
 /// Longest collection name.
 pub const COLLECTION_NAME_LEN_MAX: usize = 200;
 
@@ -274,6 +276,9 @@ pub(crate) struct CollectionState {
     pub(crate) keys: RecordKeys,
     /// The record type's [`Record::display_key`].
     key_text: fn(&[u8]) -> Option<String>,
+    /// The key fields' encodings, set by a dynamic collection that knows them (see
+    /// [`KeyKind`]): keys show as JSON values where `key_text` does not read them.
+    pub(crate) key_kinds: std::sync::OnceLock<Vec<KeyKind>>,
     /// The type of the primary key's one field (`None` for a composite key), resolved once
     /// for the planner's exact key lookups.
     pub(crate) single_key_type: Option<TypeDesc>,
@@ -287,7 +292,7 @@ impl CollectionState {
     /// A stored primary key as text for an error or `explain`: typed values when the bytes
     /// are a key of the record type, hex otherwise.
     pub(crate) fn display_key(&self, key: &[u8]) -> String {
-        show_key(self.key_text, key)
+        show_key_with(self.key_text, self.key_kinds.get().map_or(&[], Vec::as_slice), key)
     }
 
     /// Opens a stored record of this collection with its shared keys (see [`open_stored`]).
@@ -385,9 +390,19 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
             None => None,
         };
         let is_empty = tx.range(&records, ..)?.next().is_none();
-        let mut schema = StoredSchema { version: T::VERSION, key_fields: key_fields.clone(), shape: shape.clone(), indexes: Vec::new() };
+        let mut schema = StoredSchema {
+            version: T::VERSION,
+            key_fields: key_fields.clone(),
+            shape: shape.clone(),
+            indexes: Vec::new(),
+            key_kinds: Vec::new(),
+        };
         let mut migrate = false;
         if let Some(stored) = &stored {
+            if stored.key_fields == key_fields {
+                // Recorded by a dynamic collection's creation (the record type cannot say).
+                schema.key_kinds = stored.key_kinds.clone();
+            }
             let incompatible = if stored.key_fields != key_fields {
                 Some(format!("the primary key changed from {:?} to {:?}", stored.key_fields, key_fields))
             } else {
@@ -444,6 +459,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         indexes,
         keys: record_keys,
         key_text: T::display_key,
+        key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified,
         type_id: std::any::TypeId::of::<T>(),
@@ -482,6 +498,7 @@ fn schema_change_target<'a, T: Record>(
         records,
         keys: &record_keys.shared,
         key_text: T::display_key,
+        key_kinds: &[],
         verified: false,
     }
 }
@@ -575,6 +592,11 @@ pub(crate) fn show_key(key_text: fn(&[u8]) -> Option<String>, key: &[u8]) -> Str
     key_text(key).unwrap_or_else(|| key_display(key))
 }
 
+/// [`show_key`], or with `key_kinds` (a dynamic collection's) the key's values as JSON.
+pub(crate) fn show_key_with(key_text: fn(&[u8]) -> Option<String>, key_kinds: &[KeyKind], key: &[u8]) -> String {
+    key_text(key).or_else(|| dynamic::display_key(key_kinds, key)).unwrap_or_else(|| key_display(key))
+}
+
 /// A record of `collection` at `key` that does not open.
 fn decode_error(collection: &str, key_text: fn(&[u8]) -> Option<String>, key: &[u8], error: impl std::fmt::Display) -> Error {
     Error::RecordDecode {
@@ -589,6 +611,42 @@ impl CollectionState {
     /// [`decode_error`] for this collection's record type.
     pub(crate) fn decode_error(&self, key: &[u8], error: impl std::fmt::Display) -> Error {
         decode_error(&self.name, self.key_text, key, error)
+    }
+
+    /// The write path every handle shares, typed ([`Collection`]) or dynamic
+    /// ([`DynCollection`]): writes `bytes` (a record encoded with this collection's shared
+    /// keys) under `key` after `old` (the caller's copy of the stored bytes, read in this
+    /// transaction, so that the transaction can be written and the change log need not read
+    /// them again), maintaining indexes (unique ones refuse a taken value). Unchanged when the
+    /// bytes are identical.
+    pub(crate) fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
+        if old == Some(bytes) {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        // Checked before the index entries change, so that a refused write changes nothing.
+        if key.is_empty() || key.len() > crate::store::KEY_LEN_MAX {
+            return Err(Error::KeySize { len: key.len(), max: crate::store::KEY_LEN_MAX });
+        }
+        if !self.indexes.is_empty() {
+            build::update_entries(tx, &self.index_target(), &self.indexes, key, old, Some(bytes))?;
+        }
+        tx.put_after_read(&self.records, key, old, bytes)?;
+        Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
+    }
+
+    /// Deletes the record at `key` and its index entries: Deleted, or Unchanged if there was
+    /// none. Shared by typed and dynamic handles, as [`CollectionState::store`] is.
+    pub(crate) fn delete(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
+        if self.indexes.is_empty() {
+            // No index entries to find from the old record: delete without reading it.
+            return Ok(if tx.delete(&self.records, key)? { WriteOutcome::Deleted } else { WriteOutcome::Unchanged });
+        }
+        let Some(old) = tx.get(&self.records, key)?.map(<[u8]>::to_vec) else {
+            return Ok(WriteOutcome::Unchanged);
+        };
+        build::update_entries(tx, &self.index_target(), &self.indexes, key, Some(&old), None)?;
+        tx.delete(&self.records, key)?;
+        Ok(WriteOutcome::Deleted)
     }
 }
 
@@ -638,23 +696,9 @@ impl<T: Record> Collection<T> {
         out
     }
 
-    /// Writes `bytes` under `key` after `old` (the caller's copy of the stored bytes, read in
-    /// this transaction, so that the transaction can be written and the change log need not
-    /// read them again), maintaining indexes.
+    /// Writes `bytes` under `key` after `old`: see [`CollectionState::store`].
     fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
-        if old == Some(bytes) {
-            return Ok(WriteOutcome::Unchanged);
-        }
-        // Checked before the index entries change, so that a refused write changes nothing.
-        if key.is_empty() || key.len() > crate::store::KEY_LEN_MAX {
-            return Err(Error::KeySize { len: key.len(), max: crate::store::KEY_LEN_MAX });
-        }
-        if !self.state.indexes.is_empty() {
-            let state = &*self.state;
-            build::update_entries(tx, &state.index_target(), &state.indexes, key, old, Some(bytes))?;
-        }
-        tx.put_after_read(&self.state.records, key, old, bytes)?;
-        Ok(if old.is_some() { WriteOutcome::Updated } else { WriteOutcome::Inserted })
+        self.state.store(tx, key, old, bytes)
     }
 
     /// Inserts `record`; [`Error::DuplicateKey`] if its key exists.
@@ -806,19 +850,7 @@ impl<T: Record> Collection<T> {
     }
 
     pub(crate) fn delete_encoded(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
-        if self.state.indexes.is_empty() {
-            // No index entries to find from the old record: delete without reading it.
-            return Ok(if tx.delete(&self.state.records, key)? { WriteOutcome::Deleted } else { WriteOutcome::Unchanged });
-        }
-        let Some(old) = tx.get(&self.state.records, key)?.map(<[u8]>::to_vec) else {
-            return Ok(WriteOutcome::Unchanged);
-        };
-        if !self.state.indexes.is_empty() {
-            let state = &*self.state;
-            build::update_entries(tx, &state.index_target(), &state.indexes, key, Some(&old), None)?;
-        }
-        tx.delete(&self.state.records, key)?;
-        Ok(WriteOutcome::Deleted)
+        self.state.delete(tx, key)
     }
 
     /// Deletes every record the query matches; returns how many.

@@ -340,6 +340,11 @@ pub(crate) struct StoredSchema {
     pub(crate) key_fields: Vec<String>,
     pub(crate) shape: TypeDesc,
     pub(crate) indexes: Vec<StoredIndex>,
+    /// How each key field is encoded in the primary key (see [`super::KeyKind`]): recorded
+    /// when a dynamic collection creates the collection; empty for one a record type made
+    /// (a dynamic handle then learns the widths from stored keys).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) key_kinds: Vec<super::KeyKind>,
 }
 
 impl StoredSchema {

@@ -145,6 +145,31 @@ pub struct DbOptions {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub verify_structure_on_open: bool,
+    /// Open an existing file for reading only (off by default): nothing is written to it,
+    /// neither a migration nor the blocks a write map reserves, and [`Db::write`] fails with
+    /// [`Error::ReadOnly`]. A missing file is [`Error::Io`] (not found), and a file of an older
+    /// storage format, which a read-write open would migrate, is [`Error::ReadOnly`].
+    ///
+    /// **Lock file.** When the file's lock file (`PATH-lock`) exists, the read-only handle
+    /// registers its readers in it, as any process does, and so reads safely while another
+    /// process writes. When it does not exist (no process has opened the file read-write
+    /// since it was copied or made), none is created: LMDB runs without a lock
+    /// (`MDB_NOLOCK`), and a writer that opens the file meanwhile cannot see this handle's
+    /// readers, so a long read may then meet pages that writer reused.
+    ///
+    /// A file this process has open already gives that handle, whatever this option says
+    /// (see [`Db::open`]): check [`Db::is_read_only`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("db");
+    /// # tessera::Db::open(&path)?.close()?;
+    /// use tessera::{Db, DbOptions};
+    /// let db = Db::open_with(&path, DbOptions { read_only: true, ..DbOptions::default() })?;
+    /// assert!(matches!(db.write(|_| Ok(())), Err(tessera::Error::ReadOnly { .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub read_only: bool,
 }
 
 impl Default for DbOptions {
@@ -160,8 +185,33 @@ impl Default for DbOptions {
             create_parent_dirs: false,
             verify_checksums: true,
             verify_structure_on_open: false,
+            read_only: false,
         }
     }
+}
+
+/// A database file's format, size and use ([`Db::file_info`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let info = tessera::Db::open(dir.path().join("db"))?.file_info()?;
+/// assert!(info.page_bytes >= 512 && info.file_bytes > 0);
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The storage format version ([`STORAGE_FORMAT_VERSION`] once open).
+    pub format_version: u32,
+    /// The file's length.
+    pub file_bytes: u64,
+    /// Bytes the memory map spans.
+    pub map_bytes: u64,
+    /// Bytes of the pages in use up to the last one written (free pages inside included).
+    pub used_bytes: u64,
+    /// LMDB's page size.
+    pub page_bytes: u64,
+    /// The id of the last committed transaction.
+    pub last_txn_id: u64,
 }
 
 /// A named keyspace: an ordered map from byte keys to byte values inside the database.
@@ -321,6 +371,13 @@ impl Db {
         // Before LMDB touches the file: it would extend a truncated one (see `preflight`).
         let file = preflight::check(&path, options.verify_structure_on_open)?;
         let new_file = file == preflight::FileState::New;
+        if new_file && options.read_only {
+            // Nothing to read, and nothing may be created.
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{}: no database file to open read-only", path.display()),
+            )));
+        }
         let env = open_env(&path, &options, file)?;
         let flush_env = env.clone();
         let injected_flush_failures = Arc::new(AtomicU32::new(0));
@@ -353,7 +410,9 @@ impl Db {
             claim: FileClaim::default(),
         });
         let db = Db { inner };
-        if new_file {
+        if db.inner.options.read_only {
+            db.check_version_read_only()?;
+        } else if new_file {
             // Blocks first: the version record is then written into reserved space.
             txn::reserve_file(&db.inner)?;
             db.check_or_write_version()?;
@@ -368,6 +427,149 @@ impl Db {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Whether this handle was opened with [`DbOptions::read_only`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(!db.is_read_only());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn is_read_only(&self) -> bool {
+        self.inner.options.read_only
+    }
+
+    /// [`Db::check_or_write_version`] for a read-only handle: the file must be of the current
+    /// storage format (an older one needs the migration a read-write open runs).
+    fn check_version_read_only(&self) -> Result<()> {
+        self.open_keyspaces_read_only()?;
+        let meta = self.existing_keyspace_committed(META_KEYSPACE)?;
+        let (version, hash_key) = match &meta {
+            Some(meta) => self.read(|tx| {
+                let version = tx.get(meta, META_VERSION_KEY)?.map(<[u8]>::to_vec);
+                Ok((version, tx.get(meta, META_HASH_KEY)?.map(<[u8]>::to_vec)))
+            })?,
+            None => (None, None),
+        };
+        let Some(version) = version else {
+            return Err(Error::ForeignDatabase { path: self.inner.path.clone() });
+        };
+        let found = version_of(Some(&version))?;
+        if found > STORAGE_FORMAT_VERSION {
+            return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
+        }
+        if found < STORAGE_FORMAT_VERSION {
+            return Err(Error::ReadOnly {
+                path: self.inner.path.clone(),
+                refused: format!("migrating storage format {found} to {STORAGE_FORMAT_VERSION}, which a read-write open does"),
+            });
+        }
+        let hash_key = hash_key_of(hash_key.as_deref())?;
+        assert!(self.inner.hash_key.set(hash_key).is_ok(), "a file's hash key is read once, when it is opened");
+        Ok(())
+    }
+
+    /// Opens every keyspace of a read-only file, in one read transaction that is committed
+    /// so that the handles stay valid (LMDB closes the handles a read transaction opened when
+    /// it is aborted), before any other read begins: a transaction knows only the handles
+    /// opened before it began (a later one is EINVAL, or reads another tree). A read-only
+    /// handle therefore sees the keyspaces the file had when it was opened.
+    fn open_keyspaces_read_only(&self) -> Result<()> {
+        assert!(self.inner.options.read_only, "only a read-only handle opens every keyspace at once");
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let error = |e| Error::from_heed(e, ceiling);
+        let txn = self.inner.env.read_txn().map_err(error)?;
+        let mut names = Vec::new();
+        let main: Option<heed::Database<Bytes, Bytes>> = self.inner.env.open_database(&txn, None).map_err(error)?;
+        if let Some(main) = main {
+            for entry in main.iter(&txn).map_err(error)? {
+                let (name, _) = entry.map_err(error)?;
+                names.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+        let mut opened = Vec::with_capacity(names.len());
+        for name in names {
+            if names::check("keyspace", &name, KEYSPACE_NAME_LEN_MAX).is_err() {
+                continue;
+            }
+            let handle: Option<heed::Database<Bytes, Bytes>> = match self.inner.env.open_database(&txn, Some(&name)) {
+                Ok(handle) => handle,
+                // A main-tree entry that is not a named database.
+                Err(heed::Error::Mdb(heed::MdbError::Incompatible)) => continue,
+                Err(heed::Error::Mdb(heed::MdbError::DbsFull)) => return Err(Error::TooManyKeyspaces(self.inner.options.keyspaces_max)),
+                Err(other) => return Err(error(other)),
+            };
+            if let Some(handle) = handle {
+                opened.push((name, handle));
+            }
+        }
+        txn.commit().map_err(error)?;
+        let mut keyspaces = lock(&self.inner.keyspaces);
+        for (name, handle) in opened {
+            let name: Arc<str> = name.into();
+            keyspaces.insert(name.clone(), Keyspace::new(name, handle));
+        }
+        Ok(())
+    }
+
+    /// The keyspace `name` of a read-only handle, if the file had it when it was opened.
+    fn existing_keyspace_committed(&self, name: &str) -> Result<Option<Keyspace>> {
+        Ok(lock(&self.inner.keyspaces).get(name).cloned())
+    }
+
+    /// What [`Db::file_info`] reports: the file's format, size and use.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let info = db.file_info()?;
+    /// assert_eq!(info.format_version, tessera::store::STORAGE_FORMAT_VERSION);
+    /// assert!(info.used_bytes <= info.map_bytes);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn file_info(&self) -> Result<FileInfo> {
+        let info = self.inner.env.info();
+        let file_bytes = std::fs::metadata(&self.inner.path)?.len();
+        let used_pages = info.last_page_number as u64 + 1;
+        Ok(FileInfo {
+            format_version: STORAGE_FORMAT_VERSION,
+            file_bytes,
+            map_bytes: info.map_size as u64,
+            used_bytes: used_pages * self.inner.page_bytes,
+            page_bytes: self.inner.page_bytes,
+            last_txn_id: info.last_txn_id as u64,
+        })
+    }
+
+    /// Writes a consistent, compacted copy of the database to `destination`, which must not
+    /// exist: LMDB copies one snapshot, leaving out free pages, while other threads and
+    /// processes keep reading and writing. Works on a read-only handle. Returns the copy's
+    /// size in bytes.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let notes = db.keyspace("notes")?;
+    /// db.write(|tx| tx.put(&notes, b"k", b"v"))?;
+    /// let copy = dir.path().join("copy");
+    /// assert!(db.copy_compacted(&copy)? > 0);
+    /// let copied = tessera::Db::open(&copy)?;
+    /// let notes = copied.keyspace("notes")?;
+    /// assert_eq!(copied.read(|tx| Ok(tx.get(&notes, b"k")?.map(<[u8]>::to_vec)))?, Some(b"v".to_vec()));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn copy_compacted(&self, destination: &Path) -> Result<u64> {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(destination)?;
+        let copied = self.inner.env.copy_to_file(&mut file, heed::CompactionOption::Enabled);
+        if let Err(error) = copied {
+            drop(file);
+            let _ = std::fs::remove_file(destination);
+            return Err(Error::from_heed(error, self.inner.options.map_size_max_bytes));
+        }
+        file.sync_all()?;
+        Ok(file.metadata()?.len())
     }
 
     /// Checks the format version of an existing database, migrating a file of an older format
@@ -481,6 +683,10 @@ impl Db {
         if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
             return Ok(Some(keyspace.clone()));
         }
+        if self.inner.options.read_only {
+            // Every keyspace was opened with the file (see `open_keyspaces_read_only`).
+            return Ok(None);
+        }
         if name.is_empty() || name.contains('\0') {
             return Ok(None);
         }
@@ -494,6 +700,11 @@ impl Db {
     pub(crate) fn internal_keyspace(&self, name: &str) -> Result<Keyspace> {
         // LMDB takes names as C strings: a NUL byte would panic inside heed.
         names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX)?;
+        if self.inner.options.read_only {
+            return self
+                .existing_keyspace_committed(name)?
+                .ok_or_else(|| Error::ReadOnly { path: self.inner.path.clone(), refused: format!("creating keyspace {name:?}") });
+        }
         if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
             return Ok(keyspace.clone());
         }
@@ -564,6 +775,9 @@ impl Db {
 
     /// [`Db::write`] with the given durability for this transaction.
     pub fn write_with<T>(&self, durability: Durability, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
+        if self.inner.options.read_only {
+            return Err(Error::ReadOnly { path: self.inner.path.clone(), refused: "a write transaction".to_owned() });
+        }
         txn::run_write(&self.inner, durability, write)
     }
 
@@ -824,11 +1038,18 @@ fn open_env(path: &Path, options: &DbOptions, file: preflight::FileState) -> Res
     // safe for integrity (LMDB documents that only the last transactions may be lost).
     // WRITE_MAP writes pages through the map; see `DbOptions::write_map` for how a full disk is
     // kept from turning into SIGBUS.
-    let write_map = if options.write_map { EnvFlags::WRITE_MAP } else { EnvFlags::empty() };
+    let write_map = if options.write_map && !options.read_only { EnvFlags::WRITE_MAP } else { EnvFlags::empty() };
+    // Read-only: MDB_RDONLY, and no lock file made where none exists (see
+    // `DbOptions::read_only` for what that costs).
+    let read_only = match (options.read_only, lock_file_of(path).exists()) {
+        (false, _) => EnvFlags::empty(),
+        (true, true) => EnvFlags::READ_ONLY,
+        (true, false) => EnvFlags::READ_ONLY | EnvFlags::NO_LOCK,
+    };
     // The standing NO_SYNC flag follows the default durability (see `txn::commit`).
     let no_sync = if matches!(options.durability, Durability::Buffered { .. }) { EnvFlags::NO_SYNC } else { EnvFlags::empty() };
     unsafe {
-        open_options.flags(EnvFlags::NO_SUB_DIR | EnvFlags::NO_META_SYNC | write_map | no_sync);
+        open_options.flags(EnvFlags::NO_SUB_DIR | EnvFlags::NO_META_SYNC | write_map | no_sync | read_only);
     }
     // SAFETY: heed requires that the same file is not opened twice in one process through
     // different `Env`s (it checks and returns `EnvAlreadyOpened`) and that the file is not

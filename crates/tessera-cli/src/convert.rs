@@ -1,0 +1,96 @@
+//! `json2bin`, `bin2json` and `validate`: single binary documents, not databases.
+
+use crate::failure::{Failure, Outcome};
+use std::io::{Read, Write};
+use tessera_value::{from_json, Doc, FormatError, JsonStyle, SharedKeys};
+
+/// Reads `path`, or standard input for `-`.
+pub fn read_input(path: &str) -> Outcome<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let result = if path == "-" {
+        std::io::stdin().read_to_end(&mut bytes).map(|_| ())
+    } else {
+        std::fs::File::open(path).and_then(|mut file| file.read_to_end(&mut bytes)).map(|_| ())
+    };
+    result.map_err(|error| Failure::Io(format!("cannot read {path}: {error}")))?;
+    Ok(bytes)
+}
+
+/// Writes `bytes` to `path` (beside it, then renamed: never a partial file), or to standard
+/// output for `-`.
+pub fn write_output(path: &str, bytes: &[u8]) -> Outcome {
+    let result = if path == "-" {
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(bytes).and_then(|_| stdout.flush())
+    } else {
+        let temporary = format!("{path}.tmp-{}", std::process::id());
+        std::fs::write(&temporary, bytes).and_then(|_| std::fs::rename(&temporary, path)).inspect_err(|_| {
+            let _ = std::fs::remove_file(&temporary);
+        })
+    };
+    result.map_err(|error| Failure::Io(format!("cannot write {path}: {error}")))
+}
+
+/// The shared-key table at `path`, if one was given.
+fn read_keys(path: Option<&str>) -> Outcome<Option<SharedKeys>> {
+    let Some(path) = path else { return Ok(None) };
+    let bytes = read_input(path)?;
+    SharedKeys::from_bytes(&bytes).map(Some).map_err(|error| Failure::Invalid(format!("{path}: not a shared-key table: {error}")))
+}
+
+/// Validates `bytes`, with the shared keys if given.
+fn open<'a>(bytes: &'a [u8], keys: Option<&'a SharedKeys>) -> Result<Doc<'a>, FormatError> {
+    match keys {
+        Some(keys) => Doc::from_untrusted_with_keys(bytes, keys),
+        None => Doc::from_untrusted(bytes),
+    }
+}
+
+/// Why `bytes` from `path` are not a document: a file that is not one at all (a database,
+/// another format) is said to be so, with its first bytes, rather than given a format detail.
+fn refusal(path: &str, bytes: &[u8], error: FormatError) -> Failure {
+    let foreign = matches!(error, FormatError::UnsupportedVersion { .. }) || looks_like_lmdb(bytes);
+    if foreign {
+        let shown: Vec<String> = bytes.iter().take(crate::open::SHOWN_BYTES).map(|byte| format!("{byte:02x}")).collect();
+        let more = if bytes.len() > crate::open::SHOWN_BYTES { " …" } else { "" };
+        return Failure::Io(format!("not a tessera document: {path} (starts with {}{more})", shown.join(" ")));
+    }
+    Failure::Invalid(format!("{path}: invalid: {error}"))
+}
+
+/// Whether `bytes` start with an LMDB meta page (a database file, not a document).
+fn looks_like_lmdb(bytes: &[u8]) -> bool {
+    const LMDB_MAGIC: u32 = 0xBEEF_C0DE;
+    bytes.get(16..20).and_then(|magic| magic.try_into().ok()).map(u32::from_ne_bytes) == Some(LMDB_MAGIC)
+}
+
+/// `tessera json2bin`.
+pub fn json2bin(input: &str, output: &str) -> Outcome {
+    let json = read_input(input)?;
+    let bytes = from_json(&json).map_err(|error| Failure::Invalid(format!("{input}: {error}")))?;
+    write_output(output, &bytes)
+}
+
+/// `tessera bin2json`.
+pub fn bin2json(input: &str, style: JsonStyle, keys: Option<&str>) -> Outcome {
+    let keys = read_keys(keys)?;
+    let bytes = read_input(input)?;
+    let doc = open(&bytes, keys.as_ref()).map_err(|error| refusal(input, &bytes, error))?;
+    let mut json = Vec::with_capacity(bytes.len() * 2);
+    doc.root().write_json(&mut json, style);
+    json.push(b'\n');
+    write_output("-", &json)
+}
+
+/// `tessera validate`.
+pub fn validate(file: &str, keys: Option<&str>, json: bool) -> Outcome {
+    let keys = read_keys(keys)?;
+    let bytes = read_input(file)?;
+    open(&bytes, keys.as_ref()).map_err(|error| refusal(file, &bytes, error))?;
+    if json {
+        println!("{}", serde_json::json!({ "file": file, "valid": true, "bytes": bytes.len() }));
+    } else {
+        println!("{file}: valid ({} bytes)", bytes.len());
+    }
+    Ok(())
+}

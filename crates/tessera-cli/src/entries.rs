@@ -1,0 +1,127 @@
+//! `dict get|set|ls` and `doc get`: the dictionary and field-decomposed documents, with
+//! values shown as JSON.
+
+use crate::failure::{Failure, Outcome};
+use crate::open::{self, Access};
+use crate::table::Table;
+use serde_json::{json, Value as Json};
+use std::path::Path;
+use tessera::Db;
+
+/// Entries `dict ls` lists at most.
+pub const LISTED_ENTRIES_MAX: usize = 100_000;
+
+/// What `dict` does.
+pub enum DictAction {
+    /// Lists the keys and values.
+    Ls,
+    /// Prints one value.
+    Get {
+        /// The entry's key.
+        key: String,
+    },
+    /// Sets one value: JSON, or a bare string.
+    Set {
+        /// The entry's key.
+        key: String,
+        /// The value as typed.
+        value: String,
+    },
+}
+
+/// The dictionary `name` of `db`, which must exist unless `create`.
+fn dictionary(db: &Db, file: &str, name: &str, create: bool) -> Outcome<tessera::Dictionary> {
+    let fail = |error| Failure::from_error(file, error);
+    if !create && !db.catalog().map_err(fail)?.dictionaries.iter().any(|known| known == name) {
+        return Err(Failure::Usage(format!("{file}: no dictionary {name:?}")));
+    }
+    db.dictionary_with(name, Default::default()).map_err(fail)
+}
+
+/// `tessera dict`.
+pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outcome {
+    let file = path.display().to_string();
+    let fail = |error| Failure::from_error(&file, error);
+    match action {
+        DictAction::Ls => {
+            let db = open::database(path, Access::Read)?;
+            let dictionary = dictionary(&db, &file, name, false)?;
+            let keys = dictionary.keys().map_err(fail)?;
+            let mut entries = Vec::with_capacity(keys.len().min(LISTED_ENTRIES_MAX));
+            for key in keys.into_iter().take(LISTED_ENTRIES_MAX) {
+                let value: Option<Json> = dictionary.get(&key).map_err(fail)?;
+                entries.push((key, value.unwrap_or(Json::Null)));
+            }
+            if as_json {
+                let map: serde_json::Map<String, Json> = entries.into_iter().collect();
+                println!("{}", Json::Object(map));
+            } else {
+                let mut table = Table::new(&["key", "value"]);
+                for (key, value) in entries {
+                    table.row(vec![key, value.to_string()]);
+                }
+                print!("{}", table.render());
+            }
+            Ok(())
+        }
+        DictAction::Get { key } => {
+            let db = open::database(path, Access::Read)?;
+            let dictionary = dictionary(&db, &file, name, false)?;
+            let value: Option<Json> = dictionary.get(&key).map_err(fail)?;
+            let Some(value) = value else { return Err(Failure::Invalid(format!("dictionary {name:?}: no key {key:?}"))) };
+            if as_json {
+                println!("{}", json!({ "key": key, "value": value }));
+            } else {
+                println!("{value}");
+            }
+            Ok(())
+        }
+        DictAction::Set { key, value } => {
+            let db = open::database(path, Access::Write)?;
+            let dictionary = dictionary(&db, &file, name, true)?;
+            let value: Json = serde_json::from_str(&value).unwrap_or(Json::String(value));
+            dictionary.set(&key, &value).map_err(fail)?;
+            dictionary.flush().map_err(fail)?;
+            if as_json {
+                println!("{}", json!({ "key": key, "value": value }));
+            } else {
+                println!("set {key:?} = {value}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `tessera doc get`: a document (every field), or one field, of `namespace` (needed when
+/// the file has more than one).
+pub fn doc_get(path: &Path, namespace: Option<&str>, id: &str, field: Option<&str>, as_json: bool) -> Outcome {
+    let file = path.display().to_string();
+    let fail = |error| Failure::from_error(&file, error);
+    let db = open::database(path, Access::Read)?;
+    let known = db.catalog().map_err(fail)?.documents;
+    let namespace = match (namespace, known.as_slice()) {
+        (Some(name), _) if known.iter().any(|known| known == name) => name.to_owned(),
+        (Some(name), _) => return Err(Failure::Usage(format!("{file}: no document namespace {name:?}"))),
+        (None, [only]) => only.clone(),
+        (None, []) => return Err(Failure::Usage(format!("{file}: no documents"))),
+        (None, many) => {
+            return Err(Failure::Usage(format!("{file}: several document namespaces ({}): pick one with --namespace", many.join(", "))))
+        }
+    };
+    let documents = db.documents(&namespace).map_err(fail)?;
+    let document = documents.document::<Json>(id);
+    let value = match field {
+        Some(field) => document.field::<Json>(field).get().map_err(fail)?,
+        None => document.get().map_err(fail)?,
+    };
+    let Some(value) = value else {
+        let what = field.map(|field| format!(", field {field:?}")).unwrap_or_default();
+        return Err(Failure::Invalid(format!("documents {namespace:?}: nothing at id {id:?}{what}")));
+    };
+    if as_json {
+        println!("{value}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string()));
+    }
+    Ok(())
+}

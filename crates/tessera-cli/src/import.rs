@@ -1,0 +1,396 @@
+//! `tessera import`: JSON Lines into a collection, in batches of transactions, each line
+//! checked against the collection's schema; a line that fails is reported with its number
+//! and reason and the others are written, or, with `--atomic`, nothing is.
+//!
+//! A line that is an export header (`{"tessera_export": 1, "collection": ..., "schema":
+//! ...}`) starts a section: records after a header for another collection are skipped, and a
+//! header for the named collection gives the schema to create it with when the database has
+//! no collection of that name. Records are upserted, so that importing twice changes nothing.
+
+use crate::failure::{Failure, Outcome};
+use crate::open::{self, Access};
+use crate::records::EXPORT_HEADER_FIELD;
+use serde_json::json;
+use std::io::{BufRead, BufReader, IsTerminal, Read};
+use std::path::Path;
+use tessera::collection::{DynCollection, DynSchema};
+use tessera::{Db, Error};
+
+/// Lines per transaction unless `--batch` says otherwise.
+pub const BATCH_LINES_DEFAULT: usize = 1000;
+/// Most lines `--batch` may ask for in one transaction.
+pub const BATCH_LINES_MAX: usize = 1_000_000;
+/// Longest line read; a longer one is rejected.
+pub const LINE_BYTES_MAX: usize = 64 << 20;
+/// Rejections listed one by one; past this only counted.
+pub const REJECTIONS_SHOWN_MAX: usize = 1000;
+
+/// One rejected line.
+struct Rejection {
+    line: u64,
+    reason: String,
+}
+
+/// What the import did.
+#[derive(Default)]
+struct Tally {
+    imported: u64,
+    unchanged: u64,
+    skipped: u64,
+    rejected: u64,
+    rejections: Vec<Rejection>,
+}
+
+impl Tally {
+    fn reject(&mut self, line: u64, reason: String) {
+        self.rejected += 1;
+        if self.rejections.len() < REJECTIONS_SHOWN_MAX {
+            self.rejections.push(Rejection { line, reason });
+        }
+    }
+}
+
+/// Why an `--atomic` import's transaction is rolled back: a line was rejected.
+#[derive(Debug)]
+struct AtomicRefusal;
+
+impl std::fmt::Display for AtomicRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("--atomic, and a line was rejected")
+    }
+}
+
+impl std::error::Error for AtomicRefusal {}
+
+/// A parsed line waiting for its transaction.
+struct Pending {
+    line: u64,
+    json: Vec<u8>,
+}
+
+/// Options of `tessera import`.
+pub struct ImportOptions<'a> {
+    /// The database file (created if missing).
+    pub db: &'a Path,
+    /// The collection to import into.
+    pub collection: &'a str,
+    /// The JSON Lines file.
+    pub input: &'a Path,
+    /// Lines per transaction.
+    pub batch_lines: usize,
+    /// All or nothing.
+    pub atomic: bool,
+    /// Machine-readable output.
+    pub as_json: bool,
+}
+
+/// Whether a write error concerns the record alone (refused before anything was written, so
+/// the transaction goes on) rather than the database.
+fn is_record_error(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::SchemaViolation { .. }
+            | Error::DuplicateKey { .. }
+            | Error::UniqueViolation { .. }
+            | Error::KeySize { .. }
+            | Error::Encode(_)
+    )
+}
+
+/// `tessera import`. A database file the import created is removed again when it fails
+/// before writing anything into it.
+pub fn import(options: &ImportOptions<'_>) -> Outcome {
+    let created = !options.db.exists();
+    let mut wrote = false;
+    let outcome = import_into(options, &mut wrote);
+    if created && !wrote && outcome.is_err() {
+        let mut lock = options.db.as_os_str().to_owned();
+        lock.push("-lock");
+        let _ = std::fs::remove_file(options.db);
+        let _ = std::fs::remove_file(lock);
+    }
+    outcome
+}
+
+/// The import; sets `wrote` once something is committed (a collection created, a batch).
+fn import_into(options: &ImportOptions<'_>, wrote: &mut bool) -> Outcome {
+    if options.batch_lines == 0 || options.batch_lines > BATCH_LINES_MAX {
+        return Err(Failure::Usage(format!("--batch must be 1 to {BATCH_LINES_MAX}")));
+    }
+    let input_name = options.input.display().to_string();
+    let file = std::fs::File::open(options.input).map_err(|error| Failure::Io(format!("cannot read {input_name}: {error}")))?;
+    let input_bytes = file.metadata().map(|meta| meta.len()).unwrap_or(0);
+    let db = open::database(options.db, Access::Create)?;
+    let progress = progress_bar(input_bytes);
+    let mut reader = BufReader::new(file);
+    let mut importer = Importer {
+        db: &db,
+        options,
+        collection: None,
+        tally: Tally::default(),
+        pending: Vec::new(),
+        section_is_ours: true,
+        wrote: false,
+        unknown_key_kinds_at: None,
+    };
+    importer.collection = importer.existing()?;
+    let mut line_number = 0u64;
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        let read = (&mut reader)
+            .take(LINE_BYTES_MAX as u64 + 1)
+            .read_until(b'\n', &mut buffer)
+            .map_err(|error| Failure::Io(format!("cannot read {input_name}: {error}")))?;
+        if read == 0 {
+            break;
+        }
+        line_number += 1;
+        progress.inc(read as u64);
+        let complete = buffer.last() == Some(&b'\n');
+        if buffer.len() - usize::from(complete) > LINE_BYTES_MAX {
+            importer.tally.reject(line_number, format!("longer than {LINE_BYTES_MAX} bytes"));
+            if !complete {
+                skip_rest_of_line(&mut reader).map_err(|error| Failure::Io(format!("cannot read {input_name}: {error}")))?;
+            }
+            continue;
+        }
+        let read = importer.line(line_number, &buffer);
+        let flushed = match read {
+            Ok(()) if !options.atomic && importer.pending.len() >= options.batch_lines => importer.flush(),
+            other => other,
+        };
+        *wrote = importer.wrote;
+        flushed?;
+    }
+    let flushed = importer.flush();
+    *wrote = importer.wrote;
+    flushed?;
+    progress.finish_and_clear();
+    report(&mut importer.tally, options)
+}
+
+/// Reads up to the end of an over-long line.
+fn skip_rest_of_line(reader: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            return Ok(());
+        }
+        match available.iter().position(|&byte| byte == b'\n') {
+            Some(at) => {
+                reader.consume(at + 1);
+                return Ok(());
+            }
+            None => {
+                let length = available.len();
+                reader.consume(length);
+            }
+        }
+    }
+}
+
+/// A progress bar on standard error when it is a terminal; hidden otherwise.
+fn progress_bar(total_bytes: u64) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total_bytes);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+struct Importer<'a> {
+    db: &'a Db,
+    options: &'a ImportOptions<'a>,
+    collection: Option<DynCollection>,
+    tally: Tally,
+    pending: Vec<Pending>,
+    /// Whether the lines being read belong to the collection imported into.
+    section_is_ours: bool,
+    /// Whether anything was committed (a collection created, a batch written).
+    wrote: bool,
+    /// The line of a header for the collection whose schema lacks the key encodings.
+    unknown_key_kinds_at: Option<u64>,
+}
+
+impl Importer<'_> {
+    fn fail(&self, error: Error) -> Failure {
+        Failure::from_error(&self.options.db.display().to_string(), error)
+    }
+
+    /// The collection if the database has it.
+    fn existing(&self) -> Outcome<Option<DynCollection>> {
+        match self.db.dyn_collection(self.options.collection) {
+            Ok(collection) => Ok(Some(collection)),
+            Err(Error::NoSuchCollection { .. }) => Ok(None),
+            Err(error) => Err(self.fail(error)),
+        }
+    }
+
+    fn line(&mut self, line: u64, bytes: &[u8]) -> Outcome {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text.trim(),
+            Err(error) => {
+                self.tally.reject(line, format!("not UTF-8: {error}"));
+                return Ok(());
+            }
+        };
+        if text.is_empty() {
+            return Ok(());
+        }
+        let parsed: serde_json::Value = match serde_json::from_str(text) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                self.tally.reject(line, format!("not JSON: {error}"));
+                return Ok(());
+            }
+        };
+        if let Some(header) = parsed.as_object().filter(|object| object.contains_key(EXPORT_HEADER_FIELD)) {
+            return self.header(line, header);
+        }
+        if !self.section_is_ours {
+            self.tally.skipped += 1;
+            return Ok(());
+        }
+        if let (None, Some(header_line)) = (&self.collection, self.unknown_key_kinds_at) {
+            return Err(Failure::Invalid(format!(
+                "line {line}: the export header on line {header_line} does not give the key fields' widths (the collection was empty when exported), so {:?} cannot be created",
+                self.options.collection
+            )));
+        }
+        if self.collection.is_none() {
+            return Err(Failure::Usage(format!(
+                "{}: no collection {:?}, and {} gives no schema for it before line {line} (an export header line)",
+                self.options.db.display(),
+                self.options.collection,
+                self.options.input.display()
+            )));
+        }
+        self.pending.push(Pending { line, json: text.as_bytes().to_vec() });
+        Ok(())
+    }
+
+    /// An export header: starts a section, and gives the schema of a collection to create.
+    fn header(&mut self, line: u64, header: &serde_json::Map<String, serde_json::Value>) -> Outcome {
+        let version = header.get(EXPORT_HEADER_FIELD).and_then(|version| version.as_u64());
+        if version != Some(u64::from(crate::records::EXPORT_FORMAT_VERSION)) {
+            return Err(Failure::Invalid(format!(
+                "line {line}: export format {} (this tessera reads {})",
+                header.get(EXPORT_HEADER_FIELD).map(|version| version.to_string()).unwrap_or_default(),
+                crate::records::EXPORT_FORMAT_VERSION
+            )));
+        }
+        let name = header.get("collection").and_then(|name| name.as_str());
+        self.section_is_ours = name == Some(self.options.collection);
+        if !self.section_is_ours || self.collection.is_some() {
+            return Ok(());
+        }
+        let schema =
+            header.get("schema").cloned().ok_or_else(|| Failure::Invalid(format!("line {line}: export header without a schema")))?;
+        let schema: DynSchema =
+            serde_json::from_value(schema).map_err(|error| Failure::Invalid(format!("line {line}: export header's schema: {error}")))?;
+        if schema.key_kinds.len() != schema.key_fields.len() {
+            // Exported while empty, with integer key widths nobody recorded: there is nothing
+            // to import, and nothing to create the collection from.
+            self.unknown_key_kinds_at = Some(line);
+            return Ok(());
+        }
+        let created = self.db.create_dyn_collection(self.options.collection, &schema).map_err(|error| self.fail(error))?;
+        self.wrote = true;
+        self.collection = Some(created);
+        Ok(())
+    }
+
+    /// Writes the pending lines in one transaction; with `--atomic`, refuses them all if one
+    /// is refused.
+    fn flush(&mut self) -> Outcome {
+        let Some(collection) = self.collection.clone() else {
+            return Ok(());
+        };
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let atomic = self.options.atomic;
+        // With --atomic, a line refused before (not JSON) refuses the whole import too; the
+        // transaction still runs, to report every line the schema refuses.
+        let refused_before = self.tally.rejected > 0;
+        // The closure may run again (the map grows and the transaction is retried): it starts
+        // from nothing each time.
+        let mut outcome: (u64, u64, Vec<Rejection>) = (0, 0, Vec::new());
+        let written = self.db.write(|tx| {
+            outcome = (0, 0, Vec::new());
+            for entry in &pending {
+                match collection.upsert_json(tx, &entry.json) {
+                    Ok(tessera::WriteOutcome::Unchanged) => outcome.1 += 1,
+                    Ok(_) => outcome.0 += 1,
+                    Err(error) if is_record_error(&error) => outcome.2.push(Rejection { line: entry.line, reason: error.to_string() }),
+                    Err(error) => return Err(error),
+                }
+            }
+            if atomic && (refused_before || !outcome.2.is_empty()) {
+                return Err(Error::other(AtomicRefusal));
+            }
+            Ok(())
+        });
+        let (imported, unchanged, rejections) = outcome;
+        for rejection in rejections {
+            self.tally.reject(rejection.line, rejection.reason);
+        }
+        match written {
+            Ok(()) => {
+                self.wrote = true;
+                self.tally.imported += imported;
+                self.tally.unchanged += unchanged;
+                Ok(())
+            }
+            Err(Error::Aborted(reason)) if reason.is::<AtomicRefusal>() => Ok(()),
+            Err(error) => Err(self.fail(error)),
+        }
+    }
+}
+
+fn report(tally: &mut Tally, options: &ImportOptions<'_>) -> Outcome {
+    // Lines refused when read and lines refused when written, in file order.
+    tally.rejections.sort_by_key(|rejection| rejection.line);
+    let imported = if options.atomic && tally.rejected > 0 { 0 } else { tally.imported };
+    if options.as_json {
+        let rejections: Vec<_> = tally.rejections.iter().map(|r| json!({"line": r.line, "reason": r.reason})).collect();
+        let report = json!({
+            "collection": options.collection,
+            "imported": imported,
+            "unchanged": tally.unchanged,
+            "skipped": tally.skipped,
+            "rejected": tally.rejected,
+            "rejections": rejections,
+            "atomic": options.atomic,
+        });
+        println!("{report}");
+    } else {
+        for rejection in &tally.rejections {
+            eprintln!("line {}: {}", rejection.line, rejection.reason);
+        }
+        if tally.rejected > tally.rejections.len() as u64 {
+            eprintln!("… and {} more rejected lines", tally.rejected - tally.rejections.len() as u64);
+        }
+        let mut summary = format!("imported {imported}, rejected {}", tally.rejected);
+        if tally.unchanged > 0 {
+            summary.push_str(&format!(", unchanged {}", tally.unchanged));
+        }
+        if tally.skipped > 0 {
+            summary.push_str(&format!(", skipped {} of other collections", tally.skipped));
+        }
+        if options.atomic && tally.rejected > 0 {
+            summary.push_str(" (--atomic: nothing was written)");
+        }
+        println!("{summary}");
+    }
+    if tally.rejected > 0 {
+        Err(Failure::Reported(crate::failure::EXIT_INVALID))
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,266 @@
+//! `info`, `ls` and `schema`: what a database file holds.
+
+use crate::failure::{Failure, Outcome};
+use crate::open::{self, Access};
+use crate::table::{pairs, Table};
+use serde_json::{json, Value as Json};
+use std::path::Path;
+use tessera::collection::{DynCollection, DynSchema, TypeDesc};
+use tessera::Db;
+
+/// A stored shape's type as text: `int`, `option<string>`, `list<struct>`, `enum(Open|Done)`.
+pub fn type_name(desc: &TypeDesc) -> String {
+    match desc {
+        TypeDesc::Bool => "bool".into(),
+        TypeDesc::Int => "int".into(),
+        TypeDesc::Float => "float".into(),
+        TypeDesc::String => "string".into(),
+        TypeDesc::Bytes => "bytes".into(),
+        TypeDesc::Any => "any".into(),
+        TypeDesc::Option(inner) => format!("option<{}>", type_name(inner)),
+        TypeDesc::List(inner) => format!("list<{}>", type_name(inner)),
+        TypeDesc::Map(inner) => format!("map<{}>", type_name(inner)),
+        TypeDesc::Struct(_) => "struct".into(),
+        TypeDesc::Enum(variants) => {
+            let names: Vec<&str> = variants.iter().map(|(name, _)| name.as_str()).collect();
+            format!("enum({})", names.join("|"))
+        }
+    }
+}
+
+/// Most fields `schema` lists (a damaged schema could be huge).
+const FIELDS_SHOWN_MAX: usize = 10_000;
+
+/// Every field of `shape` with its dotted path and type, depth first, with an explicit stack.
+pub fn fields(shape: &TypeDesc) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(String, &TypeDesc)> = vec![(String::new(), shape)];
+    while let Some((path, desc)) = stack.pop() {
+        if out.len() >= FIELDS_SHOWN_MAX {
+            break;
+        }
+        if !path.is_empty() {
+            out.push((path.clone(), type_name(desc)));
+        }
+        let join = |name: &str| if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") };
+        let mut inner = desc;
+        while let TypeDesc::Option(next) = inner {
+            inner = next;
+        }
+        match inner {
+            TypeDesc::Struct(members) => stack.extend(members.iter().rev().map(|(name, member)| (join(name), member))),
+            TypeDesc::Enum(variants) => {
+                stack.extend(variants.iter().rev().filter_map(|(name, payload)| payload.as_ref().map(|payload| (join(name), payload))))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// An index's state as `info` and `schema` show it.
+fn index_state(ready: bool) -> &'static str {
+    if ready {
+        "ready"
+    } else {
+        "building"
+    }
+}
+
+fn collection_json(name: &str, records: usize, schema: &DynSchema) -> Json {
+    json!({
+        "name": name,
+        "records": records,
+        "key_fields": schema.key_fields,
+        "indexes": schema.indexes.iter().map(|index| json!({
+            "path": index.path, "unique": index.unique, "state": index_state(index.ready),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// What the file holds, with counts.
+struct Contents {
+    collections: Vec<(DynCollection, usize)>,
+    dictionaries: Vec<(String, usize)>,
+    documents: Vec<(String, usize)>,
+    /// The application's own keyspaces ([`Db::keyspace`]), with their entry counts.
+    keyspaces: Vec<(String, usize)>,
+}
+
+fn contents(db: &Db, file: &str) -> Outcome<Contents> {
+    let fail = |error| Failure::from_error(file, error);
+    let catalog = db.catalog().map_err(fail)?;
+    let mut collections = Vec::with_capacity(catalog.collections.len());
+    for name in &catalog.collections {
+        let collection = db.dyn_collection(name).map_err(fail)?;
+        let count = collection.all().count(db).map_err(fail)?;
+        collections.push((collection, count));
+    }
+    let mut dictionaries = Vec::new();
+    for name in &catalog.dictionaries {
+        let dictionary = db.dictionary_with(name, Default::default()).map_err(fail)?;
+        dictionaries.push((name.clone(), dictionary.keys().map_err(fail)?.len()));
+    }
+    let mut documents = Vec::new();
+    for name in &catalog.documents {
+        let namespace = db.documents(name).map_err(fail)?;
+        documents.push((name.clone(), namespace.ids_with_prefix("").map_err(fail)?.len()));
+    }
+    let mut keyspaces = Vec::new();
+    for name in &catalog.keyspaces {
+        let keyspace = db.keyspace(name).map_err(fail)?;
+        let count = db.read(|tx| tx.range(&keyspace, ..)?.try_fold(0usize, |count, entry| entry.map(|_| count + 1))).map_err(fail)?;
+        keyspaces.push((name.clone(), count));
+    }
+    Ok(Contents { collections, dictionaries, documents, keyspaces })
+}
+
+/// `tessera info`.
+pub fn info(path: &Path, as_json: bool) -> Outcome {
+    let file = path.display().to_string();
+    let db = match open::database(path, Access::Read) {
+        Ok(db) => db,
+        Err(refused) => return document_info(path, as_json).unwrap_or(Err(refused)),
+    };
+    let file_info = db.file_info().map_err(|error| Failure::from_error(&file, error))?;
+    let contents = contents(&db, &file)?;
+    if as_json {
+        let report = json!({
+            "file": file,
+            "kind": "database",
+            "format_version": file_info.format_version,
+            "file_bytes": file_info.file_bytes,
+            "map_bytes": file_info.map_bytes,
+            "used_bytes": file_info.used_bytes,
+            "page_bytes": file_info.page_bytes,
+            "last_txn_id": file_info.last_txn_id,
+            "collections": contents.collections.iter().map(|(c, n)| collection_json(c.name(), *n, c.schema())).collect::<Vec<_>>(),
+            "dictionaries": contents.dictionaries.iter().map(|(name, n)| json!({"name": name, "entries": n})).collect::<Vec<_>>(),
+            "documents": contents.documents.iter().map(|(name, n)| json!({"name": name, "documents": n})).collect::<Vec<_>>(),
+            "keyspaces": contents.keyspaces.iter().map(|(name, n)| json!({"name": name, "entries": n})).collect::<Vec<_>>(),
+        });
+        println!("{report}");
+        return Ok(());
+    }
+    let percent = if file_info.map_bytes == 0 { 0.0 } else { 100.0 * file_info.used_bytes as f64 / file_info.map_bytes as f64 };
+    print!(
+        "{}",
+        pairs(&[
+            ("file", file.clone()),
+            ("kind", format!("tessera database, storage format {}", file_info.format_version)),
+            ("size", format!("{} bytes", file_info.file_bytes)),
+            ("map", format!("{} bytes, {} used ({percent:.1} %)", file_info.map_bytes, file_info.used_bytes)),
+            ("last transaction", file_info.last_txn_id.to_string()),
+        ])
+    );
+    let mut table = Table::new(&["collection", "records", "key", "indexes"]);
+    for (collection, count) in &contents.collections {
+        let schema = collection.schema();
+        let indexes: Vec<String> = schema
+            .indexes
+            .iter()
+            .map(|index| format!("{}{} ({})", index.path, if index.unique { " unique" } else { "" }, index_state(index.ready)))
+            .collect();
+        table.row(vec![collection.name().to_owned(), count.to_string(), schema.key_fields.join(", "), indexes.join(", ")]);
+    }
+    print!("\n{}", table.render());
+    let mut table = Table::new(&["dictionary", "entries"]);
+    contents.dictionaries.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
+    print!("\n{}", table.render());
+    let mut table = Table::new(&["documents", "ids"]);
+    contents.documents.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
+    print!("\n{}", table.render());
+    if !contents.keyspaces.is_empty() {
+        let mut table = Table::new(&["keyspace", "entries"]);
+        contents.keyspaces.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
+        print!("\n{}", table.render());
+    }
+    Ok(())
+}
+
+/// Largest file `info` reads whole to see whether it is a binary document.
+const DOCUMENT_BYTES_MAX: u64 = 256 << 20;
+
+/// `info` on a file that is not a database: a report if it is a binary document, `None` if
+/// it is not one either.
+fn document_info(path: &Path, as_json: bool) -> Option<Outcome> {
+    let length = std::fs::metadata(path).ok()?.len();
+    if length == 0 || length > DOCUMENT_BYTES_MAX {
+        return None;
+    }
+    let bytes = std::fs::read(path).ok()?;
+    let doc = tessera::value::Doc::from_untrusted(&bytes).ok()?;
+    let root = format!("{:?}", doc.root().kind()).to_lowercase();
+    if as_json {
+        println!(
+            "{}",
+            json!({"file": path.display().to_string(), "kind": "document", "format_version": doc.format_version(), "file_bytes": length, "root": root})
+        );
+    } else {
+        print!(
+            "{}",
+            pairs(&[
+                ("file", path.display().to_string()),
+                ("kind", format!("tessera document, format {}", doc.format_version())),
+                ("size", format!("{length} bytes")),
+                ("root", root),
+            ])
+        );
+    }
+    Some(Ok(()))
+}
+
+/// `tessera ls`.
+pub fn ls(path: &Path, as_json: bool) -> Outcome {
+    let file = path.display().to_string();
+    let db = open::database(path, Access::Read)?;
+    let contents = contents(&db, &file)?;
+    let mut rows: Vec<(&str, String, usize)> = Vec::new();
+    rows.extend(contents.collections.iter().map(|(c, n)| ("collection", c.name().to_owned(), *n)));
+    rows.extend(contents.dictionaries.iter().map(|(name, n)| ("dictionary", name.clone(), *n)));
+    rows.extend(contents.documents.iter().map(|(name, n)| ("documents", name.clone(), *n)));
+    rows.extend(contents.keyspaces.iter().map(|(name, n)| ("keyspace", name.clone(), *n)));
+    if as_json {
+        let list: Vec<Json> = rows.iter().map(|(kind, name, count)| json!({"kind": kind, "name": name, "count": count})).collect();
+        println!("{}", Json::Array(list));
+        return Ok(());
+    }
+    let mut table = Table::new(&["kind", "name", "count"]);
+    rows.into_iter().for_each(|(kind, name, count)| table.row(vec![kind.to_owned(), name, count.to_string()]));
+    print!("{}", table.render());
+    Ok(())
+}
+
+/// `tessera schema`.
+pub fn schema(path: &Path, name: &str, as_json: bool) -> Outcome {
+    let file = path.display().to_string();
+    let db = open::database(path, Access::Read)?;
+    let collection = db.dyn_collection(name).map_err(|error| Failure::from_error(&file, error))?;
+    let schema = collection.schema();
+    if as_json {
+        let text = serde_json::to_string(schema).map_err(|error| Failure::Invalid(format!("{file}: {error}")))?;
+        println!("{text}");
+        return Ok(());
+    }
+    let kinds: Vec<String> = schema
+        .key_fields
+        .iter()
+        .enumerate()
+        .map(|(at, field)| match schema.key_kinds.get(at) {
+            Some(kind) => format!("{field} ({})", kind.name()),
+            None => field.clone(),
+        })
+        .collect();
+    print!("{}", pairs(&[("collection", name.to_owned()), ("version", schema.version.to_string()), ("key", kinds.join(", "))]));
+    let mut table = Table::new(&["field", "type"]);
+    for (field, kind) in fields(&schema.shape) {
+        table.row(vec![field, kind]);
+    }
+    print!("\n{}", table.render());
+    let mut table = Table::new(&["index", "unique", "state"]);
+    for index in &schema.indexes {
+        table.row(vec![index.path.clone(), index.unique.to_string(), index_state(index.ready).to_owned()]);
+    }
+    print!("\n{}", table.render());
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! `check`, `backup` and `compact`: the file as a whole.
+
+use crate::failure::{write_failed, Failure, Outcome, EXIT_INVALID};
+use crate::open::{self, Access};
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+
+/// LMDB's magic number, at byte 16 of a data file (the first meta page's body).
+const LMDB_MAGIC: u32 = 0xBEEF_C0DE;
+/// Where the magic number ends.
+const MAGIC_END: usize = 20;
+
+/// Whether `path` starts like an LMDB file; a refusal naming its first bytes if not.
+fn require_lmdb(path: &Path) -> Outcome {
+    use std::io::Read;
+    let mut bytes = Vec::with_capacity(MAGIC_END);
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAGIC_END as u64).read_to_end(&mut bytes))
+        .map_err(|error| Failure::Io(format!("cannot read {}: {error}", path.display())))?;
+    let magic = bytes.get(16..20).and_then(|magic| <[u8; 4]>::try_from(magic).ok()).map(u32::from_ne_bytes);
+    if magic == Some(LMDB_MAGIC) {
+        Ok(())
+    } else {
+        Err(open::not_a_database(path))
+    }
+}
+
+/// Walks `db`'s LMDB structure first (so that opening it cannot crash inside LMDB: opening
+/// reads the main tree), then opens it read-only and prints its check report; `Invalid`
+/// when damage was found.
+pub fn check_in_process(path: &Path, as_json: bool) -> Outcome {
+    let file = path.display().to_string();
+    let structure = tessera::store::structure::verify(path).map_err(|error| match error {
+        tessera::Error::NotADatabase { .. } => open::not_a_database(path),
+        other => Failure::from_error(&file, other),
+    })?;
+    if !structure.is_ok() {
+        if as_json {
+            println!("{}", json!({"file": file, "ok": false, "report": format!("LMDB structure damaged, not opened: {structure}")}));
+        } else {
+            print!("{file}: LMDB structure damaged, not opened: {structure}");
+        }
+        std::io::stdout().flush().map_err(|error| write_failed("the report", error))?;
+        return Err(Failure::Reported(EXIT_INVALID));
+    }
+    let db = open::database(path, Access::Read)?;
+    let report = db.check().map_err(|error| Failure::from_error(&file, error))?;
+    if as_json {
+        println!("{}", json!({"file": file, "ok": report.is_ok(), "report": report.to_string()}));
+    } else {
+        print!("{file}: {report}");
+    }
+    std::io::stdout().flush().map_err(|error| write_failed("the report", error))?;
+    if report.is_ok() {
+        Ok(())
+    } else {
+        Err(Failure::Reported(EXIT_INVALID))
+    }
+}
+
+/// Runs the check in a child process (this program, `check --in-process`) and passes its
+/// report and verdict on; a child killed by a signal means LMDB itself crashed on the file.
+pub fn check_in_child(path: &Path, as_json: bool) -> Outcome {
+    require_lmdb(path)?;
+    let program = std::env::current_exe().map_err(|error| Failure::Io(format!("cannot find this program: {error}")))?;
+    let mut command = std::process::Command::new(program);
+    command.arg("check").arg("--in-process").arg(path);
+    if as_json {
+        command.arg("--json");
+    }
+    let output =
+        command.stderr(std::process::Stdio::inherit()).output().map_err(|error| Failure::Io(format!("cannot run the check: {error}")))?;
+    std::io::stdout().write_all(&output.stdout).map_err(|error| write_failed("the report", error))?;
+    match output.status.code() {
+        Some(0) => Ok(()),
+        // The child printed its reason already.
+        Some(code @ 1..=3) => Err(Failure::Reported(code as u8)),
+        other => {
+            use std::os::unix::process::ExitStatusExt;
+            let how = match (other, output.status.signal()) {
+                (_, Some(signal)) => format!("was killed by signal {signal}"),
+                (Some(code), None) => format!("exited with status {code}"),
+                (None, None) => "ended without a status".to_owned(),
+            };
+            Err(Failure::Invalid(format!(
+                "{}: damaged: the check {how} inside LMDB, whose B-tree pages are damaged; copy the file before anything writes to it",
+                path.display()
+            )))
+        }
+    }
+}
+
+/// `tessera backup`: a consistent, compacted copy, taken while other processes use the file.
+pub fn backup(path: &Path, destination: &Path, as_json: bool) -> Outcome {
+    if destination.exists() {
+        return Err(Failure::Usage(format!("{}: exists; backup writes a new file", destination.display())));
+    }
+    let db = open::database(path, Access::Read)?;
+    let bytes = db.copy_compacted(destination).map_err(|error| Failure::from_error(&destination.display().to_string(), error))?;
+    if as_json {
+        println!("{}", json!({"file": path.display().to_string(), "backup": destination.display().to_string(), "bytes": bytes}));
+    } else {
+        println!("backed up {} to {} ({bytes} bytes)", path.display(), destination.display());
+    }
+    Ok(())
+}
+
+/// `tessera compact`: rewrites the file without its free pages. No other process may have it
+/// open: the compacted copy replaces the file, and a process that had it open would go on
+/// writing to the old one.
+pub fn compact(path: &Path, as_json: bool) -> Outcome {
+    let before = std::fs::metadata(path).map_err(|error| Failure::Io(format!("cannot open {}: {error}", path.display())))?.len();
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".compact-{}", std::process::id()));
+    let temporary = std::path::PathBuf::from(temporary);
+    {
+        let db = open::database(path, Access::Read)?;
+        db.copy_compacted(&temporary).map_err(|error| Failure::from_error(&path.display().to_string(), error))?;
+    }
+    // The copy is checked before it replaces anything.
+    let sound = tessera::Db::open_with(&temporary, tessera::DbOptions { read_only: true, ..Default::default() })
+        .and_then(|copy| copy.check())
+        .map(|report| report.is_ok());
+    let mut copy_lock = temporary.as_os_str().to_owned();
+    copy_lock.push("-lock");
+    let _ = std::fs::remove_file(copy_lock);
+    if !matches!(sound, Ok(true)) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(Failure::Invalid(format!("{}: the compacted copy did not check out; the file was left as it was", path.display())));
+    }
+    std::fs::rename(&temporary, path).map_err(|error| {
+        let _ = std::fs::remove_file(&temporary);
+        Failure::Io(format!("cannot replace {}: {error}", path.display()))
+    })?;
+    let after = std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0);
+    if as_json {
+        println!("{}", json!({"file": path.display().to_string(), "bytes_before": before, "bytes_after": after}));
+    } else {
+        println!("compacted {}: {before} -> {after} bytes", path.display());
+    }
+    Ok(())
+}

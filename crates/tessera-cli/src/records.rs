@@ -1,0 +1,191 @@
+//! `get`, `query` and `export`: records read through dynamic collections.
+
+use crate::failure::{write_failed, Failure, Outcome};
+use crate::open::{self, Access};
+use crate::table::Table;
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+use tessera::collection::{DynCollection, DynRecord, KeyKind, TypeDesc};
+use tessera::value::{Kind, Value};
+use tessera::Db;
+
+/// The first line of each collection's section in an export: `{"tessera_export": 1, ...}`.
+pub const EXPORT_HEADER_FIELD: &str = "tessera_export";
+/// The export format's version, in each header line.
+pub const EXPORT_FORMAT_VERSION: u32 = 1;
+
+/// A key typed on the command line as JSON: a string key may be given bare (`ada` for
+/// `"ada"`); numbers, and composite keys as arrays, are JSON.
+pub fn key_json(collection: &DynCollection, text: &str) -> String {
+    let schema = collection.schema();
+    let textual = match (schema.key_kinds.as_slice(), schema.key_fields.as_slice()) {
+        ([kind], _) => *kind == KeyKind::String,
+        ([], [field]) => schema.shape.resolve(field) == Some(&TypeDesc::String),
+        _ => false,
+    };
+    let is_json_string = serde_json::from_str::<serde_json::Value>(text).is_ok_and(|value| value.is_string());
+    if textual && !is_json_string {
+        return serde_json::Value::String(text.to_owned()).to_string();
+    }
+    text.to_owned()
+}
+
+/// Opens `path` read-only and its collection `name`.
+fn collection(path: &Path, name: &str) -> Outcome<(Db, DynCollection)> {
+    let db = open::database(path, Access::Read)?;
+    let collection = db.dyn_collection(name).map_err(|error| Failure::from_error(&path.display().to_string(), error))?;
+    Ok((db, collection))
+}
+
+/// `tessera get`.
+pub fn get(path: &Path, name: &str, key: &str, as_json: bool) -> Outcome {
+    let (db, collection) = collection(path, name)?;
+    let key_text = key_json(&collection, key);
+    let found = collection.get_json(&db, &key_text).map_err(|error| Failure::from_error(&path.display().to_string(), error))?;
+    let Some(record) = found else {
+        return Err(Failure::Invalid(format!("collection {name:?}: no record with key {key_text}")));
+    };
+    if as_json {
+        println!("{}", record.to_json());
+    } else {
+        println!("{}", record.value().to_json_pretty());
+    }
+    Ok(())
+}
+
+/// A record's field as a table cell: strings as they are, other values as JSON.
+fn cell(value: Option<Value<'_>>) -> String {
+    match value {
+        None => String::new(),
+        Some(value) if value.kind() == Kind::String => value.as_str().unwrap_or_default().to_owned(),
+        Some(value) => value.to_json(),
+    }
+}
+
+/// The table columns of a collection: its top-level fields.
+fn columns(collection: &DynCollection) -> Vec<String> {
+    match &collection.schema().shape {
+        TypeDesc::Struct(fields) => fields.iter().map(|(name, _)| name.clone()).collect(),
+        _ => vec!["record".into()],
+    }
+}
+
+fn row(columns: &[String], record: &DynRecord) -> Vec<String> {
+    let value = record.value();
+    match value.as_dict() {
+        Some(dict) => columns.iter().map(|column| cell(dict.get(column))).collect(),
+        None => vec![value.to_json()],
+    }
+}
+
+/// `tessera query`.
+pub fn query(path: &Path, name: &str, text: &str, explain: bool, limit: Option<usize>, as_json: bool) -> Outcome {
+    let (db, collection) = collection(path, name)?;
+    let file = path.display().to_string();
+    let mut query = collection.filter_text(text).map_err(|error| Failure::from_error(&format!("query {text:?}"), error))?;
+    if let Some(limit) = limit {
+        query = query.limit(limit);
+    }
+    if explain {
+        if as_json {
+            println!("{}", json!({ "plan": query.explain() }));
+        } else {
+            println!("{}", query.explain());
+        }
+        return Ok(());
+    }
+    let mut stdout = std::io::stdout().lock();
+    if as_json {
+        query
+            .for_each(&db, |record| {
+                writeln!(stdout, "{}", record.to_json()).map_err(tessera::Error::Io)?;
+                Ok(true)
+            })
+            .map_err(|error| Failure::from_error(&file, error))?;
+        return stdout.flush().map_err(|error| write_failed("the records", error));
+    }
+    let columns = columns(&collection);
+    let titles: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let mut table = Table::new(&titles);
+    let mut count = 0usize;
+    query
+        .for_each(&db, |record| {
+            table.row(row(&columns, &record));
+            count += 1;
+            Ok(true)
+        })
+        .map_err(|error| Failure::from_error(&file, error))?;
+    writeln!(stdout, "{}({count} record{})", table.render(), if count == 1 { "" } else { "s" })
+        .map_err(|error| write_failed("the records", error))
+}
+
+/// `tessera export`: one JSON Lines section per collection, each a header line (name,
+/// schema, record count) and one line per record, all from one snapshot.
+pub fn export(path: &Path, names: &[String], output: Option<&str>, as_json: bool) -> Outcome {
+    let file = path.display().to_string();
+    let db = open::database(path, Access::Read)?;
+    let fail = |error| Failure::from_error(&file, error);
+    let names = if names.is_empty() { db.catalog().map_err(fail)?.collections } else { names.to_vec() };
+    let mut collections = Vec::with_capacity(names.len());
+    for name in &names {
+        collections.push(db.dyn_collection(name).map_err(fail)?);
+    }
+    let target = output.filter(|path| *path != "-");
+    let temporary = target.map(|path| format!("{path}.tmp-{}", std::process::id()));
+    let sink: Box<dyn Write> = match &temporary {
+        Some(temporary) => Box::new(std::fs::File::create(temporary).map_err(|error| write_failed(temporary, error))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut sink = std::io::BufWriter::new(sink);
+    let written = write_sections(&db, &collections, &mut sink).map_err(fail).and_then(|counts| {
+        sink.flush().map_err(|error| write_failed("the export", error))?;
+        Ok(counts)
+    });
+    drop(sink);
+    let counts = match (written, &temporary, target) {
+        (Ok(counts), Some(temporary), Some(target)) => {
+            std::fs::rename(temporary, target).map_err(|error| write_failed(target, error))?;
+            counts
+        }
+        (Ok(counts), _, _) => counts,
+        (Err(failure), temporary, _) => {
+            if let Some(temporary) = temporary {
+                let _ = std::fs::remove_file(temporary);
+            }
+            return Err(failure);
+        }
+    };
+    if let Some(target) = target {
+        let summary: Vec<String> = names.iter().zip(&counts).map(|(name, count)| format!("{name} ({count})")).collect();
+        if as_json {
+            let list: Vec<_> = names.iter().zip(&counts).map(|(name, count)| json!({"collection": name, "records": count})).collect();
+            println!("{}", json!({"file": target, "collections": list}));
+        } else {
+            println!("exported {} to {target}", summary.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// Writes every collection's section from one read transaction; returns the record counts.
+fn write_sections(db: &Db, collections: &[DynCollection], sink: &mut impl Write) -> tessera::Result<Vec<usize>> {
+    let txn = db.read_txn()?;
+    let mut counts = Vec::with_capacity(collections.len());
+    for collection in collections {
+        let records = collection.all().count(&txn)?;
+        let header = json!({
+            EXPORT_HEADER_FIELD: EXPORT_FORMAT_VERSION,
+            "collection": collection.name(),
+            "records": records,
+            "schema": collection.schema(),
+        });
+        writeln!(sink, "{header}")?;
+        collection.all().for_each(&txn, |record| {
+            writeln!(sink, "{}", record.to_json())?;
+            Ok(true)
+        })?;
+        counts.push(records);
+    }
+    Ok(counts)
+}

@@ -1,0 +1,211 @@
+//! The check of a record given as a [`Value`] against a collection's stored shape, and its
+//! encoding in the layout a record type's generated codec writes (struct fields in declaration
+//! order, a missing optional field as null, a float field's integer as a float), so that a
+//! typed handle reads what a dynamic one wrote.
+//!
+//! The walk recurses along the stored shape and the value together; the value's nesting is
+//! bounded by the binary format's depth limit, so the recursion is too.
+
+use crate::collection::TypeDesc;
+use tessera_value::{EncodeError, Encoder, Kind, Value};
+
+/// Why a value does not fit the shape, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Misfit {
+    /// Dotted path of the field (`tags[2]` for an element).
+    pub(crate) path: String,
+    pub(crate) problem: String,
+}
+
+/// How conforming failed: the value does not fit, or the encoder refused it.
+pub(crate) enum ConformError {
+    Misfit(Misfit),
+    Encode(EncodeError),
+}
+
+impl From<EncodeError> for ConformError {
+    fn from(error: EncodeError) -> Self {
+        ConformError::Encode(error)
+    }
+}
+
+type Conformed = Result<(), ConformError>;
+
+/// Checks `value` against `shape` and writes it into `out`.
+pub(crate) fn conform(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc) -> Conformed {
+    let mut path = String::new();
+    walk(out, value, shape, &mut path)
+}
+
+fn misfit(path: &str, problem: impl Into<String>) -> ConformError {
+    ConformError::Misfit(Misfit { path: if path.is_empty() { "$".to_owned() } else { path.to_owned() }, problem: problem.into() })
+}
+
+fn kind_name(value: Value<'_>) -> &'static str {
+    match value.kind() {
+        Kind::Null => "null",
+        Kind::Bool => "a boolean",
+        Kind::Int | Kind::UInt => "an integer",
+        Kind::Float => "a float",
+        Kind::String => "a string",
+        Kind::Binary => "binary data",
+        Kind::Array => "an array",
+        Kind::Dict => "an object",
+    }
+}
+
+fn wrong(path: &str, expected: &str, found: Value<'_>) -> ConformError {
+    misfit(path, format!("expected {expected}, found {}", kind_name(found)))
+}
+
+/// Runs `inside` with `step` appended to `path`, then restores it.
+fn at<R>(path: &mut String, step: &str, inside: impl FnOnce(&mut String) -> R) -> R {
+    let before = path.len();
+    if !path.is_empty() && !step.starts_with('[') {
+        path.push('.');
+    }
+    path.push_str(step);
+    let result = inside(path);
+    path.truncate(before);
+    result
+}
+
+fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, path: &mut String) -> Conformed {
+    match shape {
+        TypeDesc::Any => Ok(out.push_value(value)?),
+        TypeDesc::Option(_) if value.is_null() => Ok(out.push_null()?),
+        TypeDesc::Option(inner) => walk(out, value, inner, path),
+        TypeDesc::Bool => Ok(out.push_bool(value.as_bool().ok_or_else(|| wrong(path, "a boolean", value))?)?),
+        TypeDesc::Int => match value.kind() {
+            Kind::Int => Ok(out.push_i64(value.as_i64().ok_or_else(|| wrong(path, "an integer", value))?)?),
+            Kind::UInt => Ok(out.push_u64(value.as_u64().ok_or_else(|| wrong(path, "an integer", value))?)?),
+            _ => Err(wrong(path, "an integer", value)),
+        },
+        TypeDesc::Float => match value.kind() {
+            Kind::Int | Kind::UInt | Kind::Float => Ok(out.push_f64(value.as_f64().ok_or_else(|| wrong(path, "a number", value))?)?),
+            _ => Err(wrong(path, "a number", value)),
+        },
+        TypeDesc::String => Ok(out.push_str(value.as_str().ok_or_else(|| wrong(path, "a string", value))?)?),
+        TypeDesc::Bytes => Ok(out.push_bytes(value.as_bytes().ok_or_else(|| wrong(path, "binary data", value))?)?),
+        TypeDesc::List(element) => {
+            let array = value.as_array().ok_or_else(|| wrong(path, "an array", value))?;
+            out.begin_array()?;
+            for (index, item) in array.iter().enumerate() {
+                at(path, &format!("[{index}]"), |path| walk(out, item, element, path))?;
+            }
+            Ok(out.end_array()?)
+        }
+        TypeDesc::Map(element) => {
+            let dict = value.as_dict().ok_or_else(|| wrong(path, "an object", value))?;
+            out.begin_dict()?;
+            for (name, item) in dict.iter() {
+                out.key(name)?;
+                at(path, name, |path| walk(out, item, element, path))?;
+            }
+            Ok(out.end_dict()?)
+        }
+        TypeDesc::Struct(fields) => walk_struct(out, value, fields, path),
+        TypeDesc::Enum(variants) => walk_enum(out, value, variants, path),
+    }
+}
+
+fn walk_struct(out: &mut Encoder<'_>, value: Value<'_>, fields: &[(String, TypeDesc)], path: &mut String) -> Conformed {
+    let dict = value.as_dict().ok_or_else(|| wrong(path, "an object", value))?;
+    if let Some((unknown, _)) = dict.iter().find(|(name, _)| !fields.iter().any(|(field, _)| field == name)) {
+        return Err(at(path, unknown, |path| misfit(path, "not a field of the collection's records")));
+    }
+    out.begin_dict()?;
+    for (name, shape) in fields {
+        match dict.get(name) {
+            Some(item) => {
+                out.key(name)?;
+                at(path, name, |path| walk(out, item, shape, path))?;
+            }
+            // A record type writes `None` as null: so does this.
+            None if matches!(shape, TypeDesc::Option(_)) => {
+                out.key(name)?;
+                out.push_null()?;
+            }
+            None if matches!(shape, TypeDesc::Any) => {}
+            None => return Err(at(path, name, |path| misfit(path, "missing: the field is required"))),
+        }
+    }
+    Ok(out.end_dict()?)
+}
+
+fn walk_enum(out: &mut Encoder<'_>, value: Value<'_>, variants: &[(String, Option<TypeDesc>)], path: &mut String) -> Conformed {
+    let names = || variants.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", ");
+    if let Some(name) = value.as_str() {
+        return match variants.iter().find(|(variant, _)| variant == name) {
+            Some((_, None)) => Ok(out.push_str(name)?),
+            Some((_, Some(_))) => Err(misfit(path, format!("variant {name:?} has a payload: write {{\"{name}\": ...}}"))),
+            None => Err(misfit(path, format!("{name:?} is not a variant (one of {})", names()))),
+        };
+    }
+    let dict = value.as_dict().filter(|dict| dict.len() == 1).ok_or_else(|| wrong(path, "a variant name or a one-entry object", value))?;
+    let (name, payload) = dict.iter().next().ok_or_else(|| wrong(path, "a one-entry object", value))?;
+    let Some((_, shape)) = variants.iter().find(|(variant, _)| variant == name) else {
+        return Err(misfit(path, format!("{name:?} is not a variant (one of {})", names())));
+    };
+    let Some(shape) = shape else {
+        return Err(misfit(path, format!("variant {name:?} has no payload: write it as the string {name:?}")));
+    };
+    out.begin_dict()?;
+    out.key(name)?;
+    at(path, name, |path| walk(out, payload, shape, path))?;
+    Ok(out.end_dict()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_value::{from_json, Doc};
+
+    fn shape() -> TypeDesc {
+        TypeDesc::Struct(vec![
+            ("id".into(), TypeDesc::Int),
+            ("score".into(), TypeDesc::Float),
+            ("note".into(), TypeDesc::Option(Box::new(TypeDesc::String))),
+            ("tags".into(), TypeDesc::List(Box::new(TypeDesc::String))),
+            ("state".into(), TypeDesc::Enum(vec![("Open".into(), None), ("Done".into(), Some(TypeDesc::String))])),
+        ])
+    }
+
+    fn check(json: &str) -> Result<String, Misfit> {
+        let bytes = from_json(json.as_bytes()).unwrap();
+        let value = Doc::from_untrusted(&bytes).unwrap().root();
+        let mut out = Encoder::new();
+        match conform(&mut out, value, &shape()) {
+            Ok(()) => Ok(Doc::from_untrusted(&out.finish().unwrap()).unwrap().root().to_json()),
+            Err(ConformError::Misfit(misfit)) => Err(misfit),
+            Err(ConformError::Encode(error)) => panic!("{error}"),
+        }
+    }
+
+    #[test]
+    fn records_are_written_in_the_codec_layout() {
+        let written = check(r#"{"tags": ["a"], "state": "Open", "score": 2, "id": 1}"#).unwrap();
+        assert_eq!(written, r#"{"id":1,"score":2.0,"note":null,"tags":["a"],"state":"Open"}"#);
+        let written = check(r#"{"id": 1, "score": 0.5, "tags": [], "state": {"Done": "yes"}}"#).unwrap();
+        assert!(written.ends_with(r#""state":{"Done":"yes"}}"#), "{written}");
+    }
+
+    #[test]
+    fn each_misfit_names_its_path() {
+        let cases = [
+            (r#"{"id": "x", "score": 1, "tags": [], "state": "Open"}"#, "id", "expected an integer, found a string"),
+            (r#"{"score": 1, "tags": [], "state": "Open"}"#, "id", "missing"),
+            (r#"{"id": 1, "score": 1, "tags": ["a", 2], "state": "Open"}"#, "tags[1]", "expected a string"),
+            (r#"{"id": 1, "score": 1, "tags": [], "state": "Gone"}"#, "state", "not a variant"),
+            (r#"{"id": 1, "score": 1, "tags": [], "state": "Done"}"#, "state", "has a payload"),
+            (r#"{"id": 1, "score": 1, "tags": [], "state": "Open", "extra": 1}"#, "extra", "not a field"),
+            (r#"{"id": 1.5, "score": 1, "tags": [], "state": "Open"}"#, "id", "found a float"),
+            ("[1]", "$", "expected an object"),
+        ];
+        for (json, path, problem) in cases {
+            let misfit = check(json).unwrap_err();
+            assert_eq!(misfit.path, path, "{json}");
+            assert!(misfit.problem.contains(problem), "{json}: {}", misfit.problem);
+        }
+    }
+}

@@ -1,0 +1,1139 @@
+//! Dynamic collections: read and write a collection without its Rust type, from the schema
+//! and the shared-key table stored in the database. The `tessera` command is built on them.
+//!
+//! Records go in and come out as [`Value`]s (or JSON text). A write is checked against the
+//! stored shape first: a wrong type, a missing required field or an unknown field is
+//! [`Error::SchemaViolation`] naming the collection, the key and the field path, with nothing
+//! written. It then takes the write path typed handles take ([`CollectionState::store`]):
+//! the same shared keys, index entries, unique checks, checksums and change feed.
+//!
+//! ```
+//! use tessera::collection::Record;
+//! use tessera::value::{from_json, Doc};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize, Record)]
+//! #[record(name = "notes")]
+//! struct Note {
+//!     #[record(key)]
+//!     id: u32,
+//!     text: String,
+//! }
+//!
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = tessera::Db::open(dir.path().join("db"))?;
+//! let typed = db.collection::<Note>()?;
+//! db.write(|tx| typed.insert(tx, &Note { id: 1, text: "typed".into() }))?;
+//!
+//! let notes = db.dyn_collection("notes")?;
+//! let record = from_json(br#"{"id": 2, "text": "dynamic"}"#).unwrap();
+//! db.write(|tx| notes.insert(tx, Doc::from_untrusted(&record)?.root()))?;
+//! assert_eq!(typed.get(&db, &2u32)?.unwrap().text, "dynamic");
+//! assert_eq!(notes.get_json(&db, "1")?.unwrap().to_json(), r#"{"id":1,"text":"typed"}"#);
+//!
+//! let wrong = from_json(br#"{"id": 3, "text": 7}"#).unwrap();
+//! let error = db.write(|tx| notes.insert(tx, Doc::from_untrusted(&wrong)?.root())).unwrap_err();
+//! assert!(matches!(error, tessera::Error::SchemaViolation { ref path, .. } if path == "text"));
+//! assert_eq!(notes.all().count(&db)?, 2);
+//! # Ok::<(), tessera::Error>(())
+//! ```
+//!
+//! **Keys.** A record type's primary key is encoded with its fields' Rust widths, which the
+//! stored shape does not hold (`TypeDesc::Int` is any integer): a handle reads them from the
+//! schema when a dynamic handle created the collection ([`Db::create_dyn_collection`]), or
+//! learns them from up to 16 stored records ([`KeyKind`]). Until it knows them, for an empty
+//! collection with an integer or float key, reads by key find nothing (there is nothing) and
+//! writes are refused.
+//!
+//! **Integer widths of other fields** are not stored either: a dynamic write takes any
+//! integer for an integer field, and a value out of the record type's range (300 for a `u8`)
+//! is then refused when a typed handle reads the record ([`Error::RecordDecode`]), not when
+//! it is written.
+//!
+//! **Queries** scan the collection and test each record (no index is used yet), with the
+//! predicate type-checked against the stored shape as a typed query is.
+
+mod catalog;
+mod conform;
+mod key_kind;
+
+pub use catalog::Catalog;
+pub use key_kind::KeyKind;
+
+use super::keys::{self, RecordKeys};
+use super::schema::{StoredIndex, StoredSchema};
+use super::{CollectionState, IndexState, TypeDesc, WriteOutcome, COLLECTION_NAME_LEN_MAX, SCHEMA_KEYSPACE};
+use crate::error::{Error, Result};
+use crate::query::{Expr, QueryError, Truth};
+use crate::store::{ReadSource, Snapshot, WriteTxn};
+use crate::Db;
+use conform::{ConformError, Misfit};
+use serde::{Deserialize, Serialize};
+use std::ops::Bound;
+use std::sync::Arc;
+use tessera_value::{Doc, Encoder, Value};
+
+/// Where a key given to a read is named in a [`Error::SchemaViolation`].
+const KEY_PATH: &str = "$key";
+
+/// A collection's stored schema, as a dynamic handle reads it and `tessera export` writes it.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+/// # #[record(name = "tags")]
+/// # struct Tag { #[record(key)] name: String, #[record(index)] uses: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # db.collection::<Tag>()?;
+/// let schema = db.dyn_collection("tags")?.schema().clone();
+/// assert_eq!(schema.key_fields, ["name"]);
+/// assert_eq!(schema.indexes[0].path, "uses");
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DynSchema {
+    /// The record type's version.
+    pub version: u32,
+    /// Paths of the primary key's fields, in key order.
+    pub key_fields: Vec<String>,
+    /// Each key field's encoding, when known (see the module docs, "Keys").
+    pub key_kinds: Vec<KeyKind>,
+    /// The records' shape.
+    pub shape: TypeDesc,
+    /// Secondary and unique indexes.
+    pub indexes: Vec<DynIndex>,
+}
+
+/// One index of a collection.
+///
+/// ```
+/// let index = tessera::collection::DynIndex { path: "age".into(), unique: false, ready: true };
+/// assert!(index.ready);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DynIndex {
+    /// Dotted path of the indexed field.
+    pub path: String,
+    /// Whether two records may not share a non-null value.
+    pub unique: bool,
+    /// Built for every record; a new index builds in the background.
+    pub ready: bool,
+}
+
+impl DynSchema {
+    fn from_stored(stored: &StoredSchema) -> DynSchema {
+        DynSchema {
+            version: stored.version,
+            key_fields: stored.key_fields.clone(),
+            key_kinds: stored.key_kinds.clone(),
+            shape: stored.shape.clone(),
+            indexes: stored
+                .indexes
+                .iter()
+                .map(|index| DynIndex { path: index.path.clone(), unique: index.unique, ready: index.ready })
+                .collect(),
+        }
+    }
+
+    /// Why this schema cannot describe a collection, if it cannot.
+    fn problem(&self) -> Option<String> {
+        if self.key_fields.is_empty() {
+            return Some("no key field".into());
+        }
+        if self.key_kinds.len() != self.key_fields.len() {
+            return Some(format!("{} key kinds for {} key fields", self.key_kinds.len(), self.key_fields.len()));
+        }
+        for (path, kind) in self.key_fields.iter().zip(&self.key_kinds) {
+            let Some(desc) = self.shape.resolve(path) else { return Some(format!("key field `{path}` is not a field")) };
+            if !KeyKind::candidates(desc).contains(kind) {
+                return Some(format!("key field `{path}` of shape {desc:?} cannot be encoded as {}", kind.name()));
+            }
+        }
+        self.indexes
+            .iter()
+            .find(|index| self.shape.resolve(&index.path).is_none())
+            .map(|index| format!("index field `{}` is not a field", index.path))
+    }
+}
+
+/// One record read through a dynamic handle: a standalone binary document (no shared keys),
+/// with its stored primary key.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+/// # #[record(name = "tags")]
+/// # struct Tag { #[record(key)] name: String }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tags = db.collection::<Tag>()?;
+/// # db.write(|tx| tags.insert(tx, &Tag { name: "rust".into() }))?;
+/// let record = db.dyn_collection("tags")?.get_json(&db, r#""rust""#)?.unwrap();
+/// assert_eq!(record.value().get("name").unwrap().as_str(), Some("rust"));
+/// assert_eq!(record.to_json(), r#"{"name":"rust"}"#);
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynRecord {
+    key: Vec<u8>,
+    bytes: Vec<u8>,
+}
+
+impl DynRecord {
+    /// The record's root value.
+    pub fn value(&self) -> Value<'_> {
+        Doc::from_trusted(&self.bytes).expect("a DynRecord holds encoder output").root()
+    }
+
+    /// The record as compact JSON.
+    pub fn to_json(&self) -> String {
+        self.value().to_json()
+    }
+
+    /// The record's binary document (without shared keys).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The stored primary key's order-preserving encoding.
+    pub fn key_bytes(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+/// A collection opened by name, without its record type: see the module docs.
+#[derive(Clone)]
+pub struct DynCollection {
+    db: Db,
+    state: Arc<CollectionState>,
+    schema: Arc<DynSchema>,
+}
+
+impl std::fmt::Debug for DynCollection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DynCollection({:?})", self.state.name)
+    }
+}
+
+/// The keyspace `name` if the file has it, without creating it. Its handle comes from
+/// [`Db::internal_keyspace`] (a committed open, cached), never from an open inside a read
+/// transaction: LMDB closes the handles a read transaction opened when it ends, and a write
+/// transaction that opened the same name meanwhile shares that handle, which then reads
+/// whatever tree takes its slot next.
+pub(super) fn keyspace_if_present(db: &Db, name: &str) -> Result<Option<crate::store::Keyspace>> {
+    if db.keyspace_names()?.iter().any(|present| present == name) {
+        return db.internal_keyspace(name).map(Some);
+    }
+    Ok(None)
+}
+
+/// The stored schema and shared-key table of `name`, if it has a schema.
+fn load_stored(db: &Db, name: &str) -> Result<Option<(StoredSchema, tessera_value::SharedKeys)>> {
+    let Some(schemas) = keyspace_if_present(db, SCHEMA_KEYSPACE)? else { return Ok(None) };
+    let keys_keyspace = keyspace_if_present(db, keys::KEYS_KEYSPACE)?;
+    db.read(|tx| {
+        let Some(bytes) = tx.get(&schemas, name.as_bytes())? else { return Ok(None) };
+        let stored = tessera_value::from_slice::<StoredSchema>(bytes)
+            .map_err(|error| Error::Corrupted(format!("schema of collection {name:?}: {error}")))?;
+        let shared = match &keys_keyspace {
+            Some(keyspace) => keys::load(tx, keyspace, name)?,
+            None => tessera_value::SharedKeys::new(),
+        };
+        Ok(Some((stored, shared)))
+    })
+}
+
+/// Every struct field and enum variant name in `shape`, for a new collection's shared keys:
+/// each struct's or enum's names together and in declaration order (as a record type
+/// registers them), so that records list their fields in that order.
+fn shape_names(shape: &TypeDesc, names: &mut Vec<String>) {
+    let mut stack = vec![shape];
+    while let Some(desc) = stack.pop() {
+        match desc {
+            TypeDesc::Option(inner) | TypeDesc::List(inner) | TypeDesc::Map(inner) => stack.push(inner),
+            TypeDesc::Struct(fields) => {
+                names.extend(fields.iter().map(|(name, _)| name.clone()));
+                stack.extend(fields.iter().rev().map(|(_, field)| field));
+            }
+            TypeDesc::Enum(variants) => {
+                names.extend(variants.iter().map(|(name, _)| name.clone()));
+                stack.extend(variants.iter().rev().filter_map(|(_, payload)| payload.as_ref()));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Db {
+    /// The collection `name`, opened from its stored schema without a record type;
+    /// [`Error::NoSuchCollection`] if the database has none of that name. Works on a
+    /// read-only handle.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert!(matches!(db.dyn_collection("missing"), Err(tessera::Error::NoSuchCollection { .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn dyn_collection(&self, name: &str) -> Result<DynCollection> {
+        crate::store::names::check("collection", name, COLLECTION_NAME_LEN_MAX)?;
+        let (stored, shared) = load_stored(self, name)?.ok_or_else(|| Error::NoSuchCollection { collection: name.to_owned() })?;
+        let state = self.shared_state_or(
+            &format!("collection:{name}"),
+            // A typed handle's state serves as well: it was made from the same schema.
+            |_: &CollectionState| true,
+            || dyn_state(self, name, &stored, shared).map(Arc::new),
+        )?;
+        let mut schema = DynSchema::from_stored(&stored);
+        if schema.key_kinds.len() != schema.key_fields.len() {
+            schema.key_kinds = learn_key_kinds(self, &state, &schema)?.unwrap_or_default();
+        }
+        if schema.key_kinds.len() == schema.key_fields.len() {
+            // Errors of the shared write path show keys as values (a typed state's own
+            // display comes first; a state that has kinds already keeps them).
+            let _ = state.key_kinds.set(schema.key_kinds.clone());
+        }
+        Ok(DynCollection { db: self.clone(), state, schema: Arc::new(schema) })
+    }
+
+    /// Creates the collection `name` with `schema` (every index built, since it is empty) and
+    /// opens it; a collection of that name must not exist unless its stored schema is equal
+    /// (then it is opened). `tessera import` creates collections this way from an export's
+    /// header. [`Error::SchemaMismatch`] if the schema is not usable (a key field missing from
+    /// the shape, key kinds that do not fit) or differs from the stored one.
+    ///
+    /// ```
+    /// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let schema = DynSchema {
+    ///     version: 1,
+    ///     key_fields: vec!["id".into()],
+    ///     key_kinds: vec![KeyKind::U32],
+    ///     shape: TypeDesc::Struct(vec![("id".into(), TypeDesc::Int), ("name".into(), TypeDesc::String)]),
+    ///     indexes: vec![],
+    /// };
+    /// let people = db.create_dyn_collection("people", &schema)?;
+    /// db.write(|tx| people.insert_json(tx, br#"{"id": 7, "name": "Ada"}"#))?;
+    /// assert_eq!(people.get_json(&db, "7")?.unwrap().to_json(), r#"{"id":7,"name":"Ada"}"#);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn create_dyn_collection(&self, name: &str, schema: &DynSchema) -> Result<DynCollection> {
+        crate::store::names::check("collection", name, COLLECTION_NAME_LEN_MAX)?;
+        if let Some(problem) = schema.problem() {
+            return Err(Error::SchemaMismatch { collection: name.to_owned(), reason: problem });
+        }
+        let mut indexes = Vec::with_capacity(schema.indexes.len());
+        for (id, index) in schema.indexes.iter().enumerate() {
+            let id =
+                u8::try_from(id).map_err(|_| Error::SchemaMismatch { collection: name.into(), reason: "more than 256 indexes".into() })?;
+            indexes.push(StoredIndex { path: index.path.clone(), unique: index.unique, id, ready: true });
+        }
+        let stored = StoredSchema {
+            version: schema.version,
+            key_fields: schema.key_fields.clone(),
+            shape: schema.shape.clone(),
+            indexes,
+            key_kinds: schema.key_kinds.clone(),
+        };
+        let schemas = self.internal_keyspace(SCHEMA_KEYSPACE)?;
+        let keys_keyspace = self.internal_keyspace(keys::KEYS_KEYSPACE)?;
+        self.internal_keyspace(&format!("tessera.col.{name}"))?;
+        self.internal_keyspace(&format!("tessera.idx.{name}"))?;
+        let mut names = Vec::new();
+        shape_names(&schema.shape, &mut names);
+        self.write(|tx| {
+            if let Some(bytes) = tx.get(&schemas, name.as_bytes())? {
+                let existing = tessera_value::from_slice::<StoredSchema>(bytes)
+                    .map_err(|error| Error::Corrupted(format!("schema of collection {name:?}: {error}")))?;
+                let same = DynSchema { key_kinds: schema.key_kinds.clone(), ..DynSchema::from_stored(&existing) };
+                if same.key_fields != schema.key_fields || same.shape != schema.shape {
+                    return Err(Error::SchemaMismatch {
+                        collection: name.to_owned(),
+                        reason: "a collection of this name exists with another schema".into(),
+                    });
+                }
+                return Ok(());
+            }
+            let mut shared = keys::load(&*tx, &keys_keyspace, name)?;
+            for field in &names {
+                shared.add(field).map_err(|error| Error::SchemaMismatch {
+                    collection: name.to_owned(),
+                    reason: format!("field name {field:?} cannot be a shared key: {error}"),
+                })?;
+            }
+            tx.put(&keys_keyspace, name.as_bytes(), &shared.to_bytes())?;
+            tx.put(&schemas, name.as_bytes(), &tessera_value::to_vec(&stored)?)
+        })?;
+        self.dyn_collection(name)
+    }
+}
+
+/// A stored key read with `kinds`, as JSON text (an array for a composite key); `None` if
+/// the kinds are unknown (empty) or the bytes are not such a key.
+pub(crate) fn display_key(kinds: &[KeyKind], key: &[u8]) -> Option<String> {
+    if kinds.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(kinds.len());
+    let mut rest = key;
+    for kind in kinds {
+        let (part, after) = kind.display(rest)?;
+        parts.push(part);
+        rest = after;
+    }
+    match (rest.is_empty(), parts.len()) {
+        (false, _) => None,
+        (true, 1) => parts.pop(),
+        (true, _) => Some(format!("[{}]", parts.join(", "))),
+    }
+}
+
+/// The run-time state of a collection opened without its record type.
+fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::SharedKeys) -> Result<CollectionState> {
+    let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
+    let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
+    let single_key_type = match stored.key_fields.as_slice() {
+        [field] => stored.shape.resolve(field).cloned(),
+        _ => None,
+    };
+    Ok(CollectionState {
+        name: name.to_owned(),
+        records,
+        index_keyspace,
+        shape: stored.shape.clone(),
+        indexes: stored.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect(),
+        keys: RecordKeys { shared, ids: Default::default() },
+        key_text: |_| None,
+        key_kinds: std::sync::OnceLock::new(),
+        single_key_type,
+        checksums_verified: db.verifies_checksums(),
+        type_id: std::any::TypeId::of::<DynCollection>(),
+    })
+}
+
+/// The key fields' encodings learned from the first stored records; `None` if they do not
+/// tell (see [`key_kind::learn`]).
+fn learn_key_kinds(db: &Db, state: &CollectionState, schema: &DynSchema) -> Result<Option<Vec<KeyKind>>> {
+    let mut candidates = Vec::with_capacity(schema.key_fields.len());
+    for path in &schema.key_fields {
+        let desc = schema
+            .shape
+            .resolve(path)
+            .ok_or_else(|| Error::Corrupted(format!("collection {:?}: key field `{path}` is not in the stored shape", state.name)))?;
+        candidates.push(KeyKind::candidates(desc));
+    }
+    db.read(|tx| {
+        let mut documents = Vec::new();
+        for entry in tx.range(&state.records, ..)?.take(key_kind::LEARN_RECORDS_MAX) {
+            // A damaged record teaches nothing, and is reported when it is read: opening the
+            // collection does not fail on it.
+            let Ok((key, bytes)) = entry else { continue };
+            let Ok(doc) = state.open_record(key, bytes) else { continue };
+            documents.push((key.to_vec(), plain(doc.root())?));
+        }
+        let mut samples = Vec::with_capacity(documents.len());
+        for (key, bytes) in &documents {
+            let root = Doc::from_trusted(bytes)?.root();
+            let values: Option<Vec<Value<'_>>> = schema.key_fields.iter().map(|path| crate::query::lookup(root, path)).collect();
+            match values {
+                Some(values) => samples.push((key.clone(), values)),
+                None => return Ok(None),
+            }
+        }
+        Ok(key_kind::learn(&candidates, &samples))
+    })
+}
+
+/// `value` as a standalone document without shared keys.
+fn plain(value: Value<'_>) -> Result<Vec<u8>> {
+    let mut encoder = Encoder::new();
+    encoder.push_value(value)?;
+    Ok(encoder.finish()?)
+}
+
+/// JSON text as a document; the error names `what` it was.
+fn json_document(collection: &str, what: &str, json: &[u8]) -> Result<Vec<u8>> {
+    tessera_value::from_json(json).map_err(|error| Error::SchemaViolation {
+        collection: collection.to_owned(),
+        key: String::new(),
+        path: what.to_owned(),
+        problem: format!("not JSON: {error}"),
+    })
+}
+
+impl DynCollection {
+    /// The collection's name.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// assert_eq!(db.dyn_collection("tags")?.name(), "tags");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// The stored schema (with the key kinds learned, if they were).
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, TypeDesc};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let schema = db.dyn_collection("tags")?.schema().clone();
+    /// assert_eq!(schema.shape, TypeDesc::Struct(vec![("name".into(), TypeDesc::String)]));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn schema(&self) -> &DynSchema {
+        &self.schema
+    }
+
+    fn violation(&self, key: &str, misfit: Misfit) -> Error {
+        Error::SchemaViolation { collection: self.state.name.clone(), key: key.to_owned(), path: misfit.path, problem: misfit.problem }
+    }
+
+    /// The key kinds, or the error a write or key read meets when they are unknown.
+    fn key_kinds(&self) -> Result<&[KeyKind]> {
+        if self.schema.key_kinds.len() == self.schema.key_fields.len() {
+            return Ok(&self.schema.key_kinds);
+        }
+        Err(self.unknown_key_kinds())
+    }
+
+    fn unknown_key_kinds(&self) -> Error {
+        Error::SchemaViolation {
+            collection: self.state.name.clone(),
+            key: String::new(),
+            path: KEY_PATH.to_owned(),
+            problem: "the key fields' integer or float widths are not recorded, and no stored record tells them".into(),
+        }
+    }
+
+    /// Encodes a primary key given as a value: the key field's value, or for a composite key
+    /// an array of them in key order. `None` when the key kinds are unknown.
+    fn encode_key(&self, key: Value<'_>) -> Result<Option<Vec<u8>>> {
+        let Ok(kinds) = self.key_kinds() else { return Ok(None) };
+        let parts: Vec<Value<'_>> = match (kinds.len(), key.as_array()) {
+            (1, _) => vec![key],
+            (_, Some(array)) if array.len() == kinds.len() => array.iter().collect(),
+            _ => {
+                let problem = format!("a composite key is an array of {} values ({})", kinds.len(), self.schema.key_fields.join(", "));
+                return Err(self.violation("", Misfit { path: KEY_PATH.into(), problem }));
+            }
+        };
+        let mut out = Vec::with_capacity(32);
+        for ((kind, part), field) in kinds.iter().zip(parts).zip(&self.schema.key_fields) {
+            kind.encode(part, &mut out).map_err(|problem| self.violation("", Misfit { path: field.clone(), problem }))?;
+        }
+        Ok(Some(out))
+    }
+
+    /// The record at `key` (the key field's value; an array of the values for a composite
+    /// key).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "events")]
+    /// # struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let events = db.collection::<Event>()?;
+    /// # db.write(|tx| events.insert(tx, &Event { day: 3, name: "launch".into() }))?;
+    /// let events = db.dyn_collection("events")?;
+    /// let key = tessera::value::from_json(br#"[3, "launch"]"#).unwrap();
+    /// let found = events.get(&db, tessera::value::Doc::from_untrusted(&key)?.root())?;
+    /// assert!(found.is_some());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn get(&self, source: &impl ReadSource, key: Value<'_>) -> Result<Option<DynRecord>> {
+        let Some(key) = self.encode_key(key)? else { return Ok(None) };
+        source.with_snapshot(|snapshot| self.get_encoded(snapshot, &key))
+    }
+
+    /// [`DynCollection::get`] with the key as JSON text (`42`, `"ada"`, `[3, "launch"]`).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// assert!(db.dyn_collection("tags")?.get_json(&db, r#""none""#)?.is_none());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn get_json(&self, source: &impl ReadSource, key: &str) -> Result<Option<DynRecord>> {
+        let bytes = json_document(&self.state.name, KEY_PATH, key.as_bytes())?;
+        self.get(source, Doc::from_untrusted(&bytes)?.root())
+    }
+
+    fn get_encoded(&self, snapshot: &dyn Snapshot, key: &[u8]) -> Result<Option<DynRecord>> {
+        match snapshot.get_value(&self.state.records, key)? {
+            Some(bytes) => self.record(key, bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn record(&self, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
+        let doc = self.state.open_record(key, bytes)?;
+        Ok(DynRecord { key: key.to_vec(), bytes: plain(doc.root())? })
+    }
+
+    /// Every record, in primary-key order, as a query to refine.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// assert_eq!(db.dyn_collection("tags")?.all().count(&db)?, 0);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn all(&self) -> DynQuery {
+        DynQuery { collection: self.clone(), predicate: None, offset: 0, limit: None }
+    }
+
+    /// The records matching `predicate` (built with [`crate::query::field`]); a typed error
+    /// if it does not type-check against the stored shape.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tags = db.collection::<Tag>()?;
+    /// # db.write(|tx| tags.insert(tx, &Tag { name: "rust".into(), uses: 9 }))?;
+    /// use tessera::query::field;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(tags.filter(field("uses").gt(5))?.count(&db)?, 1);
+    /// assert!(tags.filter(field("uses").gt("x")).is_err());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn filter(&self, predicate: Expr) -> Result<DynQuery> {
+        crate::query::check_query_depth(&predicate, &self.state.name)?;
+        self.state.shape.check_predicate(&predicate)?;
+        Ok(DynQuery { collection: self.clone(), predicate: Some(predicate), offset: 0, limit: None })
+    }
+
+    /// [`DynCollection::filter`] from the text syntax (see [`crate::query`]).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert!(tags.filter_text("uses >= 2").is_ok());
+    /// assert!(tags.filter_text("uses >=").is_err());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn filter_text(&self, text: &str) -> Result<DynQuery> {
+        let predicate = Expr::parse(text).map_err(QueryError::from)?;
+        self.filter(predicate)
+    }
+
+    /// Checks `record` against the schema and encodes it with the shared keys; returns its
+    /// key and its key as text.
+    fn prepare(&self, record: Value<'_>) -> Result<(Vec<u8>, Vec<u8>, String)> {
+        let mut encoder = Encoder::with_shared_keys(&self.state.keys.shared);
+        let key_text = self.key_text(record);
+        match conform::conform(&mut encoder, record, &self.state.shape) {
+            Ok(()) => {}
+            Err(ConformError::Misfit(misfit)) => return Err(self.violation(&key_text, misfit)),
+            Err(ConformError::Encode(error)) => return Err(error.into()),
+        }
+        let bytes = encoder.finish()?;
+        let kinds = self.key_kinds()?;
+        let mut key = Vec::with_capacity(32);
+        let doc = Doc::from_trusted_with_keys(&bytes, &self.state.keys.shared)?;
+        for (path, kind) in self.schema.key_fields.iter().zip(kinds) {
+            let part = crate::query::lookup(doc.root(), path).filter(|value| !value.is_null());
+            let part = part.ok_or_else(|| {
+                self.violation(&key_text, Misfit { path: path.clone(), problem: "missing: a key field is required".into() })
+            })?;
+            kind.encode(part, &mut key).map_err(|problem| self.violation(&key_text, Misfit { path: path.clone(), problem }))?;
+        }
+        Ok((key, bytes, key_text))
+    }
+
+    /// A stored key as JSON text (the key field's value, or an array for a composite key),
+    /// when the key kinds are known and the bytes are such a key.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "events")]
+    /// # struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let events = db.collection::<Event>()?;
+    /// # db.write(|tx| events.insert(tx, &Event { day: 3, name: "launch".into() }))?;
+    /// let events = db.dyn_collection("events")?;
+    /// let key = tessera::store::key::encode(&(3u16, "launch"));
+    /// assert_eq!(events.display_key(&key).as_deref(), Some(r#"[3, "launch"]"#));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn display_key(&self, key: &[u8]) -> Option<String> {
+        display_key(self.key_kinds().ok()?, key)
+    }
+
+    /// The key fields of `record` as text for errors: the value's JSON, or a JSON array for a
+    /// composite key; empty if a field is missing.
+    fn key_text(&self, record: Value<'_>) -> String {
+        let parts: Option<Vec<String>> =
+            self.schema.key_fields.iter().map(|path| crate::query::lookup(record, path).map(|value| value.to_json())).collect();
+        match parts {
+            Some(parts) if parts.len() == 1 => parts.into_iter().next().unwrap_or_default(),
+            Some(parts) => format!("[{}]", parts.join(", ")),
+            None => String::new(),
+        }
+    }
+
+    /// Inserts `record`; [`Error::DuplicateKey`] if its key exists, and
+    /// [`Error::SchemaViolation`] if it does not fit the schema (nothing is written).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let rust = tessera::value::from_json(br#"{"name": "rust"}"#).unwrap();
+    /// let rust = tessera::value::Doc::from_untrusted(&rust)?.root();
+    /// db.write(|tx| tags.insert(tx, rust))?;
+    /// assert!(matches!(db.write(|tx| tags.insert(tx, rust)), Err(tessera::Error::DuplicateKey { .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn insert(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
+        let (key, bytes, key_text) = self.prepare(record)?;
+        if tx.get(&self.state.records, &key)?.is_some() {
+            return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: key_text });
+        }
+        self.state.store(tx, &key, None, &bytes)
+    }
+
+    /// Inserts or replaces `record`: Inserted, Updated, or Unchanged when the stored bytes are
+    /// identical.
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let json = br#"{"name": "rust", "uses": 1}"#;
+    /// assert_eq!(db.write(|tx| tags.upsert_json(tx, json))?, WriteOutcome::Inserted);
+    /// assert_eq!(db.write(|tx| tags.upsert_json(tx, json))?, WriteOutcome::Unchanged);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn upsert(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
+        let (key, bytes, _) = self.prepare(record)?;
+        let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
+        self.state.store(tx, &key, old.as_deref(), &bytes)
+    }
+
+    /// [`DynCollection::insert`] from JSON text.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert!(db.write(|tx| tags.insert_json(tx, br#"{"name": 1}"#)).is_err());
+    /// assert!(db.write(|tx| tags.insert_json(tx, br#"{"name": "#)).is_err());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn insert_json(&self, tx: &mut WriteTxn<'_>, json: &[u8]) -> Result<WriteOutcome> {
+        let bytes = json_document(&self.state.name, "$", json)?;
+        self.insert(tx, Doc::from_untrusted(&bytes)?.root())
+    }
+
+    /// [`DynCollection::upsert`] from JSON text.
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(db.write(|tx| tags.upsert_json(tx, br#"{"name": "go"}"#))?, WriteOutcome::Inserted);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn upsert_json(&self, tx: &mut WriteTxn<'_>, json: &[u8]) -> Result<WriteOutcome> {
+        let bytes = json_document(&self.state.name, "$", json)?;
+        self.upsert(tx, Doc::from_untrusted(&bytes)?.root())
+    }
+
+    /// Deletes the record at `key` (as for [`DynCollection::get`]): Deleted, or Unchanged if
+    /// there was none.
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// db.write(|tx| tags.insert_json(tx, br#"{"name": "go"}"#))?;
+    /// let key = tessera::value::from_json(br#""go""#).unwrap();
+    /// let key = tessera::value::Doc::from_untrusted(&key)?.root();
+    /// assert_eq!(db.write(|tx| tags.delete(tx, key))?, WriteOutcome::Deleted);
+    /// assert_eq!(db.write(|tx| tags.delete(tx, key))?, WriteOutcome::Unchanged);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn delete(&self, tx: &mut WriteTxn<'_>, key: Value<'_>) -> Result<WriteOutcome> {
+        let key = self.encode_key(key)?.ok_or_else(|| self.unknown_key_kinds())?;
+        self.state.delete(tx, &key)
+    }
+}
+
+impl DynCollection {
+    /// The collection's changes, one [`DynChanges`] per commit that changed it, from now on.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let changes = tags.subscribe();
+    /// db.write(|tx| tags.insert_json(tx, br#"{"name": "go"}"#))?;
+    /// let seen = changes.recv_timeout(std::time::Duration::from_secs(5)).unwrap()?;
+    /// assert_eq!(seen.changes[0].record.as_ref().unwrap().to_json(), r#"{"name":"go"}"#);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn subscribe(&self) -> DynSubscription {
+        DynSubscription { collection: self.clone(), stream: self.db.subscribe() }
+    }
+}
+
+/// A dynamic collection's change stream ([`DynCollection::subscribe`]): see
+/// [`DynSubscription::recv_timeout`].
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+/// # #[record(name = "tags")]
+/// # struct Tag { #[record(key)] name: String }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # db.collection::<Tag>()?;
+/// let subscription: tessera::collection::DynSubscription = db.dyn_collection("tags")?.subscribe();
+/// # drop(subscription);
+/// # Ok::<(), tessera::Error>(())
+/// ```
+pub struct DynSubscription {
+    collection: DynCollection,
+    stream: crate::store::ChangeStream,
+}
+
+/// One commit's changes to a collection.
+///
+/// ```
+/// let none = tessera::collection::DynChanges { missed_commits: 0, changes: Vec::new() };
+/// assert!(none.changes.is_empty());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynChanges {
+    /// Commits this subscriber missed before this one (its queue was full): its view must
+    /// be read again.
+    pub missed_commits: u64,
+    /// Each changed record, in the order the transaction changed them.
+    pub changes: Vec<DynChange>,
+}
+
+/// One record's change.
+///
+/// ```
+/// use tessera::collection::DynChange;
+/// let deleted = DynChange { kind: tessera::ChangeKind::Delete, key: vec![1], record: None };
+/// assert!(deleted.record.is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynChange {
+    /// Insert, update or delete.
+    pub kind: crate::store::ChangeKind,
+    /// The stored primary key.
+    pub key: Vec<u8>,
+    /// The record after the commit (`None` for a delete).
+    pub record: Option<DynRecord>,
+}
+
+impl DynSubscription {
+    /// The next commit that changed the collection, waiting up to `timeout` in all; `None`
+    /// if none came.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let changes = tags.subscribe();
+    /// assert!(changes.recv_timeout(std::time::Duration::from_millis(1)).is_none());
+    /// db.write(|tx| tags.upsert_json(tx, br#"{"name": "a", "uses": 2}"#))?;
+    /// let seen = changes.recv_timeout(std::time::Duration::from_secs(5)).unwrap()?;
+    /// assert_eq!(seen.changes[0].kind, tessera::ChangeKind::Update);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Result<DynChanges>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut missed_commits = 0;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stream.recv_timeout(left)? {
+                crate::store::FeedEvent::Lagged { missed } => missed_commits += missed,
+                crate::store::FeedEvent::Batch(batch) => {
+                    let state = &self.collection.state;
+                    let mine = batch.changes.iter().filter(|change| *change.keyspace == *state.records.name());
+                    let changes: Result<Vec<DynChange>> = mine
+                        .map(|change| {
+                            let record = change.new.as_deref().map(|bytes| self.collection.record(&change.key, bytes)).transpose()?;
+                            Ok(DynChange { kind: change.kind, key: change.key.to_vec(), record })
+                        })
+                        .collect();
+                    match changes {
+                        Ok(changes) if changes.is_empty() && missed_commits == 0 => continue,
+                        Ok(changes) => return Some(Ok(DynChanges { missed_commits, changes })),
+                        Err(error) => return Some(Err(error)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A query on a dynamic collection: a predicate, an offset and a limit, run by a scan in
+/// primary-key order.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+/// # #[record(name = "tags")]
+/// # struct Tag { #[record(key)] name: String, uses: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tags = db.collection::<Tag>()?;
+/// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { tags.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+/// let tags = db.dyn_collection("tags")?;
+/// let query = tags.filter_text("uses > 2")?.limit(1);
+/// assert_eq!(query.fetch(&db)?[0].to_json(), r#"{"name":"b","uses":5}"#);
+/// assert!(query.explain().starts_with("scan"));
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct DynQuery {
+    collection: DynCollection,
+    predicate: Option<Expr>,
+    offset: usize,
+    limit: Option<usize>,
+}
+
+impl DynQuery {
+    /// Skips the first `offset` matches.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(tags.all().offset(2).fetch(&db)?[0].to_json(), r#"{"name":"c","uses":9}"#);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
+        self
+    }
+
+    /// Returns at most `limit` matches.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(tags.all().limit(2).count(&db)?, 2);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// What running the query does.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert!(tags.filter_text("uses > 1")?.explain().contains("uses > 1"));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn explain(&self) -> String {
+        let name = &self.collection.state.name;
+        let filter = match &self.predicate {
+            Some(predicate) => format!(", keeping records where {predicate}"),
+            None => String::new(),
+        };
+        format!("scan of collection {name:?} in primary-key order{filter} (dynamic collections use no index yet)")
+    }
+
+    /// Calls `visit` with each match in order (after the offset, up to the limit); stops
+    /// early when it returns false.
+    fn run(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
+        let state = &self.collection.state;
+        let (mut skipped, mut taken) = (0usize, 0usize);
+        for entry in snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)? {
+            if self.limit.is_some_and(|limit| taken >= limit) {
+                break;
+            }
+            let (key, bytes) = entry?;
+            if let Some(predicate) = &self.predicate {
+                let doc = state.open_record(key, bytes)?;
+                if predicate.eval(doc.root()) != Truth::True {
+                    continue;
+                }
+            }
+            if skipped < self.offset {
+                skipped += 1;
+                continue;
+            }
+            taken += 1;
+            if !visit(key, bytes)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The matching records.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let names: Vec<String> = tags.filter_text("uses > 1")?.fetch(&db)?.iter().map(|r| r.to_json()).collect();
+    /// assert_eq!(names.len(), 2);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn fetch(&self, source: &impl ReadSource) -> Result<Vec<DynRecord>> {
+        source.with_snapshot(|snapshot| {
+            let mut records = Vec::new();
+            self.run(snapshot, |key, bytes| {
+                records.push(self.collection.record(key, bytes)?);
+                Ok(true)
+            })?;
+            Ok(records)
+        })
+    }
+
+    /// Calls `visit` with each matching record, from one snapshot, without collecting them;
+    /// stops early when it returns false.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let mut seen = 0;
+    /// db.dyn_collection("tags")?.all().for_each(&db, |_| { seen += 1; Ok(true) })?;
+    /// assert_eq!(seen, 0);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn for_each(&self, source: &impl ReadSource, mut visit: impl FnMut(DynRecord) -> Result<bool>) -> Result<()> {
+        source.with_snapshot(|snapshot| self.run(snapshot, |key, bytes| visit(self.collection.record(key, bytes)?)))
+    }
+
+    /// How many records match.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert_eq!(tags.filter_text("uses == 5")?.count(&db)?, 1);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn count(&self, source: &impl ReadSource) -> Result<usize> {
+        source.with_snapshot(|snapshot| {
+            let mut count = 0;
+            self.run(snapshot, |_, _| {
+                count += 1;
+                Ok(true)
+            })?;
+            Ok(count)
+        })
+    }
+}

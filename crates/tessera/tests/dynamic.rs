@@ -1,0 +1,247 @@
+//! Dynamic collections: records read and written without the Rust type, through the typed
+//! write path, with writes checked against the stored schema.
+
+use serde::{Deserialize, Serialize};
+use tessera::collection::{DynSchema, Embed, KeyKind, Record, TypeDesc, WriteOutcome};
+use tessera::value::{from_json, Doc};
+use tessera::{Db, DbOptions, Error};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]
+#[record(name = "tasks", version = 1)]
+struct Task {
+    #[record(key)]
+    id: u32,
+    #[record(unique)]
+    title: String,
+    #[record(index)]
+    priority: i32,
+    due: Option<u32>,
+    state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Embed)]
+enum State {
+    Open,
+    Done { note: String },
+}
+
+fn task(id: u32, title: &str) -> Task {
+    Task { id, title: title.into(), priority: id as i32, due: None, state: State::Open }
+}
+
+fn open() -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    (dir, db)
+}
+
+#[test]
+fn typed_and_dynamic_handles_read_each_others_records() {
+    let (_dir, db) = open();
+    let typed = db.collection::<Task>().unwrap();
+    db.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    assert_eq!(tasks.schema().key_kinds, [KeyKind::U32], "learned from the stored key");
+    let json = br#"{"id": 2, "title": "two", "priority": -4, "state": {"Done": {"note": "ok"}}}"#;
+    assert_eq!(db.write(|tx| tasks.insert_json(tx, json)).unwrap(), WriteOutcome::Inserted);
+    let two = typed.get(&db, &2u32).unwrap().unwrap();
+    assert_eq!(two, Task { id: 2, title: "two".into(), priority: -4, due: None, state: State::Done { note: "ok".into() } });
+    // The index was maintained: a typed query through it finds the record.
+    assert_eq!(typed.filter(Task::priority().lt(0)).fetch(&db).unwrap(), vec![two.clone()]);
+    // Written back through the typed handle, the bytes are the same: Unchanged.
+    assert_eq!(db.write(|tx| typed.upsert(tx, &two)).unwrap(), WriteOutcome::Unchanged);
+    let one = tasks.get_json(&db, "1").unwrap().unwrap();
+    assert_eq!(one.to_json(), r#"{"id":1,"title":"one","priority":1,"due":null,"state":"Open"}"#);
+    assert_eq!(tasks.filter_text("priority < 0").unwrap().count(&db).unwrap(), 1);
+    assert!(db.check().unwrap().is_ok());
+}
+
+#[test]
+fn a_record_that_disagrees_with_the_schema_is_refused_whole() {
+    let (_dir, db) = open();
+    let typed = db.collection::<Task>().unwrap();
+    db.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    let cases: [(&[u8], &str, &str); 5] = [
+        (br#"{"id": 5, "title": "t", "priority": "high", "state": "Open"}"#, "priority", "expected an integer"),
+        (br#"{"id": 5, "title": "t", "priority": 1}"#, "state", "missing"),
+        (br#"{"title": "t", "priority": 1, "state": "Open"}"#, "id", "missing"),
+        (br#"{"id": 5, "title": "t", "priority": 1, "state": {"Done": {"note": 3}}}"#, "state.Done.note", "expected a string"),
+        (br#"{"id": -5, "title": "t", "priority": 1, "state": "Open"}"#, "id", "out of range for u32"),
+    ];
+    for (json, path, problem) in cases {
+        let error = db.write(|tx| tasks.insert_json(tx, json)).unwrap_err();
+        match &error {
+            Error::SchemaViolation { collection, path: found, problem: message, .. } => {
+                assert_eq!(collection, "tasks");
+                assert_eq!(found, path, "{error}");
+                assert!(message.contains(problem), "{error}");
+            }
+            other => panic!("{other}"),
+        }
+        assert!(error.to_string().contains("tasks"), "{error}");
+    }
+    let error = db.write(|tx| tasks.insert_json(tx, br#"{"id": 5, "title": 1, "priority": 1, "state": "Open"}"#)).unwrap_err();
+    assert!(error.to_string().contains("record 5"), "names the key: {error}");
+    // A unique index refuses a taken title: nothing is written, and the transaction's
+    // earlier write stays.
+    let outcome = db.write(|tx| {
+        tasks.insert_json(tx, br#"{"id": 6, "title": "six", "priority": 1, "state": "Open"}"#)?;
+        let refused = tasks.insert_json(tx, br#"{"id": 7, "title": "one", "priority": 1, "state": "Open"}"#);
+        match refused {
+            Err(Error::UniqueViolation { key, holder, .. }) => assert_eq!((key.as_str(), holder.as_str()), ("7", "1"), "keys as values"),
+            other => panic!("{other:?}"),
+        }
+        Ok(())
+    });
+    outcome.unwrap();
+    assert_eq!(tasks.all().count(&db).unwrap(), 2);
+    assert!(typed.get(&db, &7u32).unwrap().is_none());
+    assert!(db.check().unwrap().is_ok(), "no stray index entry");
+}
+
+#[test]
+fn composite_keys_are_arrays_and_a_created_collection_opens_typed() {
+    let (_dir, db) = open();
+    let schema = DynSchema {
+        version: 1,
+        key_fields: vec!["id".into()],
+        key_kinds: vec![KeyKind::U32],
+        shape: <Task as tessera::collection::Describe>::describe(),
+        indexes: vec![tessera::collection::DynIndex { path: "priority".into(), unique: false, ready: true }],
+    };
+    let tasks = db.create_dyn_collection("tasks", &schema).unwrap();
+    db.write(|tx| tasks.insert_json(tx, br#"{"id": 9, "title": "nine", "priority": 3, "state": "Open"}"#)).unwrap();
+    let typed = db.collection::<Task>().unwrap();
+    assert_eq!(typed.get(&db, &9u32).unwrap().unwrap().title, "nine");
+    assert_eq!(typed.filter(Task::priority().eq(3)).count(&db).unwrap(), 1);
+    // The key kinds survive the typed open.
+    drop((tasks, typed));
+    assert_eq!(db.dyn_collection("tasks").unwrap().schema().key_kinds, [KeyKind::U32]);
+    let bad = DynSchema { key_kinds: vec![KeyKind::String], ..schema };
+    assert!(matches!(db.create_dyn_collection("other", &bad), Err(Error::SchemaMismatch { .. })));
+    let key = from_json(b"[1, 2]").unwrap();
+    let refused = tessera::Db::dyn_collection(&db, "tasks").unwrap().get(&db, Doc::from_untrusted(&key).unwrap().root());
+    assert!(matches!(refused, Err(Error::SchemaViolation { .. })), "an array for a one-field key");
+}
+
+#[test]
+fn an_empty_collection_with_an_integer_key_refuses_writes_until_it_knows_the_width() {
+    let (_dir, db) = open();
+    db.collection::<Task>().unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    assert!(tasks.schema().key_kinds.is_empty());
+    assert!(tasks.get_json(&db, "1").unwrap().is_none());
+    let error = db.write(|tx| tasks.insert_json(tx, br#"{"id": 1, "title": "t", "priority": 1, "state": "Open"}"#)).unwrap_err();
+    assert!(matches!(&error, Error::SchemaViolation { path, .. } if path == "$key"), "{error}");
+    assert_eq!(tasks.all().count(&db).unwrap(), 0);
+}
+
+#[test]
+fn read_only_handles_read_and_refuse_writes_and_leave_no_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Db::open(&path).unwrap();
+        let typed = db.collection::<Task>().unwrap();
+        db.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
+        drop(typed);
+        db.close().unwrap();
+    }
+    let lock = dir.path().join("db-lock");
+    std::fs::remove_file(&lock).unwrap();
+    let db = Db::open_with(&path, DbOptions { read_only: true, ..DbOptions::default() }).unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    assert_eq!(tasks.all().count(&db).unwrap(), 1);
+    assert_eq!(db.catalog().unwrap().collections, ["tasks"]);
+    let error = db.write(|tx| tasks.insert_json(tx, br#"{"id": 2, "title": "t", "priority": 1, "state": "Open"}"#)).unwrap_err();
+    assert!(matches!(error, Error::ReadOnly { .. }), "{error}");
+    assert!(db.check().unwrap().is_ok());
+    drop(tasks);
+    db.sync().unwrap();
+    db.close().unwrap();
+    assert!(!lock.exists(), "no lock file made");
+    let missing = Db::open_with(dir.path().join("missing"), DbOptions { read_only: true, ..DbOptions::default() });
+    assert!(matches!(missing, Err(Error::Io(_))));
+    assert!(!dir.path().join("missing").exists());
+}
+
+#[test]
+fn subscribers_see_dynamic_writes() {
+    let (_dir, db) = open();
+    let typed = db.collection::<Task>().unwrap();
+    db.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    let changes = tasks.subscribe();
+    db.write(|tx| typed.insert(tx, &task(2, "two"))).unwrap();
+    let seen = changes.recv_timeout(std::time::Duration::from_secs(5)).unwrap().unwrap();
+    assert_eq!(seen.changes.len(), 1);
+    assert_eq!(seen.changes[0].record.as_ref().unwrap().value().get("title").unwrap().as_str(), Some("two"));
+    let _ = TypeDesc::Any;
+}
+
+#[test]
+fn read_only_handles_use_an_existing_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let writer = Db::open(&path).unwrap();
+    let typed = writer.collection::<Task>().unwrap();
+    writer.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
+    // Another process's view: a second environment in a child would be truer; the lock file
+    // is what matters here.
+    let reader = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "read_only_child", "--nocapture", "--ignored"])
+        .env("TESSERA_READ_ONLY_PATH", &path)
+        .output()
+        .unwrap();
+    assert!(reader.status.success(), "{}", String::from_utf8_lossy(&reader.stdout));
+    writer.write(|tx| typed.insert(tx, &task(2, "two"))).unwrap();
+}
+
+#[test]
+#[ignore = "run by read_only_handles_use_an_existing_lock_file in a child process"]
+fn read_only_child() {
+    let Some(path) = std::env::var_os("TESSERA_READ_ONLY_PATH") else { return };
+    let db = Db::open_with(&path, DbOptions { read_only: true, ..DbOptions::default() }).unwrap();
+    assert_eq!(db.dyn_collection("tasks").unwrap().all().count(&db).unwrap(), 1);
+}
+
+#[test]
+fn two_created_collections_in_one_file() {
+    let (_dir, db) = open();
+    for (name, field) in [("first", "a"), ("second", "b")] {
+        let schema = DynSchema {
+            version: 1,
+            key_fields: vec![field.into()],
+            key_kinds: vec![KeyKind::String],
+            shape: TypeDesc::Struct(vec![(field.into(), TypeDesc::String), ("n".into(), TypeDesc::Int)]),
+            indexes: vec![],
+        };
+        let created = db.create_dyn_collection(name, &schema).unwrap();
+        db.write(|tx| created.insert_json(tx, format!(r#"{{"{field}": "x", "n": 1}}"#).as_bytes())).unwrap();
+    }
+    assert_eq!(db.catalog().unwrap().collections, ["first", "second"]);
+}
+
+#[test]
+fn dynamic_updates_and_deletes_keep_indexes_and_reach_typed_live_queries() {
+    let (_dir, db) = open();
+    let typed = db.collection::<Task>().unwrap();
+    db.write(|tx| (1..=3).try_for_each(|id| typed.insert(tx, &task(id, &format!("t{id}"))).map(drop))).unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    let live = typed.subscribe_query(&typed.filter(Task::priority().ge(10))).unwrap();
+    let first = live.recv_timeout(std::time::Duration::from_secs(5)).and_then(tessera::live::Event::initial).unwrap();
+    assert!(first.is_empty());
+    let json = br#"{"id": 2, "title": "t2", "priority": 20, "state": "Open"}"#;
+    assert_eq!(db.write(|tx| tasks.upsert_json(tx, json)).unwrap(), WriteOutcome::Updated);
+    let change = live.recv_timeout(std::time::Duration::from_secs(5)).and_then(tessera::live::Event::changed).unwrap();
+    assert_eq!(change.result.iter().map(|task| task.id).collect::<Vec<_>>(), [2]);
+    let key = from_json(b"2").unwrap();
+    let key = Doc::from_untrusted(&key).unwrap().root();
+    assert_eq!(db.write(|tx| tasks.delete(tx, key)).unwrap(), WriteOutcome::Deleted);
+    let change = live.recv_timeout(std::time::Duration::from_secs(5)).and_then(tessera::live::Event::changed).unwrap();
+    assert!(change.result.is_empty());
+    assert_eq!(typed.filter(Task::priority().ge(0)).count(&db).unwrap(), 2, "through the index");
+    assert!(typed.get(&db, &2u32).unwrap().is_none());
+    assert!(db.check().unwrap().is_ok(), "no index entry left behind");
+}
