@@ -172,11 +172,23 @@ fn subscribers_see_dynamic_writes() {
     let typed = db.collection::<Task>().unwrap();
     db.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
     let tasks = db.dyn_collection("tasks").unwrap();
-    let changes = tasks.subscribe();
+    let live = tasks.all().subscribe().unwrap();
+    let wait = std::time::Duration::from_secs(5);
+    let first = live.recv_timeout(wait).and_then(tessera::live::Event::initial).unwrap();
+    assert_eq!(first.len(), 1);
     db.write(|tx| typed.insert(tx, &task(2, "two"))).unwrap();
-    let seen = changes.recv_timeout(std::time::Duration::from_secs(5)).unwrap().unwrap();
-    assert_eq!(seen.changes.len(), 1);
-    assert_eq!(seen.changes[0].record.as_ref().unwrap().value().get("title").unwrap().as_str(), Some("two"));
+    let change = live.recv_timeout(wait).and_then(tessera::live::Event::changed).unwrap();
+    assert_eq!(change.insertions, [1]);
+    assert_eq!(change.result[1].value().get("title").unwrap().as_str(), Some("two"));
+    // A changed value is a modification; a commit elsewhere delivers nothing.
+    db.write(|tx| typed.upsert(tx, &task(1, "uno"))).unwrap();
+    let change = live.recv_timeout(wait).and_then(tessera::live::Event::changed).unwrap();
+    assert_eq!((change.modifications.as_slice(), change.insertions.as_slice()), (&[0][..], &[][..]));
+    let elsewhere = db.keyspace("elsewhere").unwrap();
+    db.write(|tx| tx.put(&elsewhere, b"k", b"v")).unwrap();
+    assert!(live.recv_timeout(std::time::Duration::from_millis(100)).is_none());
+    drop((tasks, typed, db));
+    assert!(live.recv_timeout(wait).is_some_and(|event| event.is_closed()), "Closed when the database closes");
     let _ = TypeDesc::Any;
 }
 

@@ -55,7 +55,7 @@ mod schema;
 pub(crate) mod sort_key;
 mod view;
 
-pub use dynamic::{Catalog, DynChange, DynChanges, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, DynSubscription, KeyKind};
+pub use dynamic::{Catalog, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, KeyKind};
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Order, OrderField, Query, Records};

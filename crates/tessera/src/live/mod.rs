@@ -61,6 +61,7 @@ mod engine;
 mod event;
 mod mailbox;
 pub mod matcher;
+mod refetch;
 mod state;
 mod subscription;
 mod watch;
@@ -68,6 +69,7 @@ mod watch;
 pub use changeset::{ObjectChange, ResultChange};
 pub use event::Event;
 pub use mailbox::{Policy, SubscriptionEnd, QUEUE_LEN_MAX};
+pub(crate) use refetch::refetching_query;
 pub use subscription::{ObjectSubscription, QuerySubscription, Subscription, SubscriptionHandle, ValueSubscription};
 pub(crate) use watch::{watch, Follow};
 

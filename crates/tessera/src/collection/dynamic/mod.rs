@@ -822,126 +822,45 @@ impl DynCollection {
     }
 }
 
-impl DynCollection {
-    /// The collection's changes, one [`DynChanges`] per commit that changed it, from now on.
+impl DynQuery {
+    /// Subscribes to the query, with the shape of every subscription
+    /// ([`crate::live::Subscription`]): [`crate::live::Event::Initial`] with the result now,
+    /// then `Changed` with a [`crate::live::ResultChange`] per commit that changes the result,
+    /// then `Closed` when the database closes.
     ///
-    /// ```
-    /// # use tessera::collection::Record;
-    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
-    /// # #[record(name = "tags")]
-    /// # struct Tag { #[record(key)] name: String }
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = tessera::Db::open(dir.path().join("db"))?;
-    /// # db.collection::<Tag>()?;
-    /// let tags = db.dyn_collection("tags")?;
-    /// let changes = tags.subscribe();
-    /// db.write(|tx| tags.insert_json(tx, br#"{"name": "go"}"#))?;
-    /// let seen = changes.recv_timeout(std::time::Duration::from_secs(5)).unwrap()?;
-    /// assert_eq!(seen.changes[0].record.as_ref().unwrap().to_json(), r#"{"name":"go"}"#);
-    /// # Ok::<(), tessera::Error>(())
-    /// ```
-    pub fn subscribe(&self) -> DynSubscription {
-        DynSubscription { collection: self.clone(), stream: self.db.subscribe() }
-    }
-}
-
-/// A dynamic collection's change stream ([`DynCollection::subscribe`]): see
-/// [`DynSubscription::recv_timeout`].
-///
-/// ```
-/// # use tessera::collection::Record;
-/// # #[derive(serde::Serialize, serde::Deserialize, Record)]
-/// # #[record(name = "tags")]
-/// # struct Tag { #[record(key)] name: String }
-/// # let dir = tempfile::tempdir().unwrap();
-/// # let db = tessera::Db::open(dir.path().join("db"))?;
-/// # db.collection::<Tag>()?;
-/// let subscription: tessera::collection::DynSubscription = db.dyn_collection("tags")?.subscribe();
-/// # drop(subscription);
-/// # Ok::<(), tessera::Error>(())
-/// ```
-pub struct DynSubscription {
-    collection: DynCollection,
-    stream: crate::store::ChangeStream,
-}
-
-/// One commit's changes to a collection.
-///
-/// ```
-/// let none = tessera::collection::DynChanges { missed_commits: 0, changes: Vec::new() };
-/// assert!(none.changes.is_empty());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DynChanges {
-    /// Commits this subscriber missed before this one (its queue was full): its view must
-    /// be read again.
-    pub missed_commits: u64,
-    /// Each changed record, in the order the transaction changed them.
-    pub changes: Vec<DynChange>,
-}
-
-/// One record's change.
-///
-/// ```
-/// use tessera::collection::DynChange;
-/// let deleted = DynChange { kind: tessera::ChangeKind::Delete, key: vec![1], record: None };
-/// assert!(deleted.record.is_none());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DynChange {
-    /// Insert, update or delete.
-    pub kind: crate::store::ChangeKind,
-    /// The stored primary key.
-    pub key: Vec<u8>,
-    /// The record after the commit (`None` for a delete).
-    pub record: Option<DynRecord>,
-}
-
-impl DynSubscription {
-    /// The next commit that changed the collection, waiting up to `timeout` in all; `None`
-    /// if none came.
+    /// Without a record type the incremental engine cannot follow the query: it runs again
+    /// after each commit that changed the collection, and the changeset is the difference
+    /// between the two results (a row whose value changed is in `modifications`).
     ///
     /// ```
     /// # use tessera::collection::Record;
     /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
     /// # #[record(name = "tags")]
     /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// use tessera::live::Event;
+    /// use std::time::Duration;
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let db = tessera::Db::open(dir.path().join("db"))?;
-    /// # let typed = db.collection::<Tag>()?;
-    /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// # db.collection::<Tag>()?;
     /// let tags = db.dyn_collection("tags")?;
-    /// let changes = tags.subscribe();
-    /// assert!(changes.recv_timeout(std::time::Duration::from_millis(1)).is_none());
-    /// db.write(|tx| tags.upsert_json(tx, br#"{"name": "a", "uses": 2}"#))?;
-    /// let seen = changes.recv_timeout(std::time::Duration::from_secs(5)).unwrap()?;
-    /// assert_eq!(seen.changes[0].kind, tessera::ChangeKind::Update);
+    /// let live = tags.filter_text("uses > 2")?.subscribe()?;
+    /// assert!(live.recv_timeout(Duration::from_secs(5)).and_then(Event::initial).unwrap().is_empty());
+    /// db.write(|tx| tags.insert_json(tx, br#"{"name": "go", "uses": 5}"#))?;
+    /// let change = live.recv_timeout(Duration::from_secs(5)).and_then(Event::changed).unwrap();
+    /// assert_eq!((change.insertions.as_slice(), change.result[0].to_json().as_str()), (&[0][..], r#"{"name":"go","uses":5}"#));
     /// # Ok::<(), tessera::Error>(())
     /// ```
-    pub fn recv_timeout(&self, timeout: std::time::Duration) -> Option<Result<DynChanges>> {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut missed_commits = 0;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.stream.recv_timeout(left)? {
-                crate::store::FeedEvent::Lagged { missed } => missed_commits += missed,
-                crate::store::FeedEvent::Batch(batch) => {
-                    let state = &self.collection.state;
-                    let mine = batch.changes.iter().filter(|change| *change.keyspace == *state.records.name());
-                    let changes: Result<Vec<DynChange>> = mine
-                        .map(|change| {
-                            let record = change.new.as_deref().map(|bytes| self.collection.record(&change.key, bytes)).transpose()?;
-                            Ok(DynChange { kind: change.kind, key: change.key.to_vec(), record })
-                        })
-                        .collect();
-                    match changes {
-                        Ok(changes) if changes.is_empty() && missed_commits == 0 => continue,
-                        Ok(changes) => return Some(Ok(DynChanges { missed_commits, changes })),
-                        Err(error) => return Some(Err(error)),
-                    }
-                }
-            }
-        }
+    pub fn subscribe(&self) -> Result<crate::live::QuerySubscription<DynRecord>> {
+        // What running the query needs, without the collection's `Db` (see `live::watch`).
+        let (state, schema) = (self.collection.state.clone(), self.collection.schema.clone());
+        let (predicate, offset, limit) = (self.predicate.clone(), self.offset, self.limit);
+        let keyspace: Arc<str> = state.records.name().into();
+        crate::live::refetching_query(&self.collection.db, keyspace, move |db: &Db, txn: &crate::store::ReadTxn<'_>| {
+            let collection = DynCollection { db: db.clone(), state: state.clone(), schema: schema.clone() };
+            let query = DynQuery { collection, predicate: predicate.clone(), offset, limit };
+            let rows = query.fetch(txn)?;
+            Ok(rows.into_iter().map(|row| (row.key.clone().into_boxed_slice(), Arc::new(row))).collect())
+        })
     }
 }
 
