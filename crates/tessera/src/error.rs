@@ -21,6 +21,28 @@ pub enum Error {
         /// What would have been written.
         refused: String,
     },
+    /// The durable change feed was asked for, and the file does not have it on
+    /// ([`crate::DbOptions::durable_feed`]).
+    #[error("{path}: the durable change feed is off for this file (open it once with DbOptions::durable_feed)")]
+    FeedDisabled {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Retention removed commits after this cursor before they were read: what follows it is no
+    /// longer complete. Resynchronise from a snapshot, then read on from its sequence.
+    #[error("feed cursor {cursor} expired: commits up to {} were removed; resynchronise from a snapshot", oldest_kept - 1)]
+    FeedCursorExpired {
+        /// The cursor given.
+        cursor: u64,
+        /// The oldest sequence the feed can still have.
+        oldest_kept: u64,
+    },
+    /// No feed consumer of this name is registered (it was removed).
+    #[error("no feed consumer {name:?}")]
+    NoSuchConsumer {
+        /// The name.
+        name: String,
+    },
     /// The database has no collection of this name (no stored schema).
     #[error("no collection {collection:?} in this database")]
     NoSuchCollection {

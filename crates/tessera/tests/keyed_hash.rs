@@ -125,7 +125,7 @@ fn a_format_4_file_is_migrated_when_opened_reads_every_key_and_takes_new_writes(
         drop(dictionary);
         db.close().unwrap();
     }
-    assert_eq!(recorded_version(&path), 5);
+    assert_eq!(recorded_version(&path), tessera::store::STORAGE_FORMAT_VERSION);
     assert_eq!(meta_value(&path, b"hash_key").map(|key| key.len()), Some(16));
     // Format 5: every long key in a range of its own.
     let long_keys = 5 - 1 + CRAFTED_COUNT + 1;
@@ -278,4 +278,42 @@ fn a_damaged_long_key_stops_the_migration_and_nothing_of_it_is_written() {
     assert_eq!(recorded_version(&path), 4);
     assert_eq!(meta_value(&path, b"hash_key"), None);
     assert_eq!(distinct_ranges(&path, "default"), 5 + 1, "nothing moved");
+}
+
+#[test]
+fn a_format_5_file_becomes_format_6_keeping_its_hash_key_and_long_keys() {
+    // Format 6 (the durable feed) changes nothing stored: the migration only marks the file.
+    // Drawing a new hash key, as the migration from format 4 does, would lose every long key.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v5.tessera");
+    {
+        let db = Db::open(&path).unwrap();
+        let dictionary = db.dictionary().unwrap();
+        for n in 0..20 {
+            dictionary.set(&long_key(n), &n).unwrap();
+        }
+        dictionary.flush().unwrap();
+        drop(dictionary);
+        db.close().unwrap();
+    }
+    let hash_key = meta_value(&path, b"hash_key").unwrap();
+    with_raw(&path, |env, txn| raw_db(env, txn, "tessera.meta").put(txn, b"format_version", &5u32.to_be_bytes()).unwrap());
+    assert_eq!(recorded_version(&path), 5);
+    {
+        // A read-only handle reads a format-5 file as it is, and says which format it has.
+        let reader = Db::open_with(&path, tessera::DbOptions { read_only: true, ..tessera::DbOptions::default() }).unwrap();
+        assert_eq!(reader.file_info().unwrap().format_version, 5);
+        assert!(matches!(reader.changes_since(0, 1), Err(tessera::Error::FeedDisabled { .. })));
+    }
+    assert_eq!(recorded_version(&path), 5, "a read-only open does not mark the file");
+    let db = Db::open(&path).unwrap();
+    let dictionary = db.dictionary().unwrap();
+    for n in 0..20 {
+        assert_eq!(dictionary.get::<u32>(&long_key(n)).unwrap(), Some(n), "long key {n} after the migration");
+    }
+    assert!(db.check().unwrap().is_ok());
+    drop(dictionary);
+    db.close().unwrap();
+    assert_eq!(recorded_version(&path), 6);
+    assert_eq!(meta_value(&path, b"hash_key").unwrap(), hash_key, "the hash key is kept");
 }

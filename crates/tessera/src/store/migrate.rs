@@ -9,6 +9,10 @@
 //!   of [`KEYSPACE_UPGRADES`] (today the dictionary's, for its long keys). The store knows a
 //!   hook by its name only: what it changes, and in which keyspaces, is its module's business.
 //!
+//! - Format 6 adds the durable change feed (`durable_feed`), which a file turns on later; a
+//!   file of format 5 only gets the new mark, so that a tessera that would write to it without
+//!   appending to its feed refuses it.
+//!
 //! Everything else of older formats (record layouts, documents of formats 1 to 3) is read as
 //! it is by the modules above the store.
 
@@ -59,6 +63,11 @@ pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
             return Err(Error::UnsupportedVersion { found: from_version, supported: STORAGE_FORMAT_VERSION });
         }
         if from_version == STORAGE_FORMAT_VERSION {
+            return hash_key_of(tx.get(&meta, META_HASH_KEY)?);
+        }
+        if from_version == 5 {
+            // Nothing stored changes: the file keeps its hash key.
+            tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes())?;
             return hash_key_of(tx.get(&meta, META_HASH_KEY)?);
         }
         let mut keyspaces = Vec::with_capacity(names.len());

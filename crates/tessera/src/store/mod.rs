@@ -12,6 +12,7 @@
 //! See `docs/storage.md` for the durability guarantees and the multi-process rules.
 
 pub(crate) mod checksum;
+mod durable_feed;
 pub mod key;
 mod migrate;
 
@@ -22,6 +23,7 @@ pub mod structure;
 mod sync;
 mod txn;
 
+pub use durable_feed::{Consumer, FeedRetention, CONSUMER_NAME_LEN_MAX};
 pub(crate) use feed::ChangeDemand;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub(crate) use migrate::Upgrade;
@@ -54,9 +56,12 @@ use sync::Syncer;
 /// formats 1 to 3); the new mark makes an older tessera refuse a file this one has written to.
 ///
 /// ```
-/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 5);
+/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 6);
 /// ```
-pub const STORAGE_FORMAT_VERSION: u32 = 5;
+pub const STORAGE_FORMAT_VERSION: u32 = 6;
+
+/// The oldest storage format a read-only handle reads without the migration.
+const READ_AS_IS_FORMAT_VERSION_MIN: u32 = 5;
 
 /// Name of the metadata keyspace.
 const META_KEYSPACE: &str = "tessera.meta";
@@ -170,6 +175,21 @@ pub struct DbOptions {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub read_only: bool,
+    /// Turn the durable change feed on for this file (see [`Db::changes_since`] and
+    /// [`Db::consumer`]): every commit from then on appends its changes to the keyspace
+    /// `tessera.feed` in the same transaction, whichever process makes it. The mark is kept
+    /// in the file, so the feed stays on for every later open; `false` leaves a file as it is.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use tessera::{Db, DbOptions};
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+    /// assert!(db.changes_since(0, 10)?.is_empty());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub durable_feed: bool,
+    /// How much of the durable feed is kept (see [`FeedRetention`]).
+    pub feed_retention: FeedRetention,
 }
 
 impl Default for DbOptions {
@@ -186,6 +206,8 @@ impl Default for DbOptions {
             verify_checksums: true,
             verify_structure_on_open: false,
             read_only: false,
+            durable_feed: false,
+            feed_retention: FeedRetention::default(),
         }
     }
 }
@@ -273,6 +295,8 @@ pub(crate) struct Inner {
     pub(crate) simulated_disk_bytes: std::sync::atomic::AtomicU64,
     /// The file's hash key, read (or drawn, for a new or migrated file) once at open.
     hash_key: std::sync::OnceLock<HashKey>,
+    /// The durable change feed's state in this process.
+    pub(crate) feed_state: durable_feed::FeedState,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
     claim: FileClaim,
@@ -390,6 +414,7 @@ impl Db {
             flush_env.force_sync().map_err(|e| e.to_string())
         };
         let (syncer, sync_thread) = Syncer::start(Box::new(flush))?;
+        let options_feed_retention = options.feed_retention;
         let inner = Arc::new(Inner {
             page_bytes: u64::from(env.stat().page_size),
             env,
@@ -407,6 +432,7 @@ impl Db {
             injected_flush_failures,
             simulated_disk_bytes: std::sync::atomic::AtomicU64::new(u64::MAX),
             hash_key: std::sync::OnceLock::new(),
+            feed_state: durable_feed::FeedState::new(options_feed_retention),
             claim: FileClaim::default(),
         });
         let db = Db { inner };
@@ -421,6 +447,7 @@ impl Db {
             db.check_or_write_version()?;
             txn::reserve_file(&db.inner)?;
         }
+        durable_feed::open(&db)?;
         Ok(db)
     }
 
@@ -460,7 +487,9 @@ impl Db {
         if found > STORAGE_FORMAT_VERSION {
             return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
         }
-        if found < STORAGE_FORMAT_VERSION {
+        // Format 6 only adds the durable feed, which a file of format 5 does not have on: such
+        // a file reads as it is. Older ones need the migration a read-write open runs.
+        if found < READ_AS_IS_FORMAT_VERSION_MIN {
             return Err(Error::ReadOnly {
                 path: self.inner.path.clone(),
                 refused: format!("migrating storage format {found} to {STORAGE_FORMAT_VERSION}, which a read-write open does"),
@@ -533,8 +562,11 @@ impl Db {
         let info = self.inner.env.info();
         let file_bytes = std::fs::metadata(&self.inner.path)?.len();
         let used_pages = info.last_page_number as u64 + 1;
+        // As recorded: a read-only handle reads a file of format 5 without marking it 6.
+        let meta = self.internal_keyspace(META_KEYSPACE)?;
+        let format_version = self.read(|tx| version_of(tx.get(&meta, META_VERSION_KEY)?))?;
         Ok(FileInfo {
-            format_version: STORAGE_FORMAT_VERSION,
+            format_version,
             file_bytes,
             map_bytes: info.map_size as u64,
             used_bytes: used_pages * self.inner.page_bytes,

@@ -3,7 +3,7 @@
 
 use super::feed::{Change, ChangeBatch, ChangeKind};
 use super::sync::Durability;
-use super::{checksum, Inner, Keyspace};
+use super::{checksum, durable_feed, Inner, Keyspace};
 use crate::error::{Error, Result};
 use heed::{EnvFlags, WithoutTls};
 use std::cell::Cell;
@@ -606,6 +606,31 @@ impl<'db> WriteTxn<'db> {
         Ok(())
     }
 
+    /// [`WriteTxn::put`] without recording the change for the feed: the durable feed's own
+    /// entries and bookkeeping.
+    pub(crate) fn put_unlogged(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
+        Self::check_key(key)?;
+        self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
+        self.store(keyspace, key, value, heed::PutFlags::empty()).map_err(|error| self.note_error(error))
+    }
+
+    /// [`WriteTxn::delete`] without recording the change (see [`WriteTxn::put_unlogged`]).
+    pub(crate) fn delete_unlogged(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
+        Self::check_key(key)?;
+        keyspace.handle.delete(&mut self.txn, key).map_err(|error| self.note_error(error))
+    }
+
+    /// How many entries `keyspace` has, as this transaction sees it: O(1).
+    pub(crate) fn entry_count(&self, keyspace: &Keyspace) -> Result<u64> {
+        let stat = keyspace.handle.stat(self.ro()).map_err(|e| Error::from_heed(e, self.inner.options.map_size_max_bytes))?;
+        Ok(stat.entries as u64)
+    }
+
+    /// The database this transaction writes.
+    pub(crate) fn inner(&self) -> &'db Inner {
+        self.inner
+    }
+
     /// Removes `key`; returns whether it existed.
     pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
@@ -672,10 +697,12 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed(error, ceiling)),
         };
+        // The durable feed needs the changes; another process may have turned it on.
+        let durable_feed = durable_feed::enabled_for_write(inner, &txn)?;
         let mut txn = WriteTxn {
             txn,
             inner,
-            log: inner.feed.has_listeners().then(ChangeLog::default),
+            log: (inner.feed.has_listeners() || durable_feed.is_some()).then(ChangeLog::default),
             map_full: false,
             written_bytes: 0,
             after_commit: Vec::new(),
@@ -698,8 +725,20 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         }
         let value = result?; // on Err, dropping `txn` rolls back
         let sequence = txn.txn.id() as u64;
+        let changes = txn.log.take().map(ChangeLog::finish);
+        if let (Some((feed, meta)), Some(changes)) = (&durable_feed, &changes) {
+            // In this transaction: the commit and its feed entry are one.
+            if let Err(error) = durable_feed::append(&mut txn, feed, meta, sequence, changes) {
+                if txn.map_full {
+                    let written = txn.written_bytes;
+                    drop(txn); // rolls back
+                    grow_map(inner, written)?;
+                    continue;
+                }
+                return Err(error);
+            }
+        }
         let written = txn.written_bytes;
-        let log = txn.log.take();
         let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
         match commit(inner, txn.txn, buffered) {
@@ -720,8 +759,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         for work in after_commit {
             work();
         }
-        if let Some(log) = log {
-            let changes = log.finish();
+        if let Some(changes) = changes.filter(|_| inner.feed.has_listeners()) {
             if !changes.is_empty() {
                 // Published while the writer lock is held, so batches queue in commit order;
                 // they are delivered after the lock is released (below, or by the feed thread).

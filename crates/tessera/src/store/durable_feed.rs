@@ -1,0 +1,514 @@
+//! The durable change feed: each commit's net changes, appended to the keyspace `tessera.feed`
+//! in the same transaction, readable after restarts and from other processes, with named
+//! consumers whose cursors are kept in `tessera.feed.consumers` (see `docs/storage.md`,
+//! "Durable change feed").
+//!
+//! Opt-in per file: [`DbOptions::durable_feed`](super::DbOptions::durable_feed) turns it on,
+//! and from then on every writer of the file appends (the mark is in `tessera.meta`, and a
+//! process that opened the file before looks for it at each of its writes).
+
+use super::feed::{Change, ChangeBatch, ChangeKind};
+use super::{Db, Keyspace, ReadTxn, WriteTxn, META_KEYSPACE};
+use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// The feed's entries: commit sequence (8 bytes, big-endian) → the commit's changes.
+pub(crate) const FEED_KEYSPACE: &str = "tessera.feed";
+/// Consumers' cursors: consumer name → the last sequence it acknowledged (8 bytes, big-endian).
+pub(crate) const CONSUMERS_KEYSPACE: &str = "tessera.feed.consumers";
+/// In `tessera.meta`: present once the feed is on; its value is the highest sequence that
+/// retention has removed (8 bytes, big-endian; 0 for none).
+pub(crate) const META_FEED_KEY: &[u8] = b"durable_feed";
+
+/// Longest consumer name, in bytes.
+pub const CONSUMER_NAME_LEN_MAX: usize = 128;
+
+/// How much of the feed is kept: at most this many commits. Older ones are removed at the
+/// next commit, whether or not every consumer has read them; such a consumer's next read is
+/// [`Error::FeedCursorExpired`], never a silent gap. Commits every registered consumer has
+/// acknowledged are removed at once.
+///
+/// ```
+/// let retention = tessera::store::FeedRetention::default();
+/// assert_eq!(retention.commits_max, 100_000);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedRetention {
+    /// Most commits kept (at least 1).
+    pub commits_max: u64,
+}
+
+impl Default for FeedRetention {
+    fn default() -> Self {
+        FeedRetention { commits_max: 100_000 }
+    }
+}
+
+/// Whether a keyspace's changes go into the feed: not the feed's own, not the store's
+/// `tessera.meta`, and not index entries (derived from records, rebuilt by a consumer that
+/// needs them).
+fn recorded(keyspace: &str) -> bool {
+    keyspace != META_KEYSPACE && !keyspace.starts_with("tessera.feed") && !keyspace.starts_with("tessera.idx.")
+}
+
+/// The feed's state in one process.
+pub(crate) struct FeedState {
+    /// The file has the feed on (read at open, or seen in `tessera.meta` by a write).
+    pub(crate) enabled: AtomicBool,
+    pub(crate) retention: FeedRetention,
+    /// `tessera.meta`, for the check each write makes while the feed is off.
+    meta: OnceLock<Keyspace>,
+    /// `tessera.feed`, once this process has it open.
+    feed: OnceLock<Keyspace>,
+}
+
+impl FeedState {
+    pub(crate) fn new(retention: FeedRetention) -> Self {
+        FeedState {
+            enabled: AtomicBool::new(false),
+            retention: FeedRetention { commits_max: retention.commits_max.max(1) },
+            meta: OnceLock::new(),
+            feed: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Acquire)
+    }
+}
+
+// ------------------------------------------------------------------------------ encoding
+
+const KIND_INSERT: u8 = 0;
+const KIND_UPDATE: u8 = 1;
+const KIND_DELETE: u8 = 2;
+/// The length of a delete's absent new value.
+const NO_VALUE: u32 = u32::MAX;
+
+/// One commit's entry: `count:u32`, then per change `kind:u8 · keyspace_len:u16 · keyspace ·
+/// key_len:u32 · key · value_len:u32 · value` (little-endian; a delete has `value_len`
+/// `u32::MAX` and no value).
+fn encode(changes: &[&Change], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
+    for change in changes {
+        out.push(match change.kind {
+            ChangeKind::Insert => KIND_INSERT,
+            ChangeKind::Update => KIND_UPDATE,
+            ChangeKind::Delete => KIND_DELETE,
+        });
+        out.extend_from_slice(&(change.keyspace.len() as u16).to_le_bytes());
+        out.extend_from_slice(change.keyspace.as_bytes());
+        out.extend_from_slice(&(change.key.len() as u32).to_le_bytes());
+        out.extend_from_slice(&change.key);
+        match &change.new {
+            Some(value) => {
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
+            }
+            None => out.extend_from_slice(&NO_VALUE.to_le_bytes()),
+        }
+    }
+}
+
+/// Reads bounds-checked fields off an entry.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    sequence: u64,
+}
+
+impl<'a> Fields<'a> {
+    fn damaged(&self, what: &str) -> Error {
+        Error::Corrupted(format!("keyspace {FEED_KEYSPACE}: the entry of commit {}: {what}", self.sequence))
+    }
+
+    fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8]> {
+        if self.bytes.len() < len {
+            return Err(self.damaged(what));
+        }
+        let (taken, rest) = self.bytes.split_at(len);
+        self.bytes = rest;
+        Ok(taken)
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes")))
+    }
+}
+
+fn decode(sequence: u64, bytes: &[u8]) -> Result<ChangeBatch> {
+    let mut fields = Fields { bytes, sequence };
+    let count = fields.u32("change count")? as usize;
+    // Each change takes at least 11 bytes: a count beyond that is damage, not an allocation.
+    if count > bytes.len() / 11 {
+        return Err(fields.damaged("change count"));
+    }
+    let mut changes = Vec::with_capacity(count);
+    for _ in 0..count {
+        let kind = match fields.take(1, "change kind")?[0] {
+            KIND_INSERT => ChangeKind::Insert,
+            KIND_UPDATE => ChangeKind::Update,
+            KIND_DELETE => ChangeKind::Delete,
+            _ => return Err(fields.damaged("change kind")),
+        };
+        let keyspace_len = u16::from_le_bytes(fields.take(2, "keyspace length")?.try_into().expect("2 bytes")) as usize;
+        let keyspace = std::str::from_utf8(fields.take(keyspace_len, "keyspace")?).map_err(|_| fields.damaged("keyspace name"))?;
+        let keyspace: std::sync::Arc<str> = keyspace.into();
+        let key_len = fields.u32("key length")? as usize;
+        let key: Box<[u8]> = fields.take(key_len, "key")?.into();
+        let new = match fields.u32("value length")? {
+            NO_VALUE => None,
+            len => Some(Box::from(fields.take(len as usize, "value")?)),
+        };
+        if (kind == ChangeKind::Delete) != new.is_none() {
+            return Err(fields.damaged("a delete with a value, or a write without one"));
+        }
+        changes.push(Change { keyspace, key, kind, old: None, new });
+    }
+    if !fields.bytes.is_empty() {
+        return Err(fields.damaged("bytes after the last change"));
+    }
+    Ok(ChangeBatch { sequence, changes })
+}
+
+fn sequence_of(key: &[u8]) -> Result<u64> {
+    let bytes: [u8; 8] = key.try_into().map_err(|_| Error::Corrupted(format!("keyspace {FEED_KEYSPACE}: a key of {} bytes", key.len())))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+fn u64_of(value: &[u8], what: &str) -> Result<u64> {
+    let bytes: [u8; 8] = value.try_into().map_err(|_| Error::Corrupted(format!("{what}: {} bytes, not 8", value.len())))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+// ------------------------------------------------------------------------------ writing
+
+/// Appends the commit `sequence`'s changes (the recorded ones) and applies the retention: in
+/// the committing transaction, under the writer lock.
+pub(crate) fn append(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequence: u64, changes: &[Change]) -> Result<()> {
+    let recorded_changes: Vec<&Change> = changes.iter().filter(|change| recorded(&change.keyspace)).collect();
+    if recorded_changes.is_empty() {
+        return Ok(());
+    }
+    let mut entry = Vec::new();
+    encode(&recorded_changes, &mut entry);
+    tx.put_unlogged(feed, &sequence.to_be_bytes(), &entry)?;
+    let commits_max = tx.inner().feed_state.retention.commits_max;
+    let entries = tx.entry_count(feed)?;
+    if entries > commits_max {
+        let mut oldest = Vec::new();
+        for entry in tx.range(feed, ..)?.take((entries - commits_max) as usize) {
+            oldest.push(sequence_of(entry?.0)?);
+        }
+        trim_through(tx, feed, meta, &oldest)?;
+    }
+    Ok(())
+}
+
+/// Removes the feed entries `sequences` (the oldest ones, in order) and records the last as
+/// trimmed in `tessera.meta`.
+fn trim_through(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequences: &[u64]) -> Result<()> {
+    let Some(&last) = sequences.last() else { return Ok(()) };
+    for sequence in sequences {
+        tx.delete_unlogged(feed, &sequence.to_be_bytes())?;
+    }
+    let trimmed = match tx.get(meta, META_FEED_KEY)? {
+        Some(value) => u64_of(value, "tessera.meta durable_feed")?,
+        None => 0,
+    };
+    tx.put_unlogged(meta, META_FEED_KEY, &trimmed.max(last).to_be_bytes())
+}
+
+// ------------------------------------------------------------------------------ opening
+
+/// At open: turns the feed on if the options ask (a read-write handle), then reads whether
+/// the file has it on, and opens its keyspaces if so.
+pub(crate) fn open(db: &Db) -> Result<()> {
+    let state = &db.inner.feed_state;
+    if db.inner.options.read_only {
+        let meta = db.internal_keyspace(META_KEYSPACE)?;
+        let on = db.read(|tx| Ok(tx.get(&meta, META_FEED_KEY)?.is_some()))?;
+        state.enabled.store(on, Ordering::Release);
+        return Ok(());
+    }
+    let meta = db.internal_keyspace(META_KEYSPACE)?;
+    let _ = state.meta.set(meta.clone());
+    let on = db.read(|tx| Ok(tx.get(&meta, META_FEED_KEY)?.is_some()))?;
+    if on || db.inner.options.durable_feed {
+        // The keyspaces first, each in a committed transaction of its own, so that the handles
+        // every writer uses exist before the mark that makes writers use them.
+        let feed = db.internal_keyspace(FEED_KEYSPACE)?;
+        db.internal_keyspace(CONSUMERS_KEYSPACE)?;
+        if !on {
+            db.write(|tx| {
+                if tx.get(&meta, META_FEED_KEY)?.is_none() {
+                    tx.put_unlogged(&meta, META_FEED_KEY, &0u64.to_be_bytes())?;
+                }
+                Ok(())
+            })?;
+        }
+        let _ = state.feed.set(feed);
+        state.enabled.store(true, Ordering::Release);
+    }
+    Ok(())
+}
+
+/// For a write transaction that has just begun: the feed's and the meta keyspace if the file
+/// has the feed on. A process that opened the file before another turned the feed on finds the
+/// mark here, at its next write, and from then on appends too.
+pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> Result<Option<(Keyspace, Keyspace)>> {
+    let state = &inner.feed_state;
+    let Some(meta) = state.meta.get() else { return Ok(None) }; // the file is being created
+    let ceiling = inner.options.map_size_max_bytes;
+    if !state.is_enabled() {
+        let mark = meta.handle.get(txn, META_FEED_KEY).map_err(|e| Error::from_heed(e, ceiling))?;
+        if mark.is_none() {
+            return Ok(None);
+        }
+        state.enabled.store(true, Ordering::Release);
+    }
+    let feed = match state.feed.get() {
+        Some(feed) => feed.clone(),
+        // Made by the other process before its mark: open it in this transaction (the handle
+        // is this transaction's until it commits).
+        None => match inner.env.open_database::<heed::types::Bytes, heed::types::Bytes>(txn, Some(FEED_KEYSPACE)) {
+            Ok(Some(handle)) => Keyspace::new(FEED_KEYSPACE.into(), handle),
+            Ok(None) => return Err(Error::Corrupted(format!("the durable feed is on but the file has no keyspace {FEED_KEYSPACE}"))),
+            Err(error) => return Err(Error::from_heed(error, ceiling)),
+        },
+    };
+    Ok(Some((feed, meta.clone())))
+}
+
+// ------------------------------------------------------------------------------ reading
+
+/// The feed's keyspaces, if the file has the feed on.
+fn keyspaces(db: &Db) -> Result<(Keyspace, Keyspace)> {
+    if !db.inner.feed_state.is_enabled() {
+        // Another process may have turned it on since this one opened the file.
+        let meta = db.internal_keyspace(META_KEYSPACE)?;
+        if db.read(|tx| Ok(tx.get(&meta, META_FEED_KEY)?.is_none()))? {
+            return Err(Error::FeedDisabled { path: db.inner.path.clone() });
+        }
+        db.inner.feed_state.enabled.store(true, Ordering::Release);
+    }
+    Ok((db.internal_keyspace(FEED_KEYSPACE)?, db.internal_keyspace(META_KEYSPACE)?))
+}
+
+/// The highest sequence retention removed.
+fn trimmed_through(tx: &ReadTxn<'_>, meta: &Keyspace) -> Result<u64> {
+    match tx.get(meta, META_FEED_KEY)? {
+        Some(value) => u64_of(value, "tessera.meta durable_feed"),
+        None => Ok(0),
+    }
+}
+
+/// Up to `batches_max` commits after `cursor` (0: from the oldest kept), in commit order.
+fn read_since(tx: &ReadTxn<'_>, feed: &Keyspace, meta: &Keyspace, cursor: u64, batches_max: usize) -> Result<Vec<ChangeBatch>> {
+    let trimmed = trimmed_through(tx, meta)?;
+    if cursor != 0 && cursor < trimmed {
+        return Err(Error::FeedCursorExpired { cursor, oldest_kept: trimmed + 1 });
+    }
+    let start = cursor.saturating_add(1).to_be_bytes();
+    let mut batches = Vec::new();
+    for entry in tx.range(feed, &start[..]..)?.take(batches_max) {
+        let (key, value) = entry?;
+        batches.push(decode(sequence_of(key)?, value)?);
+    }
+    Ok(batches)
+}
+
+impl Db {
+    /// Up to `batches_max` commits after `cursor` (a commit sequence; 0 for the oldest kept),
+    /// from the durable feed, in commit order: each commit's changes to records, documents,
+    /// dictionaries and the application's keyspaces, with the new values (`Change::old` is
+    /// `None`; index entries are not in the feed). Read from one snapshot.
+    ///
+    /// [`Error::FeedDisabled`] if the file does not have the feed on;
+    /// [`Error::FeedCursorExpired`] if retention removed commits after `cursor`: resynchronise
+    /// from a snapshot.
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+    /// let notes = db.keyspace("notes")?;
+    /// db.write(|tx| tx.put(&notes, b"k", b"v"))?;
+    /// let batches = db.changes_since(0, 100)?;
+    /// assert_eq!(batches.len(), 1);
+    /// assert_eq!((&*batches[0].changes[0].key, batches[0].changes[0].new.as_deref()), (&b"k"[..], Some(&b"v"[..])));
+    /// assert!(db.changes_since(batches[0].sequence, 100)?.is_empty());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn changes_since(&self, cursor: u64, batches_max: usize) -> Result<Vec<ChangeBatch>> {
+        let (feed, meta) = keyspaces(self)?;
+        self.read(|tx| read_since(tx, &feed, &meta, cursor, batches_max))
+    }
+
+    /// The feed consumer `name` (1 to [`CONSUMER_NAME_LEN_MAX`] bytes), registered if new with
+    /// its cursor at the newest commit: it reads what is committed from now on. Its cursor is
+    /// kept in the file; commits every consumer has acknowledged are removed.
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+    /// let notes = db.keyspace("notes")?;
+    /// let replica = db.consumer("replica")?;
+    /// db.write(|tx| tx.put(&notes, b"k", b"v"))?;
+    /// let batches = replica.changes(100)?;
+    /// assert_eq!(batches.len(), 1);
+    /// replica.ack(batches[0].sequence)?;
+    /// assert!(replica.changes(100)?.is_empty());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn consumer(&self, name: &str) -> Result<Consumer> {
+        super::names::check("feed consumer", name, CONSUMER_NAME_LEN_MAX)?;
+        let (_, meta) = keyspaces(self)?;
+        let consumers = self.internal_keyspace(CONSUMERS_KEYSPACE)?;
+        let present = self.read(|tx| Ok(tx.get(&consumers, name.as_bytes())?.is_some()))?;
+        if !present {
+            self.write(|tx| {
+                if tx.get(&consumers, name.as_bytes())?.is_none() {
+                    // Every commit before this one is done; this transaction's own sequence
+                    // is one past the newest.
+                    let newest = tx.sequence().saturating_sub(1).max(trimmed_of_write(tx, &meta)?);
+                    tx.put_unlogged(&consumers, name.as_bytes(), &newest.to_be_bytes())?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(Consumer { db: self.clone(), name: name.into(), consumers })
+    }
+}
+
+fn trimmed_of_write(tx: &WriteTxn<'_>, meta: &Keyspace) -> Result<u64> {
+    match tx.get(meta, META_FEED_KEY)? {
+        Some(value) => u64_of(value, "tessera.meta durable_feed"),
+        None => Ok(0),
+    }
+}
+
+/// A named reader of the durable feed ([`Db::consumer`]), whose cursor is kept in the file.
+///
+/// ```
+/// # use tessera::{Db, DbOptions};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+/// let consumer = db.consumer("search-index")?;
+/// assert_eq!(consumer.name(), "search-index");
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Consumer {
+    db: Db,
+    name: Box<str>,
+    consumers: Keyspace,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Consumer({:?})", self.name)
+    }
+}
+
+impl Consumer {
+    /// The consumer's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The last sequence this consumer acknowledged.
+    pub fn cursor(&self) -> Result<u64> {
+        let name = self.name.as_bytes();
+        self.db.read(|tx| match tx.get(&self.consumers, name)? {
+            Some(value) => u64_of(value, "a feed consumer's cursor"),
+            None => Err(Error::NoSuchConsumer { name: self.name.to_string() }),
+        })
+    }
+
+    /// Up to `batches_max` commits after the cursor, in commit order;
+    /// [`Error::FeedCursorExpired`] if retention removed some the consumer had not
+    /// acknowledged.
+    pub fn changes(&self, batches_max: usize) -> Result<Vec<ChangeBatch>> {
+        let (feed, meta) = keyspaces(&self.db)?;
+        let name = self.name.as_bytes();
+        self.db.read(|tx| {
+            let cursor = match tx.get(&self.consumers, name)? {
+                Some(value) => u64_of(value, "a feed consumer's cursor")?,
+                None => return Err(Error::NoSuchConsumer { name: self.name.to_string() }),
+            };
+            read_since(tx, &feed, &meta, cursor, batches_max)
+        })
+    }
+
+    /// Records that the consumer has handled every commit up to `cursor` (a cursor never goes
+    /// back: an older one is ignored), and removes the commits every consumer has handled.
+    pub fn ack(&self, cursor: u64) -> Result<()> {
+        let (feed, meta) = keyspaces(&self.db)?;
+        let name = self.name.as_bytes();
+        self.db.write(|tx| {
+            let current = match tx.get(&self.consumers, name)? {
+                Some(value) => u64_of(value, "a feed consumer's cursor")?,
+                None => return Err(Error::NoSuchConsumer { name: self.name.to_string() }),
+            };
+            if cursor <= current {
+                return Ok(());
+            }
+            tx.put_unlogged(&self.consumers, name, &cursor.to_be_bytes())?;
+            let mut handled = u64::MAX;
+            for entry in tx.range(&self.consumers, ..)? {
+                handled = handled.min(u64_of(entry?.1, "a feed consumer's cursor")?);
+            }
+            let mut done = Vec::new();
+            for entry in tx.range(&feed, ..=&handled.to_be_bytes()[..])? {
+                done.push(sequence_of(entry?.0)?);
+            }
+            trim_through(tx, &feed, &meta, &done)
+        })
+    }
+
+    /// Unregisters the consumer: commits are no longer kept for it.
+    pub fn remove(self) -> Result<()> {
+        self.db.write(|tx| tx.delete_unlogged(&self.consumers, self.name.as_bytes()).map(drop))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(keyspace: &str, key: &[u8], new: Option<&[u8]>) -> Change {
+        let kind = if new.is_some() { ChangeKind::Update } else { ChangeKind::Delete };
+        Change { keyspace: keyspace.into(), key: key.into(), kind, old: None, new: new.map(Box::from) }
+    }
+
+    #[test]
+    fn entries_decode_to_what_was_encoded_and_damage_is_an_error() {
+        let changes = [change("tessera.col.a", b"k1", Some(b"v1")), change("notes", b"", None), change("x", &[0xFF; 300], Some(b""))];
+        let refs: Vec<&Change> = changes.iter().collect();
+        let mut bytes = Vec::new();
+        encode(&refs, &mut bytes);
+        let batch = decode(7, &bytes).unwrap();
+        assert_eq!(batch.sequence, 7);
+        assert_eq!(batch.changes, changes);
+        // Every truncation and a trailing byte are damage, never a panic or fewer changes.
+        for len in 0..bytes.len() {
+            assert!(matches!(decode(7, &bytes[..len]), Err(Error::Corrupted(_))), "truncated to {len}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(decode(7, &longer), Err(Error::Corrupted(_))));
+        let mut huge_count = bytes.clone();
+        huge_count[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(decode(7, &huge_count), Err(Error::Corrupted(_))));
+    }
+
+    #[test]
+    fn index_entries_and_the_feed_itself_are_not_recorded() {
+        assert!(recorded("tessera.col.tasks") && recorded("notes") && recorded("tessera.dictionary.default"));
+        assert!(!recorded("tessera.idx.tasks.priority") && !recorded(FEED_KEYSPACE) && !recorded(CONSUMERS_KEYSPACE));
+        assert!(!recorded(META_KEYSPACE));
+    }
+}

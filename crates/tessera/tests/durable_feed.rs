@@ -1,0 +1,174 @@
+//! The durable change feed: commits appended in their own transaction, read back in order after
+//! a reopen, named consumers with kept cursors, retention that reports a gap instead of hiding
+//! it, and a process that turns the feed on for a file another process already has open.
+
+use serde::{Deserialize, Serialize};
+use tessera::collection::Record;
+use tessera::{ChangeKind, Db, DbOptions, Error, FeedRetention};
+
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "tasks")]
+struct Task {
+    #[record(key)]
+    id: u32,
+    #[record(index)]
+    priority: i32,
+}
+
+fn with_feed() -> DbOptions {
+    DbOptions { durable_feed: true, ..DbOptions::default() }
+}
+
+#[test]
+fn commits_are_read_back_in_order_with_their_new_values_and_without_index_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open_with(&path, with_feed()).unwrap();
+    let tasks = db.collection::<Task>().unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    db.write(|tx| {
+        tasks.insert(tx, &Task { id: 1, priority: 5 })?;
+        tx.put(&notes, b"a", b"1")
+    })
+    .unwrap();
+    // A failed transaction leaves no entry.
+    let failed = db.write(|tx| {
+        tx.put(&notes, b"b", b"2")?;
+        Err::<(), _>(Error::other(std::io::Error::other("rolled back")))
+    });
+    assert!(failed.is_err());
+    db.write(|tx| tasks.delete(tx, &1u32).map(drop)).unwrap();
+    drop(tasks);
+    db.close().unwrap();
+
+    // Read after a reopen without the option: the file keeps the feed on.
+    let db = Db::open(&path).unwrap();
+    let batches = db.changes_since(0, 100).unwrap();
+    let user: Vec<_> = batches
+        .iter()
+        .filter(|batch| batch.changes.iter().any(|c| c.keyspace.starts_with("tessera.col.") || &*c.keyspace == "notes"))
+        .collect();
+    assert_eq!(user.len(), 2, "the insert commit and the delete commit: {batches:#?}");
+    assert!(batches.windows(2).all(|pair| pair[0].sequence < pair[1].sequence), "commit order");
+    let first: Vec<(&str, ChangeKind)> = user[0].changes.iter().map(|c| (&*c.keyspace, c.kind)).collect();
+    assert!(first.contains(&("tessera.col.tasks", ChangeKind::Insert)) && first.contains(&("notes", ChangeKind::Insert)), "{first:?}");
+    assert!(user[0].changes.iter().all(|c| !c.keyspace.starts_with("tessera.idx.")), "index entries are not in the feed");
+    let record = user[0].changes.iter().find(|c| &*c.keyspace == "tessera.col.tasks").unwrap();
+    assert!(record.new.is_some() && record.old.is_none());
+    let deleted = user[1].changes.iter().find(|c| &*c.keyspace == "tessera.col.tasks").unwrap();
+    assert_eq!((deleted.kind, deleted.new.is_none()), (ChangeKind::Delete, true));
+    assert!(db.changes_since(batches.last().unwrap().sequence, 100).unwrap().is_empty());
+}
+
+#[test]
+fn a_file_without_the_feed_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    assert!(matches!(db.changes_since(0, 10), Err(Error::FeedDisabled { .. })));
+    assert!(matches!(db.consumer("x"), Err(Error::FeedDisabled { .. })));
+}
+
+#[test]
+fn consumers_keep_their_cursor_across_reopens_and_acknowledged_commits_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open_with(&path, with_feed()).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    db.write(|tx| tx.put(&notes, b"before", b"0")).unwrap();
+    let replica = db.consumer("replica").unwrap();
+    let audit = db.consumer("audit").unwrap();
+    assert!(replica.changes(10).unwrap().is_empty(), "a new consumer starts at the newest commit");
+    for n in 0..5u8 {
+        db.write(|tx| tx.put(&notes, &[n], &[n])).unwrap();
+    }
+    let seen = replica.changes(3).unwrap();
+    assert_eq!(seen.len(), 3, "at most the batches asked for");
+    replica.ack(seen[2].sequence).unwrap();
+    replica.ack(seen[0].sequence).unwrap(); // older: ignored
+    assert_eq!(replica.cursor().unwrap(), seen[2].sequence);
+    drop((replica, audit, notes));
+    db.close().unwrap();
+
+    let db = Db::open(&path).unwrap();
+    let replica = db.consumer("replica").unwrap();
+    let rest = replica.changes(10).unwrap();
+    assert_eq!(rest.len(), 2, "resumes after its cursor");
+    // `audit` has acknowledged nothing: everything after its start is still there.
+    let audit = db.consumer("audit").unwrap();
+    assert_eq!(audit.changes(10).unwrap().len(), 5);
+    audit.ack(rest[1].sequence).unwrap();
+    replica.ack(rest[1].sequence).unwrap();
+    assert!(
+        db.changes_since(0, 100).unwrap().iter().all(|batch| batch.sequence > rest[1].sequence),
+        "commits both acknowledged are removed"
+    );
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "the feed's keyspaces check: {report}");
+    audit.remove().unwrap();
+    assert!(matches!(db.consumer("audit").unwrap().changes(1), Ok(batches) if batches.is_empty()), "registered anew at the newest commit");
+}
+
+#[test]
+fn retention_past_a_cursor_is_reported_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DbOptions { durable_feed: true, feed_retention: FeedRetention { commits_max: 5 }, ..DbOptions::default() };
+    let db = Db::open_with(dir.path().join("db"), options).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    let slow = db.consumer("slow").unwrap();
+    let start = slow.cursor().unwrap();
+    for n in 0..12u8 {
+        db.write(|tx| tx.put(&notes, &[n], &[n])).unwrap();
+    }
+    // Cursor 0 reads whatever is kept: the newest commits_max.
+    let kept = db.changes_since(0, 100).unwrap();
+    assert_eq!(kept.len(), 5);
+    match slow.changes(100) {
+        Err(error @ Error::FeedCursorExpired { .. }) => {
+            assert!(error.to_string().contains("resynchronise from a snapshot"), "{error}");
+            let Error::FeedCursorExpired { cursor, oldest_kept } = error else { unreachable!() };
+            assert_eq!(cursor, start);
+            // From the oldest kept commit on, the feed is whole: at most commits_max of them.
+            let whole = db.changes_since(oldest_kept - 1, 100).unwrap();
+            assert!(!whole.is_empty() && whole.len() <= 5, "{}", whole.len());
+            assert_eq!(whole[0].sequence, oldest_kept);
+        }
+        other => panic!("expected an expired cursor, got {other:?}"),
+    }
+}
+
+/// The child of `a_process_that_opened_the_file_before_the_feed_was_turned_on_appends_too`:
+/// turns the feed on for the file at `TESSERA_FEED_PATH` and writes once.
+#[test]
+#[ignore = "run by a_process_that_opened_the_file_before_the_feed_was_turned_on_appends_too"]
+fn feed_child() {
+    let Ok(path) = std::env::var("TESSERA_FEED_PATH") else { return };
+    let db = Db::open_with(&path, with_feed()).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    db.write(|tx| tx.put(&notes, b"child", b"1")).unwrap();
+}
+
+#[test]
+fn a_process_that_opened_the_file_before_the_feed_was_turned_on_appends_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    db.write(|tx| tx.put(&notes, b"before", b"0")).unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "feed_child", "--ignored", "--nocapture"])
+        .env("TESSERA_FEED_PATH", &path)
+        .output()
+        .unwrap();
+    assert!(child.status.success(), "{}{}", String::from_utf8_lossy(&child.stdout), String::from_utf8_lossy(&child.stderr));
+    // This process opened the file with the feed off: its next write finds the mark.
+    db.write(|tx| tx.put(&notes, b"parent", b"2")).unwrap();
+    let keys: Vec<Vec<u8>> = db
+        .changes_since(0, 100)
+        .unwrap()
+        .iter()
+        .flat_map(|batch| batch.changes.iter())
+        .filter(|c| &*c.keyspace == "notes")
+        .map(|c| c.key.to_vec())
+        .collect();
+    assert_eq!(keys, [b"child".to_vec(), b"parent".to_vec()], "both processes' commits, the parent's included");
+}
