@@ -263,6 +263,36 @@ pub fn run(options: &Options) -> std::io::Result<()> {
     row(format!("4 threads x {n} inserts, 4 collections; Dflat 484 ms"), "ms", |f| f.threads_insert, sqlite(0.6));
     row(format!("4 threads x {n} deletes; Dflat 502 ms"), "ms", |f| f.threads_delete, sqlite(0.6));
 
+    feed_rows(&mut table, options);
     scaling::rows(&mut table, options.rounds.max(1), options.scaling_max);
     table.finish()
+}
+
+/// The durable change feed's cost: insert and update of every object, with and without the
+/// feed, alternating in each round (medians). Issue 19: at most 1.15x without it.
+fn feed_rows(table: &mut Table, options: &Options) {
+    let n = options.objects;
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..options.rounds.max(1) {
+        for durable_feed in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let figures = tessera::insert_and_update_ms(dir.path(), n, durable_feed);
+            if durable_feed {
+                with.push(figures)
+            } else {
+                without.push(figures)
+            }
+        }
+    }
+    let pick = |figures: &[(f64, f64)], which: fn(&(f64, f64)) -> f64| median(figures.iter().map(which));
+    let goal = Goal::AtMostTimesPeer { peer: "tessera-without-feed", factor: 1.15 };
+    for (what, which) in [("insert", (|f: &(f64, f64)| f.0) as fn(&(f64, f64)) -> f64), ("update", |f: &(f64, f64)| f.1)] {
+        table.row(
+            &format!("{what} {n} (one transaction) with the durable change feed on"),
+            "ms",
+            pick(&with, which),
+            &[("tessera-without-feed", pick(&without, which))],
+            goal,
+        );
+    }
 }

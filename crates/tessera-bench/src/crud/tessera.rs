@@ -36,6 +36,25 @@ impl Tessera {
     }
 }
 
+/// Milliseconds to insert `objects` BenchDocs in one transaction, then to update them all in
+/// another, in a fresh database with or without the durable change feed (the feed's cost per
+/// commit, issue 19).
+pub fn insert_and_update_ms(dir: &Path, objects: usize, durable_feed: bool) -> (f64, f64) {
+    let options = DbOptions {
+        durability: Durability::Buffered { max_delay: Duration::from_millis(BUFFERED_DELAY_MS_MAX) },
+        durable_feed,
+        ..DbOptions::default()
+    };
+    let db = Db::open_with(dir.join(if durable_feed { "feed.db" } else { "no-feed.db" }), options).unwrap();
+    let mut tessera = Tessera::with_db(db, objects);
+    let start = std::time::Instant::now();
+    tessera.insert_all();
+    let insert_ms = crate::harness::elapsed_ms(start);
+    let start = std::time::Instant::now();
+    tessera.update_all();
+    (insert_ms, crate::harness::elapsed_ms(start))
+}
+
 /// Opens the crud table's tessera database in `dir` (also used by the scaling rows).
 pub fn open_buffered(dir: &Path) -> Db {
     open_db(dir, "tessera.db", true)
