@@ -52,6 +52,13 @@ pub enum Goal {
         /// Allowed factor.
         factor: f64,
     },
+    /// At least `factor` times a peer's value measured in the same run (larger is better).
+    AtLeastTimesPeer {
+        /// The peer's name in the row's peers.
+        peer: &'static str,
+        /// Required factor.
+        factor: f64,
+    },
     /// At most `factor` times the fastest peer of the row, measured in the same run.
     AtMostTimesFastestPeer {
         /// Allowed factor.
@@ -105,6 +112,10 @@ impl Table {
             Goal::AtMostTimesPeer { peer, factor } => {
                 let base = peer_value(peers, peer);
                 (Some(format!("<= {factor} x {peer} ({})", fmt(base * factor))), Some(tessera <= base * factor))
+            }
+            Goal::AtLeastTimesPeer { peer, factor } => {
+                let base = peer_value(peers, peer);
+                (Some(format!(">= {factor} x {peer} ({})", fmt(base * factor))), Some(tessera >= base * factor))
             }
             Goal::AtMostTimesFastestPeer { factor } => {
                 let (peer, base) = peers.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1)).expect("the row has peers");

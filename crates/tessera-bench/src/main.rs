@@ -1,6 +1,7 @@
 //! `cargo run --release -p tessera-bench -- <table>`: one subcommand per seed table.
 
 mod alloc_count;
+mod commit;
 mod crud;
 
 mod dictionary;
@@ -21,6 +22,7 @@ static ALLOCATOR: alloc_count::Counting = alloc_count::Counting;
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 use tessera_bench::report::{self, TABLE_NAMES};
 
 #[derive(Parser)]
@@ -95,6 +97,28 @@ enum TableName {
         #[arg(long, default_value_t = 21)]
         samples: usize,
     },
+    /// Durable commits of one small record from 1, 2, 4 and 8 writer threads and 2 processes,
+    /// against SQLite (WAL, synchronous=FULL) and native_db (redb).
+    Commit {
+        /// Rounds per configuration (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Milliseconds each configuration commits, per round.
+        #[arg(long, default_value_t = 1000)]
+        duration_ms: u64,
+    },
+    /// One process of the `commit` table's 2-process rows (run by it).
+    #[command(hide = true)]
+    CommitChild {
+        /// `tessera` or `sqlite`.
+        system: String,
+        /// The directory holding the shared file.
+        dir: PathBuf,
+        /// This process's number (its keys are its own).
+        process: usize,
+        /// Milliseconds to commit for.
+        duration_ms: u64,
+    },
     /// Charts and markdown: runs every table with its defaults (long), or with --from-json reads
     /// the results files of earlier runs; then writes DOCS/bench/<table>.svg and
     /// DOCS/benchmarks.md. A missing or malformed results file is an error naming the file.
@@ -108,7 +132,7 @@ enum TableName {
         /// The directory that receives benchmarks.md and bench/*.svg.
         #[arg(long, default_value_os_t = default_docs_directory())]
         docs_dir: PathBuf,
-        /// The tables to report, comma-separated (default: all six, in the README's order).
+        /// The tables to report, comma-separated (default: all seven, in the README's order).
         #[arg(long, value_delimiter = ',', default_values_t = TABLE_NAMES.map(String::from))]
         tables: Vec<String>,
     },
@@ -143,6 +167,10 @@ fn run_table(table: TableName) -> std::io::Result<()> {
         TableName::Store { samples } => store::run(&store::Options { samples }),
         TableName::Dictionary { rounds } => dictionary::run(&dictionary::Options { rounds }),
         TableName::Documents { iterations, warmup, others } => documents::run(&documents::Options { iterations, warmup, others }),
+        TableName::Commit { rounds, duration_ms } => commit::run(&commit::Options { rounds, duration: Duration::from_millis(duration_ms) }),
+        TableName::CommitChild { system, dir, process, duration_ms } => {
+            commit::child(&system, &dir, process, Duration::from_millis(duration_ms))
+        }
         TableName::Report { .. } => unreachable!("the report is not a table"),
     }
 }
