@@ -144,16 +144,29 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         for (path, field) in &fields {
             let on_key = string_key && **path == *T::KEY_FIELDS[0];
             for (index, change) in changes.iter().enumerate() {
+                if on_key {
+                    // The old and new versions share the key, so one lookup marks both.
+                    component.clear();
+                    component.push(sort_key::TAG_STRING);
+                    component.extend_from_slice(&change.key);
+                    let (old, new) = (change.old.is_some(), change.new.is_some());
+                    field.lookup(&component, &mut |id| {
+                        let list = hits.entry(id).or_default();
+                        match list.last_mut() {
+                            Some(last) if last.0 == index => {
+                                last.1 |= old;
+                                last.2 |= new;
+                            }
+                            _ => list.push((index, old, new)),
+                        }
+                    });
+                    continue;
+                }
                 for (bytes, is_new) in [(&change.old, false), (&change.new, true)] {
                     let Some(bytes) = bytes else { continue };
                     component.clear();
-                    if on_key {
-                        component.push(sort_key::TAG_STRING);
-                        component.extend_from_slice(&change.key);
-                    } else {
-                        let Ok(doc) = self.state.open_stored(bytes) else { continue };
-                        sort_key::encode_value(path.lookup(doc.root()), &mut component);
-                    }
+                    let Ok(doc) = self.state.open_stored(bytes) else { continue };
+                    sort_key::encode_value(path.lookup(doc.root()), &mut component);
                     field.lookup(&component, &mut |id| {
                         let list = hits.entry(id).or_default();
                         match list.last_mut() {
