@@ -9,10 +9,12 @@
 //! large batch wakes (so a large commit returns without waiting for its delivery). A committer
 //! that finds the delivery lock held leaves its batch to the holder, which looks at the queue
 //! again after releasing the lock. Delivery hands the batch to each hook, then to every
-//! listener's **bounded** queue with a non-blocking send. Policy for a listener whose queue is full (a slow consumer): the batch is
-//! not queued for it, the writer never waits, and the listener's next event is
-//! [`FeedEvent::Lagged`] with the number of batches it missed, so it knows to re-read state. A
-//! listener whose receiver is dropped, or whose callback panicked, is removed.
+//! listener's **bounded** queue with a non-blocking send.
+//!
+//! Policy for a listener whose queue is full (a slow consumer): the batch is not queued for it,
+//! the writer never waits, and the listener's next event is [`FeedEvent::Lagged`] with the
+//! number of batches it missed, so it knows to re-read state. A listener whose receiver is
+//! dropped, or whose callback panicked, is removed.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
