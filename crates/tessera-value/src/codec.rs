@@ -264,24 +264,11 @@ impl fmt::Display for FieldProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FieldProblem::Missing => f.write_str("missing required field"),
-            FieldProblem::WrongType { expected, found } => write!(f, "expected {expected}, found {}", kind_name(*found)),
+            FieldProblem::WrongType { expected, found } => write!(f, "expected {expected}, found {}", found.described()),
             FieldProblem::OutOfRange { expected } => write!(f, "number out of range for {expected}"),
             FieldProblem::UnknownVariant(name) => write!(f, "unknown variant {name:?}"),
             FieldProblem::Invalid(message) => f.write_str(message),
         }
-    }
-}
-
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Null => "null",
-        Kind::Bool => "a boolean",
-        Kind::Int | Kind::UInt => "an integer",
-        Kind::Float => "a float",
-        Kind::String => "a string",
-        Kind::Binary => "binary data",
-        Kind::Array => "an array",
-        Kind::Dict => "a dict",
     }
 }
 

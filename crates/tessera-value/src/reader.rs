@@ -39,6 +39,28 @@ pub enum Kind {
     Dict,
 }
 
+impl Kind {
+    /// The kind in words, with its article, for messages: "an integer", "a dict".
+    ///
+    /// ```
+    /// use tessera_value::Kind;
+    /// assert_eq!(Kind::UInt.described(), "an integer");
+    /// assert_eq!(Kind::Dict.described(), "a dict");
+    /// ```
+    pub fn described(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Bool => "a boolean",
+            Kind::Int | Kind::UInt => "an integer",
+            Kind::Float => "a float",
+            Kind::String => "a string",
+            Kind::Binary => "binary data",
+            Kind::Array => "an array",
+            Kind::Dict => "a dict",
+        }
+    }
+}
+
 /// An opened document: the bytes, where its tables are, and the shared keys it was opened with.
 ///
 /// `Doc` and [`Value`] are small `Copy` handles, passed by value.

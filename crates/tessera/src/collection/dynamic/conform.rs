@@ -41,16 +41,11 @@ fn misfit(path: &str, problem: impl Into<String>) -> ConformError {
     ConformError::Misfit(Misfit { path: if path.is_empty() { "$".to_owned() } else { path.to_owned() }, problem: problem.into() })
 }
 
+/// The value's kind in words, as JSON calls it (a dict is "an object").
 fn kind_name(value: Value<'_>) -> &'static str {
     match value.kind() {
-        Kind::Null => "null",
-        Kind::Bool => "a boolean",
-        Kind::Int | Kind::UInt => "an integer",
-        Kind::Float => "a float",
-        Kind::String => "a string",
-        Kind::Binary => "binary data",
-        Kind::Array => "an array",
         Kind::Dict => "an object",
+        kind => kind.described(),
     }
 }
 
