@@ -26,6 +26,10 @@ fn json_value(record: &Json, path: &str) -> V {
             None => return V::Null,
         }
     }
+    scalar(current)
+}
+
+fn scalar(current: &Json) -> V {
     match current {
         Json::Null => V::Null,
         Json::Bool(b) => V::Bool(*b),
@@ -153,10 +157,27 @@ fn truth(e: &Expr, r: &Json) -> Option<bool> {
             V::Str(s) => Some(match op {
                 StringOp::StartsWith => s.starts_with(text.as_str()),
                 StringOp::EndsWith => s.ends_with(text.as_str()),
-                StringOp::Contains => s.contains(text.as_str()),
             }),
             _ => None,
         },
+        Expr::Contains(a, l) => {
+            let wanted = literal(l);
+            if wanted == V::Null {
+                return None;
+            }
+            let array = match &**a {
+                Expr::Field(p) => p.split('.').try_fold(r, |current, step| current.get(step)).and_then(Json::as_array),
+                _ => None,
+            };
+            if let Some(array) = array {
+                // SQL's `= ANY`: TRUE wins, then UNKNOWN, then FALSE.
+                return array.iter().fold(Some(false), |found, element| kleene_or(found, cmp(&scalar(element), CompareOp::Eq, &wanted)));
+            }
+            match (value(a, r), wanted) {
+                (V::Str(s), V::Str(part)) => Some(s.contains(part.as_str())),
+                _ => None,
+            }
+        }
         Expr::Variant(path, variant) => {
             let mut current = r;
             for step in path.split('.') {
@@ -201,10 +222,15 @@ fn record() -> impl Strategy<Value = Json> {
         maybe(prop_oneof![Just(json!("X")), Just(json!({"Y": 1})), Just(json!({"Y": 1, "Z": 2})), Just(json!(3))].boxed()),
         maybe(number.prop_map(|n| json!({ "x": n })).boxed()),
         maybe(any::<bool>().prop_map(Json::from).boxed()),
+        maybe(
+            prop::collection::vec(prop_oneof![(-2i64..3).prop_map(Json::from), Just(json!("a")), Just(json!("b")), Just(Json::Null)], 0..4)
+                .prop_map(Json::from)
+                .boxed(),
+        ),
     )
-        .prop_map(|(a, b, s, e, n, t)| {
+        .prop_map(|(a, b, s, e, n, t, l)| {
             let mut map = serde_json::Map::new();
-            for (key, v) in [("a", a), ("b", b), ("s", s), ("e", e), ("n", n), ("t", t)] {
+            for (key, v) in [("a", a), ("b", b), ("s", s), ("e", e), ("n", n), ("t", t), ("l", l)] {
                 if let Some(v) = v {
                     map.insert(key.into(), v);
                 }
@@ -225,7 +251,7 @@ fn literal_strategy() -> impl Strategy<Value = Literal> {
 
 fn value_expr() -> impl Strategy<Value = Expr> {
     let leaf = prop_oneof![
-        prop::sample::select(vec!["a", "b", "s", "n.x", "t", "e", "missing"]).prop_map(field),
+        prop::sample::select(vec!["a", "b", "s", "n.x", "t", "e", "l", "missing"]).prop_map(field),
         literal_strategy().prop_map(Expr::Literal),
     ];
     leaf.prop_recursive(2, 8, 2, |inner| {
@@ -241,12 +267,9 @@ fn predicate() -> impl Strategy<Value = Expr> {
         (value_expr(), value_expr(), value_expr()).prop_map(|(a, lo, hi)| a.between(lo, hi)),
         (value_expr(), prop::collection::vec(literal_strategy(), 1..4), any::<bool>()).prop_map(|(a, l, n)| Expr::In(Box::new(a), l, n)),
         (value_expr(), any::<bool>()).prop_map(|(a, n)| Expr::IsNull(Box::new(a), n)),
-        (
-            value_expr(),
-            prop::sample::select(vec![StringOp::StartsWith, StringOp::EndsWith, StringOp::Contains]),
-            prop::sample::select(vec!["", "a", "b"])
-        )
+        (value_expr(), prop::sample::select(vec![StringOp::StartsWith, StringOp::EndsWith]), prop::sample::select(vec!["", "a", "b"]))
             .prop_map(|(a, op, t)| Expr::Str(Box::new(a), op, t.into())),
+        (value_expr(), literal_strategy()).prop_map(|(a, l)| a.contains(l)),
         prop::sample::select(vec!["X", "Y", "Z"]).prop_map(|v| field("e").is_variant(v)),
         value_expr(),
     ];
@@ -301,7 +324,8 @@ fn parse_errors_name_the_column() {
     for (text, column) in [
         ("priority >", 11),
         ("priority > 1 and", 17),
-        ("priority = 1", 10),
+        ("priority = ", 12),
+        ("priority == 1 and name =", 25),
         ("(a > 1", 7),
         ("a > 1)", 6),
         ("tag starts_with 3", 17),
@@ -366,4 +390,63 @@ fn float_arguments_of_typed_queries_stay_floats() {
     assert_eq!(Reading::small().gt(0.25f32).to_string(), "small > 0.25");
     assert_eq!(Reading::x().eq(-0.5).to_string(), "x == -0.5");
     assert_eq!(Reading::x().ge(2).to_string(), "x >= 2", "integers stay integers");
+}
+
+#[test]
+fn keywords_are_case_insensitive_and_fields_are_not() {
+    let lower = Expr::parse(r#"a > 1 and not (b is null or s starts with "x") and t in (true, null)"#).unwrap();
+    for text in [
+        r#"a > 1 AND NOT (b IS NULL OR s STARTS WITH "x") AND t IN (TRUE, NULL)"#,
+        r#"a > 1 And Not (b Is Null Or s Starts_With "x") and t In (True, Null)"#,
+    ] {
+        assert_eq!(Expr::parse(text).unwrap(), lower, "{text}");
+    }
+    assert_eq!(Expr::parse("Price > 1").unwrap(), field("Price").gt(1), "field names keep their case");
+    assert_ne!(Expr::parse("Price > 1").unwrap(), field("price").gt(1));
+    // Words that are keywords only in a clause's position may still name fields.
+    for name in ["order", "by", "limit", "offset", "asc", "desc", "nulls", "first", "last", "exists", "starts", "with", "ends"] {
+        assert_eq!(Expr::parse(&format!("{name} == 1")).unwrap(), field(name).eq(1), "{name}");
+    }
+}
+
+#[test]
+fn the_text_forms_of_string_tests_membership_and_existence() {
+    let pairs = [
+        (r#"s starts with "a""#, field("s").starts_with("a")),
+        (r#"s starts_with "a""#, field("s").starts_with("a")),
+        (r#"s ends with "a""#, field("s").ends_with("a")),
+        (r#"s ends_with "a""#, field("s").ends_with("a")),
+        (r#"s contains "a""#, field("s").contains("a")),
+        ("tags contains 3", field("tags").contains(3)),
+        ("exists s", field("s").is_not_null()),
+        ("s exists", field("s").is_not_null()),
+        ("not exists s", !field("s").is_not_null()),
+        ("s is not null", field("s").is_not_null()),
+        ("a = 1", field("a").eq(1)),
+        ("a <> 1", field("a").ne(1)),
+        ("a not between 1 and 2", !field("a").between(1, 2)),
+        (r#"s not contains "a""#, !field("s").contains("a")),
+        (r#"s not starts with "a""#, !field("s").starts_with("a")),
+    ];
+    for (text, expr) in pairs {
+        assert_eq!(Expr::parse(text).unwrap(), expr, "{text}");
+    }
+}
+
+#[test]
+fn parse_errors_say_what_was_expected_after_what() {
+    for (text, message) in [
+        ("price > 2 and name =", "expected a value after `=` at column 21"),
+        ("price >", "expected a value after `>` at column 8"),
+        ("price > )", "expected a value after `>`, found `)` at column 9"),
+        ("a between 1 2", "expected `and` in `between … and …` after `1`, found `2` at column 13"),
+        ("s starts with 3", "expected a string after `with`, found `3` at column 15"),
+        ("a is", "expected `null`, `not null` or an enum variant after `is` at column 5"),
+        ("a in (1,", "expected a value after `,` at column 9"),
+        ("", "expected a predicate, found an empty query at column 1"),
+        ("a == 1 b", "expected `and`, `or` or the end of the predicate after `1`, found `b` at column 8"),
+        ("a = 1 = 2", "expected `and`, `or` or the end of the predicate after `1`, found `=` at column 7"),
+    ] {
+        assert_eq!(Expr::parse(text).unwrap_err().to_string(), message, "{text}");
+    }
 }

@@ -249,6 +249,7 @@ impl TypeDesc {
                 Class::String | Class::Any | Class::Null => Ok(()),
                 found => Err(mismatch(expr, "a string", found)),
             },
+            Expr::Contains(a, literal) => self.check_contains(expr, a, literal),
             Expr::Variant(path, variant) => {
                 let desc = self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })?;
                 match strip_option(desc) {
@@ -262,6 +263,22 @@ impl TypeDesc {
                 Class::Bool | Class::Any | Class::Null => Ok(()),
                 found => Err(mismatch(expr, "a boolean", found)),
             },
+        }
+    }
+
+    /// `value contains literal`: a string with a string, or an array with a value its
+    /// elements compare with.
+    fn check_contains(&self, expr: &Expr, value: &Expr, literal: &Literal) -> Result<(), QueryError> {
+        if let Expr::Field(path) = value {
+            let desc = self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })?;
+            if let TypeDesc::List(element) = strip_option(desc) {
+                return self.require_comparable(expr, Class::of(element), Class::of_literal(literal), false);
+            }
+        }
+        match self.check_operand(value)? {
+            Class::String => self.require_comparable(expr, Class::String, Class::of_literal(literal), false),
+            Class::Any | Class::Null => Ok(()),
+            found => Err(mismatch(expr, "a string or an array", found)),
         }
     }
 

@@ -132,10 +132,10 @@ impl Expr {
                 Operand::Str(value) => Truth::from_bool(match op {
                     StringOp::StartsWith => value.starts_with(text.as_str()),
                     StringOp::EndsWith => value.ends_with(text.as_str()),
-                    StringOp::Contains => value.contains(text.as_str()),
                 }),
                 _ => Truth::Unknown,
             },
+            Expr::Contains(a, literal) => contains(a, literal, record),
             Expr::Variant(path, variant) => match path.lookup(record) {
                 None => Truth::Unknown,
                 Some(value) if value.kind() == Kind::Null => Truth::Unknown,
@@ -179,6 +179,34 @@ impl Expr {
                 Truth::Unknown => Operand::Null,
             },
         }
+    }
+}
+
+/// `value contains literal`: a substring test on a string, a membership test on an array
+/// (SQL's `literal = ANY(array)`: TRUE if an element equals it, else UNKNOWN if an element
+/// compares as UNKNOWN, else FALSE); UNKNOWN on NULL and on anything else.
+fn contains(value: &Expr, literal: &Literal, record: Value<'_>) -> Truth {
+    let wanted = from_literal(literal);
+    if wanted == Operand::Null {
+        return Truth::Unknown;
+    }
+    let found = match value {
+        Expr::Field(path) => path.lookup(record),
+        _ => None,
+    };
+    if let Some(array) = found.and_then(|found| found.as_array()) {
+        let mut truth = Truth::False;
+        for element in array.iter() {
+            truth = truth.or(compare(&from_value(element), CompareOp::Eq, &wanted));
+            if truth == Truth::True {
+                break;
+            }
+        }
+        return truth;
+    }
+    match (value.operand(record), &wanted) {
+        (Operand::Str(text), Operand::Str(part)) => Truth::from_bool(text.contains(part)),
+        _ => Truth::Unknown,
     }
 }
 

@@ -26,7 +26,7 @@ fn children(expr: &Expr) -> impl Iterator<Item = &Expr> {
         Expr::Field(_) | Expr::Literal(_) | Expr::Variant(..) => (None, None, None),
         Expr::Arith(a, _, b) | Expr::Compare(a, _, b) | Expr::And(a, b) | Expr::Or(a, b) => (Some(a), Some(b), None),
         Expr::Between(a, b, c) => (Some(a), Some(b), Some(c)),
-        Expr::In(a, ..) | Expr::IsNull(a, _) | Expr::Str(a, ..) | Expr::Not(a) => (Some(a), None, None),
+        Expr::In(a, ..) | Expr::IsNull(a, _) | Expr::Str(a, ..) | Expr::Contains(a, _) | Expr::Not(a) => (Some(a), None, None),
     };
     first.into_iter().chain(second).chain(third)
 }
@@ -69,7 +69,7 @@ fn take_children(expr: &mut Expr, out: &mut smallvec::SmallVec<[Expr; 8]>) {
             take(b);
             take(c);
         }
-        Expr::In(a, ..) | Expr::IsNull(a, _) | Expr::Str(a, ..) | Expr::Not(a) => take(a),
+        Expr::In(a, ..) | Expr::IsNull(a, _) | Expr::Str(a, ..) | Expr::Contains(a, _) | Expr::Not(a) => take(a),
     }
 }
 

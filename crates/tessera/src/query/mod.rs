@@ -25,12 +25,16 @@
 
 mod eval;
 mod limits;
+mod order;
 mod parse;
+mod statement;
 
 pub(crate) use eval::lookup;
 pub(crate) use limits::check_query_depth;
 pub use limits::EXPR_DEPTH_MAX;
-pub use parse::ParseError;
+pub use order::{Nulls, Order, OrderKey};
+pub use parse::{ParseError, ORDER_KEYS_MAX, QUERY_LEN_MAX};
+pub use statement::Statement;
 
 use std::fmt;
 
@@ -159,15 +163,13 @@ pub enum ArithOp {
     Rem,
 }
 
-/// A string test.
+/// A string test (`contains`, which applies to strings and arrays, is [`Expr::Contains`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StringOp {
-    /// `starts_with`
+    /// `starts with`
     StartsWith,
-    /// `ends_with`
+    /// `ends with`
     EndsWith,
-    /// `contains`
-    Contains,
 }
 
 /// A query expression. Build it with [`field`] and the methods below, or parse it with
@@ -190,6 +192,10 @@ pub enum Expr {
     IsNull(Box<Expr>, bool),
     /// A string test against a constant.
     Str(Box<Expr>, StringOp, String),
+    /// `value contains constant`: on a string, whether the constant (a string) occurs in it;
+    /// on an array, whether an element equals the constant (UNKNOWN when none does and an
+    /// element is NULL or of another kind, as SQL's `= ANY`). UNKNOWN on NULL or anything else.
+    Contains(Box<Expr>, Literal),
     /// `field is Variant`: the field holds that variant of an externally tagged enum.
     Variant(FieldPath, String),
     /// Kleene `and`.
@@ -353,17 +359,28 @@ impl Expr {
     pub fn is_not_null(self) -> Expr {
         Expr::IsNull(Box::new(self), true)
     }
-    /// `self starts_with prefix`
+    /// `self starts with prefix`
     pub fn starts_with(self, prefix: &str) -> Expr {
         Expr::Str(Box::new(self), StringOp::StartsWith, prefix.to_owned())
     }
-    /// `self ends_with suffix`
+    /// `self ends with suffix`
     pub fn ends_with(self, suffix: &str) -> Expr {
         Expr::Str(Box::new(self), StringOp::EndsWith, suffix.to_owned())
     }
-    /// `self contains part`
-    pub fn contains(self, part: &str) -> Expr {
-        Expr::Str(Box::new(self), StringOp::Contains, part.to_owned())
+    /// `self contains value`: a substring of a string, or an element of an array.
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr, Truth};
+    /// assert_eq!(field("tags").contains("red"), Expr::parse(r#"tags contains "red""#).unwrap());
+    /// let record = tessera::value::from_json(br#"{"tags": ["red", "blue"], "name": "bored", "sizes": [1, 2]}"#).unwrap();
+    /// let root = tessera::value::Doc::from_untrusted(&record).unwrap().root();
+    /// assert_eq!(field("tags").contains("red").eval(root), Truth::True);
+    /// assert_eq!(field("name").contains("red").eval(root), Truth::True);
+    /// assert_eq!(field("sizes").contains(3).eval(root), Truth::False);
+    /// assert_eq!(field("missing").contains(3).eval(root), Truth::Unknown);
+    /// ```
+    pub fn contains(self, value: impl Into<Literal>) -> Expr {
+        Expr::Contains(Box::new(self), value.into())
     }
     /// The field holds enum variant `variant` (a string, or a dict whose one key is it). On
     /// anything but a field the test is FALSE.
@@ -492,9 +509,13 @@ impl Expr {
             Expr::Or(..) => strength::OR,
             Expr::And(..) => strength::AND,
             Expr::Not(_) => strength::NOT,
-            Expr::Compare(..) | Expr::Between(..) | Expr::In(..) | Expr::IsNull(..) | Expr::Str(..) | Expr::Variant(..) => {
-                strength::PREDICATE
-            }
+            Expr::Compare(..)
+            | Expr::Between(..)
+            | Expr::In(..)
+            | Expr::IsNull(..)
+            | Expr::Str(..)
+            | Expr::Contains(..)
+            | Expr::Variant(..) => strength::PREDICATE,
             Expr::Arith(..) => strength::SUM,
             Expr::Field(_) | Expr::Literal(_) => strength::ATOM,
         }
@@ -558,11 +579,14 @@ impl Expr {
             Expr::Str(a, op, text) => {
                 a.write_at(f, SUM)?;
                 let word = match op {
-                    StringOp::StartsWith => "starts_with",
-                    StringOp::EndsWith => "ends_with",
-                    StringOp::Contains => "contains",
+                    StringOp::StartsWith => "starts with",
+                    StringOp::EndsWith => "ends with",
                 };
                 write!(f, " {word} {}", Quoted(text))
+            }
+            Expr::Contains(a, literal) => {
+                a.write_at(f, SUM)?;
+                write!(f, " contains {literal}")
             }
             Expr::Variant(path, variant) => write!(f, "{path} is {variant}"),
             Expr::And(a, b) => {
@@ -802,17 +826,31 @@ impl<T> Field<T> {
 }
 
 impl<T: Textual> Field<T> {
-    /// `self starts_with prefix`
+    /// `self starts with prefix`
     pub fn starts_with(self, prefix: &str) -> Expr {
         self.expr().starts_with(prefix)
     }
-    /// `self ends_with suffix`
+    /// `self ends with suffix`
     pub fn ends_with(self, suffix: &str) -> Expr {
         self.expr().ends_with(suffix)
     }
-    /// `self contains part`
+    /// `self contains part`: `part` occurs in the string.
     pub fn contains(self, part: &str) -> Expr {
         self.expr().contains(part)
+    }
+}
+
+impl<E> Field<Vec<E>> {
+    /// `self contains element`: an element of the array equals `element`.
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// let tags: Field<Vec<String>> = Field::new("tags");
+    /// assert_eq!(tags.contains("red"), field("tags").contains("red"));
+    /// // tags.contains(3) does not compile: 3 is not an argument for a String element.
+    /// ```
+    pub fn contains(self, element: impl QueryArg<E>) -> Expr {
+        Expr::Contains(Box::new(self.expr()), element.into_literal())
     }
 }
 

@@ -1,36 +1,51 @@
-//! The text syntax of queries, for the CLI and for bindings.
+//! The text syntax of queries, for the CLI and for bindings: a lexer, and a recursive-descent
+//! parser whose nesting is bounded. `docs/query.md` has the grammar in EBNF; in short:
 //!
 //! ```text
-//! expr      := or
-//! or        := and ("or" and)*
+//! query     := [expr] ["order" "by" key ("," key)*] ["limit" INT] ["offset" INT]
+//! key       := FIELD ["asc"|"desc"] ["nulls" ("first"|"last")]
+//! expr      := and ("or" and)*
 //! and       := not ("and" not)*
-//! not       := "not" not | predicate
-//! predicate := sum [ ("=="|"!="|"<"|"<="|">"|">=") sum
-//!                  | "between" sum "and" sum
+//! not       := "not" not | "exists" FIELD | predicate
+//! predicate := sum [ ("=="|"="|"!="|"<>"|"<"|"<="|">"|">=") sum
+//!                  | ["not"] "between" sum "and" sum
 //!                  | ["not"] "in" "(" literal ("," literal)* ")"
-//!                  | "is" ["not"] "null" | "is" VARIANT
-//!                  | ("starts_with"|"ends_with"|"contains") STRING ]
+//!                  | "is" ["not"] "null" | "is" VARIANT | "exists"
+//!                  | ["not"] ("starts" "with"|"starts_with"|"ends" "with"|"ends_with") STRING
+//!                  | ["not"] "contains" literal ]
 //! sum       := atom (("+"|"-"|"%") atom)*
 //! atom      := literal | FIELD | "(" expr ")"
 //! literal   := NUMBER | "-" NUMBER | STRING | "true" | "false" | "null"
 //! ```
 //!
-//! A field is a dotted path of identifiers (`pos.x`); strings are double-quoted with `\"`,
-//! `\\`, `\n` and `\t` escapes. Keywords are lower case. Errors carry the 1-based column.
+//! A field is a dotted path of identifiers (`pos.x`), case-sensitive; keywords are not
+//! (`AND`, `Is Null`). Strings are double-quoted with `\"`, `\\`, `\n` and `\t` escapes.
+//! Errors carry the 1-based column and say what was expected after what.
 
-use super::{ArithOp, CompareOp, Expr, Literal, StringOp};
+use super::order::{Nulls, Order, OrderKey};
+use super::{ArithOp, CompareOp, Expr, Literal, Statement, StringOp};
 
-/// Longest query text accepted, and deepest nesting.
-const QUERY_LEN_MAX: usize = 64 * 1024;
+/// Longest query text accepted, in bytes.
+pub const QUERY_LEN_MAX: usize = 64 * 1024;
+/// Deepest nesting of parentheses and `not`s the parser follows.
 const NESTING_MAX: usize = 128;
+/// Most keys an `order by` may have.
+pub const ORDER_KEYS_MAX: usize = 16;
 
 /// A query that does not parse: where and why.
+///
+/// ```
+/// use tessera::query::Expr;
+/// let error = Expr::parse("price > 2 and name =").unwrap_err();
+/// assert_eq!(error.to_string(), "expected a value after `=` at column 21");
+/// assert_eq!(error.column, 21);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("query does not parse at column {column}: {message}")]
+#[error("{message} at column {column}")]
 pub struct ParseError {
     /// 1-based column (in characters) of the problem.
     pub column: usize,
-    /// What was expected or found.
+    /// What was expected, and what was found.
     pub message: String,
 }
 
@@ -43,12 +58,21 @@ enum Token {
     Symbol(&'static str),
 }
 
-struct Lexer<'t> {
-    text: &'t str,
-    tokens: Vec<(Token, usize)>,
+/// A token and the byte range of its text.
+#[derive(Debug, Clone)]
+struct Spanned {
+    token: Token,
+    start: usize,
+    end: usize,
 }
 
-const SYMBOLS: [&str; 14] = ["==", "!=", "<=", ">=", "<", ">", "+", "-", "%", "(", ")", ",", "=", "!"];
+struct Lexer<'t> {
+    text: &'t str,
+    tokens: Vec<Spanned>,
+}
+
+/// Longest first: `<=` before `<`.
+const SYMBOLS: [&str; 15] = ["==", "!=", "<>", "<=", ">=", "<", ">", "=", "+", "-", "%", "(", ")", ",", "!"];
 
 fn column(text: &str, byte: usize) -> usize {
     text[..byte.min(text.len())].chars().count() + 1
@@ -59,7 +83,11 @@ impl<'t> Lexer<'t> {
         ParseError { column: column(self.text, byte), message: message.into() }
     }
 
-    fn run(mut self) -> Result<Vec<(Token, usize)>, ParseError> {
+    fn push(&mut self, token: Token, start: usize, end: usize) {
+        self.tokens.push(Spanned { token, start, end });
+    }
+
+    fn run(mut self) -> Result<Vec<Spanned>, ParseError> {
         let bytes = self.text.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
@@ -68,7 +96,7 @@ impl<'t> Lexer<'t> {
                 pos += 1;
             } else if byte == b'"' {
                 let (text, end) = self.string(pos)?;
-                self.tokens.push((Token::Str(text), pos));
+                self.push(Token::Str(text), pos, end);
                 pos = end;
             } else if byte.is_ascii_digit() {
                 let start = pos;
@@ -79,36 +107,40 @@ impl<'t> Lexer<'t> {
                 {
                     pos += 1;
                 }
-                let number = &self.text[start..pos];
-                let token = match number.parse::<i64>() {
-                    Ok(int) => Token::Int(int),
-                    Err(_) => match number.parse::<f64>() {
-                        Ok(float) if float.is_finite() => Token::Float(float),
-                        // A literal beyond f64's range would silently become infinity.
-                        Ok(_) => return Err(self.error(start, format!("number {number:?} is out of range"))),
-                        Err(_) => return Err(self.error(start, format!("bad number {number:?}"))),
-                    },
-                };
-                self.tokens.push((token, start));
+                let token = self.number(start, pos)?;
+                self.push(token, start, pos);
             } else if byte.is_ascii_alphabetic() || byte == b'_' {
                 let start = pos;
                 while pos < bytes.len() && (bytes[pos].is_ascii_alphanumeric() || matches!(bytes[pos], b'_' | b'.')) {
                     pos += 1;
                 }
-                self.tokens.push((Token::Ident(self.text[start..pos].to_owned()), start));
+                self.push(Token::Ident(self.text[start..pos].to_owned()), start, pos);
             } else {
                 let symbol = SYMBOLS.iter().find(|symbol| self.text[pos..].starts_with(**symbol)).ok_or_else(|| {
                     let found = self.text[pos..].chars().next().unwrap_or(' ');
                     self.error(pos, format!("unexpected character {found:?}"))
                 })?;
-                if matches!(*symbol, "=" | "!") {
-                    return Err(self.error(pos, format!("unexpected {symbol:?} (did you mean \"==\" or \"!=\"?)")));
+                if *symbol == "!" {
+                    return Err(self.error(pos, "unexpected `!` (did you mean `!=` or `not`?)"));
                 }
-                self.tokens.push((Token::Symbol(symbol), pos));
+                self.push(Token::Symbol(symbol), pos, pos + symbol.len());
                 pos += symbol.len();
             }
         }
         Ok(self.tokens)
+    }
+
+    fn number(&self, start: usize, end: usize) -> Result<Token, ParseError> {
+        let number = &self.text[start..end];
+        match number.parse::<i64>() {
+            Ok(int) => Ok(Token::Int(int)),
+            Err(_) => match number.parse::<f64>() {
+                Ok(float) if float.is_finite() => Ok(Token::Float(float)),
+                // A literal beyond f64's range would silently become infinity.
+                Ok(_) => Err(self.error(start, format!("number {number:?} is out of range"))),
+                Err(_) => Err(self.error(start, format!("bad number {number:?}"))),
+            },
+        }
     }
 
     fn string(&self, start: usize) -> Result<(String, usize), ParseError> {
@@ -122,7 +154,7 @@ impl<'t> Lexer<'t> {
                     Some((_, '\\')) => out.push('\\'),
                     Some((_, 'n')) => out.push('\n'),
                     Some((_, 't')) => out.push('\t'),
-                    _ => return Err(self.error(start + 1 + offset, "bad escape in string")),
+                    _ => return Err(self.error(start + 1 + offset, "bad escape in string (expected \\\", \\\\, \\n or \\t)")),
                 },
                 other => out.push(other),
             }
@@ -131,30 +163,68 @@ impl<'t> Lexer<'t> {
     }
 }
 
+/// Words that are never field names, in any case. The clause words (`order`, `by`, `asc`,
+/// `limit`, `exists`, `starts`, `with`, …) are keywords only where a field cannot stand, so
+/// that fields may still have those names.
+fn is_reserved(word: &str) -> bool {
+    const RESERVED: [&str; 12] =
+        ["and", "or", "not", "between", "in", "is", "null", "true", "false", "starts_with", "ends_with", "contains"];
+    RESERVED.iter().any(|reserved| reserved.eq_ignore_ascii_case(word))
+}
+
 struct Parser<'t> {
     text: &'t str,
-    tokens: Vec<(Token, usize)>,
+    tokens: Vec<Spanned>,
     next: usize,
     depth: usize,
 }
 
-fn is_keyword(word: &str) -> bool {
-    matches!(word, "and" | "or" | "not" | "between" | "in" | "is" | "null" | "true" | "false" | "starts_with" | "ends_with" | "contains")
-}
-
 impl Parser<'_> {
-    fn error(&self, message: impl Into<String>) -> ParseError {
-        let byte = self.tokens.get(self.next).map_or(self.text.len(), |(_, at)| *at);
+    fn error_at_next(&self, message: impl Into<String>) -> ParseError {
+        let byte = self.tokens.get(self.next).map_or(self.text.len(), |spanned| spanned.start);
         ParseError { column: column(self.text, byte), message: message.into() }
     }
 
+    /// "expected WHAT after `PREVIOUS`, found `NEXT`", at the next token (or the end).
+    fn expected(&self, what: &str) -> ParseError {
+        let after = match self.next.checked_sub(1).and_then(|previous| self.tokens.get(previous)) {
+            Some(previous) => format!(" after `{}`", &self.text[previous.start..previous.end]),
+            None => String::new(),
+        };
+        let found = match self.tokens.get(self.next) {
+            Some(next) => format!(", found `{}`", &self.text[next.start..next.end]),
+            None if self.next == 0 => ", found an empty query".to_owned(),
+            None => String::new(),
+        };
+        self.error_at_next(format!("expected {what}{after}{found}"))
+    }
+
     fn peek(&self) -> Option<&Token> {
-        self.tokens.get(self.next).map(|(token, _)| token)
+        self.peek_at(0)
+    }
+
+    fn peek_at(&self, ahead: usize) -> Option<&Token> {
+        self.tokens.get(self.next + ahead).map(|spanned| &spanned.token)
+    }
+
+    /// Whether the token `ahead` of the next one is the keyword `word` (in any case).
+    fn is_word_at(&self, ahead: usize, word: &str) -> bool {
+        matches!(self.peek_at(ahead), Some(Token::Ident(found)) if found.eq_ignore_ascii_case(word))
     }
 
     fn keyword(&mut self, word: &str) -> bool {
-        if matches!(self.peek(), Some(Token::Ident(found)) if found == word) {
+        if self.is_word_at(0, word) {
             self.next += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Two keywords in a row (`starts with`, `order by`), taken only together.
+    fn keywords(&mut self, first: &str, second: &str) -> bool {
+        if self.is_word_at(0, first) && self.is_word_at(1, second) {
+            self.next += 2;
             true
         } else {
             false
@@ -174,19 +244,109 @@ impl Parser<'_> {
         if self.symbol(symbol) {
             Ok(())
         } else {
-            Err(self.error(format!("expected {symbol:?}")))
+            Err(self.expected(&format!("`{symbol}`")))
         }
     }
 
     fn nested<T>(&mut self, parse: impl FnOnce(&mut Self) -> Result<T, ParseError>) -> Result<T, ParseError> {
         if self.depth >= NESTING_MAX {
-            return Err(self.error("nesting too deep"));
+            return Err(self.error_at_next(format!("nesting deeper than {NESTING_MAX} levels")));
         }
         self.depth += 1;
         let result = parse(self);
         self.depth -= 1;
         result
     }
+
+    // ---------------------------------------------------------------- the whole query
+
+    fn statement(&mut self) -> Result<Statement, ParseError> {
+        let clause_first = self.is_clause_start();
+        let predicate = if clause_first || self.peek().is_none() { None } else { Some(self.or()?) };
+        let mut statement = Statement { predicate, order_by: Vec::new(), limit: None, offset: 0 };
+        if self.keywords("order", "by") {
+            statement.order_by.push(self.order_key()?);
+            while self.symbol(",") {
+                if statement.order_by.len() == ORDER_KEYS_MAX {
+                    return Err(self.error_at_next(format!("more than {ORDER_KEYS_MAX} keys in `order by`")));
+                }
+                statement.order_by.push(self.order_key()?);
+            }
+        }
+        if self.keyword("limit") {
+            statement.limit = Some(self.count("limit")?);
+        }
+        if self.keyword("offset") {
+            statement.offset = self.count("offset")?;
+        }
+        if self.next != self.tokens.len() {
+            let what = if statement.predicate.is_some() && statement.order_by.is_empty() && statement.limit.is_none() {
+                "`and`, `or`, `order by`, `limit` or the end of the query"
+            } else {
+                "`,`, `limit`, `offset` or the end of the query"
+            };
+            return Err(self.expected(what));
+        }
+        Ok(statement)
+    }
+
+    /// Whether the query starts with a clause, not a predicate: `order by`, or `limit` or
+    /// `offset` and a number (a field of that name cannot be followed by either).
+    fn is_clause_start(&self) -> bool {
+        (self.is_word_at(0, "order") && self.is_word_at(1, "by"))
+            || ((self.is_word_at(0, "limit") || self.is_word_at(0, "offset"))
+                && matches!(self.peek_at(1), Some(Token::Int(_) | Token::Symbol("-"))))
+    }
+
+    fn order_key(&mut self) -> Result<OrderKey, ParseError> {
+        let path = self.field_path("a field to order by")?;
+        let order = if self.keyword("desc") {
+            Order::Desc
+        } else {
+            self.keyword("asc");
+            Order::Asc
+        };
+        let nulls = if self.keyword("nulls") {
+            if self.keyword("first") {
+                Nulls::First
+            } else if self.keyword("last") {
+                Nulls::Last
+            } else {
+                return Err(self.expected("`first` or `last`"));
+            }
+        } else {
+            order.default_nulls()
+        };
+        Ok(OrderKey { path, order, nulls })
+    }
+
+    fn count(&mut self, clause: &str) -> Result<usize, ParseError> {
+        match self.peek() {
+            Some(Token::Int(count)) if *count >= 0 => {
+                let count = usize::try_from(*count).map_err(|_| self.error_at_next(format!("`{clause}` is too large")))?;
+                self.next += 1;
+                Ok(count)
+            }
+            _ => Err(self.expected("a whole number (0 or more)")),
+        }
+    }
+
+    /// A field's dotted path, where the grammar needs one.
+    fn field_path(&mut self, what: &str) -> Result<String, ParseError> {
+        match self.peek() {
+            Some(Token::Ident(word)) if !is_reserved(word) => {
+                let word = word.clone();
+                if word.split('.').any(str::is_empty) {
+                    return Err(self.error_at_next(format!("bad field path `{word}` (a step is empty)")));
+                }
+                self.next += 1;
+                Ok(word)
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    // ---------------------------------------------------------------- the predicate
 
     fn or(&mut self) -> Result<Expr, ParseError> {
         let mut left = self.and()?;
@@ -208,6 +368,12 @@ impl Parser<'_> {
         if self.keyword("not") {
             return self.nested(|parser| Ok(!parser.not()?));
         }
+        // `exists FIELD`; a field named `exists` is never followed by another field.
+        if self.is_word_at(0, "exists") && matches!(self.peek_at(1), Some(Token::Ident(word)) if !is_reserved(word)) {
+            self.next += 1;
+            let path = self.field_path("a field after `exists`")?;
+            return Ok(super::field(&path).is_not_null());
+        }
         self.predicate()
     }
 
@@ -215,7 +381,9 @@ impl Parser<'_> {
         let left = self.sum()?;
         let compare = [
             ("==", CompareOp::Eq),
+            ("=", CompareOp::Eq),
             ("!=", CompareOp::Ne),
+            ("<>", CompareOp::Ne),
             ("<=", CompareOp::Le),
             (">=", CompareOp::Ge),
             ("<", CompareOp::Lt),
@@ -223,17 +391,19 @@ impl Parser<'_> {
         ];
         for (symbol, op) in compare {
             if self.symbol(symbol) {
-                return Ok(Expr::Compare(Box::new(left), op, Box::new(self.sum()?)));
+                return Ok(Expr::Compare(Box::new(left), op, Box::new(self.operand()?)));
             }
         }
-        if self.keyword("between") {
-            let low = self.sum()?;
-            if !self.keyword("and") {
-                return Err(self.error("expected \"and\" in between"));
-            }
-            return Ok(left.between(low, self.sum()?));
+        if self.keyword("is") {
+            return self.is_test(left);
         }
-        let negated_in = self.keyword("not");
+        if self.keyword("exists") {
+            return match left {
+                Expr::Field(_) => Ok(left.is_not_null()),
+                _ => Err(self.error_at_next("`exists` needs a field on its left")),
+            };
+        }
+        let negated = self.keyword("not");
         if self.keyword("in") {
             self.expect_symbol("(")?;
             let mut list = vec![self.literal()?];
@@ -241,36 +411,83 @@ impl Parser<'_> {
                 list.push(self.literal()?);
             }
             self.expect_symbol(")")?;
-            return Ok(Expr::In(Box::new(left), list, negated_in));
+            return Ok(Expr::In(Box::new(left), list, negated));
         }
-        if negated_in {
-            return Err(self.error("expected \"in\" after \"not\""));
+        let test = self.negatable_test(left)?;
+        match (test, negated) {
+            (Ok(test), false) => Ok(test),
+            (Ok(test), true) => Ok(!test),
+            (Err(left), false) => Ok(left),
+            (Err(_), true) => Err(self.expected("`in`, `between`, `contains`, `starts with` or `ends with` after `not`")),
         }
-        if self.keyword("is") {
-            let negated = self.keyword("not");
-            if self.keyword("null") {
-                return Ok(Expr::IsNull(Box::new(left), negated));
+    }
+
+    /// A value on the right of a comparison or in a range.
+    fn operand(&mut self) -> Result<Expr, ParseError> {
+        if self.peek().is_none() || self.at_predicate_end() {
+            return Err(self.expected("a value"));
+        }
+        self.sum()
+    }
+
+    /// Whether the next token ends a predicate: a keyword, a `)` or a `,`.
+    fn at_predicate_end(&self) -> bool {
+        match self.peek() {
+            Some(Token::Ident(word)) => is_reserved(word) && !["true", "false", "null"].iter().any(|v| v.eq_ignore_ascii_case(word)),
+            Some(Token::Symbol(symbol)) => matches!(*symbol, ")" | ","),
+            _ => false,
+        }
+    }
+
+    /// `between`, `contains`, `starts with` and `ends with` on `left`, which a `not` may
+    /// precede; `Err(left)` when none follows.
+    fn negatable_test(&mut self, left: Expr) -> Result<Result<Expr, Expr>, ParseError> {
+        if self.keyword("between") {
+            let low = self.operand()?;
+            if !self.keyword("and") {
+                return Err(self.expected("`and` in `between … and …`"));
             }
-            let Some(Token::Ident(variant)) = self.peek().cloned() else { return Err(self.error("expected \"null\" or an enum variant")) };
-            if negated || is_keyword(&variant) {
-                return Err(self.error("expected \"null\""));
-            }
-            self.next += 1;
-            return match &left {
-                Expr::Field(path) => Ok(Expr::Variant(path.clone(), variant)),
-                _ => Err(self.error("a variant test needs a field on its left")),
-            };
+            return Ok(Ok(left.between(low, self.operand()?)));
         }
-        for (word, op) in [("starts_with", StringOp::StartsWith), ("ends_with", StringOp::EndsWith), ("contains", StringOp::Contains)] {
-            if self.keyword(word) {
-                let Some(Token::Str(text)) = self.peek().cloned() else {
-                    return Err(self.error(format!("expected a string after {word:?}")));
-                };
+        if self.keyword("contains") {
+            let value = self.literal_after("a value")?;
+            return Ok(Ok(Expr::Contains(Box::new(left), value)));
+        }
+        let string_op = if self.keyword("starts_with") || self.keywords("starts", "with") {
+            StringOp::StartsWith
+        } else if self.keyword("ends_with") || self.keywords("ends", "with") {
+            StringOp::EndsWith
+        } else {
+            return Ok(Err(left));
+        };
+        match self.peek() {
+            Some(Token::Str(text)) => {
+                let text = text.clone();
                 self.next += 1;
-                return Ok(Expr::Str(Box::new(left), op, text));
+                Ok(Ok(Expr::Str(Box::new(left), string_op, text)))
             }
+            _ => Err(self.expected("a string")),
         }
-        Ok(left)
+    }
+
+    /// After `is`: `[not] null`, or an enum variant.
+    fn is_test(&mut self, left: Expr) -> Result<Expr, ParseError> {
+        let negated = self.keyword("not");
+        if self.keyword("null") {
+            return Ok(Expr::IsNull(Box::new(left), negated));
+        }
+        let variant = match self.peek() {
+            Some(Token::Ident(variant)) if !negated && !is_reserved(variant) && !variant.contains('.') => variant.clone(),
+            _ if negated => return Err(self.expected("`null`")),
+            _ => return Err(self.expected("`null`, `not null` or an enum variant")),
+        };
+        match &left {
+            Expr::Field(path) => {
+                self.next += 1;
+                Ok(Expr::Variant(path.clone(), variant))
+            }
+            _ => Err(self.error_at_next("a variant test needs a field on its left")),
+        }
     }
 
     fn sum(&mut self) -> Result<Expr, ParseError> {
@@ -295,64 +512,110 @@ impl Parser<'_> {
             self.expect_symbol(")")?;
             return Ok(inner);
         }
-        match self.peek().cloned() {
-            Some(Token::Ident(word)) if !is_keyword(&word) || matches!(word.as_str(), "true" | "false" | "null") => {
-                if is_keyword(&word) {
-                    return Ok(Expr::Literal(self.literal()?));
-                }
-                if word.split('.').any(str::is_empty) {
-                    return Err(self.error(format!("bad field path {word:?}")));
-                }
-                self.next += 1;
-                Ok(Expr::Field(super::FieldPath::new(&word)))
-            }
+        match self.peek() {
+            Some(Token::Ident(word)) if is_literal_word(word) => Ok(Expr::Literal(self.literal()?)),
+            Some(Token::Ident(word)) if !is_reserved(word) => Ok(Expr::Field(super::FieldPath::new(&self.field_path("a field")?))),
             Some(Token::Str(_) | Token::Int(_) | Token::Float(_) | Token::Symbol("-")) => Ok(Expr::Literal(self.literal()?)),
-            Some(_) => Err(self.error("expected a field, a value or \"(\"")),
-            None => Err(self.error("unexpected end of query")),
+            _ => Err(self.expected("a field, a value or `(`")),
         }
+    }
+
+    /// A literal, or "expected WHAT after …".
+    fn literal_after(&mut self, what: &str) -> Result<Literal, ParseError> {
+        let is_literal = match self.peek() {
+            Some(Token::Ident(word)) => is_literal_word(word),
+            Some(Token::Str(_) | Token::Int(_) | Token::Float(_) | Token::Symbol("-")) => true,
+            _ => false,
+        };
+        if !is_literal {
+            return Err(self.expected(what));
+        }
+        self.literal()
     }
 
     fn literal(&mut self) -> Result<Literal, ParseError> {
         let negative = self.symbol("-");
-        let literal = match self.peek().cloned() {
+        let literal = match self.peek() {
             Some(Token::Int(int)) => {
-                Literal::Int(if negative { int.checked_neg().ok_or_else(|| self.error("number too large"))? } else { int })
+                Literal::Int(if negative { int.checked_neg().ok_or_else(|| self.error_at_next("number too large"))? } else { *int })
             }
-            Some(Token::Float(float)) => Literal::Float(if negative { -float } else { float }),
-            Some(Token::Str(text)) if !negative => Literal::Str(text),
-            Some(Token::Ident(word)) if !negative && word == "true" => Literal::Bool(true),
-            Some(Token::Ident(word)) if !negative && word == "false" => Literal::Bool(false),
-            Some(Token::Ident(word)) if !negative && word == "null" => Literal::Null,
-            _ => return Err(self.error("expected a value")),
+            Some(Token::Float(float)) => Literal::Float(if negative { -float } else { *float }),
+            Some(Token::Str(text)) if !negative => Literal::Str(text.clone()),
+            Some(Token::Ident(word)) if !negative && word.eq_ignore_ascii_case("true") => Literal::Bool(true),
+            Some(Token::Ident(word)) if !negative && word.eq_ignore_ascii_case("false") => Literal::Bool(false),
+            Some(Token::Ident(word)) if !negative && word.eq_ignore_ascii_case("null") => Literal::Null,
+            _ if negative => return Err(self.expected("a number")),
+            _ => return Err(self.expected("a value")),
         };
         self.next += 1;
         Ok(literal)
     }
 }
 
+fn is_literal_word(word: &str) -> bool {
+    ["true", "false", "null"].iter().any(|literal| literal.eq_ignore_ascii_case(word))
+}
+
+/// Lexes `text` into a parser, refusing text longer than [`QUERY_LEN_MAX`].
+fn parser(text: &str) -> Result<Parser<'_>, ParseError> {
+    if text.len() > QUERY_LEN_MAX {
+        return Err(ParseError { column: 1, message: format!("query longer than {QUERY_LEN_MAX} bytes") });
+    }
+    let tokens = Lexer { text, tokens: Vec::new() }.run()?;
+    Ok(Parser { text, tokens, next: 0, depth: 0 })
+}
+
+/// Refuses an expression deeper than [`super::EXPR_DEPTH_MAX`]: a long chain of `and`s or
+/// `or`s is deep without any parentheses.
+fn check_depth(expr: &Expr) -> Result<(), ParseError> {
+    if super::limits::within_depth(expr, super::EXPR_DEPTH_MAX) {
+        return Ok(());
+    }
+    Err(ParseError { column: 1, message: format!("expression deeper than {} levels", super::EXPR_DEPTH_MAX) })
+}
+
 impl Expr {
-    /// Parses the text syntax (see the module documentation).
+    /// Parses a predicate in the text syntax (see the module documentation and
+    /// `docs/query.md`); for a whole query with `order by` and `limit`, see
+    /// [`Statement::parse`].
     ///
     /// ```
     /// use tessera::query::{field, Expr};
-    /// let parsed = Expr::parse(r#"priority > 2500 and not (tag starts_with "a" or tag is null)"#).unwrap();
+    /// let parsed = Expr::parse(r#"priority > 2500 AND NOT (tag starts with "a" or tag IS NULL)"#).unwrap();
     /// assert_eq!(parsed, field("priority").gt(2500).and(!field("tag").starts_with("a").or(field("tag").is_null())));
     /// assert_eq!(Expr::parse("priority >").unwrap_err().column, 11);
     /// ```
     pub fn parse(text: &str) -> Result<Expr, ParseError> {
-        if text.len() > QUERY_LEN_MAX {
-            return Err(ParseError { column: 1, message: format!("query longer than {QUERY_LEN_MAX} bytes") });
+        let mut parser = parser(text)?;
+        if parser.peek().is_none() {
+            return Err(parser.expected("a predicate"));
         }
-        let tokens = Lexer { text, tokens: Vec::new() }.run()?;
-        let mut parser = Parser { text, tokens, next: 0, depth: 0 };
         let expr = parser.or()?;
         if parser.next != parser.tokens.len() {
-            return Err(parser.error("unexpected text after the query"));
+            return Err(parser.expected("`and`, `or` or the end of the predicate"));
         }
-        // A long chain of `and`s or `or`s is deep without any parentheses.
-        if !super::limits::within_depth(&expr, super::EXPR_DEPTH_MAX) {
-            return Err(ParseError { column: 1, message: format!("expression deeper than {} levels", super::EXPR_DEPTH_MAX) });
-        }
+        check_depth(&expr)?;
         Ok(expr)
+    }
+}
+
+impl Statement {
+    /// Parses a whole query: an optional predicate, then `order by`, `limit` and `offset`
+    /// (see `docs/query.md`).
+    ///
+    /// ```
+    /// use tessera::query::{field, Nulls, Order, OrderKey, Statement};
+    /// let query = Statement::parse("age >= 18 ORDER BY city, age DESC NULLS LAST LIMIT 10 OFFSET 20").unwrap();
+    /// assert_eq!(query.predicate, Some(field("age").ge(18)));
+    /// assert_eq!(query.order_by, [OrderKey::new("city", Order::Asc), OrderKey::new("age", Order::Desc).nulls(Nulls::Last)]);
+    /// assert_eq!((query.limit, query.offset), (Some(10), 20));
+    /// assert_eq!(Statement::parse("order by name").unwrap().predicate, None);
+    /// ```
+    pub fn parse(text: &str) -> Result<Statement, ParseError> {
+        let statement = parser(text)?.statement()?;
+        if let Some(predicate) = &statement.predicate {
+            check_depth(predicate)?;
+        }
+        Ok(statement)
     }
 }
