@@ -1,13 +1,14 @@
 //! Collection queries against a naive in-memory oracle: random records (with NULLs), random
 //! writes, random predicates that the planner serves by key lookups, key ranges, index ranges,
-//! intersections, unions and scans, with random order, offset and limit. The oracle filters
-//! Rust structs with its own three-valued logic and sorts them itself.
+//! intersections, unions and scans, with random order (NULLs first or last, by default or as
+//! asked), offset and limit. The oracle filters Rust structs with its own three-valued logic
+//! and sorts them itself. Each query also runs from its text (`Collection::query_text`).
 
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use tessera::collection::{Embed, Order, Record};
+use tessera::collection::{Embed, Nulls, Order, Record};
 use tessera::query::Expr;
 
 #[derive(Serialize, Deserialize, Embed, Debug, Clone, Copy, PartialEq)]
@@ -158,13 +159,20 @@ enum SortField {
     B,
 }
 
-fn oracle_order(x: &Thing, y: &Thing, orders: &[(SortField, Order)]) -> Ordering {
-    for (field, order) in orders {
-        // NULL first in both directions; otherwise the direction applies.
+/// An order key as the test draws it: `None` for SQL's default NULL placement.
+type OrderDraw = (SortField, Order, Option<Nulls>);
+
+fn oracle_order(x: &Thing, y: &Thing, orders: &[OrderDraw]) -> Ordering {
+    for (field, order, nulls) in orders {
+        // NULL where asked, else SQL's rule (as if larger than every value); otherwise the
+        // direction applies.
+        let nulls_last = nulls.unwrap_or(if *order == Order::Asc { Nulls::Last } else { Nulls::First }) == Nulls::Last;
         let ordering = match field {
             SortField::A => match (x.a, y.a) {
                 (None, None) => Ordering::Equal,
+                (None, Some(_)) if nulls_last => Ordering::Greater,
                 (None, Some(_)) => Ordering::Less,
+                (Some(_), None) if nulls_last => Ordering::Less,
                 (Some(_), None) => Ordering::Greater,
                 (Some(p), Some(q)) => {
                     if *order == Order::Asc {
@@ -203,7 +211,11 @@ proptest! {
         writes in prop::collection::vec(prop_oneof![4 => thing().prop_map(Write::Upsert), 1 => (0u16..30).prop_map(Write::Delete)], 0..60),
         queries in prop::collection::vec((
             pred(),
-            prop::collection::vec((prop::sample::select(vec![SortField::A, SortField::B]), prop::sample::select(vec![Order::Asc, Order::Desc])), 0..3),
+            prop::collection::vec((
+                prop::sample::select(vec![SortField::A, SortField::B]),
+                prop::sample::select(vec![Order::Asc, Order::Desc]),
+                prop::option::of(prop::sample::select(vec![Nulls::First, Nulls::Last])),
+            ), 0..3),
             prop::option::of(0usize..5),
             prop::option::of(0usize..8),
         ), 1..8),
@@ -229,11 +241,25 @@ proptest! {
         }
         for (pred, orders, offset, limit) in &queries {
             let mut query = things.filter(pred.expr());
-            for (field, order) in orders {
-                query = query.order_by(match field { SortField::A => "a", SortField::B => "b" }, *order);
+            let mut text = vec![pred.expr().to_string()];
+            let mut keys = Vec::new();
+            for (field, order, nulls) in orders {
+                let path = match field { SortField::A => "a", SortField::B => "b" };
+                query = match nulls {
+                    None => query.order_by(path, *order),
+                    Some(nulls) => query.order_by_nulls(path, *order, *nulls),
+                };
+                let direction = if *order == Order::Asc { "ASC" } else { "desc" };
+                let nulls = match nulls { None => "", Some(Nulls::First) => " NULLS FIRST", Some(Nulls::Last) => " nulls last" };
+                keys.push(format!("{path} {direction}{nulls}"));
             }
+            if !keys.is_empty() { text.push(format!("ORDER BY {}", keys.join(", "))); }
+            if let Some(limit) = limit { text.push(format!("limit {limit}")); }
+            if let Some(offset) = offset { text.push(format!("offset {offset}")); }
             if let Some(offset) = offset { query = query.offset(*offset); }
             if let Some(limit) = limit { query = query.limit(*limit); }
+            let from_text = things.query_text(&text.join(" ")).unwrap();
+            prop_assert_eq!(from_text.fetch(&db).unwrap(), query.fetch(&db).unwrap(), "{}", text.join(" "));
             let mut expected: Vec<Thing> = oracle.values().filter(|t| pred.truth(t) == Some(true)).cloned().collect();
             expected.sort_by(|x, y| oracle_order(x, y, orders));
             let expected: Vec<Thing> = expected.into_iter().skip(offset.unwrap_or(0)).take(limit.unwrap_or(usize::MAX)).collect();

@@ -242,12 +242,15 @@ fn value() -> impl Strategy<Value = Option<String>> {
 /// The oracle's predicate, beside the query's.
 type Matches<'p> = Box<dyn Fn(&Page) -> bool + 'p>;
 
-/// The oracle's order: NULL first in both directions, then the value, then the key ascending.
+/// The oracle's order: SQL's NULL placement (last ascending, first descending), then the
+/// value, then the key ascending.
 fn oracle(pages: &[Page], predicate: impl Fn(&Page) -> bool, descending: bool, offset: usize, limit: usize) -> Vec<u32> {
     let mut matching: Vec<&Page> = pages.iter().filter(|page| predicate(page)).collect();
     matching.sort_by(|a, b| {
         let by_value = match (&a.url, &b.url) {
             (None, None) => std::cmp::Ordering::Equal,
+            (None, Some(_)) if !descending => std::cmp::Ordering::Greater,
+            (Some(_), None) if !descending => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Less,
             (Some(_), None) => std::cmp::Ordering::Greater,
             (Some(x), Some(y)) if descending => y.cmp(x),

@@ -58,13 +58,13 @@ mod view;
 pub use dynamic::{Catalog, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, KeyKind};
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
-pub use query::{Order, OrderField, Query, Records};
+pub use query::{Nulls, Order, OrderField, Query, Records};
 pub use schema::{Describe, IndexDef, TypeDesc};
 pub use tessera_derive::{Embed, Record};
 pub use view::{PlainView, RecordRef, RecordView, ViewParts};
 
 use crate::error::{Error, Result};
-use crate::query::{Expr, Literal, QueryError};
+use crate::query::{Expr, Literal};
 use crate::store::key::KeyPart;
 use crate::store::{Keyspace, ReadSource, Snapshot, WriteTxn};
 use crate::Db;
@@ -927,11 +927,10 @@ impl<T: Record> Collection<T> {
     }
 
     /// [`Collection::filter`] from the text syntax (see [`crate::query`]): a typed error with
-    /// the column if it does not parse, or if it does not type-check against `T`.
+    /// the column if it does not parse, or if it does not type-check against `T`. The same as
+    /// [`Collection::query_text`]: the text may also have `order by`, `limit` and `offset`.
     pub fn filter_text(&self, text: &str) -> Result<Query<T>> {
-        let predicate = Expr::parse(text).map_err(QueryError::from)?;
-        self.state.shape.check_predicate(&predicate)?;
-        Ok(self.filter(predicate))
+        self.query_text(text)
     }
 
     /// Whether every index has been built (new indexes build in the background).

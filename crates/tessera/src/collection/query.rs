@@ -4,21 +4,14 @@
 use super::plan::{self, Access, Plan, PlanOrdering};
 use super::{decode, sort_key, Collection, Record};
 use crate::error::Result;
-use crate::query::{Expr, Truth};
+use crate::query::{Expr, OrderKey, Truth};
 use crate::store::{Entries, ReadSource, Snapshot};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// A sort direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Order {
-    /// Smallest first; NULL before every value.
-    Asc,
-    /// Largest first; NULL still first.
-    Desc,
-}
+pub use crate::query::{Nulls, Order};
 
 /// A field to order by: a path, or a typed [`crate::query::Field`].
 pub trait OrderField {
@@ -61,7 +54,9 @@ impl<F> OrderField for crate::query::Field<F> {
 /// })?;
 /// let query = items.all().order_by(Item::price(), Order::Desc).limit(3);
 /// let ids: Vec<u32> = query.fetch(&db)?.into_iter().map(|item| item.id).collect();
-/// assert_eq!(ids, [2, 1, 4], "NULL first, then descending");
+/// assert_eq!(ids, [2, 1, 4], "NULL first (SQL's rule for descending), then descending");
+/// let ascending = items.all().order_by(Item::price(), Order::Asc).fetch(&db)?;
+/// assert_eq!(ascending.iter().map(|item| item.id).collect::<Vec<_>>(), [3, 4, 1, 2], "NULL last");
 /// assert_eq!(items.filter(Item::price().gt(1.5)).count(&db)?, 2, "NULL is not > 1.5");
 /// println!("{}", query.explain()?);
 /// # Ok::<(), tessera::Error>(())
@@ -69,7 +64,7 @@ impl<F> OrderField for crate::query::Field<F> {
 pub struct Query<T: Record> {
     collection: Collection<T>,
     predicate: Option<Arc<Expr>>,
-    orders: Vec<(String, Order)>,
+    orders: Vec<OrderKey>,
     offset: usize,
     limit: Option<usize>,
 }
@@ -102,9 +97,17 @@ impl<T: Record> std::fmt::Debug for Query<T> {
 #[derive(Clone)]
 pub(crate) struct QueryParts {
     pub(crate) predicate: Option<Arc<Expr>>,
-    pub(crate) orders: Vec<(String, Order)>,
+    pub(crate) orders: Vec<OrderKey>,
     pub(crate) offset: usize,
     pub(crate) limit: Option<usize>,
+}
+
+impl QueryParts {
+    /// The order keys, resolved for encoding sort keys (as the in-memory sort and live
+    /// results do).
+    pub(crate) fn sort_fields(&self) -> Vec<sort_key::SortField> {
+        self.orders.iter().map(sort_key::SortField::of).collect()
+    }
 }
 
 /// A candidate record: its primary key and stored bytes.
@@ -125,10 +128,41 @@ impl<T: Record> Query<T> {
         Query { collection, predicate: parts.predicate.clone(), orders: parts.orders.clone(), offset: parts.offset, limit: parts.limit }
     }
 
-    /// Orders by `field` (after any earlier order), NULL first in both directions. Ties are
-    /// broken by primary key, ascending.
+    /// Orders by `field` (after any earlier order), with NULLs where SQL puts them: last for
+    /// [`Order::Asc`], first for [`Order::Desc`]. Ties are broken by primary key, ascending.
     pub fn order_by(mut self, field: impl OrderField, order: Order) -> Self {
-        self.orders.push((field.order_path(), order));
+        self.orders.push(OrderKey::new(field.order_path(), order));
+        self
+    }
+
+    /// [`Query::order_by`] with NULLs where `nulls` says.
+    ///
+    /// ```
+    /// # use tessera::collection::{Nulls, Order, Record};
+    /// # #[derive(Record)]
+    /// # struct Item { #[record(key)] id: u32, price: Option<f64> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let items = db.collection::<Item>()?;
+    /// db.write(|tx| {
+    ///     for (id, price) in [(1, Some(3.0)), (2, None), (3, Some(1.0))] {
+    ///         items.insert(tx, &Item { id, price })?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let query = items.all().order_by_nulls(Item::price(), Order::Desc, Nulls::Last);
+    /// let ids: Vec<u32> = query.fetch(&db)?.into_iter().map(|item| item.id).collect();
+    /// assert_eq!(ids, [1, 3, 2]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn order_by_nulls(mut self, field: impl OrderField, order: Order, nulls: Nulls) -> Self {
+        self.orders.push(OrderKey::new(field.order_path(), order).nulls(nulls));
+        self
+    }
+
+    /// Orders by one more key (see [`OrderKey`]).
+    pub fn order_by_key(mut self, key: OrderKey) -> Self {
+        self.orders.push(key);
         self
     }
 
@@ -149,8 +183,8 @@ impl<T: Record> Query<T> {
         self.predicate.as_deref()
     }
 
-    /// The fields ordered by.
-    pub fn orders(&self) -> &[(String, Order)] {
+    /// The order keys, most significant first.
+    pub fn orders(&self) -> &[OrderKey] {
         &self.orders
     }
 
@@ -176,15 +210,21 @@ impl<T: Record> Query<T> {
             crate::query::check_query_depth(predicate, &self.collection.state.name)?;
             shape.check_predicate(predicate)?;
         }
-        for (path, _) in &self.orders {
-            shape.check_order(path)?;
+        if self.orders.len() > crate::query::ORDER_KEYS_MAX {
+            return Err(crate::query::QueryError::TooManyOrderKeys { count: self.orders.len(), count_max: crate::query::ORDER_KEYS_MAX }.into());
+        }
+        for key in &self.orders {
+            shape.check_order(&key.path)?;
         }
         let state = &self.collection.state;
         let mut access = match &self.predicate {
             Some(predicate) => plan::access::<T>(state, predicate),
             None => Access::Scan,
         };
-        let ordering = match (self.orders.as_slice(), &access) {
+        let orders: Vec<(&str, Order)> = self.orders.iter().map(|key| (key.path.as_str(), key.order)).collect();
+        // An index walk reads NULL entries before or after the others, as the key asks (see
+        // `candidates` and `candidates_reversed`).
+        let ordering = match (orders.as_slice(), &access) {
             ([], Access::IndexRange { .. }) => PlanOrdering::Sort,
             ([], _) => PlanOrdering::Natural,
             ([(path, Order::Asc)], Access::IndexRange { path: indexed, .. }) if path == indexed => PlanOrdering::Natural,
@@ -192,7 +232,7 @@ impl<T: Record> Query<T> {
             ([(path, order)], Access::Scan) if state.index_for(path).is_some() => {
                 let id = state.index_for(path).map(|index| index.id).unwrap_or_default();
                 access = Access::IndexRange {
-                    path: path.clone(),
+                    path: (*path).to_owned(),
                     start: Bound::Included(vec![id]),
                     end: sort_key::prefix_end(&[id]).map_or(Bound::Unbounded, Bound::Excluded),
                 };
@@ -203,14 +243,14 @@ impl<T: Record> Query<T> {
                 }
             }
             ([(path, Order::Asc)], Access::Scan | Access::KeyRange(..) | Access::Keys(_) | Access::Intersect(_) | Access::Union(_))
-                if T::KEY_FIELDS == [path.as_str()] =>
+                if T::KEY_FIELDS == [*path] =>
             {
                 PlanOrdering::Natural
             }
             // Descending: the same paths walked backwards (with NULLs still first, and ties
             // still by primary key ascending), so `limit` stops early.
             ([(path, Order::Desc)], Access::IndexRange { path: indexed, .. }) if path == indexed => PlanOrdering::Reversed,
-            ([(path, Order::Desc)], Access::Scan | Access::KeyRange(..)) if T::KEY_FIELDS == [path.as_str()] => PlanOrdering::Reversed,
+            ([(path, Order::Desc)], Access::Scan | Access::KeyRange(..)) if T::KEY_FIELDS == [*path] => PlanOrdering::Reversed,
             _ => PlanOrdering::Sort,
         };
         let exact = matches!(&access, Access::Keys(keys) if keys.len() == 1)
@@ -233,11 +273,13 @@ impl<T: Record> Query<T> {
     /// Candidates in the access path's order (or reversed), with the predicate applied.
     fn matches<'t>(&self, snapshot: &'t dyn Snapshot, plan: &Plan) -> Result<Candidates<'t>> {
         let (access, reversed) = (&plan.access, plan.ordering == PlanOrdering::Reversed);
-        let candidates = if reversed {
-            candidates_reversed(self, snapshot, access)?
-        } else {
-            candidates(self, snapshot, access, plan.ordering == PlanOrdering::Natural)?
+        // A walk in an index's order is for an order by that one field: its NULLs go where
+        // the key says.
+        let walk = IndexWalk {
+            in_order: plan.ordering != PlanOrdering::Sort,
+            nulls_last: self.orders.first().is_some_and(OrderKey::is_nulls_last),
         };
+        let candidates = if reversed { candidates_reversed(self, snapshot, access, walk)? } else { candidates(self, snapshot, access, walk)? };
         let Some(predicate) = self.predicate.clone().filter(|_| !plan.exact) else { return Ok(candidates) };
         let state = self.collection.state.clone();
         // A record that does not open is an error wherever it is met, never a match or a
@@ -259,8 +301,7 @@ impl<T: Record> Query<T> {
         if matches!(plan.ordering, PlanOrdering::Natural | PlanOrdering::Reversed) {
             return Ok(Box::new(matches.skip(self.offset).take(limit)));
         }
-        let orders: Vec<(crate::query::FieldPath, bool)> =
-            self.orders.iter().map(|(path, order)| (crate::query::FieldPath::new(path), *order == Order::Desc)).collect();
+        let orders: Vec<sort_key::SortField> = self.orders.iter().map(sort_key::SortField::of).collect();
         let mut keyed = Vec::new();
         for candidate in matches {
             let (key, bytes) = candidate?;
@@ -350,6 +391,65 @@ impl<T: Record> Query<T> {
     }
 }
 
+impl<T: Record> Collection<T> {
+    /// A whole query from the text syntax: `[PREDICATE] [order by FIELD [asc|desc] [nulls
+    /// first|last], …] [limit N] [offset M]` (see `docs/query.md`). A typed error with the
+    /// column if it does not parse; a typed error if it does not type-check against `T`.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// struct Item { #[record(key)] id: u32, price: Option<f64>, tags: Vec<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let items = db.collection::<Item>()?;
+    /// db.write(|tx| {
+    ///     for (id, price, tag) in [(1, Some(3.0), "red"), (2, None, "red"), (3, Some(1.0), "blue"), (4, Some(2.0), "red")] {
+    ///         items.insert(tx, &Item { id, price, tags: vec![tag.into()] })?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let query = items.query_text(r#"tags contains "red" ORDER BY price DESC NULLS LAST LIMIT 2"#)?;
+    /// let ids: Vec<u32> = query.fetch(&db)?.into_iter().map(|item| item.id).collect();
+    /// assert_eq!(ids, [1, 4]);
+    /// assert!(items.query_text("price >").is_err());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn query_text(&self, text: &str) -> Result<Query<T>> {
+        let statement = crate::query::Statement::parse(text).map_err(crate::query::QueryError::from)?;
+        self.query(statement)
+    }
+
+    /// The query a parsed [`crate::query::Statement`] describes, type-checked against `T`.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record)]
+    /// # struct Item { #[record(key)] id: u32, price: f64 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// use tessera::query::Statement;
+    /// let items = db.collection::<Item>()?;
+    /// let statement = Statement::parse("order by price desc limit 10").unwrap();
+    /// assert_eq!(items.query(statement)?.window(), (0, Some(10)));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn query(&self, statement: crate::query::Statement) -> Result<Query<T>> {
+        let shape = &self.state.shape;
+        if let Some(predicate) = &statement.predicate {
+            shape.check_predicate(predicate)?;
+        }
+        for key in &statement.order_by {
+            shape.check_order(&key.path)?;
+        }
+        let mut query = Query::new(self.clone(), statement.predicate);
+        query.orders = statement.order_by;
+        query.offset = statement.offset;
+        query.limit = statement.limit;
+        Ok(query)
+    }
+}
+
 /// Query results decoded one at a time: see [`Query::iter`].
 pub struct Records<'t, T> {
     candidates: Candidates<'t>,
@@ -434,34 +534,59 @@ fn record_of_entry<'t>(
     }
 }
 
+/// How an access path's candidates come out: in the access path's exact order (for an
+/// `order by` that the path yields), and, for an index walk, whether NULL entries (stored
+/// first) come last.
+#[derive(Debug, Clone, Copy)]
+struct IndexWalk {
+    in_order: bool,
+    nulls_last: bool,
+}
+
+/// The index that `path` names, for a planned index range.
+fn planned_index<'s>(state: &'s super::CollectionState, path: &str) -> Result<&'s super::IndexState> {
+    state
+        .indexes
+        .iter()
+        .find(|index| index.path == path)
+        .ok_or_else(|| crate::Error::Corrupted(format!("collection {:?}: planned index `{path}` is missing", state.name)))
+}
+
+/// An index range cut in two: its NULL entries (component tag 00) and the rest.
+struct NullSplit<'b> {
+    nulls: (Bound<&'b [u8]>, Bound<&'b [u8]>),
+    values: (Bound<&'b [u8]>, Bound<&'b [u8]>),
+}
+
+fn split_nulls<'b>(start: &'b Bound<Vec<u8>>, end: &'b Bound<Vec<u8>>, null_start: &'b [u8], null_end: &'b [u8]) -> NullSplit<'b> {
+    NullSplit {
+        nulls: (
+            super::plan::tighter_start(owned(start), Bound::Included(null_start)),
+            super::plan::tighter_end(owned(end), Bound::Excluded(null_end)),
+        ),
+        values: (super::plan::tighter_start(owned(start), Bound::Included(null_end)), owned(end)),
+    }
+}
+
 /// The candidates of a primary-key or index access path in descending order of the walked
-/// order: for an index, NULL entries first (as ascending order has them) and equal values in
-/// ascending primary-key order, as in every tessera order.
-fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access) -> Result<Candidates<'t>> {
+/// order: for an index, NULL entries first or last as `walk` says (forwards: they are ties)
+/// and equal values in ascending primary-key order, as in every tessera order.
+fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access, walk: IndexWalk) -> Result<Candidates<'t>> {
     let state = query.collection.state.clone();
     match access {
         Access::Scan => Ok(records_of(snapshot.entries_rev(&state.records, Bound::Unbounded, Bound::Unbounded)?)),
         Access::KeyRange(start, end) => Ok(records_of(snapshot.entries_rev(&state.records, owned(start), owned(end))?)),
         Access::IndexRange { path, start, end } => {
-            let index = state
-                .indexes
-                .iter()
-                .find(|index| &index.path == path)
-                .ok_or_else(|| crate::Error::Corrupted(format!("collection {:?}: planned index `{path}` is missing", state.name)))?;
-            let id = index.id;
-            // NULL entries (component tag 00) sort first ascending and stay first descending:
-            // walk them forward, then the rest backwards.
-            let null_start = vec![id, sort_key::TAG_NULL];
-            let null_end = vec![id, sort_key::TAG_NULL + 1];
-            let nulls_from = super::plan::tighter_start(owned(start), Bound::Included(&null_start));
-            let nulls_to = super::plan::tighter_end(owned(end), Bound::Excluded(&null_end));
-            let values_from = super::plan::tighter_start(owned(start), Bound::Included(&null_end));
-            let nulls = snapshot.entries(&state.index_keyspace, nulls_from, nulls_to)?;
-            let values = snapshot.entries_rev(&state.index_keyspace, values_from, owned(end))?;
-            let entries = nulls.chain(ties_ascending(values));
-            Ok(Box::new(in_full_order(entries, snapshot, state, path, true)))
+            let id = planned_index(&state, path)?.id;
+            let (null_start, null_end) = ([id, sort_key::TAG_NULL], [id, sort_key::TAG_NULL + 1]);
+            let split = split_nulls(start, end, &null_start, &null_end);
+            let nulls = snapshot.entries(&state.index_keyspace, split.nulls.0, split.nulls.1)?;
+            let values = ties_ascending(snapshot.entries_rev(&state.index_keyspace, split.values.0, split.values.1)?);
+            let entries: Box<dyn Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't> =
+                if walk.nulls_last { Box::new(values.chain(nulls)) } else { Box::new(nulls.chain(values)) };
+            Ok(Box::new(in_full_order(entries, snapshot, state, path, true, walk.nulls_last)))
         }
-        _ => candidates(query, snapshot, access, true),
+        _ => candidates(query, snapshot, access, walk),
     }
 }
 
@@ -510,8 +635,9 @@ fn in_full_order<'t>(
     state: Arc<super::CollectionState>,
     path: &str,
     descending: bool,
+    nulls_last: bool,
 ) -> impl Iterator<Item = Result<Candidate<'t>>> + 't {
-    let order = [(crate::query::FieldPath::new(path), descending)];
+    let order = [sort_key::SortField { path: crate::query::FieldPath::new(path), descending, nulls_last }];
     let group_of = |entry: &'t [u8]| sort_key::string_group(entry.get(1..).unwrap_or_default());
     let mut ready: std::collections::VecDeque<Result<Candidate<'t>>> = std::collections::VecDeque::new();
     let mut next: Option<Result<(&'t [u8], &'t [u8])>> = None;
@@ -556,7 +682,7 @@ fn in_full_order<'t>(
 /// `order by` that no access path yields sorts by.
 fn record_sort_key(
     state: &super::CollectionState,
-    orders: &[(crate::query::FieldPath, bool)],
+    orders: &[sort_key::SortField],
     key: &[u8],
     bytes: &[u8],
 ) -> Result<Vec<u8>> {
@@ -566,20 +692,30 @@ fn record_sort_key(
     Ok(sort)
 }
 
-/// The candidates of an access path in its own order; `in_order` asks an index walk for the
-/// exact order of the indexed field's values (see [`in_full_order`]): it buffers only runs of
-/// string entries that agree on their first 255 escaped bytes, and reads records early only
-/// for a run that holds a truncated entry.
-fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access, in_order: bool) -> Result<Candidates<'t>> {
+/// The candidates of an access path in its own order; `walk.in_order` asks an index walk for
+/// the exact order of the indexed field's values (see [`in_full_order`]), with NULL entries
+/// first or last as `walk.nulls_last` says: it buffers only runs of string entries that agree
+/// on their first 255 escaped bytes, and reads records early only for a run that holds a
+/// truncated entry.
+fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access, walk: IndexWalk) -> Result<Candidates<'t>> {
     let state = query.collection.state.clone();
     match access {
         Access::Scan => Ok(records_of(snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)?)),
         Access::KeyRange(start, end) => Ok(records_of(snapshot.entries(&state.records, owned(start), owned(end))?)),
-        Access::IndexRange { path, start, end } => {
+        Access::IndexRange { path, start, end } if walk.in_order => {
+            let id = planned_index(&state, path)?.id;
+            let entries: Box<dyn Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't> = if walk.nulls_last {
+                let (null_start, null_end) = ([id, sort_key::TAG_NULL], [id, sort_key::TAG_NULL + 1]);
+                let split = split_nulls(start, end, &null_start, &null_end);
+                let values = snapshot.entries(&state.index_keyspace, split.values.0, split.values.1)?;
+                Box::new(values.chain(snapshot.entries(&state.index_keyspace, split.nulls.0, split.nulls.1)?))
+            } else {
+                Box::new(snapshot.entries(&state.index_keyspace, owned(start), owned(end))?)
+            };
+            Ok(Box::new(in_full_order(entries, snapshot, state, path, false, walk.nulls_last)))
+        }
+        Access::IndexRange { start, end, .. } => {
             let entries = snapshot.entries(&state.index_keyspace, owned(start), owned(end))?;
-            if in_order {
-                return Ok(Box::new(in_full_order(entries, snapshot, state, path, false)));
-            }
             Ok(Box::new(entries.map(move |entry| record_of_entry(snapshot, &state, entry))))
         }
         Access::Keys(keys) if keys.len() == 1 => {

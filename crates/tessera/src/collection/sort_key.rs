@@ -6,8 +6,12 @@
 //! integers an `f64` cannot tell apart); strings `0x03` (escaped and terminated, so components
 //! concatenate); everything else `0x04`. An enum's variant is its name, a string, whether the
 //! variant is a unit (`"Red"`) or carries a payload (`{"Image": …}`). Descending components
-//! invert every byte after the tag: the order within a class reverses, classes keep theirs, and
-//! NULL stays first in both directions.
+//! invert every byte after the tag: the order within a class reverses, and classes keep theirs.
+//!
+//! **NULL in an order.** Index entries always encode NULL as `0x00`, first. An `order by` key
+//! puts NULLs where its [`crate::query::Nulls`] says: first as `0x00`, last as
+//! [`TAG_NULL_LAST`] (`0xFF`, above every class tag) in in-memory sort keys and live results;
+//! an index walk reads the NULL entries before or after the others to match.
 //!
 //! **Truncated strings.** An index entry is a key, and keys hold at most 511 bytes. A string
 //! component whose escaped bytes are longer than [`STRING_PREFIX_LEN_MAX`] (256) may be stored
@@ -39,6 +43,22 @@ pub(crate) const TAG_BOOL: u8 = 0x01;
 pub(crate) const TAG_NUMBER: u8 = 0x02;
 pub(crate) const TAG_STRING: u8 = 0x03;
 pub(crate) const TAG_OTHER: u8 = 0x04;
+/// NULL in an order key whose NULLs go last: above every class tag. Never in an index entry.
+pub(crate) const TAG_NULL_LAST: u8 = 0xFF;
+
+/// One key of an order, ready to encode: a resolved path, a direction, and where NULLs go.
+#[derive(Debug, Clone)]
+pub(crate) struct SortField {
+    pub(crate) path: FieldPath,
+    pub(crate) descending: bool,
+    pub(crate) nulls_last: bool,
+}
+
+impl SortField {
+    pub(crate) fn of(key: &crate::query::OrderKey) -> SortField {
+        SortField { path: FieldPath::new(&key.path), descending: key.is_descending(), nulls_last: key.is_nulls_last() }
+    }
+}
 
 /// The most escaped string bytes a truncated component keeps (see the module doc).
 pub(crate) const STRING_PREFIX_LEN_MAX: usize = 256;
@@ -123,11 +143,19 @@ pub(crate) fn literal_tag(literal: &Literal) -> u8 {
     }
 }
 
-/// Appends the component for `value` in the given direction.
-pub(crate) fn encode_ordered(value: Option<Value<'_>>, descending: bool, out: &mut Vec<u8>) {
+/// Appends the component for `value` in the given direction, with NULL first (`0x00`) or
+/// last ([`TAG_NULL_LAST`]).
+pub(crate) fn encode_ordered(value: Option<Value<'_>>, descending: bool, nulls_last: bool, out: &mut Vec<u8>) {
     let start = out.len();
     encode_value(value, out);
-    if descending && out[start] != TAG_NULL {
+    if out[start] == TAG_NULL {
+        debug_assert_eq!(out.len(), start + 1, "NULL is its tag alone");
+        if nulls_last {
+            out[start] = TAG_NULL_LAST;
+        }
+        return;
+    }
+    if descending {
         // Inverting a prefix-free encoding reverses its order and keeps it prefix-free.
         for byte in &mut out[start + 1..] {
             *byte = !*byte;
@@ -135,12 +163,12 @@ pub(crate) fn encode_ordered(value: Option<Value<'_>>, descending: bool, out: &m
     }
 }
 
-/// A record's sort key for an order (each field's component in its direction, `true` for
-/// descending), followed by its primary key; without the record, the key alone.
-pub(crate) fn encode_record(orders: &[(FieldPath, bool)], record: Option<Value<'_>>, key: &[u8], out: &mut Vec<u8>) {
+/// A record's sort key for an order (each field's component in its direction, NULL where
+/// the key puts it), followed by its primary key; without the record, the key alone.
+pub(crate) fn encode_record(orders: &[SortField], record: Option<Value<'_>>, key: &[u8], out: &mut Vec<u8>) {
     if let Some(record) = record {
-        for (path, descending) in orders {
-            encode_ordered(path.lookup(record), *descending, out);
+        for order in orders {
+            encode_ordered(order.path.lookup(record), order.descending, order.nulls_last, out);
         }
     }
     out.extend_from_slice(key);
@@ -382,11 +410,25 @@ mod tests {
     use super::*;
 
     fn key_of(json: &str, descending: bool) -> Vec<u8> {
+        key_with_nulls(json, descending, false)
+    }
+
+    fn key_with_nulls(json: &str, descending: bool, nulls_last: bool) -> Vec<u8> {
         let bytes = tessera_value::from_json(format!(r#"{{"v": {json}}}"#).as_bytes()).unwrap();
         let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
         let mut out = Vec::new();
-        encode_ordered(doc.root().get("v"), descending, &mut out);
+        encode_ordered(doc.root().get("v"), descending, nulls_last, &mut out);
         out
+    }
+
+    #[test]
+    fn nulls_go_first_or_last_in_either_direction() {
+        for value in ["false", "-1e300", "0", r#""""#, r#""zz""#, "[1]"] {
+            for descending in [false, true] {
+                assert!(key_with_nulls("null", descending, false) < key_with_nulls(value, descending, false), "{value}");
+                assert!(key_with_nulls("null", descending, true) > key_with_nulls(value, descending, true), "{value}");
+            }
+        }
     }
 
     #[test]
@@ -415,7 +457,7 @@ mod tests {
                 assert!(key_of(pair[0], true) > key_of(pair[1], true), "desc {} > {}", pair[0], pair[1]);
             }
         }
-        assert!(key_of("null", true) < key_of("1", true), "nulls first when descending too");
+        assert!(key_of("null", true) < key_of("1", true), "nulls first when asked, descending too");
         assert_eq!(key_of("2", false), key_of("2.0", false));
         assert_eq!(key_of("0", false), key_of("-0.0", false));
         assert_eq!(key_of(r#"{"Image": [1]}"#, false), key_of(r#""Image""#, false));

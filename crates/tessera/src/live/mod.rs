@@ -73,9 +73,8 @@ pub(crate) use refetch::refetching_query;
 pub use subscription::{ObjectSubscription, QuerySubscription, Subscription, SubscriptionHandle, ValueSubscription};
 pub(crate) use watch::{watch, Follow};
 
-use crate::collection::{Collection, Order, Query, Record};
+use crate::collection::{Collection, Query, Record};
 use crate::error::Result;
-use crate::query::FieldPath;
 use engine::{Engine, ObjectSub};
 use mailbox::Mailbox;
 use state::QuerySub;
@@ -127,7 +126,7 @@ impl<T: Record> Collection<T> {
         query.explain()?; // type-checks
         let parts = query.parts();
         let anchoring = matcher::anchoring(&self.state.shape, parts.predicate.as_deref());
-        let orders = parts.orders.iter().map(|(path, order)| (FieldPath::new(path), *order == Order::Desc)).collect();
+        let orders = parts.sort_fields();
         let orders_signature = format!("{:?}", parts.orders);
         let mailbox = Arc::new(Mailbox::new(policy));
         let engine = Engine::of(&self.db)?;

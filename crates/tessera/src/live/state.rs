@@ -7,7 +7,7 @@ use super::mailbox::Policy;
 use super::matcher::Anchor;
 use crate::collection::{decode, sort_key, Collection, CollectionState, Query, QueryParts, Record};
 use crate::error::Result;
-use crate::query::{FieldPath, Truth};
+use crate::query::Truth;
 use crate::store::{Change, ChangeDemand, ReadSource};
 use crate::Db;
 use std::collections::HashSet;
@@ -37,7 +37,7 @@ impl<T> Entry<T> {
 
 pub(super) struct QuerySub<T> {
     pub(super) parts: QueryParts,
-    pub(super) orders: Vec<(FieldPath, bool)>,
+    pub(super) orders: Vec<sort_key::SortField>,
     /// The order as text: subscriptions with equal signatures share sort keys.
     pub(super) orders_signature: String,
     pub(super) anchors: Vec<Anchor>,
@@ -53,7 +53,7 @@ pub(super) struct QuerySub<T> {
 }
 
 /// The sort key of a stored record for a query's order.
-pub(super) fn sort_key_of(orders: &[(FieldPath, bool)], state: &CollectionState, bytes: &[u8], key: &[u8]) -> SortKey {
+pub(super) fn sort_key_of(orders: &[sort_key::SortField], state: &CollectionState, bytes: &[u8], key: &[u8]) -> SortKey {
     let mut out = Vec::with_capacity(key.len() + 18 * orders.len());
     let doc = if orders.is_empty() { None } else { state.open_stored(bytes).ok() };
     sort_key::encode_record(orders, doc.map(|doc| doc.root()), key, &mut out);

@@ -654,6 +654,14 @@ pub enum QueryError {
         /// The variant named.
         variant: String,
     },
+    /// An order with more keys than [`ORDER_KEYS_MAX`].
+    #[error("an order has {count} keys; at most {count_max} are allowed")]
+    TooManyOrderKeys {
+        /// The keys given.
+        count: usize,
+        /// [`ORDER_KEYS_MAX`].
+        count_max: usize,
+    },
     /// Ordering by a struct, list or map.
     #[error("cannot order by `{path}`: it is a struct, list or map")]
     Unorderable {
