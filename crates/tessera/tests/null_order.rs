@@ -32,9 +32,27 @@ fn naive(rows: &[Row], value: fn(&Row) -> Option<i64>, order: Order, nulls: Null
     sorted.sort_by(|x, y| {
         let ordering = match (value(x), value(y)) {
             (None, None) => Ordering::Equal,
-            (None, Some(_)) => if nulls == Nulls::First { Ordering::Less } else { Ordering::Greater },
-            (Some(_), None) => if nulls == Nulls::First { Ordering::Greater } else { Ordering::Less },
-            (Some(a), Some(b)) => if order == Order::Asc { a.cmp(&b) } else { b.cmp(&a) },
+            (None, Some(_)) => {
+                if nulls == Nulls::First {
+                    Ordering::Less
+                } else {
+                    Ordering::Greater
+                }
+            }
+            (Some(_), None) => {
+                if nulls == Nulls::First {
+                    Ordering::Greater
+                } else {
+                    Ordering::Less
+                }
+            }
+            (Some(a), Some(b)) => {
+                if order == Order::Asc {
+                    a.cmp(&b)
+                } else {
+                    b.cmp(&a)
+                }
+            }
         };
         ordering.then(x.id.cmp(&y.id))
     });
@@ -78,10 +96,19 @@ fn nulls_go_last_ascending_and_first_descending_unless_asked() {
                 };
                 let keep = |row: &&Row| value(row).is_none_or(|v| v >= 0);
                 let expected_ranged = naive(&all.iter().filter(keep).cloned().collect::<Vec<_>>(), value, order, placed);
-                assert_eq!(ids(ranged.fetch(&db).unwrap()), expected_ranged, "{path} {order:?} {nulls:?} ranged: {}", ranged.explain().unwrap());
+                assert_eq!(
+                    ids(ranged.fetch(&db).unwrap()),
+                    expected_ranged,
+                    "{path} {order:?} {nulls:?} ranged: {}",
+                    ranged.explain().unwrap()
+                );
                 // The same from the text syntax.
                 let direction = if order == Order::Asc { "asc" } else { "DESC" };
-                let nulls_text = match nulls { None => "", Some(Nulls::First) => " nulls first", Some(Nulls::Last) => " NULLS LAST" };
+                let nulls_text = match nulls {
+                    None => "",
+                    Some(Nulls::First) => " nulls first",
+                    Some(Nulls::Last) => " NULLS LAST",
+                };
                 let text = format!("order by {path} {direction}{nulls_text}");
                 assert_eq!(ids(table.query_text(&text).unwrap().fetch(&db).unwrap()), expected, "{text}");
             }
@@ -94,7 +121,9 @@ fn several_keys_each_place_their_own_nulls() {
     let dir = tempfile::tempdir().unwrap();
     let db = tessera::Db::open(dir.path().join("db")).unwrap();
     let table = db.collection::<Row>().unwrap();
-    let rows: Vec<Row> = (0..12u32).map(|id| Row { id, indexed: (id % 3 != 0).then_some(i64::from(id % 2)), plain: (id % 4 != 0).then_some(i64::from(id % 5)) }).collect();
+    let rows: Vec<Row> = (0..12u32)
+        .map(|id| Row { id, indexed: (id % 3 != 0).then_some(i64::from(id % 2)), plain: (id % 4 != 0).then_some(i64::from(id % 5)) })
+        .collect();
     db.write(|tx| rows.iter().try_for_each(|row| table.insert(tx, row).map(drop))).unwrap();
     let query = table.query_text("order by indexed desc nulls last, plain asc nulls first").unwrap();
     let mut expected = rows.clone();

@@ -171,7 +171,11 @@ fn truth(e: &Expr, r: &Json) -> Option<bool> {
             };
             if let Some(array) = array {
                 // SQL's `= ANY`: TRUE wins, then UNKNOWN, then FALSE.
-                return array.iter().fold(Some(false), |found, element| kleene_or(found, cmp(&scalar(element), CompareOp::Eq, &wanted)));
+                let mut found = Some(false);
+                for element in array {
+                    found = kleene_or(found, cmp(&scalar(element), CompareOp::Eq, &wanted));
+                }
+                return found;
             }
             match (value(a, r), wanted) {
                 (V::Str(s), V::Str(part)) => Some(s.contains(part.as_str())),

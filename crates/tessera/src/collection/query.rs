@@ -113,6 +113,8 @@ impl QueryParts {
 /// A candidate record: its primary key and stored bytes.
 type Candidate<'t> = (Cow<'t, [u8]>, &'t [u8]);
 type Candidates<'t> = Box<dyn Iterator<Item = Result<Candidate<'t>>> + 't>;
+/// Index entries (entry key, primary key) in the order a walk reads them.
+type IndexEntries<'t> = Box<dyn Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't>;
 
 impl<T: Record> Query<T> {
     pub(crate) fn new(collection: Collection<T>, predicate: Option<Expr>) -> Self {
@@ -211,7 +213,9 @@ impl<T: Record> Query<T> {
             shape.check_predicate(predicate)?;
         }
         if self.orders.len() > crate::query::ORDER_KEYS_MAX {
-            return Err(crate::query::QueryError::TooManyOrderKeys { count: self.orders.len(), count_max: crate::query::ORDER_KEYS_MAX }.into());
+            return Err(
+                crate::query::QueryError::TooManyOrderKeys { count: self.orders.len(), count_max: crate::query::ORDER_KEYS_MAX }.into()
+            );
         }
         for key in &self.orders {
             shape.check_order(&key.path)?;
@@ -279,7 +283,8 @@ impl<T: Record> Query<T> {
             in_order: plan.ordering != PlanOrdering::Sort,
             nulls_last: self.orders.first().is_some_and(OrderKey::is_nulls_last),
         };
-        let candidates = if reversed { candidates_reversed(self, snapshot, access, walk)? } else { candidates(self, snapshot, access, walk)? };
+        let candidates =
+            if reversed { candidates_reversed(self, snapshot, access, walk)? } else { candidates(self, snapshot, access, walk)? };
         let Some(predicate) = self.predicate.clone().filter(|_| !plan.exact) else { return Ok(candidates) };
         let state = self.collection.state.clone();
         // A record that does not open is an error wherever it is met, never a match or a
@@ -571,7 +576,12 @@ fn split_nulls<'b>(start: &'b Bound<Vec<u8>>, end: &'b Bound<Vec<u8>>, null_star
 /// The candidates of a primary-key or index access path in descending order of the walked
 /// order: for an index, NULL entries first or last as `walk` says (forwards: they are ties)
 /// and equal values in ascending primary-key order, as in every tessera order.
-fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, access: &Access, walk: IndexWalk) -> Result<Candidates<'t>> {
+fn candidates_reversed<'t, T: Record>(
+    query: &Query<T>,
+    snapshot: &'t dyn Snapshot,
+    access: &Access,
+    walk: IndexWalk,
+) -> Result<Candidates<'t>> {
     let state = query.collection.state.clone();
     match access {
         Access::Scan => Ok(records_of(snapshot.entries_rev(&state.records, Bound::Unbounded, Bound::Unbounded)?)),
@@ -582,8 +592,7 @@ fn candidates_reversed<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapsh
             let split = split_nulls(start, end, &null_start, &null_end);
             let nulls = snapshot.entries(&state.index_keyspace, split.nulls.0, split.nulls.1)?;
             let values = ties_ascending(snapshot.entries_rev(&state.index_keyspace, split.values.0, split.values.1)?);
-            let entries: Box<dyn Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't> =
-                if walk.nulls_last { Box::new(values.chain(nulls)) } else { Box::new(nulls.chain(values)) };
+            let entries: IndexEntries<'t> = if walk.nulls_last { Box::new(values.chain(nulls)) } else { Box::new(nulls.chain(values)) };
             Ok(Box::new(in_full_order(entries, snapshot, state, path, true, walk.nulls_last)))
         }
         _ => candidates(query, snapshot, access, walk),
@@ -680,12 +689,7 @@ fn in_full_order<'t>(
 
 /// The in-memory sort key of a stored record for `orders` (then its primary key), as an
 /// `order by` that no access path yields sorts by.
-fn record_sort_key(
-    state: &super::CollectionState,
-    orders: &[sort_key::SortField],
-    key: &[u8],
-    bytes: &[u8],
-) -> Result<Vec<u8>> {
+fn record_sort_key(state: &super::CollectionState, orders: &[sort_key::SortField], key: &[u8], bytes: &[u8]) -> Result<Vec<u8>> {
     let doc = state.open_record(key, bytes)?;
     let mut sort = Vec::with_capacity(32);
     sort_key::encode_record(orders, Some(doc.root()), key, &mut sort);
@@ -704,7 +708,7 @@ fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, acces
         Access::KeyRange(start, end) => Ok(records_of(snapshot.entries(&state.records, owned(start), owned(end))?)),
         Access::IndexRange { path, start, end } if walk.in_order => {
             let id = planned_index(&state, path)?.id;
-            let entries: Box<dyn Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't> = if walk.nulls_last {
+            let entries: IndexEntries<'t> = if walk.nulls_last {
                 let (null_start, null_end) = ([id, sort_key::TAG_NULL], [id, sort_key::TAG_NULL + 1]);
                 let split = split_nulls(start, end, &null_start, &null_end);
                 let values = snapshot.entries(&state.index_keyspace, split.values.0, split.values.1)?;
