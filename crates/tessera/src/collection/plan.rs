@@ -100,6 +100,14 @@ impl Access {
             }
             Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start, key_text), bound_text(end, key_text)),
             Access::IndexRange { path, start, end } => {
+                // Every entry of one value (or of NULL): the entries that start with a prefix.
+                if let (Bound::Included(low), Bound::Excluded(high)) = (start, end) {
+                    if low.len() >= 2 && prefix_end(low).as_deref() == Some(high.as_slice()) {
+                        let value = sort_key::describe(&low[1..]);
+                        let word = if value.ends_with('…') { "prefix" } else { "=" };
+                        return write!(f, "index range on {path} {word} {value}");
+                    }
+                }
                 // Entry keys are the index id, the value's sort key, and (mostly) the primary
                 // key: show the value part of each bound. A bound of the id alone, or of a
                 // value class alone (all numbers, all strings), is open-ended.

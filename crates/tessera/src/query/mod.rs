@@ -36,6 +36,13 @@ pub use order::{Nulls, Order, OrderKey};
 pub use parse::{ParseError, ORDER_KEYS_MAX, QUERY_LEN_MAX};
 pub use statement::Statement;
 
+/// `docs/query.md`, compiled as documentation only under `cargo test --doc`, so that its
+/// Rust examples run as doctests (its query, explain and error examples run in
+/// `tests/query_doc.rs`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../../docs/query.md")]
+pub struct QueryGuide;
+
 use std::fmt;
 
 /// A query's truth value under three-valued logic.

@@ -276,16 +276,22 @@ impl Parser<'_> {
         if self.keyword("limit") {
             statement.limit = Some(self.count("limit")?);
         }
-        if self.keyword("offset") {
+        let offset_given = self.keyword("offset");
+        if offset_given {
             statement.offset = self.count("offset")?;
         }
         if self.next != self.tokens.len() {
-            let what = if statement.predicate.is_some() && statement.order_by.is_empty() && statement.limit.is_none() {
-                "`and`, `or`, `order by`, `limit` or the end of the query"
-            } else {
+            return Err(self.expected(if offset_given {
+                "the end of the query"
+            } else if statement.limit.is_some() {
+                "`offset` or the end of the query"
+            } else if !statement.order_by.is_empty() {
                 "`,`, `limit`, `offset` or the end of the query"
-            };
-            return Err(self.expected(what));
+            } else if statement.predicate.is_some() {
+                "`and`, `or`, `order by`, `limit`, `offset` or the end of the query"
+            } else {
+                "a predicate, `order by`, `limit` or `offset`"
+            }));
         }
         Ok(statement)
     }
