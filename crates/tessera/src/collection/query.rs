@@ -31,7 +31,7 @@ impl OrderField for String {
 }
 impl<F> OrderField for crate::query::Field<F> {
     fn order_path(&self) -> String {
-        self.path().to_owned()
+        self.path().into_owned()
     }
 }
 

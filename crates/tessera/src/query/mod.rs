@@ -677,17 +677,27 @@ pub enum QueryError {
     },
 }
 
+/// Most steps a typed field's path may have: `Person::address().city()` has two.
+pub const FIELD_STEPS_MAX: usize = 8;
+
 /// A record field with its Rust type, for queries that are type-checked by the compiler.
-/// `#[derive(Record)]` generates one per field (`BenchDoc::priority()`).
+/// `#[derive(Record)]` generates one per field (`BenchDoc::priority()`), and `#[derive(Embed)]`
+/// on a struct generates a trait (`AddressFields` for `Address`) whose methods reach the
+/// struct's fields through a field of its type (`Person::address().city()`).
 ///
 /// ```
 /// use tessera::query::{Field, field};
 /// let priority: Field<i32> = Field::new("priority");
 /// assert_eq!(priority.gt(2500), field("priority").gt(2500));
 /// // priority.gt("x") does not compile: a string is not an argument for an i32 field.
+/// let city: Field<String> = Field::<()>::new("address").child("city");
+/// assert_eq!(city.path(), "address.city");
 /// ```
 pub struct Field<T> {
-    path: &'static str,
+    /// The path's steps (a step may itself be dotted), `'static` names from the derive, so
+    /// that a typed field is `Copy` and a one-step path allocates no text.
+    steps: [&'static str; FIELD_STEPS_MAX],
+    step_count: usize,
     _type: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -700,7 +710,7 @@ impl<T> Copy for Field<T> {}
 
 impl<T> fmt::Debug for Field<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Field({})", self.path)
+        write!(f, "Field({})", self.path())
     }
 }
 
@@ -778,16 +788,35 @@ impl<T: Textual> Textual for Option<T> {}
 impl<T> Field<T> {
     /// The field at `path` (dotted for nested fields).
     pub const fn new(path: &'static str) -> Self {
-        Field { path, _type: std::marker::PhantomData }
+        let mut steps = [""; FIELD_STEPS_MAX];
+        steps[0] = path;
+        Field { steps, step_count: 1, _type: std::marker::PhantomData }
+    }
+
+    /// The field `name` inside this one (a struct), of type `U`: what the methods that
+    /// `#[derive(Embed)]` generates return.
+    ///
+    /// # Panics
+    ///
+    /// When the path would have more than [`FIELD_STEPS_MAX`] steps (a programming error:
+    /// typed nesting that deep does not occur in a record type of reasonable size).
+    pub fn child<U>(self, name: &'static str) -> Field<U> {
+        assert!(self.step_count < FIELD_STEPS_MAX, "a typed field path has at most {FIELD_STEPS_MAX} steps");
+        let mut steps = self.steps;
+        steps[self.step_count] = name;
+        Field { steps, step_count: self.step_count + 1, _type: std::marker::PhantomData }
     }
 
     /// The field's dotted path.
-    pub fn path(&self) -> &'static str {
-        self.path
+    pub fn path(&self) -> std::borrow::Cow<'static, str> {
+        match &self.steps[..self.step_count] {
+            [one] => std::borrow::Cow::Borrowed(one),
+            steps => std::borrow::Cow::Owned(steps.join(".")),
+        }
     }
 
     fn expr(self) -> Expr {
-        Expr::Field(FieldPath::from_text(std::borrow::Cow::Borrowed(self.path)))
+        Expr::Field(FieldPath::from_text(self.path()))
     }
 
     /// `self == value`
