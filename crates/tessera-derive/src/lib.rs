@@ -298,7 +298,7 @@ fn nested_fields(input: &DeriveInput) -> Tokens {
     let methods: Vec<Tokens> = signatures.iter().zip(bodies).map(|(signature, body)| quote! { #signature #body }).collect();
     quote! {
         #[doc = #trait_doc]
-        #[allow(dead_code, private_interfaces)]
+        #[allow(dead_code, private_interfaces, non_snake_case)]
         #vis trait #trait_ident {
             #(#signatures;)*
         }
