@@ -30,7 +30,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
-use tessera::collection::{Embed, Order, Record};
+use tessera::collection::{Embed, Nulls, Order, Record};
 use tessera::live::Event;
 use tessera::query::{field, CompareOp, Expr, Literal};
 use tessera::store::Keyspace;
@@ -413,7 +413,8 @@ struct WatchSpec<L> {
     predicate: Option<Pred<L>>,
     /// Build the query from the predicate's text (`filter_text`) instead of the builders.
     as_text: bool,
-    orders: Vec<(&'static str, Order)>,
+    /// Each key's field, direction and NULL placement (`None`: SQL's default).
+    orders: Vec<(&'static str, Order, Option<Nulls>)>,
     offset: usize,
     limit: Option<usize>,
     policy: Policy,
@@ -430,7 +431,11 @@ fn watch_spec<L: Leaf + 'static>(
     leaf: impl Strategy<Value = L> + 'static,
     order_fields: Vec<&'static str>,
 ) -> impl Strategy<Value = WatchSpec<L>> {
-    let order = (prop::sample::select(order_fields), prop::sample::select(vec![Order::Asc, Order::Desc]));
+    let order = (
+        prop::sample::select(order_fields),
+        prop::sample::select(vec![Order::Asc, Order::Desc]),
+        prop::option::of(prop::sample::select(vec![Nulls::First, Nulls::Last])),
+    );
     let window = (prop_oneof![3 => Just(0usize), 1 => 1..3usize], prop::option::weighted(0.6, 1..5usize));
     let life = (prop_oneof![3 => Just(0usize), 1 => 1..8usize], prop::option::weighted(0.2, 1..12usize));
     let delivery =
@@ -459,8 +464,11 @@ fn query_of<T: Record, L: Leaf>(collection: &Collection<T>, spec: &WatchSpec<L>)
             collection.filter_text(&text).unwrap_or_else(|error| panic!("{text:?} does not parse back: {error}"))
         }
     };
-    for (path, order) in &spec.orders {
-        query = query.order_by(*path, *order);
+    for (path, order, nulls) in &spec.orders {
+        query = match nulls {
+            None => query.order_by(*path, *order),
+            Some(nulls) => query.order_by_nulls(*path, *order, *nulls),
+        };
     }
     if spec.offset > 0 {
         query = query.offset(spec.offset);
