@@ -14,8 +14,9 @@ use syn::{parse_macro_input, Data, DeriveInput, Error, Fields, LitInt, LitStr};
 /// Attributes: on the struct, `#[record(name = "…", version = N, index = "path", unique =
 /// "path")]` (`index` and `unique` repeat, and take dotted paths into nested fields); on a
 /// field, `#[record(key)]` (several make a composite key, in declaration order),
-/// `#[record(index)]` or `#[record(unique)]`. Each field also gets a typed query builder:
-/// `Type::field_name()`.
+/// `#[record(index)]`, `#[record(unique)]` or `#[record(index_elements)]` (a multi-entry index
+/// on an array's elements, for `tags contains "x"`; the same as `index = "tags[]"` on the
+/// struct). Each field also gets a typed query builder: `Type::field_name()`.
 #[proc_macro_derive(Record, attributes(record))]
 pub fn derive_record(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -104,8 +105,10 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
                     indexes.push((name.clone(), false));
                 } else if meta.path.is_ident("unique") {
                     indexes.push((name.clone(), true));
+                } else if meta.path.is_ident("index_elements") {
+                    indexes.push((format!("{name}[]"), false));
                 } else {
-                    return Err(meta.error("expected `key`, `index` or `unique`"));
+                    return Err(meta.error("expected `key`, `index`, `index_elements` or `unique`"));
                 }
                 Ok(())
             })?;

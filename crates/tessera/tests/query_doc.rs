@@ -30,6 +30,7 @@ struct Product {
     #[record(index)]
     price: Option<f64>,
     stock: Option<i64>,
+    #[record(index_elements)]
     tags: Vec<String>,
     origin: Option<Origin>,
     size: Size,

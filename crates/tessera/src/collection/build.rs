@@ -1,5 +1,11 @@
 //! Index entries: computing them for a record, keeping them current on every write, and
 //! building a new index over existing records in the background.
+//!
+//! **Multi-entry indexes.** An index whose path ends in `[]` (`tags[]`) indexes the elements of
+//! the array at the path before it: a record has one entry per distinct element value (NULL
+//! elements and elements that are arrays or maps have none, and neither has a record whose
+//! field is NULL or not an array). It serves `tags contains VALUE` (see `plan`), and never an
+//! order or a comparison of the whole field. It cannot be unique.
 
 use super::{sort_key, CollectionState, IndexState};
 use crate::error::{Error, Result};
@@ -49,15 +55,60 @@ pub(crate) fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]
     Ok(out)
 }
 
-/// Computes the full sort key of the field at `path` of a stored record into `out`; `false`
-/// (and `out` empty) when there is no record.
+/// What ends the path of a multi-entry index on an array's elements (see the module doc).
+pub(crate) const ELEMENTS_SUFFIX: &str = "[]";
+
+/// The array's path of a multi-entry index path (`tags[]` → `tags`); `None` for a plain index.
+pub(crate) fn elements_of(index_path: &str) -> Option<&str> {
+    index_path.strip_suffix(ELEMENTS_SUFFIX)
+}
+
+/// Computes the full sort keys that index `index_path` has for a stored record into `out`,
+/// sorted and distinct: the field's one value (NULL included) for a plain index, the distinct
+/// element values for a multi-entry index. `false` (and `out` empty) when there is no record.
 /// `verified`: the record was checked against its checksum (see [`super::open_stored`]).
-pub(crate) fn component(record: Option<&[u8]>, keys: &SharedKeys, verified: bool, path: &str, out: &mut Vec<u8>) -> Result<bool> {
+pub(crate) fn components(
+    record: Option<&[u8]>,
+    keys: &SharedKeys,
+    verified: bool,
+    index_path: &str,
+    out: &mut Vec<Vec<u8>>,
+) -> Result<bool> {
     out.clear();
     let Some(bytes) = record else { return Ok(false) };
     let doc = super::open_stored(bytes, keys, verified)?;
-    sort_key::encode_value(crate::query::lookup(doc.root(), path), out);
+    components_of(doc.root(), index_path, out);
     Ok(true)
+}
+
+/// [`components`] of an opened record.
+fn components_of(root: tessera_value::Value<'_>, index_path: &str, out: &mut Vec<Vec<u8>>) {
+    let Some(array_path) = elements_of(index_path) else {
+        let mut component = Vec::new();
+        sort_key::encode_value(crate::query::lookup(root, index_path), &mut component);
+        out.push(component);
+        return;
+    };
+    let Some(array) = crate::query::lookup(root, array_path).and_then(|value| value.as_array()) else { return };
+    for element in array.iter() {
+        let mut component = Vec::new();
+        sort_key::encode_value(Some(element), &mut component);
+        // `contains` is never TRUE for a NULL element, nor for one that is not a scalar.
+        if !matches!(component.first(), Some(&sort_key::TAG_NULL | &sort_key::TAG_OTHER)) {
+            out.push(component);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+}
+
+/// The entry keys of a record's `components` in `index`, sorted and distinct (two long strings
+/// may share a truncated entry); a component no entry can hold is [`Error::KeySize`].
+pub(crate) fn entry_keys(index: &IndexState, components: &[Vec<u8>], primary_key: &[u8]) -> Result<Vec<Vec<u8>>> {
+    let mut entries = components.iter().map(|component| entry_key(index, component, primary_key)).collect::<Result<Vec<_>>>()?;
+    entries.sort_unstable();
+    entries.dedup();
+    Ok(entries)
 }
 
 /// Where a collection's index entries go: its name (for errors), its index keyspace, its
@@ -98,9 +149,6 @@ impl IndexTarget<'_> {
     }
 }
 
-/// One index's change for one record: the entry to remove and the entry to add.
-type EntryChange = (Option<Vec<u8>>, Option<Vec<u8>>);
-
 /// Replaces the index entries of the record at `primary_key` (`old` → `new`; `None` is no
 /// record). A unique index that already holds the new value for another key refuses the
 /// write with [`Error::UniqueViolation`], and an entry too long for a key with
@@ -115,20 +163,23 @@ pub(crate) fn update_entries<'i>(
     new: Option<&[u8]>,
 ) -> Result<()> {
     let IndexTarget { collection, keyspace, keys, verified, .. } = *target;
-    let (mut old_component, mut new_component) = (Vec::new(), Vec::new());
-    let mut changes: Vec<EntryChange> = Vec::new();
+    let (mut old_components, mut new_components) = (Vec::new(), Vec::new());
+    let (mut removes, mut adds): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
     for index in indexes {
-        let had = component(old, keys, verified, &index.path, &mut old_component)?;
-        let has = component(new, keys, verified, &index.path, &mut new_component)?;
-        if had && has && old_component == new_component {
+        let had = components(old, keys, verified, &index.path, &mut old_components)?;
+        let has = components(new, keys, verified, &index.path, &mut new_components)?;
+        debug_assert!(elements_of(&index.path).is_none() || !index.unique, "a multi-entry index is never unique");
+        if had && has && old_components == new_components {
             continue;
         }
         // An old value no entry can hold (an index whose build failed on it) has none to remove.
-        let remove = if had { entry_key(index, &old_component, primary_key).ok() } else { None };
-        let add = if has {
-            let entry = entry_key(index, &new_component, primary_key)?;
+        for component in old_components.iter().filter(|component| !new_components.contains(component)) {
+            removes.extend(entry_key(index, component, primary_key).ok());
+        }
+        for component in new_components.iter().filter(|component| !old_components.contains(component)) {
+            let entry = entry_key(index, component, primary_key)?;
             if index.unique {
-                if let Some(holder) = unique_holder(tx, target, index, &entry, &new_component, primary_key)? {
+                if let Some(holder) = unique_holder(tx, target, index, &entry, component, primary_key)? {
                     return Err(Error::UniqueViolation {
                         collection: collection.to_owned(),
                         index: index.path.clone(),
@@ -137,19 +188,15 @@ pub(crate) fn update_entries<'i>(
                     });
                 }
             }
-            Some(entry)
-        } else {
-            None
-        };
-        changes.push((remove, add));
+            adds.push(entry);
+        }
     }
-    for (remove, add) in changes {
-        if let Some(entry) = remove {
-            tx.delete(keyspace, &entry)?;
-        }
-        if let Some(entry) = add {
-            tx.put(keyspace, &entry, primary_key)?;
-        }
+    // Every removal before any addition: two values may share an entry (a truncated one).
+    for entry in removes {
+        tx.delete(keyspace, &entry)?;
+    }
+    for entry in adds {
+        tx.put(keyspace, &entry, primary_key)?;
     }
     Ok(())
 }
@@ -308,6 +355,47 @@ mod tests {
         id: u32,
         #[record(unique)]
         slug: String,
+    }
+
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "tagged")]
+    struct Tagged {
+        #[record(key)]
+        id: u32,
+        #[record(index_elements)]
+        tags: Vec<String>,
+    }
+
+    #[test]
+    fn the_check_finds_a_missing_or_a_stray_element_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let tagged = db.collection::<Tagged>().unwrap();
+        let tags = vec!["a".to_owned(), "b".to_owned(), "a".to_owned()];
+        db.write(|tx| tagged.insert(tx, &Tagged { id: 1, tags: tags.clone() }).map(drop)).unwrap();
+        assert!(db.check().unwrap().is_ok(), "one entry per distinct element");
+        let entry = |tag: &str| {
+            let mut component = Vec::new();
+            sort_key::encode_literal(&crate::query::Literal::Str(tag.to_owned()), &mut component);
+            [&[tagged.state.indexes[0].id][..], &component, &encode(&1u32)].concat()
+        };
+        let keyspace = tagged.state.index_keyspace.clone();
+        db.write(|tx| tx.delete(&keyspace, &entry("b")).map(drop)).unwrap();
+        let report = db.check().unwrap();
+        assert!(report.problems.iter().any(|problem| problem.what.contains("has no entry for record")), "{report}");
+        db.write(|tx| {
+            tx.put(&keyspace, &entry("b"), &encode(&1u32))?;
+            tx.put(&keyspace, &entry("c"), &encode(&1u32))
+        })
+        .unwrap();
+        let report = db.check().unwrap();
+        assert!(report.problems.iter().any(|problem| problem.what.contains("does not match its record's value")), "{report}");
+        // An update drops the entries of the elements it removes and adds the new ones.
+        db.write(|tx| tx.delete(&keyspace, &entry("c")).map(drop)).unwrap();
+        db.write(|tx| tagged.update(tx, &1u32, |record| record.tags = vec!["b".into(), "d".into()]).map(drop)).unwrap();
+        assert!(db.check().unwrap().is_ok());
+        let found = tagged.filter(crate::query::field("tags").contains("d")).count(&db).unwrap();
+        assert_eq!((found, tagged.filter(crate::query::field("tags").contains("a")).count(&db).unwrap()), (1, 0));
     }
 
     #[test]

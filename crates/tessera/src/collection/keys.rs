@@ -126,7 +126,7 @@ mod tests {
                 let mut damaged = bytes.clone();
                 damaged[position] ^= mask;
                 let _ = crate::collection::decode::<Keyed>(state, &key, &damaged);
-                let _ = super::super::build::component(Some(&damaged), &state.keys.shared, false, "place.At.y", &mut component);
+                let _ = super::super::build::components(Some(&damaged), &state.keys.shared, false, "place.At.y", &mut component);
                 if let Ok(doc) = state.open_stored(&damaged) {
                     let _ = crate::query::lookup(doc.root(), "name");
                 }

@@ -366,15 +366,34 @@ fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
     Error::SchemaMismatch { collection: collection.to_owned(), reason: reason.into() }
 }
 
+/// Refuses a multi-entry index (`path[]`) on a field that is not an array, and a unique one.
+fn check_element_indexes(name: &str, shape: &TypeDesc, indexes: &[IndexDef]) -> Result<()> {
+    for index in indexes {
+        let Some(array) = build::elements_of(index.path) else { continue };
+        if index.unique {
+            return Err(schema_error(name, format!("index `{}` on an array's elements cannot be unique", index.path)));
+        }
+        let mut desc = shape.resolve(array);
+        while let Some(TypeDesc::Option(inner)) = desc {
+            desc = Some(inner);
+        }
+        if !matches!(desc, Some(TypeDesc::List(_) | TypeDesc::Any)) {
+            return Err(schema_error(name, format!("index `{}` is on an array's elements, but `{array}` is not an array", index.path)));
+        }
+    }
+    Ok(())
+}
+
 fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result<CollectionState> {
     let name = T::NAME;
     crate::store::names::check("collection", name, COLLECTION_NAME_LEN_MAX)?;
     let shape = T::describe();
     for path in T::KEY_FIELDS.iter().chain(T::INDEXES.iter().map(|index| &index.path)) {
-        if shape.resolve(path).is_none() {
+        if shape.resolve(build::elements_of(path).unwrap_or(path)).is_none() {
             return Err(schema_error(name, format!("key or index field `{path}` is not a field of the record")));
         }
     }
+    check_element_indexes(name, &shape, T::INDEXES)?;
     let schema_keyspace = db.internal_keyspace(SCHEMA_KEYSPACE)?;
     let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
     let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
@@ -993,7 +1012,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
     let indexes: Vec<IndexState> = schema.indexes.iter().filter(|index| index.ready).map(|index| IndexState::new(index, true)).collect();
     let index_keyspace = db.existing_keyspace(txn, &format!("tessera.idx.{name}"))?;
     let mut expected = 0u64;
-    let mut component = Vec::new();
+    let mut components = Vec::new();
     for entry in txn.range(&records, ..)? {
         let (key, bytes) = entry?;
         report.entries += 1;
@@ -1003,25 +1022,30 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         }
         let Some(index_keyspace) = &index_keyspace else { continue };
         for index in &indexes {
-            expected += 1;
-            build::component(Some(bytes), &shared, false, &index.path, &mut component)?;
-            let entry = match build::entry_key(index, &component, key) {
-                Ok(entry) => entry,
+            build::components(Some(bytes), &shared, false, &index.path, &mut components)?;
+            let entries = match build::entry_keys(index, &components, key) {
+                Ok(entries) => entries,
                 Err(error) => {
+                    expected += 1;
                     report.problem(records.name(), key, format!("index `{}` cannot hold this record: {error}", index.path));
                     continue;
                 }
             };
-            match txn.get(index_keyspace, &entry)? {
-                Some(holder) if holder == key => {}
-                Some(_) => {
-                    report.problem(index_keyspace.name(), &entry, format!("index `{}` entry of this record names another key", index.path))
+            for entry in entries {
+                expected += 1;
+                match txn.get(index_keyspace, &entry)? {
+                    Some(holder) if holder == key => {}
+                    Some(_) => report.problem(
+                        index_keyspace.name(),
+                        &entry,
+                        format!("index `{}` entry of this record names another key", index.path),
+                    ),
+                    None => report.problem(
+                        index_keyspace.name(),
+                        &entry,
+                        format!("index `{}` has no entry for record {}", index.path, key_display(key)),
+                    ),
                 }
-                None => report.problem(
-                    index_keyspace.name(),
-                    &entry,
-                    format!("index `{}` has no entry for record {}", index.path, key_display(key)),
-                ),
             }
         }
     }
@@ -1041,8 +1065,10 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             // A record that does not validate was reported above.
             Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
             Some(bytes) => {
-                build::component(Some(bytes), &shared, false, &index.path, &mut component)?;
-                if build::entry_key(index, &component, primary).ok().as_deref() != Some(entry_key) {
+                build::components(Some(bytes), &shared, false, &index.path, &mut components)?;
+                let matches =
+                    components.iter().any(|component| build::entry_key(index, component, primary).ok().as_deref() == Some(entry_key));
+                if !matches {
                     report.problem(
                         index_keyspace.name(),
                         entry_key,

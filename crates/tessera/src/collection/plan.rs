@@ -361,6 +361,10 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
             sort_key::encode_literal(&Literal::Str(variant.clone()), &mut component);
             index_value(state, path, component)
         }
+        Expr::Contains(a, literal) => match &**a {
+            Expr::Field(path) => contains(state, path, literal),
+            _ => None,
+        },
         Expr::Str(a, StringOp::StartsWith, prefix) => match &**a {
             Expr::Field(path) if is_single_key::<T>(path) && matches!(state.shape.resolve(path), Some(super::TypeDesc::String)) => {
                 let start = part_prefix(prefix.as_bytes());
@@ -457,7 +461,25 @@ fn compare<T: Record>(state: &CollectionState, path: &str, op: CompareOp, litera
             });
         }
     }
-    let index = state.index_for(path)?;
+    index_compare(state, path, op, literal)
+}
+
+/// `array contains literal` as a range of the multi-entry index on the array's elements
+/// (`path[]`, see `build`), if there is one: the entries of the elements equal to the literal
+/// (a superset for numbers, as [`index_compare`] bounds them). A substring test on a string
+/// has no such index.
+fn contains(state: &CollectionState, path: &str, literal: &Literal) -> Option<Access> {
+    let index_path = format!("{path}{}", super::build::ELEMENTS_SUFFIX);
+    state.index_for(&index_path)?;
+    if *literal == Literal::Null {
+        return Some(Access::Empty); // a comparison with NULL is never TRUE
+    }
+    index_compare(state, &index_path, CompareOp::Eq, literal)
+}
+
+/// `field op literal` as a range of the index on `index_path`, if it is ready.
+fn index_compare(state: &CollectionState, index_path: &str, op: CompareOp, literal: &Literal) -> Option<Access> {
+    let (path, index) = (index_path, state.index_for(index_path)?);
     // Integers and floats compare by value, with f64 rounding for large integers: numbers are
     // bounded on the f64 part, inclusively, and the filter decides the boundary.
     let exact = sort_key::literal_tag(literal) != sort_key::TAG_NUMBER;

@@ -718,6 +718,20 @@ fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, acces
             };
             Ok(Box::new(in_full_order(entries, snapshot, state, path, false, walk.nulls_last)))
         }
+        // A multi-entry index may hold a record twice in one range (two numbers with one f64):
+        // its keys as a set.
+        Access::IndexRange { path, .. } if super::build::elements_of(path).is_some() => {
+            let path = path.clone();
+            let keys = key_set(query, snapshot, access)?;
+            Ok(Box::new(keys.into_iter().map(move |key| match snapshot.get_value(&state.records, &key)? {
+                Some(bytes) => Ok((Cow::Owned(key), bytes)),
+                None => Err(crate::Error::Corrupted(format!(
+                    "collection {:?}: index `{path}` has an entry for key {}, which has no record",
+                    state.name,
+                    state.display_key(&key)
+                ))),
+            })))
+        }
         Access::IndexRange { start, end, .. } => {
             let entries = snapshot.entries(&state.index_keyspace, owned(start), owned(end))?;
             Ok(Box::new(entries.map(move |entry| record_of_entry(snapshot, &state, entry))))

@@ -898,6 +898,19 @@ impl<E> Field<Vec<E>> {
     }
 }
 
+impl<E> Field<Option<Vec<E>>> {
+    /// `self contains element` on an optional array (UNKNOWN when it is NULL).
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// let scores: Field<Option<Vec<i64>>> = Field::new("scores");
+    /// assert_eq!(scores.contains(3), field("scores").contains(3));
+    /// ```
+    pub fn contains(self, element: impl QueryArg<E>) -> Expr {
+        Expr::Contains(Box::new(self.expr()), element.into_literal())
+    }
+}
+
 impl<T> From<Field<T>> for Expr {
     fn from(value: Field<T>) -> Expr {
         value.expr()
