@@ -164,3 +164,17 @@ fn a_live_ordered_query_places_nulls_as_a_fresh_query_does() {
         .unwrap();
     }
 }
+
+#[test]
+fn an_order_of_more_than_order_keys_max_keys_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = tessera::Db::open(dir.path().join("db")).unwrap();
+    let table = db.collection::<Row>().unwrap();
+    let ordered =
+        |count: usize| (0..count).fold(table.all(), |query, index| query.order_by(if index % 2 == 0 { "plain" } else { "id" }, Order::Asc));
+    assert!(ordered(tessera::query::ORDER_KEYS_MAX).fetch(&db).is_ok());
+    match ordered(tessera::query::ORDER_KEYS_MAX + 1).fetch(&db) {
+        Err(tessera::Error::Query(tessera::query::QueryError::TooManyOrderKeys { count: 17, count_max: 16 })) => {}
+        other => panic!("expected TooManyOrderKeys, got {other:?}"),
+    }
+}

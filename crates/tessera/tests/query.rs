@@ -454,3 +454,51 @@ fn parse_errors_say_what_was_expected_after_what() {
         assert_eq!(Expr::parse(text).unwrap_err().to_string(), message, "{text}");
     }
 }
+
+fn order_key() -> impl Strategy<Value = tessera::query::OrderKey> {
+    use tessera::query::{Nulls, Order, OrderKey};
+    (
+        prop::sample::select(vec!["a", "b", "n.x", "order", "first"]),
+        prop::sample::select(vec![Order::Asc, Order::Desc]),
+        prop::option::of(prop::sample::select(vec![Nulls::First, Nulls::Last])),
+    )
+        .prop_map(|(path, order, nulls)| {
+            let key = OrderKey::new(path, order);
+            match nulls {
+                Some(nulls) => key.nulls(nulls),
+                None => key,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn whole_query_texts_round_trip(
+        predicate in prop::option::of(predicate()),
+        order_by in prop::collection::vec(order_key(), 0..4),
+        limit in prop::option::of(0usize..100),
+        offset in prop_oneof![Just(0usize), 1usize..50],
+    ) {
+        let statement = tessera::query::Statement { predicate, order_by, limit, offset };
+        let text = statement.to_string();
+        prop_assert_eq!(tessera::query::Statement::parse(&text).unwrap(), statement.clone(), "{}", text);
+        // Keywords in upper case read the same.
+        let upper = text.replace(" order by ", " ORDER BY ").replace("order by ", "ORDER BY ").replace(" desc", " DESC").replace(" limit ", " LIMIT ");
+        prop_assert_eq!(tessera::query::Statement::parse(&upper).unwrap(), statement, "{}", upper);
+    }
+}
+
+#[test]
+fn the_query_limits_hold_at_their_boundaries() {
+    use tessera::query::{Statement, ORDER_KEYS_MAX, QUERY_LEN_MAX};
+    let keys = |count: usize| (0..count).map(|index| format!("f{index}")).collect::<Vec<_>>().join(", ");
+    assert_eq!(Statement::parse(&format!("order by {}", keys(ORDER_KEYS_MAX))).unwrap().order_by.len(), ORDER_KEYS_MAX);
+    let error = Statement::parse(&format!("order by {}", keys(ORDER_KEYS_MAX + 1))).unwrap_err();
+    assert!(error.message.contains("more than 16 keys"), "{error}");
+    let padded = |len: usize| format!("a == 1{}", " ".repeat(len - 6));
+    assert!(Statement::parse(&padded(QUERY_LEN_MAX)).is_ok());
+    assert!(Statement::parse(&padded(QUERY_LEN_MAX + 1)).unwrap_err().message.contains("longer than"));
+    assert_eq!(Statement::parse(&format!("limit {}", u32::MAX)).unwrap().limit, Some(u32::MAX as usize));
+}
