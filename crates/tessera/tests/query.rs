@@ -410,6 +410,9 @@ fn keywords_are_case_insensitive_and_fields_are_not() {
     // Words that are keywords only in a clause's position may still name fields.
     for name in ["order", "by", "limit", "offset", "asc", "desc", "nulls", "first", "last", "exists", "starts", "with", "ends"] {
         assert_eq!(Expr::parse(&format!("{name} == 1")).unwrap(), field(name).eq(1), "{name}");
+        let statement = tessera::query::Statement::parse(&format!("{name} - 1 > 0 order by {name} limit 1")).unwrap();
+        assert_eq!(statement.predicate, Some((field(name) - 1).gt(0)), "{name}");
+        assert_eq!(statement.order_by[0].path, name);
     }
 }
 

@@ -297,11 +297,19 @@ impl Parser<'_> {
     }
 
     /// Whether the query starts with a clause, not a predicate: `order by`, or `limit` or
-    /// `offset` and a number (a field of that name cannot be followed by either).
+    /// `offset` and a number (a field of that name cannot be followed by one). A negative
+    /// number, an error, counts only where a predicate could not go on (`offset - 1 > 0` is
+    /// a predicate on a field named `offset`).
     fn is_clause_start(&self) -> bool {
-        (self.is_word_at(0, "order") && self.is_word_at(1, "by"))
-            || ((self.is_word_at(0, "limit") || self.is_word_at(0, "offset"))
-                && matches!(self.peek_at(1), Some(Token::Int(_) | Token::Symbol("-"))))
+        let count_follows = match self.peek_at(1) {
+            Some(Token::Int(_)) => true,
+            Some(Token::Symbol("-")) => {
+                matches!(self.peek_at(2), Some(Token::Int(_))) && (self.peek_at(3).is_none() || self.is_word_at(3, "offset"))
+            }
+            _ => false,
+        };
+        let count_clause = self.is_word_at(0, "limit") || self.is_word_at(0, "offset");
+        (self.is_word_at(0, "order") && self.is_word_at(1, "by")) || (count_clause && count_follows)
     }
 
     fn order_key(&mut self) -> Result<OrderKey, ParseError> {
