@@ -178,3 +178,30 @@ fn an_order_of_more_than_order_keys_max_keys_is_a_typed_error() {
         other => panic!("expected TooManyOrderKeys, got {other:?}"),
     }
 }
+
+#[test]
+fn an_index_walk_over_a_range_with_or_without_nulls_places_them_as_asked() {
+    // The NULL entries and the others are read as two ranges cut from the planned one: either
+    // may be empty, or inverted (a range above every NULL).
+    let dir = tempfile::tempdir().unwrap();
+    let db = tessera::Db::open(dir.path().join("db")).unwrap();
+    let table = db.collection::<Row>().unwrap();
+    db.write(|tx| rows().iter().try_for_each(|row| table.insert(tx, row).map(drop))).unwrap();
+    let all = rows();
+    for (text, keep) in [
+        ("indexed >= 0", (|row: &Row| row.indexed.is_some_and(|v| v >= 0)) as fn(&Row) -> bool),
+        ("indexed is null", |row: &Row| row.indexed.is_none()),
+        ("indexed < 100", |row: &Row| row.indexed.is_some_and(|v| v < 100)),
+    ] {
+        let kept: Vec<Row> = all.iter().filter(|row| keep(row)).cloned().collect();
+        for order in [Order::Asc, Order::Desc] {
+            for nulls in [Nulls::First, Nulls::Last] {
+                let query = table.filter(tessera::query::Expr::parse(text).unwrap()).order_by_nulls("indexed", order, nulls);
+                let plan = query.explain().unwrap();
+                assert!(plan.to_string().starts_with("index range on indexed"), "{plan}");
+                assert_ne!(plan.ordering, PlanOrdering::Sort, "{plan}");
+                assert_eq!(ids(query.fetch(&db).unwrap()), naive(&kept, |row| row.indexed, order, nulls), "{text} {order:?} {nulls:?}");
+            }
+        }
+    }
+}
