@@ -77,6 +77,13 @@ impl<T> Coalesce for ResultChange<T> {
             (Some(mine), Some(theirs)) => {
                 let mut modified = mine.modified;
                 modified.extend(theirs.modified);
+                // A record that came into the result in either change may have left it before
+                // and changed outside it, unseen (a limited window refilled): where the merged
+                // change has it at both ends, it counts as modified.
+                for (base, new) in [(&mine.base, &mine.new), (&theirs.base, &theirs.new)] {
+                    let before: HashSet<&[u8]> = base.iter().map(|key| &**key).collect();
+                    modified.extend(new.iter().filter(|key| !before.contains(&***key)).cloned());
+                }
                 let diff = diff_by_key(&mine.base, &theirs.new, &modified);
                 (self.deletions, self.insertions, self.modifications, self.moves) = diff;
                 self.keys = Some(Box::new(CoalesceKeys { base: mine.base, new: theirs.new, modified }));
