@@ -505,3 +505,31 @@ fn the_query_limits_hold_at_their_boundaries() {
     assert!(Statement::parse(&padded(QUERY_LEN_MAX + 1)).unwrap_err().message.contains("longer than"));
     assert_eq!(Statement::parse(&format!("limit {}", u32::MAX)).unwrap().limit, Some(u32::MAX as usize));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    /// A local stand-in for the `query` fuzz target: token soups in which the keywords, in
+    /// any case, meet fields, literals and symbols often. Every text parses to a statement
+    /// that prints and parses back the same, or fails with a column inside the text.
+    #[test]
+    fn token_soups_parse_back_or_fail_inside_the_text(tokens in prop::collection::vec(prop::sample::select(vec![
+        "a", "b.c", "order", "ORDER", "by", "By", "limit", "offset", "asc", "DESC", "nulls", "first", "Last", "and", "OR", "not",
+        "is", "NULL", "null", "in", "between", "starts", "with", "ends", "contains", "exists", "true", "False", "Red",
+        "1", "-", "2.5", "\"x\"", "\"\"", "==", "=", "!=", "<>", "<", ">=", "+", "%", "(", ")", ",",
+    ]), 0..12)) {
+        let text = tokens.join(" ");
+        let columns = text.chars().count() + 1;
+        match tessera::query::Statement::parse(&text) {
+            Ok(statement) => {
+                let printed = statement.to_string();
+                prop_assert_eq!(tessera::query::Statement::parse(&printed).unwrap(), statement, "{} printed as {}", text, printed);
+            }
+            Err(error) => prop_assert!(error.column >= 1 && error.column <= columns, "column {} of {:?}: {}", error.column, text, error),
+        }
+        match Expr::parse(&text) {
+            Ok(expr) => prop_assert_eq!(Expr::parse(&expr.to_string()).unwrap(), expr, "{}", text),
+            Err(error) => prop_assert!(error.column >= 1 && error.column <= columns, "column {} of {:?}", error.column, text),
+        }
+    }
+}
