@@ -162,7 +162,21 @@ impl<T: Record> Query<T> {
         self
     }
 
-    /// Orders by one more key (see [`OrderKey`]).
+    /// Orders by one more key (see [`OrderKey`]), as a parsed [`crate::query::Statement`]
+    /// carries them.
+    ///
+    /// ```
+    /// # use tessera::collection::{Nulls, Order, Record};
+    /// # #[derive(Record)]
+    /// # struct Item { #[record(key)] id: u32, price: Option<f64> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// use tessera::query::OrderKey;
+    /// let items = db.collection::<Item>()?;
+    /// let query = items.all().order_by_key(OrderKey::new("price", Order::Asc).nulls(Nulls::First));
+    /// assert_eq!(query.orders(), items.query_text("order by price nulls first")?.orders());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn order_by_key(mut self, key: OrderKey) -> Self {
         self.orders.push(key);
         self
