@@ -233,7 +233,11 @@ impl TypeDesc {
                 let left = self.check_operand(a)?;
                 let right = self.check_operand(b)?;
                 let ordered = !matches!(op, CompareOp::Eq | CompareOp::Ne);
-                self.require_comparable(expr, left, right, ordered)
+                self.require_comparable(expr, left, right, ordered)?;
+                match (&**a, &**b) {
+                    (value, Expr::Literal(literal)) | (Expr::Literal(literal), value) => self.refuse_payload_variant(expr, value, literal),
+                    _ => Ok(()),
+                }
             }
             Expr::Between(a, low, high) => {
                 let value = self.check_operand(a)?;
@@ -242,7 +246,8 @@ impl TypeDesc {
             }
             Expr::In(a, list, _) => {
                 let value = self.check_operand(a)?;
-                list.iter().try_for_each(|literal| self.require_comparable(expr, value, Class::of_literal(literal), false))
+                list.iter().try_for_each(|literal| self.require_comparable(expr, value, Class::of_literal(literal), false))?;
+                list.iter().try_for_each(|literal| self.refuse_payload_variant(expr, a, literal))
             }
             Expr::IsNull(a, _) => self.check_operand(a).map(drop),
             Expr::Str(a, _, _) => match self.check_operand(a)? {
@@ -266,13 +271,26 @@ impl TypeDesc {
         }
     }
 
+    /// An enum field compared with the name of one of its variants that carries a payload:
+    /// such a value is stored as `{"Variant": payload}`, never a string, so the comparison could
+    /// never be TRUE: a typed error pointing at `is Variant`, never a silent empty result. (A
+    /// unit variant is stored as its name, and compares as one.)
+    fn refuse_payload_variant(&self, expr: &Expr, value: &Expr, literal: &Literal) -> Result<(), QueryError> {
+        let Expr::Field(path) = value else { return Ok(()) };
+        match self.resolve(path) {
+            Some(desc) => refuse_payload_variant_of(expr, path, desc, literal),
+            None => Ok(()),
+        }
+    }
+
     /// `value contains literal`: a string with a string, or an array with a value its
     /// elements compare with.
     fn check_contains(&self, expr: &Expr, value: &Expr, literal: &Literal) -> Result<(), QueryError> {
         if let Expr::Field(path) = value {
             let desc = self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })?;
             if let TypeDesc::List(element) = strip_option(desc) {
-                return self.require_comparable(expr, Class::of(element), Class::of_literal(literal), false);
+                self.require_comparable(expr, Class::of(element), Class::of_literal(literal), false)?;
+                return refuse_payload_variant_of(expr, path, element, literal);
             }
         }
         match self.check_operand(value)? {
@@ -317,6 +335,20 @@ impl TypeDesc {
             _ => Ok(()),
         }
     }
+}
+
+/// `TypeDesc::refuse_payload_variant` for a value of type `desc` at `path`.
+fn refuse_payload_variant_of(expr: &Expr, path: &str, desc: &TypeDesc, literal: &Literal) -> Result<(), QueryError> {
+    let Literal::Str(name) = literal else { return Ok(()) };
+    let TypeDesc::Enum(variants) = strip_option(desc) else { return Ok(()) };
+    if !variants.iter().any(|(variant, payload)| variant == name && payload.is_some()) {
+        return Ok(());
+    }
+    Err(QueryError::TypeMismatch {
+        expr: expr.to_string(),
+        expected: format!("`{path} is {name}` (variant `{name}` carries a payload, which is not a string)"),
+        found: "a string".to_owned(),
+    })
 }
 
 fn strip_option(desc: &TypeDesc) -> &TypeDesc {
