@@ -532,6 +532,30 @@ fn key_set<T: Record>(query: &Query<T>, snapshot: &dyn Snapshot, access: &Access
     }
 }
 
+/// Whether an index range of `access` has an entry that names primary key `key` (read only
+/// when a key of the access path has no record, which only damage or a key lookup makes).
+fn index_names(snapshot: &dyn Snapshot, state: &super::CollectionState, access: &Access, key: &[u8]) -> Result<bool> {
+    match access {
+        Access::IndexRange { start, end, .. } => {
+            for entry in snapshot.entries(&state.index_keyspace, owned(start), owned(end))? {
+                if entry?.1 == key {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        Access::Intersect(parts) | Access::Union(parts) => {
+            for part in parts {
+                if index_names(snapshot, state, part, key)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        Access::Empty | Access::Keys(_) | Access::KeyRange(..) | Access::Scan => Ok(false),
+    }
+}
+
 /// The record an index entry points at. Writers change a record and its entries in one
 /// transaction, so an entry without its record is damage, reported as such (never skipped: a
 /// query would then quietly miss a record).
@@ -759,9 +783,21 @@ fn candidates<'t, T: Record>(query: &Query<T>, snapshot: &'t dyn Snapshot, acces
         }
         Access::Empty | Access::Keys(_) | Access::Intersect(_) | Access::Union(_) => {
             let keys = key_set(query, snapshot, access)?;
+            let access = access.clone();
             Ok(Box::new(keys.into_iter().filter_map(move |key| match snapshot.get_value(&state.records, &key) {
                 Ok(Some(bytes)) => Some(Ok((Cow::Owned(key), bytes))),
-                Ok(None) => None,
+                // A key looked up that is not stored is no match; a key an index entry names
+                // is damage, as in `record_of_entry`.
+                Ok(None) => match index_names(snapshot, &state, &access, &key) {
+                    Ok(false) => None,
+                    Ok(true) => Some(Err(crate::Error::Corrupted(format!(
+                        "collection {:?}: an index entry in keyspace {} points at key {}, which has no record",
+                        state.name,
+                        state.index_keyspace.name(),
+                        state.display_key(&key)
+                    )))),
+                    Err(error) => Some(Err(error)),
+                },
                 Err(error) => Some(Err(error)),
             })))
         }
@@ -791,7 +827,9 @@ mod tests {
         // Damage: the record of key 3 disappears behind the index's back.
         let records = scored.state.records.clone();
         db.write(|tx| tx.delete(&records, &crate::store::key::encode(&3u32)).map(drop)).unwrap();
-        for query in [scored.filter(Scored::score().ge(0)), scored.all().order_by(Scored::score(), Order::Desc)] {
+        let union = scored.filter(Scored::score().eq(30).or(Scored::score().eq(10)));
+        assert!(union.explain().unwrap().to_string().starts_with("union("), "{}", union.explain().unwrap());
+        for query in [scored.filter(Scored::score().ge(0)), scored.all().order_by(Scored::score(), Order::Desc), union] {
             match query.fetch(&db) {
                 Err(crate::Error::Corrupted(message)) => {
                     assert!(message.contains("\"scored\"") && message.contains("no record"), "{message}")
