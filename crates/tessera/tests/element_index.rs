@@ -163,3 +163,24 @@ fn an_element_index_must_be_on_an_array_and_not_unique() {
     let scalar = db.collection::<BadScalar>().unwrap_err().to_string();
     assert!(scalar.contains("is not an array"), "{scalar}");
 }
+
+#[test]
+fn a_record_has_at_most_element_entries_max_entries_in_an_element_index() {
+    use tessera::collection::ELEMENT_ENTRIES_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, docs) = open(&dir);
+    let tags = |count: usize| (0..count).map(|index| format!("t{index}")).collect::<Vec<_>>();
+    // Repeated elements are one entry each: the bound counts distinct ones.
+    let mut at_bound = tags(ELEMENT_ENTRIES_MAX);
+    at_bound.extend(tags(10));
+    db.write(|tx| docs.insert(tx, &Doc { id: 1, tags: at_bound.clone(), scores: None, rank: 0 }).map(drop)).unwrap();
+    let over = Doc { id: 2, tags: tags(ELEMENT_ENTRIES_MAX + 1), scores: None, rank: 0 };
+    match db.write(|tx| docs.insert(tx, &over)) {
+        Err(tessera::Error::LimitExceeded { limit, .. }) => assert_eq!(limit, ELEMENT_ENTRIES_MAX as u64),
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+    assert_eq!(docs.get(&db, &2u16).unwrap(), None, "nothing written");
+    assert_eq!(docs.filter(Doc::tags().contains("t4095")).count(&db).unwrap(), 1);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{report}");
+}

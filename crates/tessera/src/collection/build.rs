@@ -58,6 +58,10 @@ pub(crate) fn entry_key(index: &IndexState, component: &[u8], primary_key: &[u8]
 /// What ends the path of a multi-entry index on an array's elements (see the module doc).
 pub(crate) const ELEMENTS_SUFFIX: &str = "[]";
 
+/// Most entries one record may have in a multi-entry index: a write of a record whose array
+/// has more distinct elements is refused with [`Error::LimitExceeded`], before any change.
+pub const ELEMENT_ENTRIES_MAX: usize = 4096;
+
 /// The array's path of a multi-entry index path (`tags[]` → `tags`); `None` for a plain index.
 pub(crate) fn elements_of(index_path: &str) -> Option<&str> {
     index_path.strip_suffix(ELEMENTS_SUFFIX)
@@ -168,6 +172,12 @@ pub(crate) fn update_entries<'i>(
     for index in indexes {
         let had = components(old, keys, verified, &index.path, &mut old_components)?;
         let has = components(new, keys, verified, &index.path, &mut new_components)?;
+        if new_components.len() > ELEMENT_ENTRIES_MAX {
+            return Err(Error::LimitExceeded {
+                what: "distinct elements of one record's array in a multi-entry index",
+                limit: ELEMENT_ENTRIES_MAX as u64,
+            });
+        }
         debug_assert!(elements_of(&index.path).is_none() || !index.unique, "a multi-entry index is never unique");
         if had && has && old_components == new_components {
             continue;

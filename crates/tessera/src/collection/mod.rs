@@ -55,6 +55,7 @@ mod schema;
 pub(crate) mod sort_key;
 mod view;
 
+pub use build::ELEMENT_ENTRIES_MAX;
 pub use dynamic::{Catalog, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, KeyKind};
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
