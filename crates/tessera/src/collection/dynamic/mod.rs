@@ -63,7 +63,7 @@ use super::keys::{self, RecordKeys};
 use super::schema::{StoredIndex, StoredSchema};
 use super::{CollectionState, IndexState, TypeDesc, WriteOutcome, COLLECTION_NAME_LEN_MAX, SCHEMA_KEYSPACE};
 use crate::error::{Error, Result};
-use crate::query::{Expr, QueryError, Truth};
+use crate::query::{Expr, OrderKey, QueryError, Statement, Truth};
 use crate::store::{ReadSource, Snapshot, WriteTxn};
 use crate::Db;
 use conform::{ConformError, Misfit};
@@ -605,7 +605,7 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn all(&self) -> DynQuery {
-        DynQuery { collection: self.clone(), predicate: None, offset: 0, limit: None }
+        DynQuery { collection: self.clone(), predicate: None, orders: Vec::new(), offset: 0, limit: None }
     }
 
     /// The records matching `predicate` (built with [`crate::query::field`]); a typed error
@@ -629,10 +629,12 @@ impl DynCollection {
     pub fn filter(&self, predicate: Expr) -> Result<DynQuery> {
         crate::query::check_query_depth(&predicate, &self.state.name)?;
         self.state.shape.check_predicate(&predicate)?;
-        Ok(DynQuery { collection: self.clone(), predicate: Some(predicate), offset: 0, limit: None })
+        Ok(DynQuery { collection: self.clone(), predicate: Some(predicate), orders: Vec::new(), offset: 0, limit: None })
     }
 
-    /// [`DynCollection::filter`] from the text syntax (see [`crate::query`]).
+    /// A whole query from the text syntax: `[PREDICATE] [order by FIELD [asc|desc] [nulls
+    /// first|last], …] [limit N] [offset M]` (see `docs/query.md`), as
+    /// [`crate::Collection::query_text`] reads it.
     ///
     /// ```
     /// # use tessera::collection::Record;
@@ -644,12 +646,22 @@ impl DynCollection {
     /// # db.collection::<Tag>()?;
     /// let tags = db.dyn_collection("tags")?;
     /// assert!(tags.filter_text("uses >= 2").is_ok());
+    /// assert!(tags.filter_text("uses >= 2 ORDER BY uses DESC LIMIT 3").is_ok());
     /// assert!(tags.filter_text("uses >=").is_err());
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn filter_text(&self, text: &str) -> Result<DynQuery> {
-        let predicate = Expr::parse(text).map_err(QueryError::from)?;
-        self.filter(predicate)
+        let statement = Statement::parse(text).map_err(QueryError::from)?;
+        let mut query = match statement.predicate {
+            Some(predicate) => self.filter(predicate)?,
+            None => self.all(),
+        };
+        for key in statement.order_by {
+            query = query.order_by_key(key)?;
+        }
+        query.offset = statement.offset;
+        query.limit = statement.limit;
+        Ok(query)
     }
 
     /// Checks `record` against the schema and encodes it with the shared keys; returns its
@@ -853,19 +865,19 @@ impl DynQuery {
     pub fn subscribe(&self) -> Result<crate::live::QuerySubscription<DynRecord>> {
         // What running the query needs, without the collection's `Db` (see `live::watch`).
         let (state, schema) = (self.collection.state.clone(), self.collection.schema.clone());
-        let (predicate, offset, limit) = (self.predicate.clone(), self.offset, self.limit);
+        let (predicate, orders, offset, limit) = (self.predicate.clone(), self.orders.clone(), self.offset, self.limit);
         let keyspace: Arc<str> = state.records.name().into();
         crate::live::refetching_query(&self.collection.db, keyspace, move |db: &Db, txn: &crate::store::ReadTxn<'_>| {
             let collection = DynCollection { db: db.clone(), state: state.clone(), schema: schema.clone() };
-            let query = DynQuery { collection, predicate: predicate.clone(), offset, limit };
+            let query = DynQuery { collection, predicate: predicate.clone(), orders: orders.clone(), offset, limit };
             let rows = query.fetch(txn)?;
             Ok(rows.into_iter().map(|row| (row.key.clone().into_boxed_slice(), Arc::new(row))).collect())
         })
     }
 }
 
-/// A query on a dynamic collection: a predicate, an offset and a limit, run by a scan in
-/// primary-key order.
+/// A query on a dynamic collection: a predicate, an order, an offset and a limit, run by a
+/// scan in primary-key order (the matches sorted in memory when the query has an order).
 ///
 /// ```
 /// # use tessera::collection::Record;
@@ -886,11 +898,42 @@ impl DynQuery {
 pub struct DynQuery {
     collection: DynCollection,
     predicate: Option<Expr>,
+    /// Order keys, most significant first (ties in primary-key order).
+    orders: Vec<OrderKey>,
     offset: usize,
     limit: Option<usize>,
 }
 
 impl DynQuery {
+    /// Orders by one more key, with NULLs as the key says (SQL's rule by default: last
+    /// ascending, first descending); a typed error for a field that has no order or past
+    /// [`crate::query::ORDER_KEYS_MAX`] keys.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: Option<u32> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| { for (name, uses) in [("a", Some(1)), ("b", None), ("c", Some(9))] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
+    /// use tessera::query::{Order, OrderKey};
+    /// let tags = db.dyn_collection("tags")?;
+    /// let names: Vec<String> = tags.all().order_by_key(OrderKey::new("uses", Order::Desc))?.fetch(&db)?.iter().map(|r| r.to_json()).collect();
+    /// assert_eq!(names, [r#"{"name":"b","uses":null}"#, r#"{"name":"c","uses":9}"#, r#"{"name":"a","uses":1}"#]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn order_by_key(mut self, key: OrderKey) -> Result<Self> {
+        if self.orders.len() == crate::query::ORDER_KEYS_MAX {
+            let count_max = crate::query::ORDER_KEYS_MAX;
+            return Err(QueryError::TooManyOrderKeys { count: count_max + 1, count_max }.into());
+        }
+        self.collection.state.shape.check_order(&key.path)?;
+        self.orders.push(key);
+        Ok(self)
+    }
+
     /// Skips the first `offset` matches.
     ///
     /// ```
@@ -952,12 +995,50 @@ impl DynQuery {
             Some(predicate) => format!(", keeping records where {predicate}"),
             None => String::new(),
         };
-        format!("scan of collection {name:?} in primary-key order{filter} (dynamic collections use no index yet)")
+        let sort = match self.orders.as_slice() {
+            [] => String::new(),
+            keys => format!(", sorted in memory by {}", keys.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+        };
+        format!("scan of collection {name:?} in primary-key order{filter}{sort} (dynamic collections use no index yet)")
     }
 
     /// Calls `visit` with each match in order (after the offset, up to the limit); stops
     /// early when it returns false.
-    fn run(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
+    fn run(&self, snapshot: &dyn Snapshot, visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
+        if self.orders.is_empty() {
+            self.run_in_key_order(snapshot, visit)
+        } else {
+            self.run_sorted(snapshot, visit)
+        }
+    }
+
+    /// [`DynQuery::run`] with an order: every match's sort key (as typed queries and live
+    /// results encode it), sorted, then the window.
+    fn run_sorted(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
+        let state = &self.collection.state;
+        let fields: Vec<super::sort_key::SortField> = self.orders.iter().map(super::sort_key::SortField::of).collect();
+        let mut keyed = Vec::new();
+        for entry in snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)? {
+            let (key, bytes) = entry?;
+            let doc = state.open_record(key, bytes)?;
+            if self.predicate.as_ref().is_some_and(|predicate| predicate.eval(doc.root()) != Truth::True) {
+                continue;
+            }
+            let mut sort = Vec::with_capacity(32);
+            super::sort_key::encode_record(&fields, Some(doc.root()), key, &mut sort);
+            keyed.push((sort, key, bytes));
+        }
+        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (_, key, bytes) in keyed.into_iter().skip(self.offset).take(self.limit.unwrap_or(usize::MAX)) {
+            if !visit(key, bytes)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`DynQuery::run`] without an order: a scan in primary-key order that stops at the limit.
+    fn run_in_key_order(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
         let state = &self.collection.state;
         let (mut skipped, mut taken) = (0usize, 0usize);
         for entry in snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)? {
