@@ -90,14 +90,15 @@ enum Command {
     },
     /// The records matching a query (see the query syntax in docs/query.md), as a table.
     #[command(
-        after_help = "Examples:\n  tessera query app.tessera tasks 'priority >= 5 and due is not null'\n  tessera query app.tessera tasks 'title starts_with \"fix\"' --limit 10 --json\n  tessera query app.tessera tasks 'priority > 1' --explain"
+        after_help = "Examples:\n  tessera query app.tessera tasks 'priority >= 5 and due is not null'\n  tessera query app.tessera tasks 'title starts with \"fix\" order by due desc nulls last limit 10' --json\n  tessera query app.tessera tasks 'priority > 1' --explain"
     )]
     Query {
         /// The database file.
         db: PathBuf,
         /// The collection.
         collection: String,
-        /// The predicate: `priority >= 5 and title starts_with "f"`.
+        /// The query: a predicate, then `order by`, `limit` and `offset`, all optional:
+        /// `priority >= 5 and title starts with "f" order by due desc nulls last limit 10`.
         text: String,
         /// Print what running the query does instead of running it.
         #[arg(long)]

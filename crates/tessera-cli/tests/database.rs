@@ -113,6 +113,14 @@ fn get_and_query_show_records_with_keys_as_values() {
     let (status, out, _) = run(&["query", db, "tasks", "priority > 1", "--explain"]);
     assert_eq!(status, 0);
     assert!(out.starts_with("scan of collection \"tasks\""), "{out}");
+    // The whole query text: order (NULLs per SQL), limit and offset, keywords in any case.
+    let (status, out, _) = run(&["query", "--json", db, "tasks", "priority >= 1 ORDER BY priority DESC, id LIMIT 2"]);
+    assert_eq!(status, 0);
+    let ids: Vec<i64> = out.lines().map(|line| json(line)["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, [1, 2], "{out}");
+    let (status, _, err) = run(&["query", db, "tasks", "priority >= 1 order by"]);
+    assert_eq!(status, 2);
+    assert!(err.contains("expected a field to order by after `by` at column 23"), "{err}");
     let (status, _, err) = run(&["query", db, "tasks", "priority >"]);
     assert_eq!(status, 2);
     assert!(err.contains("column"), "{err}");
