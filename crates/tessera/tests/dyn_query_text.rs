@@ -54,3 +54,40 @@ fn dynamic_and_typed_collections_answer_a_query_text_alike() {
     let error = dynamic.filter_text("order by tags").unwrap_err().to_string();
     assert!(error.contains("cannot order by `tags`"), "{error}");
 }
+
+#[test]
+fn a_multi_entry_index_survives_a_dynamic_copy_of_its_schema() {
+    // `tessera import` creates a collection from an export's header: a schema with an index
+    // on `tags[]` was refused ("index field `tags[]` is not a field").
+    #[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+    #[record(name = "tagged")]
+    struct Tagged {
+        #[record(key)]
+        id: u32,
+        #[record(index_elements)]
+        tags: Vec<String>,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = tessera::Db::open(dir.path().join("source")).unwrap();
+    source.collection::<Tagged>().unwrap();
+    let mut schema = source.dyn_collection("tagged").unwrap().schema().clone();
+    // An empty collection has not taught its key's width; an export's header says it.
+    schema.key_kinds = vec![tessera::collection::KeyKind::U32];
+    assert_eq!(schema.indexes[0].path, "tags[]");
+    let copy = tessera::Db::open(dir.path().join("copy")).unwrap();
+    let tagged = copy.create_dyn_collection("tagged", &schema).unwrap();
+    copy.write(|tx| {
+        tagged.insert_json(tx, br#"{"id": 1, "tags": ["a", "b", "a"]}"#)?;
+        tagged.insert_json(tx, br#"{"id": 2, "tags": ["b"]}"#)
+    })
+    .unwrap();
+    assert!(copy.check().unwrap().is_ok(), "the dynamic writes keep the element index");
+    let typed = copy.collection::<Tagged>().unwrap();
+    let query = typed.query_text(r#"tags contains "a""#).unwrap();
+    assert!(query.explain().unwrap().to_string().starts_with("index range on tags[]"), "{}", query.explain().unwrap());
+    assert_eq!(query.fetch(&copy).unwrap(), [Tagged { id: 1, tags: vec!["a".into(), "b".into(), "a".into()] }]);
+    let mut bad = schema.clone();
+    bad.indexes[0].unique = true;
+    let error = copy.create_dyn_collection("bad", &bad).unwrap_err().to_string();
+    assert!(error.contains("cannot be unique"), "{error}");
+}

@@ -67,6 +67,27 @@ pub(crate) fn elements_of(index_path: &str) -> Option<&str> {
     index_path.strip_suffix(ELEMENTS_SUFFIX)
 }
 
+/// Why an index on `index_path` cannot be declared on records of `shape`, if it cannot: its
+/// field is not in the shape, or a multi-entry index (`path[]`) is unique or not on an array.
+/// Typed collections and dynamic ones (an import's header) declare indexes through this.
+pub(crate) fn index_path_problem(shape: &super::TypeDesc, index_path: &str, unique: bool) -> Option<String> {
+    let Some(array) = elements_of(index_path) else {
+        return shape.resolve(index_path).is_none().then(|| format!("index field `{index_path}` is not a field"));
+    };
+    if unique {
+        return Some(format!("index `{index_path}` on an array's elements cannot be unique"));
+    }
+    let mut desc = shape.resolve(array);
+    while let Some(super::TypeDesc::Option(inner)) = desc {
+        desc = Some(inner);
+    }
+    match desc {
+        Some(super::TypeDesc::List(_) | super::TypeDesc::Any) => None,
+        Some(_) => Some(format!("index `{index_path}` is on an array's elements, but `{array}` is not an array")),
+        None => Some(format!("index field `{array}` is not a field")),
+    }
+}
+
 /// Computes the full sort keys that index `index_path` has for a stored record into `out`,
 /// sorted and distinct: the field's one value (NULL included) for a plain index, the distinct
 /// element values for a multi-entry index. `false` (and `out` empty) when there is no record.

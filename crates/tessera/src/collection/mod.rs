@@ -369,17 +369,9 @@ fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
 
 /// Refuses a multi-entry index (`path[]`) on a field that is not an array, and a unique one.
 fn check_element_indexes(name: &str, shape: &TypeDesc, indexes: &[IndexDef]) -> Result<()> {
-    for index in indexes {
-        let Some(array) = build::elements_of(index.path) else { continue };
-        if index.unique {
-            return Err(schema_error(name, format!("index `{}` on an array's elements cannot be unique", index.path)));
-        }
-        let mut desc = shape.resolve(array);
-        while let Some(TypeDesc::Option(inner)) = desc {
-            desc = Some(inner);
-        }
-        if !matches!(desc, Some(TypeDesc::List(_) | TypeDesc::Any)) {
-            return Err(schema_error(name, format!("index `{}` is on an array's elements, but `{array}` is not an array", index.path)));
+    for index in indexes.iter().filter(|index| build::elements_of(index.path).is_some()) {
+        if let Some(problem) = build::index_path_problem(shape, index.path, index.unique) {
+            return Err(schema_error(name, problem));
         }
     }
     Ok(())

@@ -149,10 +149,7 @@ impl DynSchema {
                 return Some(format!("key field `{path}` of shape {desc:?} cannot be encoded as {}", kind.name()));
             }
         }
-        self.indexes
-            .iter()
-            .find(|index| self.shape.resolve(&index.path).is_none())
-            .map(|index| format!("index field `{}` is not a field", index.path))
+        self.indexes.iter().find_map(|index| super::build::index_path_problem(&self.shape, &index.path, index.unique))
     }
 }
 
