@@ -16,6 +16,7 @@ Python type hint       stored shape                Rust type
 ``dict[str, T]``       ``Map(T)``                  ``HashMap<String, T>``
 nested dataclass       ``Struct``                  a struct deriving ``Embed``
 ``enum.Enum``          ``Enum`` of member names    a unit-variant enum deriving ``Embed``
+``Union[A, B]``        ``Enum`` with payloads      an enum with struct variants ``A``, ``B``
 ``datetime``           ``String`` (ISO 8601)       ``String``
 =====================  ==========================  ==================================
 """
@@ -38,14 +39,26 @@ SCHEMA_DEPTH_MAX = 32
 _NONE_TYPE = type(None)
 
 
+_UNION_TYPES = (typing.Union,) + ((types.UnionType,) if sys.version_info >= (3, 10) else ())
+
+
 def _is_optional(hint: Any) -> Any:
-    """The T of ``Optional[T]`` / ``T | None``, or None."""
-    origin = typing.get_origin(hint)
-    union_types = (typing.Union,) + ((types.UnionType,) if sys.version_info >= (3, 10) else ())
-    if origin in union_types:
-        arguments = [argument for argument in typing.get_args(hint) if argument is not _NONE_TYPE]
-        if len(arguments) == 1 and len(typing.get_args(hint)) == 2:
-            return arguments[0]
+    """The T of ``Optional[T]`` / ``T | None`` (a Union of the rest if there are several), or
+    None."""
+    if typing.get_origin(hint) in _UNION_TYPES:
+        arguments = typing.get_args(hint)
+        rest = tuple(argument for argument in arguments if argument is not _NONE_TYPE)
+        if len(rest) == len(arguments) - 1:
+            return rest[0] if len(rest) == 1 else typing.Union[rest]
+    return None
+
+
+def _variants(hint: Any) -> Any:
+    """The dataclasses of a ``Union`` of dataclasses (each a variant), or None."""
+    if typing.get_origin(hint) in _UNION_TYPES:
+        arguments = typing.get_args(hint)
+        if all(isinstance(argument, type) and dataclasses.is_dataclass(argument) for argument in arguments):
+            return arguments
     return None
 
 
@@ -90,6 +103,9 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         encode = None if field.encode is None else (lambda value, f=field.encode: None if value is None else f(value))
         decode = None if field.decode is None else (lambda value, f=field.decode: None if value is None else f(value))
         return Field({"Option": field.shape}, encode, decode)
+    variants = _variants(hint)
+    if variants is not None:
+        return _union_field(variants, path, depth)
     origin = typing.get_origin(hint)
     arguments = typing.get_args(hint)
     if origin in (list, typing.List) and len(arguments) == 1:
@@ -104,7 +120,7 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         return Field({"Map": item.shape}, encode, decode)
     raise UnsupportedType(
         f"field `{path}`: tessera cannot store {hint!r} (int, float, str, bytes, bool, Optional, "
-        "list, dict[str, T], nested dataclasses, Enum and datetime can be stored)",
+        "list, dict[str, T], nested dataclasses, a Union of dataclasses, Enum and datetime can be stored)",
         path=path,
         annotation=hint,
     )
@@ -197,3 +213,29 @@ def _struct_field(cls: type, path: str, depth: int) -> Field:
         return nested.from_stored(value) if isinstance(value, dict) else value
 
     return Field(nested.shape, encode, decode)
+
+
+def _union_field(variants: tuple, path: str, depth: int) -> Field:
+    """A Union of dataclasses: an enum whose variants carry payloads, stored as serde's
+    externally tagged form ``{"ClassName": {fields}}`` (a Rust enum with struct variants of
+    the same names)."""
+    names = [cls.__name__ for cls in variants]
+    if len(set(names)) != len(names):
+        raise UnsupportedType(f"field `{path}`: two variants share a class name", path=path, annotation=variants)
+    records = {cls: RecordType(cls, path, depth + 1) for cls in variants}
+    by_name = {cls.__name__: record for cls, record in records.items()}
+
+    def encode(value: Any) -> Any:
+        record = records.get(type(value))
+        return {type(value).__name__: record.to_stored(value)} if record is not None else value
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            ((name, payload),) = value.items()
+            record = by_name.get(name)
+            if record is not None:
+                return record.from_stored(payload)
+        return value
+
+    shape = {"Enum": [[cls.__name__, records[cls].shape] for cls in variants]}
+    return Field(shape, encode, decode)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import threading
-from typing import Any, List, Optional, Set
+from typing import Any, List, Optional, Set, Union
 
 import pytest
 
@@ -318,3 +318,29 @@ def test_gil_released_while_one_thread_waits_forever(db, tasks):
     waiter.join(timeout=10)
     assert total > 0 and isinstance(results[0], tessera.Changed)
     assert results[0].inserted == [Task(1, "big", 500)]
+
+
+def test_union_of_dataclasses_is_an_enum_with_payloads(db):
+    posts = db.collection(Post)
+    posts.insert_many([Post(1, Text("hi")), Post(2, Image(["a.png"])), Post(3, None)])
+    assert posts.get(1).content == Text("hi")
+    assert posts.get(2).content == Image(["a.png"])
+    assert posts.get(3).content is None
+    assert [p.id for p in posts.query("content is Image")] == [2]
+
+
+@dataclasses.dataclass
+class Text:
+    text: str
+
+
+@dataclasses.dataclass
+class Image:
+    images: List[str]
+
+
+@tessera.record(key="id")
+@dataclasses.dataclass
+class Post:
+    id: int
+    content: Optional[Union[Text, Image]]
