@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera::collection::{DynCollection, DynSchema, WriteOutcome};
 use tessera::value::Doc;
-use tessera::{Db, DbOptions, Dictionary, DictionaryOptions, Durability};
+use tessera::{Db, DbOptions, Dictionary, DictionaryOptions, Documents, Durability};
 
 /// Most operations one `db.write()` block may queue before it commits: a bound on the memory
 /// a transaction holds before it reaches LMDB.
@@ -27,6 +27,8 @@ pub struct Shared {
     collections: Mutex<HashMap<String, DynCollection>>,
     /// Open dictionaries by name.
     dictionaries: Mutex<HashMap<String, Dictionary>>,
+    /// Open document collections by name.
+    documents: Mutex<HashMap<String, Documents>>,
     /// The file, for messages.
     pub path: String,
 }
@@ -62,6 +64,19 @@ impl Shared {
             py.allow_threads(|| db.dictionary_with(name, DictionaryOptions::default())).map_err(|error| errors::to_py(py, error))?;
         lock(&self.dictionaries).insert(name.to_owned(), dictionary.clone());
         Ok(dictionary)
+    }
+}
+
+impl Shared {
+    /// The document collection `name`, opened once and cached.
+    pub fn documents(&self, py: Python<'_>, name: &str) -> PyResult<Documents> {
+        if let Some(documents) = lock(&self.documents).get(name) {
+            return Ok(documents.clone());
+        }
+        let db = self.db(py)?;
+        let documents = py.allow_threads(|| db.documents(name)).map_err(|error| errors::to_py(py, error))?;
+        lock(&self.documents).insert(name.to_owned(), documents.clone());
+        Ok(documents)
     }
 }
 
@@ -121,6 +136,7 @@ impl Database {
             db: Mutex::new(Some(db)),
             collections: Mutex::new(HashMap::new()),
             dictionaries: Mutex::new(HashMap::new()),
+            documents: Mutex::new(HashMap::new()),
             path: shown,
         };
         Ok(Database { shared: Arc::new(shared) })
@@ -143,6 +159,7 @@ impl Database {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let dictionaries: Vec<Dictionary> = lock(&self.shared.dictionaries).drain().map(|(_, d)| d).collect();
         lock(&self.shared.collections).clear();
+        lock(&self.shared.documents).clear();
         let Some(db) = lock(&self.shared.db).take() else { return Ok(()) };
         py.allow_threads(|| {
             for dictionary in dictionaries {

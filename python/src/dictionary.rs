@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tessera::value::{Doc, Kind, Value};
 
 /// An encoded value as serde sees it: what `Dictionary::set` takes.
-struct Stored<'a>(Value<'a>);
+pub struct Stored<'a>(pub Value<'a>);
 
 impl serde::Serialize for Stored<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

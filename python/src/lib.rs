@@ -9,6 +9,7 @@
 //! - [`database`]: the open file, its handles and the write path;
 //! - [`query`]: queries, snapshots and live subscriptions;
 //! - [`dictionary`]: the dictionary;
+//! - [`documents`]: field-decomposed documents;
 //! - [`format`]: `dumps`, `loads`, JSON and the `Value` view.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -16,6 +17,7 @@
 pub mod convert;
 pub mod database;
 pub mod dictionary;
+pub mod documents;
 pub mod errors;
 pub mod format;
 pub mod query;
@@ -30,6 +32,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<query::Subscription>()?;
     module.add_class::<query::Snapshot>()?;
     module.add_class::<dictionary::NativeDictionary>()?;
+    module.add_class::<documents::NativeDocuments>()?;
+    module.add_class::<documents::DocumentSubscription>()?;
     module.add_class::<format::ValueView>()?;
     module.add_function(wrap_pyfunction!(format::dumps, module)?)?;
     module.add_function(wrap_pyfunction!(format::loads, module)?)?;

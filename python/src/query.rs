@@ -23,6 +23,15 @@ use tessera::QuerySubscription;
 /// wakes this often to let Python deliver signals (Ctrl-C), then waits again.
 pub const WAIT_SLICE_SECONDS: f64 = 0.1;
 
+/// How long the next wait lasts: until `deadline`, and at most [`WAIT_SLICE_SECONDS`].
+pub fn wait_slice(deadline: Option<std::time::Instant>) -> Duration {
+    let slice = Duration::from_secs_f64(WAIT_SLICE_SECONDS);
+    match deadline {
+        Some(deadline) => deadline.saturating_duration_since(std::time::Instant::now()).min(slice),
+        None => slice,
+    }
+}
+
 /// The query `text` (None: every record) with `offset` and `limit`.
 fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: Option<usize>) -> tessera::Result<DynQuery> {
     let mut query = match text {
@@ -130,10 +139,7 @@ impl Subscription {
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
         let deadline = timeout.map(|seconds| std::time::Instant::now() + Duration::from_secs_f64(seconds.max(0.0)));
         loop {
-            let slice = match deadline {
-                Some(deadline) => deadline.saturating_duration_since(std::time::Instant::now()).min(Duration::from_secs_f64(WAIT_SLICE_SECONDS)),
-                None => Duration::from_secs_f64(WAIT_SLICE_SECONDS),
-            };
+            let slice = wait_slice(deadline);
             let live = self.live.clone();
             let event = py.allow_threads(move || live.recv_timeout(slice));
             if let Some(event) = event {

@@ -43,6 +43,7 @@ __all__ = [
     "Transaction",
     "Snapshot",
     "Dictionary",
+    "Documents",
     "Subscription",
     "Initial",
     "Changed",
@@ -223,6 +224,12 @@ class Database:
         """The dictionary ``name``: a :class:`collections.abc.MutableMapping` of str keys to
         JSON-like values, persisted in the background (see :meth:`Dictionary.flush`)."""
         return Dictionary(self._native.dictionary(name))
+
+    def documents(self, cls: Type[T], name: Optional[str] = None) -> "Documents[T]":
+        """Field-decomposed documents of dataclass ``cls`` (stored one key per top-level field,
+        so one field can be written and observed alone), in the document collection ``name``
+        (the class name in lower case by default)."""
+        return Documents(self._native.documents(name or cls.__name__.lower()), cls)
 
     def sync(self) -> None:
         """Flushes every commit so far to stable storage."""
@@ -561,6 +568,60 @@ class Snapshot:
     def count(self, cls: type, query: Query = None) -> int:
         """As :meth:`Collection.count`, in this snapshot."""
         return self._source().count(self._db.collection(cls).name, _query_text(query))
+
+
+class Documents(Generic[T]):
+    """Documents of one dataclass by str id (see :meth:`Database.documents`). Values follow
+    JSON's model: a ``bytes`` field is not supported here."""
+
+    def __init__(self, native: Any, cls: Type[T]) -> None:
+        self._native = native
+        self._type = RecordType(cls)
+        self._fields = dict((name, encode) for name, encode in self._type.encoders)
+
+    def get(self, id: str) -> Optional[T]:
+        """The document ``id``, or None."""
+        stored = self._native.get(id)
+        return None if stored is None else self._type.from_stored(stored)
+
+    def set(self, id: str, obj: T) -> None:
+        """Stores ``obj`` as the document ``id`` (replacing every field)."""
+        self._native.set(id, dict(self._type.to_stored(obj)))
+
+    def update_field(self, id: str, field: str, value: Any) -> None:
+        """Writes one field of the document ``id``; the others stay as they are."""
+        if field not in self._type.names:
+            raise SchemaViolation(f"{self._type.cls.__name__} has no field `{field}`", path=field, key=id, problem="unknown field")
+        encode = self._fields.get(field)
+        self._native.update_field(id, field, encode(value) if encode is not None else value)
+
+    def delete(self, id: str) -> bool:
+        """Deletes the document ``id``: whether it existed."""
+        return self._native.delete(id)
+
+    def ids(self, prefix: str = "") -> List[str]:
+        """Ids starting with ``prefix``, in order."""
+        return self._native.ids(prefix)
+
+    def observe(self, id: str) -> Subscription[Optional[T]]:
+        """A live document: :class:`Initial` (``result`` the document or None), then
+        :class:`Changed` per commit that changes it (``result`` the new value), then
+        :class:`ClosedEvent`."""
+        return _DocumentSubscription(self._native.observe(id), self._type.from_stored)
+
+
+class _DocumentSubscription(Subscription):
+    def _event(self, raw: Optional[tuple]) -> Any:
+        if raw is None:
+            return None
+        kind, value = raw
+        if kind == "closed":
+            self._done = True
+            return ClosedEvent(value)
+        built = None if value is None else self._build(value)
+        if kind == "initial":
+            return Initial(built)
+        return Changed(built, [], [], [], [], 0)
 
 
 class Dictionary(MutableMapping):

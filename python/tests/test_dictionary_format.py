@@ -90,3 +90,32 @@ json_values = st.recursive(
 @given(json_values)
 def test_dumps_loads_round_trip(value):
     assert tessera.loads(tessera.dumps(value)) == value
+
+
+import dataclasses  # noqa: E402
+from typing import List, Optional  # noqa: E402
+
+
+@dataclasses.dataclass
+class Profile:
+    name: str
+    rank: int
+    langs: List[str]
+    motto: Optional[str] = None
+
+
+def test_documents_get_set_update_field_observe(db):
+    profiles = db.documents(Profile)
+    assert profiles.get("grace") is None
+    live = profiles.observe("grace")
+    assert next(live).result is None
+    profiles.set("grace", Profile("Grace", 1, ["cobol"]))
+    assert next(live).result == Profile("Grace", 1, ["cobol"])
+    profiles.update_field("grace", "rank", 2)
+    assert profiles.get("grace") == Profile("Grace", 2, ["cobol"])
+    assert next(live).result.rank == 2
+    with pytest.raises(tessera.SchemaViolation):
+        profiles.update_field("grace", "nope", 1)
+    assert profiles.ids() == ["grace"]
+    assert profiles.delete("grace") is True
+    assert profiles.get("grace") is None
