@@ -186,9 +186,8 @@ impl Database {
     /// if it exists with the same key and shape (`tessera.SchemaMismatch` otherwise). Returns
     /// the stored schema as JSON.
     fn create_collection(&self, py: Python<'_>, name: &str, schema_json: &str) -> PyResult<String> {
-        let schema: DynSchema = serde_json::from_str(schema_json).map_err(|error| {
-            errors::raise(py, "SchemaMismatch", format!("collection {name:?}: the schema does not read: {error}"), &[])
-        })?;
+        let schema: DynSchema = serde_json::from_str(schema_json)
+            .map_err(|error| errors::raise(py, "SchemaMismatch", format!("collection {name:?}: the schema does not read: {error}"), &[]))?;
         let db = self.shared.db(py)?;
         let collection = py.allow_threads(|| db.create_dyn_collection(name, &schema)).map_err(|error| errors::to_py(py, error))?;
         let stored = serde_json::to_string(collection.schema()).expect("a schema serializes");
@@ -253,9 +252,7 @@ impl Database {
         let collection = self.shared.collection(py, name)?;
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let db = self.shared.db(py)?;
-        let found = py
-            .allow_threads(|| collection.get(&db, Doc::from_trusted(&key)?.root()))
-            .map_err(|error| errors::to_py(py, error))?;
+        let found = py.allow_threads(|| collection.get(&db, Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
         match found {
             Some(record) => Ok(convert::to_python(py, record.value())?.unbind()),
             None => Ok(py.None()),

@@ -117,4 +117,3 @@ impl NativeDictionary {
         self.name.clone()
     }
 }
-

@@ -53,12 +53,7 @@ pub fn to_py(py: Python<'_>, error: tessera::Error) -> PyErr {
             py,
             "SchemaViolation",
             message,
-            &[
-                ("collection", text(py, &collection)),
-                ("key", text(py, &key)),
-                ("path", text(py, &path)),
-                ("problem", text(py, &problem)),
-            ],
+            &[("collection", text(py, &collection)), ("key", text(py, &key)), ("path", text(py, &path)), ("problem", text(py, &problem))],
         ),
         E::SchemaMismatch { collection, reason } => {
             raise(py, "SchemaMismatch", message, &[("collection", text(py, &collection)), ("reason", text(py, &reason))])
@@ -72,24 +67,18 @@ pub fn to_py(py: Python<'_>, error: tessera::Error) -> PyErr {
         E::DuplicateKey { collection, key } => {
             raise(py, "DuplicateKey", message, &[("collection", text(py, &collection)), ("key", text(py, &key))])
         }
-        E::NotFound { collection, key } => raise(py, "NotFound", message, &[("collection", text(py, &collection)), ("key", text(py, &key))]),
+        E::NotFound { collection, key } => {
+            raise(py, "NotFound", message, &[("collection", text(py, &collection)), ("key", text(py, &key))])
+        }
         E::UniqueViolation { collection, index, key, holder } => raise(
             py,
             "UniqueViolation",
             message,
-            &[
-                ("collection", text(py, &collection)),
-                ("index", text(py, &index)),
-                ("key", text(py, &key)),
-                ("holder", text(py, &holder)),
-            ],
+            &[("collection", text(py, &collection)), ("index", text(py, &index)), ("key", text(py, &key)), ("holder", text(py, &holder))],
         ),
-        E::Query(tessera::query::QueryError::Parse(parse)) => raise(
-            py,
-            "QuerySyntaxError",
-            message,
-            &[("column", number(py, parse.column as u64)), ("problem", text(py, &parse.message))],
-        ),
+        E::Query(tessera::query::QueryError::Parse(parse)) => {
+            raise(py, "QuerySyntaxError", message, &[("column", number(py, parse.column as u64)), ("problem", text(py, &parse.message))])
+        }
         E::Query(_) | E::QueryTooDeep { .. } | E::UnknownField { .. } => raise(py, "QueryError", message, &[]),
         E::InvalidName { name, .. } => raise(py, "InvalidName", message, &[("name", text(py, &name))]),
         E::LimitExceeded { limit, .. } => raise(py, "LimitExceeded", message, &[("limit", number(py, limit))]),

@@ -142,12 +142,9 @@ impl ValueView {
     fn __iter__(&self, py: Python<'_>) -> PyResult<PyObject> {
         let items: Vec<PyObject> = self.with_value(|value| -> PyResult<Vec<PyObject>> {
             match value.kind() {
-                Kind::Dict => Ok(value
-                    .as_dict()
-                    .expect("a dict")
-                    .iter()
-                    .map(|(key, _)| PyString::new(py, key).into_any().unbind())
-                    .collect()),
+                Kind::Dict => {
+                    Ok(value.as_dict().expect("a dict").iter().map(|(key, _)| PyString::new(py, key).into_any().unbind()).collect())
+                }
                 Kind::Array => {
                     let array = value.as_array().expect("an array");
                     array.iter().enumerate().map(|(index, item)| self.child(py, item, Step::Index(index))).collect()

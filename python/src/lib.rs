@@ -10,7 +10,7 @@
 //! - [`query`]: queries, snapshots and live subscriptions;
 //! - [`dictionary`]: the dictionary;
 //! - [`documents`]: field-decomposed documents;
-//! - [`format`]: `dumps`, `loads`, JSON and the `Value` view.
+//! - [`format`](mod@format): `dumps`, `loads`, JSON and the `Value` view.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

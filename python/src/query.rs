@@ -78,9 +78,7 @@ impl Database {
     fn query(&self, py: Python<'_>, name: &str, text: Option<&str>, offset: usize, limit: Option<usize>) -> PyResult<QueryResult> {
         let collection = self.shared.collection(py, name)?;
         let db = self.shared.db(py)?;
-        let records = py
-            .allow_threads(|| build(&collection, text, offset, limit)?.fetch(&db))
-            .map_err(|error| errors::to_py(py, error))?;
+        let records = py.allow_threads(|| build(&collection, text, offset, limit)?.fetch(&db)).map_err(|error| errors::to_py(py, error))?;
         Ok(QueryResult { records: records.into_iter() })
     }
 
@@ -103,9 +101,7 @@ impl Database {
     #[pyo3(signature = (name, text = None, offset = 0, limit = None))]
     fn subscribe(&self, py: Python<'_>, name: &str, text: Option<&str>, offset: usize, limit: Option<usize>) -> PyResult<Subscription> {
         let collection = self.shared.collection(py, name)?;
-        let live = py
-            .allow_threads(|| build(&collection, text, offset, limit)?.subscribe())
-            .map_err(|error| errors::to_py(py, error))?;
+        let live = py.allow_threads(|| build(&collection, text, offset, limit)?.subscribe()).map_err(|error| errors::to_py(py, error))?;
         Ok(Subscription { live: Arc::new(live) })
     }
 
