@@ -117,12 +117,32 @@ pub struct Subscription {
     live: Arc<QuerySubscription<DynRecord>>,
 }
 
-fn rows<'py>(py: Python<'py>, result: &[Arc<DynRecord>]) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    for record in result {
-        list.append(convert::to_python(py, record.value())?)?;
+/// A live query's result rows, turned into dicts only when asked for (an event's cost then
+/// follows what the caller reads, not the size of the result).
+#[pyclass(module = "tessera._native", frozen)]
+pub struct Rows {
+    rows: Arc<Vec<Arc<DynRecord>>>,
+}
+
+#[pymethods]
+impl Rows {
+    fn __len__(&self) -> usize {
+        self.rows.len()
     }
-    Ok(list)
+
+    /// The row at `index` as a dict (negative counts from the end).
+    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<PyObject> {
+        let len = self.rows.len() as isize;
+        let position = if index < 0 { index + len } else { index };
+        if position < 0 || position >= len {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!("row {index} of {len}")));
+        }
+        Ok(convert::to_python(py, self.rows[position as usize].value())?.unbind())
+    }
+}
+
+fn rows<'py>(py: Python<'py>, result: &Arc<Vec<Arc<DynRecord>>>) -> PyResult<Bound<'py, Rows>> {
+    Bound::new(py, Rows { rows: result.clone() })
 }
 
 #[pymethods]

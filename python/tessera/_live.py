@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, Callable, Generic, List, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
@@ -13,11 +14,47 @@ T = TypeVar("T")
 ASYNC_WAIT_SLICE_SECONDS = 0.25
 
 
+class Result(Sequence):
+    """A live query's result: a sequence whose records are built when first read (an event
+    costs what is read of it, not the size of the result). Equal to a list of the same
+    records."""
+
+    __slots__ = ("_rows", "_build", "_built")
+
+    def __init__(self, rows: Any, build: Callable[[dict], Any]) -> None:
+        self._rows = rows
+        self._build = build
+        self._built: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        found = self._built.get(index)
+        if found is None:
+            if not 0 <= index < len(self):
+                raise IndexError(index)
+            found = self._built[index] = self._build(self._rows[index])
+        return found
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, Result)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+
 @dataclasses.dataclass(frozen=True)
 class Initial(Generic[T]):
     """The query's result when the subscription started."""
 
-    result: List[T]
+    result: Sequence  # of T: a Result, built as read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +64,7 @@ class Changed(Generic[T]):
     ``deletions`` index the previous result; ``insertions`` and ``modifications`` the new
     one; ``moves`` are (previous index, new index) pairs; ``sequence`` is the commit."""
 
-    result: List[T]
+    result: Sequence  # of T: a Result, built as read
     deletions: List[int]
     insertions: List[int]
     modifications: List[int]
@@ -70,10 +107,10 @@ class Subscription(Generic[T]):
         build = self._build
         kind = raw[0]
         if kind == "initial":
-            return Initial([build(row) for row in raw[1]])
+            return Initial(Result(raw[1], build))
         if kind == "changed":
             _, rows, deletions, insertions, modifications, moves, sequence = raw
-            return Changed([build(row) for row in rows], deletions, insertions, modifications, [tuple(m) for m in moves], sequence)
+            return Changed(Result(rows, build), deletions, insertions, modifications, [tuple(m) for m in moves], sequence)
         self._done = True
         return Closed(raw[1])
 
