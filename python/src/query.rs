@@ -10,7 +10,7 @@ use crate::convert;
 use crate::database::{Database, Shared};
 use crate::errors;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::PyTuple;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
