@@ -189,7 +189,26 @@ impl Database {
         let schema: DynSchema = serde_json::from_str(schema_json)
             .map_err(|error| errors::raise(py, "SchemaMismatch", format!("collection {name:?}: the schema does not read: {error}"), &[]))?;
         let db = self.shared.db(py)?;
-        let collection = py.allow_threads(|| db.create_dyn_collection(name, &schema)).map_err(|error| errors::to_py(py, error))?;
+        // An existing collection is opened without a write (a read-only handle can open it),
+        // and must agree with the dataclass on its key and shape.
+        let opened = py.allow_threads(|| match db.dyn_collection(name) {
+            Ok(existing) => {
+                let stored = existing.schema();
+                if stored.key_fields != schema.key_fields || stored.shape != schema.shape {
+                    return Err(tessera::Error::SchemaMismatch {
+                        collection: name.to_owned(),
+                        reason: format!(
+                            "the stored schema (key {:?}, shape {:?}) differs from the dataclass's (key {:?}, shape {:?})",
+                            stored.key_fields, stored.shape, schema.key_fields, schema.shape
+                        ),
+                    });
+                }
+                Ok(existing)
+            }
+            Err(tessera::Error::NoSuchCollection { .. }) => db.create_dyn_collection(name, &schema),
+            Err(error) => Err(error),
+        });
+        let collection = opened.map_err(|error| errors::to_py(py, error))?;
         let stored = serde_json::to_string(collection.schema()).expect("a schema serializes");
         lock(&self.shared.collections).insert(name.to_owned(), collection);
         Ok(stored)

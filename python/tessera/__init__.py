@@ -484,7 +484,7 @@ class Transaction:
                         collection=collection.name,
                         key=key,
                     )
-            value = dict(value)
+            value = _detached(collection, value)
             self._overlay[(collection.name, _overlay_key(collection._spec.key_of(_Row(value))))] = value
         self._operations.append((kind, collection.name, value))
 
@@ -506,6 +506,21 @@ class Transaction:
     def get(self, cls: Type[T], key: Any) -> Optional[T]:
         """The ``cls`` record at ``key``, with this transaction's writes applied."""
         return self._db.collection(cls).get(key)
+
+
+def _detached(collection: Collection[Any], value: dict) -> dict:
+    """A deep copy of a stored dict (through the binary format), so that changing the object
+    after it was queued does not change what commits; an unstorable value raises now."""
+    try:
+        return _native.loads(_native.dumps(value))
+    except errors.EncodeError as error:
+        raise SchemaViolation(
+            f"collection {collection.name!r}, field `{error.path}`: {error.problem}",
+            collection=collection.name,
+            key="",
+            path=error.path,
+            problem=error.problem,
+        ) from None
 
 
 class _Row:

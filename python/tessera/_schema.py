@@ -192,7 +192,10 @@ class RecordType:
         return values
 
     def from_stored(self, values: dict) -> Any:
-        """The dataclass from a stored dict (missing optional fields become None)."""
+        """The dataclass from a stored dict (missing optional fields become None). The dict
+        is not changed: a caller may hold it (a transaction's pending writes)."""
+        if self.decoders:
+            values = dict(values)
         for name, decode in self.decoders:
             if name in values:
                 values[name] = decode(values[name])

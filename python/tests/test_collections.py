@@ -344,3 +344,41 @@ class Image:
 class Post:
     id: int
     content: Optional[Union[Text, Image]]
+
+
+def test_transaction_reads_nested_pending_records_twice(db):
+    people = db.collection(Person)
+    with db.write():
+        ada = person()
+        people.insert(ada)
+        ada.tags.append("changed after the insert")
+        assert people.get("ada").level is Level.High
+        assert people.get("ada").level is Level.High, "a second read decodes again"
+    assert people.get("ada").tags == ["math", "engines"], "the queued value was copied"
+
+
+def test_unstorable_value_in_a_transaction_fails_at_the_call(db, tasks):
+    with pytest.raises(tessera.SchemaViolation) as error:
+        with db.write():
+            tasks.insert(Task(1, "a", 1, email=object()))  # type: ignore[arg-type]
+    assert error.value.path == "email"
+    assert tasks.count() == 0
+
+
+def test_read_only_open_refuses_writes(tmp_path):
+    path = tmp_path / "ro.tessera"
+    with tessera.open(path) as db:
+        db.collection(Task).insert(Task(1, "a", 1))
+    with tessera.open(path, read_only=True) as db:
+        tasks = db.collection(Task)
+        assert tasks.get(1).title == "a"
+        with pytest.raises(tessera.ReadOnly):
+            tasks.insert(Task(2, "b", 1))
+
+
+def test_full_database_is_typed(tmp_path):
+    with tessera.open(tmp_path / "full.tessera", map_size_max_bytes=8 << 20) as db:
+        tasks = db.collection(Task)
+        with pytest.raises(tessera.Full):
+            tasks.insert_many([Task(i, "x" * 2000, 1) for i in range(20_000)])
+        assert tasks.count() == 0, "nothing written"
