@@ -355,11 +355,20 @@ class Collection(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         return iter(self.query())
 
-    def query(self, query: Query = None, *, offset: int = 0, limit: Optional[int] = None) -> "Results[T]":
+    def query(
+        self, query: Query = None, *, order_by: Union[str, Sequence[str], None] = None, offset: int = 0, limit: Optional[int] = None
+    ) -> "Results[T]":
         """The records matching ``query`` (text such as ``"priority > 10"``, or ``C.priority >
-        10``; None for all), in primary-key order, after ``offset``, at most ``limit``. A
-        syntax error raises :class:`tessera.QuerySyntaxError` with its ``column``."""
-        return Results(self, _query_text(query), offset, limit, None)
+        10``; None for all), in primary-key order or by ``order_by`` (field paths, ``-`` before
+        one for descending), after ``offset``, at most ``limit``. A syntax error raises
+        :class:`tessera.QuerySyntaxError` with its ``column``.
+
+        ``order_by`` sorts the matches in Python (the query text has no ORDER BY yet), so
+        with it every match is built before the first is returned."""
+        results = Results(self, _query_text(query), offset, limit, None)
+        if order_by is not None:
+            results._order_by = [order_by] if isinstance(order_by, str) else list(order_by)
+        return results
 
     def count(self, query: Query = None) -> int:
         """How many records match ``query``."""
@@ -409,10 +418,20 @@ class Results(Generic[T]):
         self._limit = limit
         self._snapshot = snapshot
 
+    _order_by: Optional[List[str]] = None
+
     def __iter__(self) -> Iterator[T]:
         source = self._snapshot if self._snapshot is not None else self._collection._db._native
-        rows = source.query(self._collection.name, self._text, self._offset, self._limit)
         build = self._collection._build
+        if self._order_by:
+            records = [build(row) for row in source.query(self._collection.name, self._text, 0, None)]
+            for field in reversed(self._order_by):  # stable sorts, last key first
+                descending = field.startswith("-")
+                path = field.lstrip("-+").split(".")
+                records.sort(key=lambda record: _sort_key(record, path), reverse=descending)
+            end = None if self._limit is None else self._offset + self._limit
+            return iter(records[self._offset : end])
+        rows = source.query(self._collection.name, self._text, self._offset, self._limit)
         return (build(row) for row in rows)
 
     def first(self) -> Optional[T]:
@@ -432,6 +451,19 @@ class Results(Generic[T]):
 
     def __repr__(self) -> str:
         return f"tessera.Results({self._collection.name}, {self._text!r})"
+
+
+def _sort_key(record: Any, path: List[str]) -> tuple:
+    """A sort key for the field at ``path``: None sorts first (SQL's NULLS FIRST ascending);
+    an Enum sorts by its member name."""
+    value = record
+    for name in path:
+        value = getattr(value, name, None)
+        if value is None:
+            return (0, 0)
+    if hasattr(value, "name") and hasattr(type(value), "__members__"):
+        value = value.name
+    return (1, value)
 
 
 class Transaction:

@@ -382,3 +382,10 @@ def test_full_database_is_typed(tmp_path):
         with pytest.raises(tessera.Full):
             tasks.insert_many([Task(i, "x" * 2000, 1) for i in range(20_000)])
         assert tasks.count() == 0, "nothing written"
+
+
+def test_order_by(tasks):
+    tasks.insert_many([Task(i, f"t{9 - i}", i % 3, email=None if i % 2 else f"{i}@x") for i in range(10)])
+    assert [t.title for t in tasks.query("priority > 0", order_by="title", limit=3)] == ["t1", "t2", "t4"]
+    assert [t.id for t in tasks.query(order_by=["-priority", "id"], offset=1, limit=3)] == [5, 8, 1]
+    assert [t.id for t in tasks.query(order_by="email", limit=2)] == [1, 3], "None first"
