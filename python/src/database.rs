@@ -6,6 +6,7 @@
 
 use crate::convert;
 use crate::errors;
+use crate::plan::{self, Plan};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use std::collections::HashMap;
@@ -266,21 +267,23 @@ impl Database {
         .map_err(|error| errors::to_py(py, error))
     }
 
-    /// The record of collection `name` at `key` as a dict, or None.
-    fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
+    #[pyo3(signature = (name, key, plan = None))]
+    fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let db = self.shared.db(py)?;
         let found = py.allow_threads(|| collection.get(&db, Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
         match found {
-            Some(record) => Ok(convert::to_python(py, record.value())?.unbind()),
+            Some(record) => plan::object(py, record.value(), plan.as_ref()),
             None => Ok(py.None()),
         }
     }
 
-    /// The records of collection `name` at each of `keys`, as dicts (None where absent), read
-    /// in one snapshot.
-    fn get_many(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>) -> PyResult<Vec<PyObject>> {
+    /// The records of collection `name` at each of `keys` (built along `plan`, or dicts;
+    /// None where absent), read in one snapshot.
+    #[pyo3(signature = (name, keys, plan = None))]
+    fn get_many(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>, plan: Option<Py<Plan>>) -> PyResult<Vec<PyObject>> {
         let collection = self.shared.collection(py, name)?;
         let mut encoded = Vec::with_capacity(keys.len());
         for key in keys.iter() {
@@ -295,7 +298,7 @@ impl Database {
         found
             .into_iter()
             .map(|record| match record {
-                Some(record) => Ok(convert::to_python(py, record.value())?.unbind()),
+                Some(record) => plan::object(py, record.value(), plan.as_ref()),
                 None => Ok(py.None()),
             })
             .collect()

@@ -10,6 +10,7 @@
 //! - [`query`]: queries, snapshots and live subscriptions;
 //! - [`dictionary`]: the dictionary;
 //! - [`documents`]: field-decomposed documents;
+//! - [`plan`]: records built as dataclasses straight from stored values;
 //! - [`format`](mod@format): `dumps`, `loads`, JSON and the `Value` view.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -20,6 +21,7 @@ pub mod dictionary;
 pub mod documents;
 pub mod errors;
 pub mod format;
+pub mod plan;
 pub mod query;
 
 use pyo3::prelude::*;
@@ -36,6 +38,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<documents::NativeDocuments>()?;
     module.add_class::<documents::DocumentSubscription>()?;
     module.add_class::<format::ValueView>()?;
+    module.add_class::<plan::Plan>()?;
     module.add_function(wrap_pyfunction!(format::dumps, module)?)?;
     module.add_function(wrap_pyfunction!(format::loads, module)?)?;
     module.add_function(wrap_pyfunction!(format::from_json, module)?)?;

@@ -9,6 +9,7 @@
 use crate::convert;
 use crate::database::{Database, Shared};
 use crate::errors;
+use crate::plan::{self, Plan};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::sync::mpsc;
@@ -49,6 +50,7 @@ fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: O
 #[pyclass(module = "tessera._native")]
 pub struct QueryResult {
     records: std::vec::IntoIter<DynRecord>,
+    plan: Option<Py<Plan>>,
 }
 
 #[pymethods]
@@ -59,7 +61,7 @@ impl QueryResult {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
         match self.records.next() {
-            Some(record) => Ok(Some(convert::to_python(py, record.value())?.unbind())),
+            Some(record) => Ok(Some(plan::object(py, record.value(), self.plan.as_ref())?)),
             None => Ok(None),
         }
     }
@@ -74,12 +76,20 @@ impl QueryResult {
 impl Database {
     /// Runs a query on collection `name`: `text` in tessera's query syntax (None: every
     /// record), then `offset` and `limit`, in primary-key order.
-    #[pyo3(signature = (name, text = None, offset = 0, limit = None))]
-    fn query(&self, py: Python<'_>, name: &str, text: Option<&str>, offset: usize, limit: Option<usize>) -> PyResult<QueryResult> {
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
+    fn query(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        text: Option<&str>,
+        offset: usize,
+        limit: Option<usize>,
+        plan: Option<Py<Plan>>,
+    ) -> PyResult<QueryResult> {
         let collection = self.shared.collection(py, name)?;
         let db = self.shared.db(py)?;
         let records = py.allow_threads(|| build(&collection, text, offset, limit)?.fetch(&db)).map_err(|error| errors::to_py(py, error))?;
-        Ok(QueryResult { records: records.into_iter() })
+        Ok(QueryResult { records: records.into_iter(), plan })
     }
 
     /// How many records of collection `name` match `text`.
@@ -98,11 +108,19 @@ impl Database {
     }
 
     /// A live subscription to the query (see `Subscription.next`).
-    #[pyo3(signature = (name, text = None, offset = 0, limit = None))]
-    fn subscribe(&self, py: Python<'_>, name: &str, text: Option<&str>, offset: usize, limit: Option<usize>) -> PyResult<Subscription> {
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
+    fn subscribe(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        text: Option<&str>,
+        offset: usize,
+        limit: Option<usize>,
+        plan: Option<Py<Plan>>,
+    ) -> PyResult<Subscription> {
         let collection = self.shared.collection(py, name)?;
         let live = py.allow_threads(|| build(&collection, text, offset, limit)?.subscribe()).map_err(|error| errors::to_py(py, error))?;
-        Ok(Subscription { live: Arc::new(live) })
+        Ok(Subscription { live: Arc::new(live), plan })
     }
 
     /// Opens a snapshot: every read through it sees the database as of now.
@@ -115,6 +133,7 @@ impl Database {
 #[pyclass(module = "tessera._native", frozen)]
 pub struct Subscription {
     live: Arc<QuerySubscription<DynRecord>>,
+    plan: Option<Py<Plan>>,
 }
 
 /// A live query's result rows, turned into dicts only when asked for (an event's cost then
@@ -122,6 +141,7 @@ pub struct Subscription {
 #[pyclass(module = "tessera._native", frozen)]
 pub struct Rows {
     rows: Arc<Vec<Arc<DynRecord>>>,
+    plan: Option<Py<Plan>>,
 }
 
 #[pymethods]
@@ -137,12 +157,13 @@ impl Rows {
         if position < 0 || position >= len {
             return Err(pyo3::exceptions::PyIndexError::new_err(format!("row {index} of {len}")));
         }
-        Ok(convert::to_python(py, self.rows[position as usize].value())?.unbind())
+        plan::object(py, self.rows[position as usize].value(), self.plan.as_ref())
     }
 }
 
-fn rows<'py>(py: Python<'py>, result: &Arc<Vec<Arc<DynRecord>>>) -> PyResult<Bound<'py, Rows>> {
-    Bound::new(py, Rows { rows: result.clone() })
+fn rows<'py>(py: Python<'py>, result: &Arc<Vec<Arc<DynRecord>>>, plan: &Option<Py<Plan>>) -> PyResult<Bound<'py, Rows>> {
+    let plan = plan.as_ref().map(|plan| plan.clone_ref(py));
+    Bound::new(py, Rows { rows: result.clone(), plan })
 }
 
 #[pymethods]
@@ -175,12 +196,14 @@ impl Subscription {
 impl Subscription {
     fn event(&self, py: Python<'_>, event: Event<Arc<Vec<Arc<DynRecord>>>, tessera::ResultChange<DynRecord>>) -> PyResult<PyObject> {
         let tuple = match event {
-            Event::Initial(result) => PyTuple::new(py, [("initial").into_pyobject(py)?.into_any(), rows(py, &result)?.into_any()])?,
+            Event::Initial(result) => {
+                PyTuple::new(py, [("initial").into_pyobject(py)?.into_any(), rows(py, &result, &self.plan)?.into_any()])?
+            }
             Event::Changed(change) => PyTuple::new(
                 py,
                 [
                     "changed".into_pyobject(py)?.into_any(),
-                    rows(py, &change.result)?.into_any(),
+                    rows(py, &change.result, &self.plan)?.into_any(),
                     change.deletions.into_pyobject(py)?.into_any(),
                     change.insertions.into_pyobject(py)?.into_any(),
                     change.modifications.into_pyobject(py)?.into_any(),
@@ -259,23 +282,32 @@ impl Snapshot {
 
 #[pymethods]
 impl Snapshot {
-    /// The record of collection `name` at `key` as a dict, or None.
-    fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
+    #[pyo3(signature = (name, key, plan = None))]
+    fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let found = self.run(py, move |txn| collection.get(txn, Doc::from_trusted(&key)?.root()))?;
         match found {
-            Some(record) => Ok(convert::to_python(py, record.value())?.unbind()),
+            Some(record) => plan::object(py, record.value(), plan.as_ref()),
             None => Ok(py.None()),
         }
     }
 
     /// As `Database.query`, in this snapshot.
-    #[pyo3(signature = (name, text = None, offset = 0, limit = None))]
-    fn query(&self, py: Python<'_>, name: &str, text: Option<String>, offset: usize, limit: Option<usize>) -> PyResult<QueryResult> {
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
+    fn query(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        text: Option<String>,
+        offset: usize,
+        limit: Option<usize>,
+        plan: Option<Py<Plan>>,
+    ) -> PyResult<QueryResult> {
         let collection = self.shared.collection(py, name)?;
         let records = self.run(py, move |txn| build(&collection, text.as_deref(), offset, limit)?.fetch(txn))?;
-        Ok(QueryResult { records: records.into_iter() })
+        Ok(QueryResult { records: records.into_iter(), plan })
     }
 
     /// As `Database.count`, in this snapshot.

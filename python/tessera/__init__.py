@@ -251,6 +251,8 @@ class Collection(Generic[T]):
         native.create_collection(self.name, json.dumps(self._spec.schema))
         self._build = self._spec.type.from_stored
         self._to_stored = self._spec.type.to_stored
+        # Records read through the extension are built by it along this plan.
+        self._plan = self._spec.type.native_plan
         db._collections[cls] = self
 
     def __repr__(self) -> str:
@@ -330,15 +332,12 @@ class Collection(Generic[T]):
             pending = transaction._pending(self, key)
             if pending is not _ABSENT:
                 return None if pending is None else self._build(dict(pending))
-        stored = self._db._native.get(self.name, self._spec.native_key(key))
-        return None if stored is None else self._build(stored)
+        return self._db._native.get(self.name, self._spec.native_key(key), self._plan)
 
     def get_many(self, keys: Sequence[Any]) -> List[Optional[T]]:
         """The records at ``keys`` (None where absent), read in one snapshot."""
         native_key = self._spec.native_key
-        build = self._build
-        rows = self._db._native.get_many(self.name, [native_key(key) for key in keys])
-        return [None if row is None else build(row) for row in rows]
+        return self._db._native.get_many(self.name, [native_key(key) for key in keys], self._plan)
 
     def __getitem__(self, key: Any) -> T:
         found = self.get(key)
@@ -381,8 +380,8 @@ class Collection(Generic[T]):
     def subscribe(self, query: Query = None, *, offset: int = 0, limit: Optional[int] = None) -> Subscription[T]:
         """A live query: iterate it for :class:`Initial`, then :class:`Changed` per commit
         that changes the result, then :class:`ClosedEvent`."""
-        native = self._db._native.subscribe(self.name, _query_text(query), offset, limit)
-        return Subscription(native, self._build)
+        native = self._db._native.subscribe(self.name, _query_text(query), offset, limit, self._plan)
+        return Subscription(native, _built)
 
     def subscribe_object(self, key: Any) -> Subscription[T]:
         """A live record: the events of the query matching only ``key`` (a result of zero or
@@ -397,6 +396,11 @@ class Collection(Generic[T]):
 
 
 _ABSENT = object()
+
+
+def _built(record: Any) -> Any:
+    """A record the extension built already."""
+    return record
 
 
 def _query_text(query: Query) -> Optional[str]:
@@ -422,17 +426,16 @@ class Results(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         source = self._snapshot if self._snapshot is not None else self._collection._db._native
-        build = self._collection._build
+        plan = self._collection._plan
         if self._order_by:
-            records = [build(row) for row in source.query(self._collection.name, self._text, 0, None)]
+            records = list(source.query(self._collection.name, self._text, 0, None, plan))
             for field in reversed(self._order_by):  # stable sorts, last key first
                 descending = field.startswith("-")
                 path = field.lstrip("-+").split(".")
                 records.sort(key=lambda record: _sort_key(record, path), reverse=descending)
             end = None if self._limit is None else self._offset + self._limit
             return iter(records[self._offset : end])
-        rows = source.query(self._collection.name, self._text, self._offset, self._limit)
-        return (build(row) for row in rows)
+        return source.query(self._collection.name, self._text, self._offset, self._limit, plan)
 
     def first(self) -> Optional[T]:
         """The first match, or None."""
@@ -605,8 +608,7 @@ class Snapshot:
     def get(self, cls: Type[T], key: Any) -> Optional[T]:
         """The ``cls`` record at ``key`` in this snapshot, or None."""
         collection = self._db.collection(cls)
-        stored = self._source().get(collection.name, collection._spec.native_key(key))
-        return None if stored is None else collection._build(stored)
+        return self._source().get(collection.name, collection._spec.native_key(key), collection._plan)
 
     def query(self, cls: Type[T], query: Query = None, *, offset: int = 0, limit: Optional[int] = None) -> Results[T]:
         """As :meth:`Collection.query`, in this snapshot."""

@@ -66,12 +66,14 @@ class Field:
     """How one type hint is stored: its shape, and converters to and from stored values
     (``None`` where the value is stored as it is)."""
 
-    __slots__ = ("shape", "encode", "decode")
+    __slots__ = ("shape", "encode", "decode", "plan")
 
-    def __init__(self, shape: Any, encode: Callable | None, decode: Callable | None) -> None:
+    def __init__(self, shape: Any, encode: Callable | None, decode: Callable | None, plan: Any = None) -> None:
         self.shape = shape
         self.encode = encode
         self.decode = decode
+        # How the extension builds the value (see python/src/plan.rs); None: as stored.
+        self.plan = plan
 
 
 def describe(hint: Any, path: str, depth: int = 0) -> Field:
@@ -92,7 +94,7 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
     if hint is bytes:
         return Field("Bytes", None, None)
     if hint is datetime.datetime:
-        return Field("String", _datetime_in(path), datetime.datetime.fromisoformat)
+        return Field("String", _datetime_in(path), datetime.datetime.fromisoformat, ("call", datetime.datetime.fromisoformat))
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum_field(hint, path)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
@@ -102,7 +104,8 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         field = describe(inner, path, depth + 1)
         encode = None if field.encode is None else (lambda value, f=field.encode: None if value is None else f(value))
         decode = None if field.decode is None else (lambda value, f=field.decode: None if value is None else f(value))
-        return Field({"Option": field.shape}, encode, decode)
+        plan = None if field.plan is None else ("optional", field.plan)
+        return Field({"Option": field.shape}, encode, decode, plan)
     variants = _variants(hint)
     if variants is not None:
         return _union_field(variants, path, depth)
@@ -112,12 +115,12 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         item = describe(arguments[0], f"{path}[]", depth + 1)
         encode = None if item.encode is None else (lambda values, f=item.encode: [f(value) for value in values])
         decode = None if item.decode is None else (lambda values, f=item.decode: [f(value) for value in values])
-        return Field({"List": item.shape}, encode, decode)
+        return Field({"List": item.shape}, encode, decode, None if item.plan is None else ("list", item.plan))
     if origin in (dict, typing.Dict) and len(arguments) == 2 and arguments[0] is str:
         item = describe(arguments[1], f"{path}{{}}", depth + 1)
         encode = None if item.encode is None else (lambda values, f=item.encode: {k: f(v) for k, v in values.items()})
         decode = None if item.decode is None else (lambda values, f=item.decode: {k: f(v) for k, v in values.items()})
-        return Field({"Map": item.shape}, encode, decode)
+        return Field({"Map": item.shape}, encode, decode, None if item.plan is None else ("map", item.plan))
     raise UnsupportedType(
         f"field `{path}`: tessera cannot store {hint!r} (int, float, str, bytes, bool, Optional, "
         "list, dict[str, T], nested dataclasses, a Union of dataclasses, Enum and datetime can be stored)",
@@ -150,7 +153,7 @@ def _enum_field(cls: type, path: str) -> Field:
     def decode(value: Any) -> Any:
         return by_name[value]
 
-    return Field({"Enum": [[name, None] for name in members]}, encode, decode)
+    return Field({"Enum": [[name, None] for name in members]}, encode, decode, ("members", dict(by_name)))
 
 
 class RecordType:
@@ -165,6 +168,7 @@ class RecordType:
         fields: list[list[Any]] = []
         self.encoders: list[tuple[str, Callable]] = []
         self.decoders: list[tuple[str, Callable]] = []
+        plans: list[tuple[str, Any]] = []
         for field in dataclasses.fields(cls):
             name = field.name
             full = f"{path}.{name}" if path else name
@@ -175,7 +179,10 @@ class RecordType:
                 self.encoders.append((name, described.encode))
             if described.decode is not None:
                 self.decoders.append((name, described.decode))
+            plans.append((name, described.plan))
         self.shape = {"Struct": fields}
+        self.plan = ("struct", cls, plans)
+        self._native_plan: Any = None
         self.plain = not self.encoders and not self.decoders and not hasattr(cls, "__slots__")
 
     def to_stored(self, obj: Any) -> dict:
@@ -190,6 +197,15 @@ class RecordType:
         for name, encode in self.encoders:
             values[name] = encode(values[name])
         return values
+
+    @property
+    def native_plan(self) -> Any:
+        """The compiled plan the extension builds records with (made on first use)."""
+        if self._native_plan is None:
+            from . import _native
+
+            self._native_plan = _native.Plan(self.plan)
+        return self._native_plan
 
     def from_stored(self, values: dict) -> Any:
         """The dataclass from a stored dict (missing optional fields become None). The dict
@@ -215,7 +231,7 @@ def _struct_field(cls: type, path: str, depth: int) -> Field:
     def decode(value: Any) -> Any:
         return nested.from_stored(value) if isinstance(value, dict) else value
 
-    return Field(nested.shape, encode, decode)
+    return Field(nested.shape, encode, decode, nested.plan)
 
 
 def _union_field(variants: tuple, path: str, depth: int) -> Field:
@@ -241,4 +257,5 @@ def _union_field(variants: tuple, path: str, depth: int) -> Field:
         return value
 
     shape = {"Enum": [[cls.__name__, records[cls].shape] for cls in variants]}
-    return Field(shape, encode, decode)
+    plan = ("variants", {name: record.plan for name, record in by_name.items()})
+    return Field(shape, encode, decode, plan)
