@@ -2,7 +2,7 @@
 //! from stored values, without an intermediate dict per record.
 //!
 //! The Python side describes each record type once as nested tuples (see
-//! `tessera/_schema.py`, `RecordType.plan`); [`Plan::compile`] turns that into a tree, and
+//! `tessera/_schema.py`, `RecordType.plan`); compiling a [`Plan`] turns that into a tree, and
 //! [`Plan::build`] walks a stored value along it. A struct is built by calling its class with
 //! keyword arguments, so defaults, `__post_init__` and frozen classes behave as in Python.
 //! Plans are as deep as the dataclasses they describe (bounded when the class is decorated).
