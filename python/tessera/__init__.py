@@ -439,7 +439,9 @@ class Results(Generic[T]):
 
     def first(self) -> Optional[T]:
         """The first match, or None."""
-        return next(iter(Results(self._collection, self._text, self._offset, 1, self._snapshot)), None)
+        first = Results(self._collection, self._text, self._offset, 1, self._snapshot)
+        first._order_by = self._order_by
+        return next(iter(first), None)
 
     def count(self) -> int:
         """How many records match (offset and limit applied)."""

@@ -389,3 +389,9 @@ def test_order_by(tasks):
     assert [t.title for t in tasks.query("priority > 0", order_by="title", limit=3)] == ["t1", "t2", "t4"]
     assert [t.id for t in tasks.query(order_by=["-priority", "id"], offset=1, limit=3)] == [5, 8, 1]
     assert [t.id for t in tasks.query(order_by="email", limit=2)] == [1, 3], "None first"
+
+
+def test_first_keeps_the_order(tasks):
+    tasks.insert_many([Task(i, f"t{i}", i) for i in range(5)])
+    assert tasks.query(order_by="-priority").first().id == 4
+    assert tasks.query("priority > 10").first() is None
