@@ -1,0 +1,312 @@
+//! `Database`: one open file, the handles made from it, and the write path.
+//!
+//! Every handle given to Python (a collection, a dictionary, a snapshot) holds the
+//! [`Shared`] state, not a `Db`: closing the database drops the `Db` and every cached handle
+//! at once, and any later call raises `tessera.Closed` instead of reaching a closed file.
+
+use crate::convert;
+use crate::errors;
+use crate::plan::{self, Plan};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tessera::collection::{DynCollection, DynSchema, WriteOutcome};
+use tessera::value::Doc;
+use tessera::{Db, DbOptions, Dictionary, DictionaryOptions, Documents, Durability};
+
+/// Most operations one `db.write()` block may queue before it commits: a bound on the memory
+/// a transaction holds before it reaches LMDB.
+pub const TRANSACTION_OPERATIONS_MAX: usize = 1_000_000;
+
+/// State shared by a database and every handle made from it.
+pub struct Shared {
+    /// `None` once closed.
+    db: Mutex<Option<Db>>,
+    /// Open collections by name.
+    collections: Mutex<HashMap<String, DynCollection>>,
+    /// Open dictionaries by name.
+    dictionaries: Mutex<HashMap<String, Dictionary>>,
+    /// Open document collections by name.
+    documents: Mutex<HashMap<String, Documents>>,
+    /// The file, for messages.
+    pub path: String,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    /// The database, or `tessera.Closed`.
+    pub fn db(&self, py: Python<'_>) -> PyResult<Db> {
+        lock(&self.db).clone().ok_or_else(|| errors::closed(py, &self.path))
+    }
+
+    /// The collection `name`, opened once and cached.
+    pub fn collection(&self, py: Python<'_>, name: &str) -> PyResult<DynCollection> {
+        if let Some(collection) = lock(&self.collections).get(name) {
+            return Ok(collection.clone());
+        }
+        let db = self.db(py)?;
+        let collection = py.allow_threads(|| db.dyn_collection(name)).map_err(|error| errors::to_py(py, error))?;
+        lock(&self.collections).insert(name.to_owned(), collection.clone());
+        Ok(collection)
+    }
+
+    /// The dictionary `name`, opened once and cached.
+    pub fn dictionary(&self, py: Python<'_>, name: &str) -> PyResult<Dictionary> {
+        if let Some(dictionary) = lock(&self.dictionaries).get(name) {
+            return Ok(dictionary.clone());
+        }
+        let db = self.db(py)?;
+        let dictionary =
+            py.allow_threads(|| db.dictionary_with(name, DictionaryOptions::default())).map_err(|error| errors::to_py(py, error))?;
+        lock(&self.dictionaries).insert(name.to_owned(), dictionary.clone());
+        Ok(dictionary)
+    }
+}
+
+impl Shared {
+    /// The document collection `name`, opened once and cached.
+    pub fn documents(&self, py: Python<'_>, name: &str) -> PyResult<Documents> {
+        if let Some(documents) = lock(&self.documents).get(name) {
+            return Ok(documents.clone());
+        }
+        let db = self.db(py)?;
+        let documents = py.allow_threads(|| db.documents(name)).map_err(|error| errors::to_py(py, error))?;
+        lock(&self.documents).insert(name.to_owned(), documents.clone());
+        Ok(documents)
+    }
+}
+
+/// One queued write of a transaction, encoded before the commit starts.
+enum Operation {
+    Insert { collection: DynCollection, record: Vec<u8> },
+    Upsert { collection: DynCollection, record: Vec<u8> },
+    Delete { collection: DynCollection, key: Vec<u8> },
+}
+
+fn outcome_name(outcome: WriteOutcome) -> &'static str {
+    match outcome {
+        WriteOutcome::Inserted => "inserted",
+        WriteOutcome::Updated => "updated",
+        WriteOutcome::Unchanged => "unchanged",
+        WriteOutcome::Deleted => "deleted",
+    }
+}
+
+/// An open tessera database file (the extension's side of `tessera.Database`).
+#[pyclass(module = "tessera._native", frozen)]
+pub struct Database {
+    /// The file and its handles.
+    pub shared: Arc<Shared>,
+}
+
+#[pymethods]
+impl Database {
+    /// Opens (or creates) the database at `path`. `durability` is "immediate" (each commit
+    /// flushed before it returns) or "buffered" (flushed within `buffered_delay_ms`).
+    #[new]
+    #[pyo3(signature = (path, durability = "immediate", buffered_delay_ms = 100, read_only = false, map_size_max_bytes = None))]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        durability: &str,
+        buffered_delay_ms: u64,
+        read_only: bool,
+        map_size_max_bytes: Option<u64>,
+    ) -> PyResult<Database> {
+        let durability = match durability {
+            "immediate" => Durability::Immediate,
+            "buffered" => Durability::Buffered { max_delay: Duration::from_millis(buffered_delay_ms.max(1)) },
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "durability must be \"immediate\" or \"buffered\", not {other:?}"
+                )))
+            }
+        };
+        let mut options = DbOptions { durability, read_only, ..DbOptions::default() };
+        if let Some(ceiling) = map_size_max_bytes {
+            options.map_size_max_bytes = ceiling;
+        }
+        let shown = path.to_string_lossy().into_owned();
+        let db = py.allow_threads(|| Db::open_with(&path, options)).map_err(|error| errors::to_py(py, error))?;
+        let shared = Shared {
+            db: Mutex::new(Some(db)),
+            collections: Mutex::new(HashMap::new()),
+            dictionaries: Mutex::new(HashMap::new()),
+            documents: Mutex::new(HashMap::new()),
+            path: shown,
+        };
+        Ok(Database { shared: Arc::new(shared) })
+    }
+
+    /// The file's path.
+    #[getter]
+    fn path(&self) -> String {
+        self.shared.path.clone()
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        lock(&self.shared.db).is_none()
+    }
+
+    /// Flushes dictionaries and commits to stable storage and closes the file; later calls on
+    /// this database or its handles raise `tessera.Closed`. Closing twice does nothing.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let dictionaries: Vec<Dictionary> = lock(&self.shared.dictionaries).drain().map(|(_, d)| d).collect();
+        lock(&self.shared.collections).clear();
+        lock(&self.shared.documents).clear();
+        let Some(db) = lock(&self.shared.db).take() else { return Ok(()) };
+        py.allow_threads(|| {
+            for dictionary in dictionaries {
+                dictionary.flush()?;
+            }
+            // Other holders (a subscription's thread) may still hold the file for a moment:
+            // then it closes when they let go, and only the flush is reported.
+            match db.close() {
+                Err(tessera::Error::StillOpen { .. }) => Ok(()),
+                other => other,
+            }
+        })
+        .map_err(|error| errors::to_py(py, error))
+    }
+
+    /// Names of the collections stored in the file.
+    fn collection_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let db = self.shared.db(py)?;
+        let catalog = py.allow_threads(|| db.catalog()).map_err(|error| errors::to_py(py, error))?;
+        Ok(catalog.collections)
+    }
+
+    /// Creates the collection `name` from a schema given as JSON (a `DynSchema`), or opens it
+    /// if it exists with the same key and shape (`tessera.SchemaMismatch` otherwise). Returns
+    /// the stored schema as JSON.
+    fn create_collection(&self, py: Python<'_>, name: &str, schema_json: &str) -> PyResult<String> {
+        let schema: DynSchema = serde_json::from_str(schema_json)
+            .map_err(|error| errors::raise(py, "SchemaMismatch", format!("collection {name:?}: the schema does not read: {error}"), &[]))?;
+        let db = self.shared.db(py)?;
+        // An existing collection is opened without a write (a read-only handle can open it),
+        // and must agree with the dataclass on its key and shape.
+        let opened = py.allow_threads(|| match db.dyn_collection(name) {
+            Ok(existing) => {
+                let stored = existing.schema();
+                if stored.key_fields != schema.key_fields || stored.shape != schema.shape {
+                    return Err(tessera::Error::SchemaMismatch {
+                        collection: name.to_owned(),
+                        reason: format!(
+                            "the stored schema (key {:?}, shape {:?}) differs from the dataclass's (key {:?}, shape {:?})",
+                            stored.key_fields, stored.shape, schema.key_fields, schema.shape
+                        ),
+                    });
+                }
+                Ok(existing)
+            }
+            Err(tessera::Error::NoSuchCollection { .. }) => db.create_dyn_collection(name, &schema),
+            Err(error) => Err(error),
+        });
+        let collection = opened.map_err(|error| errors::to_py(py, error))?;
+        let stored = serde_json::to_string(collection.schema()).expect("a schema serializes");
+        lock(&self.shared.collections).insert(name.to_owned(), collection);
+        Ok(stored)
+    }
+
+    /// The stored schema of collection `name` as JSON; `tessera.NoSuchCollection` if none.
+    fn schema(&self, py: Python<'_>, name: &str) -> PyResult<String> {
+        let collection = self.shared.collection(py, name)?;
+        Ok(serde_json::to_string(collection.schema()).expect("a schema serializes"))
+    }
+
+    /// Commits `operations` in one transaction: each a tuple (kind, collection, value) with
+    /// kind "insert", "upsert" (value: the record) or "delete" (value: the key). All or
+    /// nothing: the first failure rolls everything back and is raised. Returns each
+    /// operation's outcome ("inserted", "updated", "unchanged", "deleted").
+    fn commit(&self, py: Python<'_>, operations: &Bound<'_, PyList>) -> PyResult<Vec<&'static str>> {
+        if operations.len() > TRANSACTION_OPERATIONS_MAX {
+            return Err(errors::raise(
+                py,
+                "LimitExceeded",
+                format!("a transaction of {} operations (at most {TRANSACTION_OPERATIONS_MAX})", operations.len()),
+                &[],
+            ));
+        }
+        let mut queued = Vec::with_capacity(operations.len());
+        for operation in operations.iter() {
+            let operation = operation.downcast::<PyTuple>()?;
+            let kind: String = operation.get_item(0)?.extract()?;
+            let name: String = operation.get_item(1)?.extract()?;
+            let collection = self.shared.collection(py, &name)?;
+            let value = operation.get_item(2)?;
+            let bytes = convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?;
+            queued.push(match kind.as_str() {
+                "insert" => Operation::Insert { collection, record: bytes },
+                "upsert" => Operation::Upsert { collection, record: bytes },
+                "delete" => Operation::Delete { collection, key: bytes },
+                other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
+            });
+        }
+        let db = self.shared.db(py)?;
+        py.allow_threads(|| {
+            db.write(|tx| {
+                let mut outcomes = Vec::with_capacity(queued.len());
+                for operation in &queued {
+                    let outcome = match operation {
+                        Operation::Insert { collection, record } => collection.insert(tx, Doc::from_trusted(record)?.root())?,
+                        Operation::Upsert { collection, record } => collection.upsert(tx, Doc::from_trusted(record)?.root())?,
+                        Operation::Delete { collection, key } => collection.delete(tx, Doc::from_trusted(key)?.root())?,
+                    };
+                    outcomes.push(outcome_name(outcome));
+                }
+                Ok(outcomes)
+            })
+        })
+        .map_err(|error| errors::to_py(py, error))
+    }
+
+    /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
+    #[pyo3(signature = (name, key, plan = None))]
+    fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
+        let collection = self.shared.collection(py, name)?;
+        let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
+        let db = self.shared.db(py)?;
+        let found = py.allow_threads(|| collection.get(&db, Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
+        match found {
+            Some(record) => plan::object(py, record.value(), plan.as_ref()),
+            None => Ok(py.None()),
+        }
+    }
+
+    /// The records of collection `name` at each of `keys` (built along `plan`, or dicts;
+    /// None where absent), read in one snapshot.
+    #[pyo3(signature = (name, keys, plan = None))]
+    fn get_many(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>, plan: Option<Py<Plan>>) -> PyResult<Vec<PyObject>> {
+        let collection = self.shared.collection(py, name)?;
+        let mut encoded = Vec::with_capacity(keys.len());
+        for key in keys.iter() {
+            encoded.push(convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?);
+        }
+        let db = self.shared.db(py)?;
+        let found = py
+            .allow_threads(|| {
+                db.read(|txn| encoded.iter().map(|key| collection.get(txn, Doc::from_trusted(key)?.root())).collect::<Result<Vec<_>, _>>())
+            })
+            .map_err(|error| errors::to_py(py, error))?;
+        found
+            .into_iter()
+            .map(|record| match record {
+                Some(record) => plan::object(py, record.value(), plan.as_ref()),
+                None => Ok(py.None()),
+            })
+            .collect()
+    }
+
+    /// Flushes every commit so far to stable storage.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let db = self.shared.db(py)?;
+        py.allow_threads(|| db.sync()).map_err(|error| errors::to_py(py, error))
+    }
+}

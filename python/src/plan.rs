@@ -1,0 +1,153 @@
+//! Decode plans: records built as Python objects (dataclasses, enum members, datetimes) straight
+//! from stored values, without an intermediate dict per record.
+//!
+//! The Python side describes each record type once as nested tuples (see
+//! `tessera/_schema.py`, `RecordType.plan`); compiling a [`Plan`] turns that into a tree, and
+//! [`Plan::build`] walks a stored value along it. A struct is built by calling its class with
+//! keyword arguments, so defaults, `__post_init__` and frozen classes behave as in Python.
+//! Plans are as deep as the dataclasses they describe (bounded when the class is decorated).
+
+use crate::convert;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use std::collections::HashMap;
+use tessera::value::{Kind, Value};
+
+/// How to build one value.
+enum Node {
+    /// As plain Python values (dicts, lists, scalars).
+    Plain,
+    /// A dataclass from a dict: its class, and each field's name and plan.
+    Struct { class: PyObject, fields: Vec<(Py<PyString>, String, Node)> },
+    /// An enum member by its stored name.
+    Members(HashMap<String, PyObject>),
+    /// A Union of dataclasses: the one-entry dict `{variant: payload}`.
+    Variants(HashMap<String, Node>),
+    /// A callable applied to the plain value (`datetime.fromisoformat`).
+    Call(PyObject),
+    /// None, or the inner plan.
+    Optional(Box<Node>),
+    /// A list of the inner plan.
+    List(Box<Node>),
+    /// A dict of str to the inner plan.
+    Map(Box<Node>),
+}
+
+/// A compiled decode plan (the extension's side of `RecordType.plan`).
+#[pyclass(module = "tessera._native", frozen)]
+pub struct Plan {
+    root: Node,
+}
+
+fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
+    if description.is_none() {
+        return Ok(Node::Plain);
+    }
+    let tuple = description.downcast::<PyTuple>()?;
+    let kind: String = tuple.get_item(0)?.extract()?;
+    Ok(match kind.as_str() {
+        "struct" => {
+            let class = tuple.get_item(1)?.unbind();
+            let mut fields = Vec::new();
+            for field in tuple.get_item(2)?.downcast::<PyList>()?.iter() {
+                let field = field.downcast::<PyTuple>()?;
+                let name: String = field.get_item(0)?.extract()?;
+                let key = PyString::intern(description.py(), &name).unbind();
+                fields.push((key, name, compile(&field.get_item(1)?)?));
+            }
+            Node::Struct { class, fields }
+        }
+        "members" => {
+            let mut members = HashMap::new();
+            for (name, member) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
+                members.insert(name.extract::<String>()?, member.unbind());
+            }
+            Node::Members(members)
+        }
+        "variants" => {
+            let mut variants = HashMap::new();
+            for (name, plan) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
+                variants.insert(name.extract::<String>()?, compile(&plan)?);
+            }
+            Node::Variants(variants)
+        }
+        "call" => Node::Call(tuple.get_item(1)?.unbind()),
+        "optional" => Node::Optional(Box::new(compile(&tuple.get_item(1)?)?)),
+        "list" => Node::List(Box::new(compile(&tuple.get_item(1)?)?)),
+        "map" => Node::Map(Box::new(compile(&tuple.get_item(1)?)?)),
+        other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown plan node {other:?}"))),
+    })
+}
+
+#[pymethods]
+impl Plan {
+    /// Compiles a plan described by nested tuples.
+    #[new]
+    fn new(description: &Bound<'_, PyAny>) -> PyResult<Plan> {
+        Ok(Plan { root: compile(description)? })
+    }
+}
+
+impl Plan {
+    /// The Python object for `value` built along this plan.
+    pub fn build<'py>(&self, py: Python<'py>, value: Value<'_>) -> PyResult<Bound<'py, PyAny>> {
+        build(py, &self.root, value)
+    }
+}
+
+fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> PyResult<Bound<'py, PyAny>> {
+    match node {
+        Node::Plain => convert::to_python(py, value),
+        Node::Optional(_) if value.is_null() => Ok(py.None().into_bound(py)),
+        Node::Optional(inner) => build(py, inner, value),
+        Node::Struct { class, fields } => {
+            let Some(dict) = value.as_dict() else { return convert::to_python(py, value) };
+            let kwargs = PyDict::new(py);
+            for (key, name, plan) in fields {
+                if let Some(item) = dict.get(name) {
+                    kwargs.set_item(key.bind(py), build(py, plan, item)?)?;
+                }
+            }
+            class.bind(py).call((), Some(&kwargs))
+        }
+        Node::Members(members) => match value.as_str().and_then(|name| members.get(name)) {
+            Some(member) => Ok(member.bind(py).clone()),
+            None => convert::to_python(py, value),
+        },
+        Node::Variants(variants) => {
+            let entry = value.as_dict().filter(|dict| dict.len() == 1).and_then(|dict| dict.iter().next());
+            match entry.and_then(|(name, payload)| variants.get(name).map(|plan| (plan, payload))) {
+                Some((plan, payload)) => build(py, plan, payload),
+                None => convert::to_python(py, value),
+            }
+        }
+        Node::Call(function) => function.bind(py).call1((convert::to_python(py, value)?,)),
+        Node::List(inner) => {
+            let list = PyList::empty(py);
+            if let Some(array) = value.as_array() {
+                for item in array.iter() {
+                    list.append(build(py, inner, item)?)?;
+                }
+            }
+            Ok(list.into_any())
+        }
+        Node::Map(inner) => {
+            if value.kind() != Kind::Dict {
+                return convert::to_python(py, value);
+            }
+            let dict = PyDict::new(py);
+            for (key, item) in value.as_dict().expect("a dict").iter() {
+                dict.set_item(key, build(py, inner, item)?)?;
+            }
+            Ok(dict.into_any())
+        }
+    }
+}
+
+/// `value` built along `plan`, or as plain Python values without one.
+pub fn object(py: Python<'_>, value: Value<'_>, plan: Option<&Py<Plan>>) -> PyResult<PyObject> {
+    Ok(match plan {
+        Some(plan) => plan.get().build(py, value)?.unbind(),
+        None => convert::to_python(py, value)?.unbind(),
+    })
+}

@@ -1,0 +1,324 @@
+//! Queries, snapshots and live subscriptions on dynamic collections.
+//!
+//! A query runs in one snapshot with the GIL released and keeps its matches as stored bytes;
+//! [`QueryResult`] turns each into a Python dict only when the iterator reaches it. A
+//! [`Snapshot`] (`with db.read()`) keeps one read transaction open on a thread of its own
+//! (LMDB ties a transaction to the code that opened it, and Python may call from any thread)
+//! and runs each read there. A [`Subscription`] waits for deliveries with the GIL released.
+
+use crate::convert;
+use crate::database::{Database, Shared};
+use crate::errors;
+use crate::plan::{self, Plan};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tessera::collection::{DynCollection, DynQuery, DynRecord};
+use tessera::live::Event;
+use tessera::value::Doc;
+use tessera::QuerySubscription;
+
+/// Longest a single wait of `Subscription.next` lasts, in seconds: a wait without a timeout
+/// wakes this often to let Python deliver signals (Ctrl-C), then waits again.
+pub const WAIT_SLICE_SECONDS: f64 = 0.1;
+
+/// How long the next wait lasts: until `deadline`, and at most [`WAIT_SLICE_SECONDS`].
+pub fn wait_slice(deadline: Option<std::time::Instant>) -> Duration {
+    let slice = Duration::from_secs_f64(WAIT_SLICE_SECONDS);
+    match deadline {
+        Some(deadline) => deadline.saturating_duration_since(std::time::Instant::now()).min(slice),
+        None => slice,
+    }
+}
+
+/// The query `text` (None: every record) with `offset` and `limit`.
+fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: Option<usize>) -> tessera::Result<DynQuery> {
+    let mut query = match text {
+        Some(text) if !text.trim().is_empty() => collection.filter_text(text)?,
+        _ => collection.all(),
+    };
+    query = query.offset(offset);
+    if let Some(limit) = limit {
+        query = query.limit(limit);
+    }
+    Ok(query)
+}
+
+/// The matches of a query, read in one snapshot, turned into dicts one by one.
+#[pyclass(module = "tessera._native")]
+pub struct QueryResult {
+    records: std::vec::IntoIter<DynRecord>,
+    plan: Option<Py<Plan>>,
+}
+
+#[pymethods]
+impl QueryResult {
+    fn __iter__(this: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        this
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
+        match self.records.next() {
+            Some(record) => Ok(Some(plan::object(py, record.value(), self.plan.as_ref())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Matches not yet iterated.
+    fn __len__(&self) -> usize {
+        self.records.len()
+    }
+}
+
+#[pymethods]
+impl Database {
+    /// Runs a query on collection `name`: `text` in tessera's query syntax (None: every
+    /// record), then `offset` and `limit`, in primary-key order.
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
+    fn query(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        text: Option<&str>,
+        offset: usize,
+        limit: Option<usize>,
+        plan: Option<Py<Plan>>,
+    ) -> PyResult<QueryResult> {
+        let collection = self.shared.collection(py, name)?;
+        let db = self.shared.db(py)?;
+        let records = py.allow_threads(|| build(&collection, text, offset, limit)?.fetch(&db)).map_err(|error| errors::to_py(py, error))?;
+        Ok(QueryResult { records: records.into_iter(), plan })
+    }
+
+    /// How many records of collection `name` match `text`.
+    #[pyo3(signature = (name, text = None))]
+    fn count(&self, py: Python<'_>, name: &str, text: Option<&str>) -> PyResult<usize> {
+        let collection = self.shared.collection(py, name)?;
+        let db = self.shared.db(py)?;
+        py.allow_threads(|| build(&collection, text, 0, None)?.count(&db)).map_err(|error| errors::to_py(py, error))
+    }
+
+    /// What running the query does (the plan, in words).
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None))]
+    fn explain(&self, py: Python<'_>, name: &str, text: Option<&str>, offset: usize, limit: Option<usize>) -> PyResult<String> {
+        let collection = self.shared.collection(py, name)?;
+        build(&collection, text, offset, limit).map(|query| query.explain()).map_err(|error| errors::to_py(py, error))
+    }
+
+    /// A live subscription to the query (see `Subscription.next`).
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
+    fn subscribe(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        text: Option<&str>,
+        offset: usize,
+        limit: Option<usize>,
+        plan: Option<Py<Plan>>,
+    ) -> PyResult<Subscription> {
+        let collection = self.shared.collection(py, name)?;
+        let live = py.allow_threads(|| build(&collection, text, offset, limit)?.subscribe()).map_err(|error| errors::to_py(py, error))?;
+        Ok(Subscription { live: Arc::new(live), plan })
+    }
+
+    /// Opens a snapshot: every read through it sees the database as of now.
+    fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
+        Snapshot::open(py, self.shared.clone())
+    }
+}
+
+/// A live query: `next` gives its events.
+#[pyclass(module = "tessera._native", frozen)]
+pub struct Subscription {
+    live: Arc<QuerySubscription<DynRecord>>,
+    plan: Option<Py<Plan>>,
+}
+
+/// A live query's result rows, turned into dicts only when asked for (an event's cost then
+/// follows what the caller reads, not the size of the result).
+#[pyclass(module = "tessera._native", frozen)]
+pub struct Rows {
+    rows: Arc<Vec<Arc<DynRecord>>>,
+    plan: Option<Py<Plan>>,
+}
+
+#[pymethods]
+impl Rows {
+    fn __len__(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The row at `index` as a dict (negative counts from the end).
+    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<PyObject> {
+        let len = self.rows.len() as isize;
+        let position = if index < 0 { index + len } else { index };
+        if position < 0 || position >= len {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!("row {index} of {len}")));
+        }
+        plan::object(py, self.rows[position as usize].value(), self.plan.as_ref())
+    }
+}
+
+fn rows<'py>(py: Python<'py>, result: &Arc<Vec<Arc<DynRecord>>>, plan: &Option<Py<Plan>>) -> PyResult<Bound<'py, Rows>> {
+    let plan = plan.as_ref().map(|plan| plan.clone_ref(py));
+    Bound::new(py, Rows { rows: result.clone(), plan })
+}
+
+#[pymethods]
+impl Subscription {
+    /// The next event, waiting at most `timeout` seconds (None: until one comes), with the
+    /// GIL released: ("initial", rows), ("changed", rows, deletions, insertions,
+    /// modifications, moves, sequence), ("closed", reason); None on timeout and after
+    /// "closed".
+    #[pyo3(signature = (timeout = None))]
+    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
+        let deadline = timeout.map(|seconds| std::time::Instant::now() + Duration::from_secs_f64(seconds.max(0.0)));
+        loop {
+            let slice = wait_slice(deadline);
+            let live = self.live.clone();
+            let event = py.allow_threads(move || live.recv_timeout(slice));
+            if let Some(event) = event {
+                return self.event(py, event).map(Some);
+            }
+            if self.live.ended().is_some() && self.live.try_recv().is_none() {
+                return Ok(None);
+            }
+            if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
+                return Ok(None);
+            }
+            py.check_signals()?;
+        }
+    }
+}
+
+impl Subscription {
+    fn event(&self, py: Python<'_>, event: Event<Arc<Vec<Arc<DynRecord>>>, tessera::ResultChange<DynRecord>>) -> PyResult<PyObject> {
+        let tuple = match event {
+            Event::Initial(result) => {
+                PyTuple::new(py, [("initial").into_pyobject(py)?.into_any(), rows(py, &result, &self.plan)?.into_any()])?
+            }
+            Event::Changed(change) => PyTuple::new(
+                py,
+                [
+                    "changed".into_pyobject(py)?.into_any(),
+                    rows(py, &change.result, &self.plan)?.into_any(),
+                    change.deletions.into_pyobject(py)?.into_any(),
+                    change.insertions.into_pyobject(py)?.into_any(),
+                    change.modifications.into_pyobject(py)?.into_any(),
+                    change.moves.into_pyobject(py)?.into_any(),
+                    change.sequence.into_pyobject(py)?.into_any(),
+                ],
+            )?,
+            Event::Closed(reason) => {
+                PyTuple::new(py, ["closed".into_pyobject(py)?.into_any(), format!("{reason:?}").into_pyobject(py)?.into_any()])?
+            }
+        };
+        Ok(tuple.into_any().unbind())
+    }
+}
+
+/// A read to run on a snapshot's thread.
+type Job = Box<dyn FnOnce(&tessera::ReadTxn<'_>) + Send>;
+
+/// One read transaction, held open by a thread of its own until `close` (see the module
+/// docs).
+#[pyclass(module = "tessera._native", frozen)]
+pub struct Snapshot {
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    shared: Arc<Shared>,
+}
+
+impl Snapshot {
+    fn open(py: Python<'_>, shared: Arc<Shared>) -> PyResult<Snapshot> {
+        let db = shared.db(py)?;
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (opened, opened_wait) = mpsc::channel::<tessera::Result<()>>();
+        std::thread::Builder::new()
+            .name("tessera-snapshot".into())
+            .spawn(move || {
+                let reported = opened.clone();
+                let outcome = db.read(|txn| {
+                    let _ = reported.send(Ok(()));
+                    for job in queue {
+                        job(txn);
+                    }
+                    Ok(())
+                });
+                if let Err(error) = outcome {
+                    let _ = opened.send(Err(error));
+                }
+            })
+            .map_err(|error| pyo3::exceptions::PyOSError::new_err(error.to_string()))?;
+        match py.allow_threads(move || opened_wait.recv()) {
+            Ok(Ok(())) => Ok(Snapshot { jobs: Mutex::new(Some(jobs)), shared }),
+            Ok(Err(error)) => Err(errors::to_py(py, error)),
+            Err(_) => Err(errors::raise(py, "Error", "the snapshot's thread ended before it opened".into(), &[])),
+        }
+    }
+
+    /// Runs `read` on the snapshot's thread with the GIL released.
+    fn run<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        read: impl FnOnce(&tessera::ReadTxn<'_>) -> tessera::Result<T> + Send + 'static,
+    ) -> PyResult<T> {
+        let (reply, reply_wait) = mpsc::channel();
+        let job: Job = Box::new(move |txn| {
+            let _ = reply.send(read(txn));
+        });
+        {
+            let jobs = self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let jobs = jobs.as_ref().ok_or_else(|| errors::raise(py, "Closed", "the snapshot is closed".into(), &[]))?;
+            jobs.send(job).map_err(|_| errors::raise(py, "Closed", "the snapshot's thread has ended".into(), &[]))?;
+        }
+        match py.allow_threads(move || reply_wait.recv()) {
+            Ok(result) => result.map_err(|error| errors::to_py(py, error)),
+            Err(_) => Err(errors::raise(py, "Error", "the snapshot's thread ended during a read".into(), &[])),
+        }
+    }
+}
+
+#[pymethods]
+impl Snapshot {
+    /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
+    #[pyo3(signature = (name, key, plan = None))]
+    fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
+        let collection = self.shared.collection(py, name)?;
+        let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
+        let found = self.run(py, move |txn| collection.get(txn, Doc::from_trusted(&key)?.root()))?;
+        match found {
+            Some(record) => plan::object(py, record.value(), plan.as_ref()),
+            None => Ok(py.None()),
+        }
+    }
+
+    /// As `Database.query`, in this snapshot.
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
+    fn query(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        text: Option<String>,
+        offset: usize,
+        limit: Option<usize>,
+        plan: Option<Py<Plan>>,
+    ) -> PyResult<QueryResult> {
+        let collection = self.shared.collection(py, name)?;
+        let records = self.run(py, move |txn| build(&collection, text.as_deref(), offset, limit)?.fetch(txn))?;
+        Ok(QueryResult { records: records.into_iter(), plan })
+    }
+
+    /// As `Database.count`, in this snapshot.
+    #[pyo3(signature = (name, text = None))]
+    fn count(&self, py: Python<'_>, name: &str, text: Option<String>) -> PyResult<usize> {
+        let collection = self.shared.collection(py, name)?;
+        self.run(py, move |txn| build(&collection, text.as_deref(), 0, None)?.count(txn))
+    }
+
+    /// Ends the snapshot (its read transaction closes); closing twice does nothing.
+    fn close(&self) {
+        self.jobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    }
+}

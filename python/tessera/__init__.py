@@ -1,0 +1,730 @@
+"""tessera: an embedded, typed, reactive data store, from Python.
+
+Collections of dataclasses with queries and live subscriptions, a persisted dictionary and
+tessera's binary format, in one LMDB file that a Rust program can share::
+
+    import dataclasses, tessera
+
+    @tessera.record(key="id", indexes=["priority"])
+    @dataclasses.dataclass
+    class Task:
+        id: int
+        title: str
+        priority: int
+
+    with tessera.open("tasks.tessera") as db:
+        tasks = db.collection(Task)
+        tasks.insert(Task(1, "write the docs", 5))
+        print([t.title for t in tasks.query("priority > 2")])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from collections.abc import MutableMapping
+from typing import Any, Dict, Generic, Iterator, List, Optional, Sequence, Type, TypeVar, Union
+
+from . import _native
+from ._live import Changed, Closed as ClosedEvent, Initial, Subscription
+from ._query import C, Expr, FieldRef
+from ._schema import RecordType
+from .errors import *  # noqa: F401,F403 (the hierarchy is part of the API)
+from .errors import Closed, DuplicateKey, Error, NotFound, SchemaViolation, UnsupportedType
+
+__all__ = [
+    "open",
+    "Database",
+    "record",
+    "Collection",
+    "Results",
+    "Transaction",
+    "Snapshot",
+    "Dictionary",
+    "Documents",
+    "Subscription",
+    "Initial",
+    "Changed",
+    "ClosedEvent",
+    "C",
+    "Expr",
+    "FieldRef",
+    "dumps",
+    "loads",
+    "from_json",
+    "to_json",
+    "Value",
+] + list(errors.__all__)  # type: ignore[name-defined]  # noqa: F405
+
+from . import errors  # noqa: E402
+
+T = TypeVar("T")
+Query = Union[str, Expr, None]
+
+dumps = _native.dumps
+loads = _native.loads
+from_json = _native.from_json
+to_json = _native.to_json
+Value = _native.Value
+
+# Key types and how a new collection stores them (a Rust record type reading the file must
+# use the same widths: i64 for int keys).
+_KEY_KINDS = {int: "i64", str: "string", bytes: "bytes", bool: "bool", float: "f64"}
+
+
+class RecordSpec:
+    """What ``@tessera.record`` attaches to a dataclass: its collection name, key, indexes and
+    the stored schema."""
+
+    def __init__(self, cls: type, name: str, key: Sequence[str], indexes: Sequence[str], unique: Sequence[str]) -> None:
+        self.type = RecordType(cls)
+        self.name = name
+        self.key = list(key)
+        hints = {field: hint for field, hint in _field_hints(cls).items()}
+        kinds = []
+        for field in self.key:
+            if field not in hints:
+                raise UnsupportedType(f"{cls.__name__}: key field `{field}` is not a field", path=field, annotation=None)
+            kind = _KEY_KINDS.get(hints[field])
+            if kind is None:
+                raise UnsupportedType(
+                    f"{cls.__name__}: key field `{field}` must be int, str, bytes, bool or float, not {hints[field]!r}",
+                    path=field,
+                    annotation=hints[field],
+                )
+            kinds.append(kind)
+        for field in list(indexes) + list(unique):
+            if field.split(".")[0] not in hints:
+                raise UnsupportedType(f"{cls.__name__}: index field `{field}` is not a field", path=field, annotation=None)
+        index_list = [{"path": path, "unique": False, "ready": True} for path in indexes]
+        index_list += [{"path": path, "unique": True, "ready": True} for path in unique]
+        self.schema = {"version": 1, "key_fields": self.key, "key_kinds": kinds, "shape": self.type.shape, "indexes": index_list}
+
+    def key_of(self, obj: Any) -> Any:
+        """The key of a record, as the native layer takes it."""
+        if len(self.key) == 1:
+            return getattr(obj, self.key[0])
+        return [getattr(obj, field) for field in self.key]
+
+    def native_key(self, key: Any) -> Any:
+        if len(self.key) > 1 and isinstance(key, tuple):
+            return list(key)
+        return key
+
+
+def _field_hints(cls: type) -> Dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(cls)
+
+
+def record(
+    _cls: Optional[type] = None,
+    *,
+    key: Union[str, Sequence[str]] = "id",
+    indexes: Sequence[str] = (),
+    unique: Sequence[str] = (),
+    name: Optional[str] = None,
+) -> Any:
+    """Makes a dataclass a record type: ``@tessera.record(key="id", indexes=["priority"],
+    unique=["email"])``. The class is made a dataclass if it is not one. Its schema is built
+    now, so a field of a type tessera cannot store raises :class:`tessera.UnsupportedType`
+    naming the field. The collection's name is ``name`` or the class name in lower case."""
+
+    def decorate(cls: type) -> type:
+        if not dataclasses.is_dataclass(cls):
+            cls = dataclasses.dataclass(cls)
+        keys = [key] if isinstance(key, str) else list(key)
+        cls.__tessera_record__ = RecordSpec(cls, name or cls.__name__.lower(), keys, indexes, unique)  # type: ignore[attr-defined]
+        return cls
+
+    return decorate(_cls) if _cls is not None else decorate
+
+
+def _spec(cls: type) -> RecordSpec:
+    spec = getattr(cls, "__tessera_record__", None)
+    if spec is None or spec.type.cls is not cls:
+        raise TypeError(f"{cls.__name__} is not a record type: decorate it with @tessera.record(key=...)")
+    return spec
+
+
+def open(  # noqa: A001 (the module's entry point, as sqlite3.connect or shelve.open)
+    path: Union[str, os.PathLike],
+    durability: str = "immediate",
+    *,
+    buffered_delay_ms: int = 100,
+    read_only: bool = False,
+    map_size_max_bytes: Optional[int] = None,
+) -> "Database":
+    """Opens (or creates) a database file. ``durability`` is ``"immediate"`` (each commit is
+    on stable storage before it returns) or ``"buffered"`` (safe from a process kill at once,
+    flushed within ``buffered_delay_ms``). A file that is not a tessera database raises
+    :class:`tessera.NotADatabase`. Use it as a context manager to close it."""
+    native = _native.Database(os.fspath(path), durability, buffered_delay_ms, read_only, map_size_max_bytes)
+    return Database(native)
+
+
+class Database:
+    """An open database file (see :func:`tessera.open`)."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+        self._collections: Dict[type, Collection[Any]] = {}
+        self._local = threading.local()
+
+    @property
+    def path(self) -> str:
+        """The file."""
+        return self._native.path
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._native.closed
+
+    def close(self) -> None:
+        """Flushes and closes the file; later calls raise :class:`tessera.Closed`."""
+        self._native.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"tessera.Database({self.path!r}{', closed' if self.closed else ''})"
+
+    def collection(self, cls: Type[T]) -> "Collection[T]":
+        """The collection of record type ``cls``, created with its schema if the file has none
+        (:class:`tessera.SchemaMismatch` if the stored one differs)."""
+        found = self._collections.get(cls)
+        if found is None:
+            found = Collection(self, cls)
+        return found
+
+    def collection_names(self) -> List[str]:
+        """Names of the collections in the file (Rust- or Python-made)."""
+        return self._native.collection_names()
+
+    def write(self) -> "Transaction":
+        """A write transaction: ``with db.write() as tx:``. Writes made in the block (through
+        ``tx`` or any collection of this database, on this thread) commit together when it
+        ends; an exception rolls them all back and propagates unchanged."""
+        return Transaction(self)
+
+    def read(self) -> "Snapshot":
+        """A snapshot: ``with db.read() as snap:``; every read through it sees the database as
+        it was when the block began."""
+        return Snapshot(self)
+
+    def dictionary(self, name: str = "default") -> "Dictionary":
+        """The dictionary ``name``: a :class:`collections.abc.MutableMapping` of str keys to
+        JSON-like values, persisted in the background (see :meth:`Dictionary.flush`)."""
+        return Dictionary(self._native.dictionary(name))
+
+    def documents(self, cls: Type[T], name: Optional[str] = None) -> "Documents[T]":
+        """Field-decomposed documents of dataclass ``cls`` (stored one key per top-level field,
+        so one field can be written and observed alone), in the document collection ``name``
+        (the class name in lower case by default)."""
+        return Documents(self._native.documents(name or cls.__name__.lower()), cls)
+
+    def sync(self) -> None:
+        """Flushes every commit so far to stable storage."""
+        self._native.sync()
+
+    def _transaction(self) -> Optional["Transaction"]:
+        return getattr(self._local, "transaction", None)
+
+
+class Collection(Generic[T]):
+    """The records of one dataclass: ``db.collection(Task)`` or ``Collection(db, Task)``."""
+
+    def __init__(self, db: Database, cls: Type[T]) -> None:
+        self._db = db
+        self._cls = cls
+        self._spec = _spec(cls)
+        self.name = self._spec.name
+        native = db._native
+        native.create_collection(self.name, json.dumps(self._spec.schema))
+        self._build = self._spec.type.from_stored
+        self._to_stored = self._spec.type.to_stored
+        # Records read through the extension are built by it along this plan.
+        self._plan = self._spec.type.native_plan
+        db._collections[cls] = self
+
+    def __repr__(self) -> str:
+        return f"tessera.Collection({self._cls.__name__}, name={self.name!r})"
+
+    # Writes -----------------------------------------------------------------------------
+
+    def _write(self, kind: str, value: Any) -> Optional[str]:
+        transaction = self._db._transaction()
+        if transaction is not None:
+            transaction._queue(kind, self, value)
+            return None
+        return self._db._native.commit([(kind, self.name, value)])[0]
+
+    def insert(self, obj: T) -> None:
+        """Stores a new record: :class:`tessera.DuplicateKey` if its key exists,
+        :class:`tessera.SchemaViolation` (with the field path) if a value has the wrong type,
+        :class:`tessera.UniqueViolation` for a taken unique value. Nothing is written then."""
+        self._write("insert", self._to_stored(obj))
+
+    def upsert(self, obj: T) -> Optional[str]:
+        """Stores the record, replacing one with its key: "inserted", "updated" or
+        "unchanged" (None inside ``db.write()``, where it is known at the commit)."""
+        return self._write("upsert", self._to_stored(obj))
+
+    def insert_many(self, objs: Sequence[T]) -> None:
+        """Inserts every record in one transaction (all or nothing)."""
+        self._many("insert", objs)
+
+    def upsert_many(self, objs: Sequence[T]) -> None:
+        """Upserts every record in one transaction (all or nothing)."""
+        self._many("upsert", objs)
+
+    def _many(self, kind: str, objs: Sequence[T]) -> None:
+        to_stored = self._to_stored
+        transaction = self._db._transaction()
+        if transaction is not None:
+            for obj in objs:
+                transaction._queue(kind, self, to_stored(obj))
+            return
+        name = self.name
+        self._db._native.commit([(kind, name, to_stored(obj)) for obj in objs])
+
+    def delete(self, key: Any) -> bool:
+        """Deletes the record at ``key`` (a tuple for a composite key): whether one was there
+        (True inside ``db.write()``, where it is known at the commit)."""
+        outcome = self._write("delete", self._spec.native_key(key))
+        return outcome != "unchanged"
+
+    def delete_many(self, keys: Sequence[Any]) -> None:
+        """Deletes the records at ``keys`` in one transaction."""
+        native_key = self._spec.native_key
+        transaction = self._db._transaction()
+        if transaction is not None:
+            for key in keys:
+                transaction._queue("delete", self, native_key(key))
+            return
+        self._db._native.commit([("delete", self.name, native_key(key)) for key in keys])
+
+    def patch(self, key: Any, **changes: Any) -> T:
+        """Changes some fields of the record at ``key`` and stores it; returns the new record.
+        :class:`tessera.NotFound` if there is none."""
+        current = self.get(key)
+        if current is None:
+            raise NotFound(f"collection {self.name!r}: no record with key {key!r}", collection=self.name, key=repr(key))
+        updated = dataclasses.replace(current, **changes)  # type: ignore[type-var]
+        self.upsert(updated)
+        return updated
+
+    # Reads ------------------------------------------------------------------------------
+
+    def get(self, key: Any) -> Optional[T]:
+        """The record at ``key`` (a tuple for a composite key), or None. Inside
+        ``db.write()``, the transaction's own writes are seen."""
+        transaction = self._db._transaction()
+        if transaction is not None:
+            pending = transaction._pending(self, key)
+            if pending is not _ABSENT:
+                return None if pending is None else self._build(dict(pending))
+        return self._db._native.get(self.name, self._spec.native_key(key), self._plan)
+
+    def get_many(self, keys: Sequence[Any]) -> List[Optional[T]]:
+        """The records at ``keys`` (None where absent), read in one snapshot."""
+        native_key = self._spec.native_key
+        return self._db._native.get_many(self.name, [native_key(key) for key in keys], self._plan)
+
+    def __getitem__(self, key: Any) -> T:
+        found = self.get(key)
+        if found is None:
+            raise NotFound(f"collection {self.name!r}: no record with key {key!r}", collection=self.name, key=repr(key))
+        return found
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key) is not None
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.query())
+
+    def query(
+        self, query: Query = None, *, order_by: Union[str, Sequence[str], None] = None, offset: int = 0, limit: Optional[int] = None
+    ) -> "Results[T]":
+        """The records matching ``query`` (text such as ``"priority > 10"``, or ``C.priority >
+        10``; None for all), in primary-key order or by ``order_by`` (field paths, ``-`` before
+        one for descending), after ``offset``, at most ``limit``. A syntax error raises
+        :class:`tessera.QuerySyntaxError` with its ``column``.
+
+        ``order_by`` sorts the matches in Python (the query text has no ORDER BY yet), so
+        with it every match is built before the first is returned."""
+        results = Results(self, _query_text(query), offset, limit, None)
+        if order_by is not None:
+            results._order_by = [order_by] if isinstance(order_by, str) else list(order_by)
+        return results
+
+    def count(self, query: Query = None) -> int:
+        """How many records match ``query``."""
+        return self._db._native.count(self.name, _query_text(query))
+
+    def explain(self, query: Query = None) -> str:
+        """How ``query`` would run."""
+        return self._db._native.explain(self.name, _query_text(query))
+
+    def subscribe(self, query: Query = None, *, offset: int = 0, limit: Optional[int] = None) -> Subscription[T]:
+        """A live query: iterate it for :class:`Initial`, then :class:`Changed` per commit
+        that changes the result, then :class:`ClosedEvent`."""
+        native = self._db._native.subscribe(self.name, _query_text(query), offset, limit, self._plan)
+        return Subscription(native, _built)
+
+    def subscribe_object(self, key: Any) -> Subscription[T]:
+        """A live record: the events of the query matching only ``key`` (a result of zero or
+        one records)."""
+        keys = key if isinstance(key, tuple) else (key,)
+        if len(keys) != len(self._spec.key):
+            raise TypeError(f"{self.name}: a key of {len(self._spec.key)} parts, got {key!r}")
+        from ._query import literal
+
+        text = " and ".join(f"{field} == {literal(part)}" for field, part in zip(self._spec.key, keys))
+        return self.subscribe(text)
+
+
+_ABSENT = object()
+
+
+def _built(record: Any) -> Any:
+    """A record the extension built already."""
+    return record
+
+
+def _query_text(query: Query) -> Optional[str]:
+    if query is None or isinstance(query, str):
+        return query
+    if isinstance(query, Expr):
+        return query.text
+    raise TypeError(f"a query is text or a tessera.C expression, not {type(query).__name__}")
+
+
+class Results(Generic[T]):
+    """A query's matches: iterate them (each record is built when reached), or ask for
+    ``count()`` and ``explain()``. Each iteration runs the query again in a fresh snapshot."""
+
+    def __init__(self, collection: Collection[T], text: Optional[str], offset: int, limit: Optional[int], snapshot: Any) -> None:
+        self._collection = collection
+        self._text = text
+        self._offset = offset
+        self._limit = limit
+        self._snapshot = snapshot
+
+    _order_by: Optional[List[str]] = None
+
+    def __iter__(self) -> Iterator[T]:
+        source = self._snapshot if self._snapshot is not None else self._collection._db._native
+        plan = self._collection._plan
+        if self._order_by:
+            records = list(source.query(self._collection.name, self._text, 0, None, plan))
+            for field in reversed(self._order_by):  # stable sorts, last key first
+                descending = field.startswith("-")
+                path = field.lstrip("-+").split(".")
+                records.sort(key=lambda record: _sort_key(record, path), reverse=descending)
+            end = None if self._limit is None else self._offset + self._limit
+            return iter(records[self._offset : end])
+        return source.query(self._collection.name, self._text, self._offset, self._limit, plan)
+
+    def first(self) -> Optional[T]:
+        """The first match, or None."""
+        first = Results(self._collection, self._text, self._offset, 1, self._snapshot)
+        first._order_by = self._order_by
+        return next(iter(first), None)
+
+    def count(self) -> int:
+        """How many records match (offset and limit applied)."""
+        source = self._snapshot if self._snapshot is not None else self._collection._db._native
+        total = source.count(self._collection.name, self._text)
+        total = max(0, total - self._offset)
+        return total if self._limit is None else min(total, self._limit)
+
+    def explain(self) -> str:
+        """How the query runs."""
+        return self._collection._db._native.explain(self._collection.name, self._text, self._offset, self._limit)
+
+    def __repr__(self) -> str:
+        return f"tessera.Results({self._collection.name}, {self._text!r})"
+
+
+def _sort_key(record: Any, path: List[str]) -> tuple:
+    """A sort key for the field at ``path``: None sorts first (SQL's NULLS FIRST ascending);
+    an Enum sorts by its member name."""
+    value = record
+    for name in path:
+        value = getattr(value, name, None)
+        if value is None:
+            return (0, 0)
+    if hasattr(value, "name") and hasattr(type(value), "__members__"):
+        value = value.name
+    return (1, value)
+
+
+class Transaction:
+    """``with db.write() as tx:`` — the writes of the block commit together at its end, in
+    one LMDB transaction with the GIL released, or not at all.
+
+    Writes are checked and queued as they are made and applied at the end: a key or
+    uniqueness conflict raises there (:class:`tessera.DuplicateKey`,
+    :class:`tessera.UniqueViolation`) and nothing is written. Reads in the block see the
+    committed data and the block's own writes. An exception in the block discards the queue
+    and propagates unchanged."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._operations: List[tuple] = []
+        # (collection name, key as JSON) -> stored dict, or None for a delete.
+        self._overlay: Dict[tuple, Any] = {}
+        self._active = False
+
+    def __enter__(self) -> "Transaction":
+        if self._db._transaction() is not None:
+            raise Error("a write transaction is already open on this thread (transactions do not nest)")
+        if self._db.closed:
+            raise Closed(f"{self._db.path}: the database is closed")
+        self._active = True
+        self._db._local.transaction = self
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        self._db._local.transaction = None
+        self._active = False
+        operations, self._operations = self._operations, []
+        self._overlay = {}
+        if exc_type is not None or not operations:
+            return None  # the exception propagates as it is
+        self._db._native.commit(operations)
+        return None
+
+    def _queue(self, kind: str, collection: Collection[Any], value: Any) -> None:
+        if not self._active:
+            raise Error("the transaction has ended")
+        if kind == "delete":
+            self._overlay[(collection.name, _overlay_key(value))] = None
+        else:
+            if kind == "insert":
+                key = _overlay_key(collection._spec.key_of(_Row(value)))
+                if self._overlay.get((collection.name, key), _ABSENT) not in (_ABSENT, None):
+                    raise DuplicateKey(
+                        f"collection {collection.name!r}: a record with key {key} exists",
+                        collection=collection.name,
+                        key=key,
+                    )
+            value = _detached(collection, value)
+            self._overlay[(collection.name, _overlay_key(collection._spec.key_of(_Row(value))))] = value
+        self._operations.append((kind, collection.name, value))
+
+    def _pending(self, collection: Collection[Any], key: Any) -> Any:
+        return self._overlay.get((collection.name, _overlay_key(collection._spec.native_key(key))), _ABSENT)
+
+    def insert(self, obj: Any) -> None:
+        """Queues an insert of ``obj`` into its record type's collection."""
+        self._db.collection(type(obj)).insert(obj)
+
+    def upsert(self, obj: Any) -> None:
+        """Queues an upsert of ``obj``."""
+        self._db.collection(type(obj)).upsert(obj)
+
+    def delete(self, cls: type, key: Any) -> None:
+        """Queues the deletion of the ``cls`` record at ``key``."""
+        self._db.collection(cls).delete(key)
+
+    def get(self, cls: Type[T], key: Any) -> Optional[T]:
+        """The ``cls`` record at ``key``, with this transaction's writes applied."""
+        return self._db.collection(cls).get(key)
+
+
+def _detached(collection: Collection[Any], value: dict) -> dict:
+    """A deep copy of a stored dict (through the binary format), so that changing the object
+    after it was queued does not change what commits; an unstorable value raises now."""
+    try:
+        return _native.loads(_native.dumps(value))
+    except errors.EncodeError as error:
+        raise SchemaViolation(
+            f"collection {collection.name!r}, field `{error.path}`: {error.problem}",
+            collection=collection.name,
+            key="",
+            path=error.path,
+            problem=error.problem,
+        ) from None
+
+
+class _Row:
+    """Attribute access to a stored dict, for key extraction."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        return self._values.get(name)
+
+
+def _overlay_key(key: Any) -> str:
+    if isinstance(key, (list, tuple)):
+        return json.dumps([_plain(part) for part in key])
+    return json.dumps(_plain(key))
+
+
+def _plain(part: Any) -> Any:
+    if isinstance(part, bytes):
+        return {"bytes": part.hex()}
+    return part
+
+
+class Snapshot:
+    """``with db.read() as snap:`` — reads that all see one state of the database. The
+    snapshot's read transaction is held by a thread of its own until the block ends: keep
+    it short (old pages are kept while it is open)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._native: Any = None
+
+    def __enter__(self) -> "Snapshot":
+        self._native = self._db._native.snapshot()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._native is not None:
+            self._native.close()
+            self._native = None
+
+    def _source(self) -> Any:
+        if self._native is None:
+            raise Closed("the snapshot is not open (use it inside `with db.read() as snap:`)")
+        return self._native
+
+    def get(self, cls: Type[T], key: Any) -> Optional[T]:
+        """The ``cls`` record at ``key`` in this snapshot, or None."""
+        collection = self._db.collection(cls)
+        return self._source().get(collection.name, collection._spec.native_key(key), collection._plan)
+
+    def query(self, cls: Type[T], query: Query = None, *, offset: int = 0, limit: Optional[int] = None) -> Results[T]:
+        """As :meth:`Collection.query`, in this snapshot."""
+        return Results(self._db.collection(cls), _query_text(query), offset, limit, self._source())
+
+    def count(self, cls: type, query: Query = None) -> int:
+        """As :meth:`Collection.count`, in this snapshot."""
+        return self._source().count(self._db.collection(cls).name, _query_text(query))
+
+
+class Documents(Generic[T]):
+    """Documents of one dataclass by str id (see :meth:`Database.documents`). Values follow
+    JSON's model: a ``bytes`` field is not supported here."""
+
+    def __init__(self, native: Any, cls: Type[T]) -> None:
+        self._native = native
+        self._type = RecordType(cls)
+        self._fields = dict((name, encode) for name, encode in self._type.encoders)
+
+    def get(self, id: str) -> Optional[T]:
+        """The document ``id``, or None."""
+        stored = self._native.get(id)
+        return None if stored is None else self._type.from_stored(stored)
+
+    def set(self, id: str, obj: T) -> None:
+        """Stores ``obj`` as the document ``id`` (replacing every field)."""
+        self._native.set(id, dict(self._type.to_stored(obj)))
+
+    def update_field(self, id: str, field: str, value: Any) -> None:
+        """Writes one field of the document ``id``; the others stay as they are."""
+        if field not in self._type.names:
+            raise SchemaViolation(f"{self._type.cls.__name__} has no field `{field}`", path=field, key=id, problem="unknown field")
+        encode = self._fields.get(field)
+        self._native.update_field(id, field, encode(value) if encode is not None else value)
+
+    def delete(self, id: str) -> bool:
+        """Deletes the document ``id``: whether it existed."""
+        return self._native.delete(id)
+
+    def ids(self, prefix: str = "") -> List[str]:
+        """Ids starting with ``prefix``, in order."""
+        return self._native.ids(prefix)
+
+    def observe(self, id: str) -> Subscription[Optional[T]]:
+        """A live document: :class:`Initial` (``result`` the document or None), then
+        :class:`Changed` per commit that changes it (``result`` the new value), then
+        :class:`ClosedEvent`."""
+        return _DocumentSubscription(self._native.observe(id), self._type.from_stored)
+
+
+class _DocumentSubscription(Subscription):
+    def _event(self, raw: Optional[tuple]) -> Any:
+        if raw is None:
+            return None
+        kind, value = raw
+        if kind == "closed":
+            self._done = True
+            return ClosedEvent(value)
+        built = None if value is None else self._build(value)
+        if kind == "initial":
+            return Initial(built)
+        return Changed(built, [], [], [], [], 0)
+
+
+class Dictionary(MutableMapping):
+    """A persisted mapping of str keys to JSON-like values (None, bool, int, float, str,
+    bytes, list, dict). Writes go to memory at once and to the file in the background;
+    :meth:`flush` writes them now."""
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        """The dictionary's name."""
+        return self._native.name
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._native.get(key)
+        if value is None and not self._native.contains(key):
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value at ``key``, or ``default``."""
+        value = self._native.get(key)
+        if value is None and not self._native.contains(key):
+            return default
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._native.set(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        if not self._native.contains(key):
+            raise KeyError(key)
+        self._native.remove(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._native.contains(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._native.keys())
+
+    def __len__(self) -> int:
+        return len(self._native.keys())
+
+    def clear(self) -> None:
+        """Removes every key."""
+        self._native.clear()
+
+    def flush(self) -> None:
+        """Writes every pending change to the file (the GIL is released meanwhile)."""
+        self._native.flush()
+
+    def __repr__(self) -> str:
+        return f"tessera.Dictionary({self.name!r})"

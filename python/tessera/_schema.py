@@ -1,0 +1,261 @@
+"""Dataclasses as tessera schemas: the stored shape from type hints, and records both ways.
+
+The shape is the Rust side's ``TypeDesc`` (as serde writes it to JSON), so a Rust
+``#[derive(Record)]`` type of the same shape reads and writes the same collection:
+
+=====================  ==========================  ==================================
+Python type hint       stored shape                Rust type
+=====================  ==========================  ==================================
+``int``                ``Int``                     any integer (``i64`` for a key)
+``float``              ``Float``                   ``f64``
+``str``                ``String``                  ``String``
+``bytes``              ``Bytes``                   ``serde_bytes::ByteBuf``
+``bool``               ``Bool``                    ``bool``
+``Optional[T]``        ``Option(T)``               ``Option<T>``
+``list[T]``            ``List(T)``                 ``Vec<T>``
+``dict[str, T]``       ``Map(T)``                  ``HashMap<String, T>``
+nested dataclass       ``Struct``                  a struct deriving ``Embed``
+``enum.Enum``          ``Enum`` of member names    a unit-variant enum deriving ``Embed``
+``Union[A, B]``        ``Enum`` with payloads      an enum with struct variants ``A``, ``B``
+``datetime``           ``String`` (ISO 8601)       ``String``
+=====================  ==========================  ==================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import sys
+import types
+import typing
+from typing import Any, Callable
+
+from .errors import SchemaViolation, UnsupportedType
+
+# Deepest nesting of dataclasses and containers in a schema.
+SCHEMA_DEPTH_MAX = 32
+
+_NONE_TYPE = type(None)
+
+
+_UNION_TYPES = (typing.Union,) + ((types.UnionType,) if sys.version_info >= (3, 10) else ())
+
+
+def _is_optional(hint: Any) -> Any:
+    """The T of ``Optional[T]`` / ``T | None`` (a Union of the rest if there are several), or
+    None."""
+    if typing.get_origin(hint) in _UNION_TYPES:
+        arguments = typing.get_args(hint)
+        rest = tuple(argument for argument in arguments if argument is not _NONE_TYPE)
+        if len(rest) == len(arguments) - 1:
+            return rest[0] if len(rest) == 1 else typing.Union[rest]
+    return None
+
+
+def _variants(hint: Any) -> Any:
+    """The dataclasses of a ``Union`` of dataclasses (each a variant), or None."""
+    if typing.get_origin(hint) in _UNION_TYPES:
+        arguments = typing.get_args(hint)
+        if all(isinstance(argument, type) and dataclasses.is_dataclass(argument) for argument in arguments):
+            return arguments
+    return None
+
+
+class Field:
+    """How one type hint is stored: its shape, and converters to and from stored values
+    (``None`` where the value is stored as it is)."""
+
+    __slots__ = ("shape", "encode", "decode", "plan")
+
+    def __init__(self, shape: Any, encode: Callable | None, decode: Callable | None, plan: Any = None) -> None:
+        self.shape = shape
+        self.encode = encode
+        self.decode = decode
+        # How the extension builds the value (see python/src/plan.rs); None: as stored.
+        self.plan = plan
+
+
+def describe(hint: Any, path: str, depth: int = 0) -> Field:
+    """The :class:`Field` for ``hint``; :class:`UnsupportedType` naming ``path`` if tessera
+    cannot store it."""
+    if depth > SCHEMA_DEPTH_MAX:
+        raise UnsupportedType(
+            f"field `{path}`: nested deeper than {SCHEMA_DEPTH_MAX} levels", path=path, annotation=hint
+        )
+    if hint is bool:
+        return Field("Bool", None, None)
+    if hint is int:
+        return Field("Int", None, None)
+    if hint is float:
+        return Field("Float", _float_in, None)
+    if hint is str:
+        return Field("String", None, None)
+    if hint is bytes:
+        return Field("Bytes", None, None)
+    if hint is datetime.datetime:
+        return Field("String", _datetime_in(path), datetime.datetime.fromisoformat, ("call", datetime.datetime.fromisoformat))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum_field(hint, path)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _struct_field(hint, path, depth)
+    inner = _is_optional(hint)
+    if inner is not None:
+        field = describe(inner, path, depth + 1)
+        encode = None if field.encode is None else (lambda value, f=field.encode: None if value is None else f(value))
+        decode = None if field.decode is None else (lambda value, f=field.decode: None if value is None else f(value))
+        plan = None if field.plan is None else ("optional", field.plan)
+        return Field({"Option": field.shape}, encode, decode, plan)
+    variants = _variants(hint)
+    if variants is not None:
+        return _union_field(variants, path, depth)
+    origin = typing.get_origin(hint)
+    arguments = typing.get_args(hint)
+    if origin in (list, typing.List) and len(arguments) == 1:
+        item = describe(arguments[0], f"{path}[]", depth + 1)
+        encode = None if item.encode is None else (lambda values, f=item.encode: [f(value) for value in values])
+        decode = None if item.decode is None else (lambda values, f=item.decode: [f(value) for value in values])
+        return Field({"List": item.shape}, encode, decode, None if item.plan is None else ("list", item.plan))
+    if origin in (dict, typing.Dict) and len(arguments) == 2 and arguments[0] is str:
+        item = describe(arguments[1], f"{path}{{}}", depth + 1)
+        encode = None if item.encode is None else (lambda values, f=item.encode: {k: f(v) for k, v in values.items()})
+        decode = None if item.decode is None else (lambda values, f=item.decode: {k: f(v) for k, v in values.items()})
+        return Field({"Map": item.shape}, encode, decode, None if item.plan is None else ("map", item.plan))
+    raise UnsupportedType(
+        f"field `{path}`: tessera cannot store {hint!r} (int, float, str, bytes, bool, Optional, "
+        "list, dict[str, T], nested dataclasses, a Union of dataclasses, Enum and datetime can be stored)",
+        path=path,
+        annotation=hint,
+    )
+
+
+def _float_in(value: Any) -> Any:
+    # An int given for a float field is stored as a float (as Python would compute with it).
+    return float(value) if type(value) is int else value
+
+
+def _datetime_in(path: str) -> Callable:
+    def encode(value: Any) -> Any:
+        if isinstance(value, datetime.datetime):
+            return value.isoformat()
+        return value  # the schema check names the field
+
+    return encode
+
+
+def _enum_field(cls: type, path: str) -> Field:
+    members = list(cls.__members__.keys())
+    by_name = cls.__members__
+
+    def encode(value: Any) -> Any:
+        return value.name if isinstance(value, cls) else value
+
+    def decode(value: Any) -> Any:
+        return by_name[value]
+
+    return Field({"Enum": [[name, None] for name in members]}, encode, decode, ("members", dict(by_name)))
+
+
+class RecordType:
+    """A dataclass as a record: field names, shape, and converters."""
+
+    def __init__(self, cls: type, path: str = "", depth: int = 0) -> None:
+        if not dataclasses.is_dataclass(cls):
+            raise UnsupportedType(f"{cls!r} is not a dataclass", path=path, annotation=cls)
+        self.cls = cls
+        hints = typing.get_type_hints(cls)
+        self.names: list[str] = []
+        fields: list[list[Any]] = []
+        self.encoders: list[tuple[str, Callable]] = []
+        self.decoders: list[tuple[str, Callable]] = []
+        plans: list[tuple[str, Any]] = []
+        for field in dataclasses.fields(cls):
+            name = field.name
+            full = f"{path}.{name}" if path else name
+            described = describe(hints[name], full, depth + 1)
+            self.names.append(name)
+            fields.append([name, described.shape])
+            if described.encode is not None:
+                self.encoders.append((name, described.encode))
+            if described.decode is not None:
+                self.decoders.append((name, described.decode))
+            plans.append((name, described.plan))
+        self.shape = {"Struct": fields}
+        self.plan = ("struct", cls, plans)
+        self._native_plan: Any = None
+        self.plain = not self.encoders and not self.decoders and not hasattr(cls, "__slots__")
+
+    def to_stored(self, obj: Any) -> dict:
+        """The record as a dict of stored values."""
+        if type(obj) is not self.cls:
+            raise SchemaViolation(
+                f"expected a {self.cls.__name__}, got {type(obj).__name__}", path="", key="", problem="wrong type"
+            )
+        if self.plain:
+            return obj.__dict__
+        values = {name: getattr(obj, name) for name in self.names}
+        for name, encode in self.encoders:
+            values[name] = encode(values[name])
+        return values
+
+    @property
+    def native_plan(self) -> Any:
+        """The compiled plan the extension builds records with (made on first use)."""
+        if self._native_plan is None:
+            from . import _native
+
+            self._native_plan = _native.Plan(self.plan)
+        return self._native_plan
+
+    def from_stored(self, values: dict) -> Any:
+        """The dataclass from a stored dict (missing optional fields become None). The dict
+        is not changed: a caller may hold it (a transaction's pending writes)."""
+        if self.decoders:
+            values = dict(values)
+        for name, decode in self.decoders:
+            if name in values:
+                values[name] = decode(values[name])
+        try:
+            return self.cls(**values)
+        except TypeError:
+            known = {name: values.get(name) for name in self.names}
+            return self.cls(**known)
+
+
+def _struct_field(cls: type, path: str, depth: int) -> Field:
+    nested = RecordType(cls, path, depth + 1)
+
+    def encode(value: Any) -> Any:
+        return nested.to_stored(value) if isinstance(value, cls) else value
+
+    def decode(value: Any) -> Any:
+        return nested.from_stored(value) if isinstance(value, dict) else value
+
+    return Field(nested.shape, encode, decode, nested.plan)
+
+
+def _union_field(variants: tuple, path: str, depth: int) -> Field:
+    """A Union of dataclasses: an enum whose variants carry payloads, stored as serde's
+    externally tagged form ``{"ClassName": {fields}}`` (a Rust enum with struct variants of
+    the same names)."""
+    names = [cls.__name__ for cls in variants]
+    if len(set(names)) != len(names):
+        raise UnsupportedType(f"field `{path}`: two variants share a class name", path=path, annotation=variants)
+    records = {cls: RecordType(cls, path, depth + 1) for cls in variants}
+    by_name = {cls.__name__: record for cls, record in records.items()}
+
+    def encode(value: Any) -> Any:
+        record = records.get(type(value))
+        return {type(value).__name__: record.to_stored(value)} if record is not None else value
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            ((name, payload),) = value.items()
+            record = by_name.get(name)
+            if record is not None:
+                return record.from_stored(payload)
+        return value
+
+    shape = {"Enum": [[cls.__name__, records[cls].shape] for cls in variants]}
+    plan = ("variants", {name: record.plan for name, record in by_name.items()})
+    return Field(shape, encode, decode, plan)

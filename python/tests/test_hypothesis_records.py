@@ -1,0 +1,34 @@
+"""Hypothesis: any dataclass value of the supported types round-trips through a collection."""
+
+from __future__ import annotations
+
+import datetime
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tessera
+from conftest import Address, Level, Person
+
+people = st.builds(
+    Person,
+    name=st.text(min_size=1, max_size=30),
+    age=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    score=st.floats(allow_nan=False),
+    active=st.booleans(),
+    avatar=st.binary(max_size=50),
+    address=st.builds(Address, city=st.text(max_size=20), zip=st.none() | st.text(max_size=5)),
+    tags=st.lists(st.text(max_size=10), max_size=5),
+    level=st.sampled_from(Level),
+    born=st.datetimes(min_value=datetime.datetime(1, 1, 1), max_value=datetime.datetime(9999, 1, 1)),
+    extra=st.dictionaries(st.text(max_size=5), st.integers(min_value=-1000, max_value=1000), max_size=4),
+    nickname=st.none() | st.text(max_size=10),
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(people)
+def test_person_round_trips(db, value):
+    collection = db.collection(Person)
+    collection.upsert(value)
+    assert collection.get(value.name) == value
