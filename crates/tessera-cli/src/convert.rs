@@ -16,12 +16,25 @@ pub fn read_input(path: &str) -> Outcome<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Writes `bytes` to `path` (beside it, then renamed: never a partial file), or to standard
-/// output for `-`.
+/// Whether an output at `path` is written beside it and renamed into place: a new file or a
+/// regular one. Anything else — `/dev/null`, a FIFO, a terminal, a symbolic link — is written
+/// in place: renaming a file over it would replace the device (run as root, `-o /dev/null`
+/// turned `/dev/null` into a regular file) or the link.
+pub fn replaced_by_rename(path: &str) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) => metadata.file_type().is_file(),
+        Err(_) => true,
+    }
+}
+
+/// Writes `bytes` to `path` (a regular file: beside it, then renamed, never a partial file; a
+/// device, FIFO or link: in place), or to standard output for `-`.
 pub fn write_output(path: &str, bytes: &[u8]) -> Outcome {
     let result = if path == "-" {
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(bytes).and_then(|_| stdout.flush())
+    } else if !replaced_by_rename(path) {
+        std::fs::OpenOptions::new().write(true).open(path).and_then(|mut file| file.write_all(bytes))
     } else {
         let temporary = format!("{path}.tmp-{}", std::process::id());
         std::fs::write(&temporary, bytes).and_then(|_| std::fs::rename(&temporary, path)).inspect_err(|_| {

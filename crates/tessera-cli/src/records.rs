@@ -132,10 +132,14 @@ pub fn export(path: &Path, names: &[String], output: Option<&str>, as_json: bool
         collections.push(db.dyn_collection(name).map_err(fail)?);
     }
     let target = output.filter(|path| *path != "-");
-    let temporary = target.map(|path| format!("{path}.tmp-{}", std::process::id()));
-    let sink: Box<dyn Write> = match &temporary {
-        Some(temporary) => Box::new(std::fs::File::create(temporary).map_err(|error| write_failed(temporary, error))?),
-        None => Box::new(std::io::stdout().lock()),
+    // A regular file is written beside the target and renamed into place; a device or FIFO
+    // (`-o /dev/null`) is written in place (see `convert::replaced_by_rename`).
+    let in_place = target.filter(|path| !crate::convert::replaced_by_rename(path));
+    let temporary = target.filter(|_| in_place.is_none()).map(|path| format!("{path}.tmp-{}", std::process::id()));
+    let sink: Box<dyn Write> = match (&temporary, in_place) {
+        (Some(temporary), _) => Box::new(std::fs::File::create(temporary).map_err(|error| write_failed(temporary, error))?),
+        (None, Some(path)) => Box::new(std::fs::OpenOptions::new().write(true).open(path).map_err(|error| write_failed(path, error))?),
+        (None, None) => Box::new(std::io::stdout().lock()),
     };
     let mut sink = std::io::BufWriter::new(sink);
     let written = write_sections(&db, &collections, &mut sink).map_err(fail).and_then(|counts| {

@@ -164,3 +164,31 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A FIFO at `path` (made with `mkfifo`), and a thread that reads everything written to it.
+fn fifo_with_reader(path: &std::path::Path) -> std::thread::JoinHandle<Vec<u8>> {
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+    let path = path.to_owned();
+    std::thread::spawn(move || std::fs::read(&path).unwrap())
+}
+
+#[test]
+fn output_to_a_device_or_fifo_is_written_in_place_not_replaced() {
+    // Output went to a temporary file renamed over the target, so `json2bin in.json /dev/null`
+    // as root replaced /dev/null with a regular file (every later `> /dev/null` on the machine
+    // then wrote into it, and every read of it returned that text). A FIFO stands in for the
+    // device here: it must still be a FIFO, and its reader must get the bytes.
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("in.json");
+    std::fs::write(&json_path, b"[1, 2]").unwrap();
+    let fifo = dir.path().join("fifo");
+    let reader = fifo_with_reader(&fifo);
+    let out = tessera(&["json2bin", json_path.to_str().unwrap(), fifo.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Checked before the reader is joined: a replaced FIFO never gets a writer.
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is still a FIFO");
+    let read = reader.join().unwrap();
+    assert!(!read.is_empty(), "the FIFO's reader got the document");
+}

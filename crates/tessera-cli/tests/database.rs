@@ -570,3 +570,19 @@ fn an_empty_collection_with_an_integer_key_exports_and_imports_as_nothing() {
     assert_eq!(status, 1);
     assert!(err.contains("line 2: the export header on line 1 does not give the key fields' widths"), "{err}");
 }
+
+#[test]
+fn an_export_to_a_fifo_is_written_in_place() {
+    // `export -o /dev/null` renamed its temporary file over the device; a FIFO stands in for it.
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tour_copy(dir.path());
+    let fifo = dir.path().join("export.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reading = fifo.clone();
+    let reader = std::thread::spawn(move || std::fs::read_to_string(reading).unwrap());
+    let (status, _, err) = run(&["export", db.to_str().unwrap(), "-o", fifo.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is still a FIFO");
+    assert!(reader.join().unwrap().lines().count() > 1, "the reader got the export");
+}
