@@ -38,7 +38,7 @@ fn written(dir: &Path) -> PathBuf {
     let notes = db.collection::<Note>().unwrap();
     db.write(|tx| {
         (0..1_500u32).try_for_each(|id| {
-            let body = if id % 97 == 0 { "long ".repeat(1_500) } else { format!("body of {id}") };
+            let body = if id.is_multiple_of(97) { "long ".repeat(1_500) } else { format!("body of {id}") };
             notes.insert(tx, &Note { id, title: format!("note {}", id % 40), body }).map(drop)
         })
     })

@@ -28,7 +28,7 @@ struct Note {
 
 fn note(id: u32) -> Note {
     // Every 97th note is larger than a page: its value lives in an overflow run.
-    let body = if id % 97 == 0 { "long ".repeat(1_500) } else { format!("body of {id}") };
+    let body = if id.is_multiple_of(97) { "long ".repeat(1_500) } else { format!("body of {id}") };
     Note { id, title: format!("note {}", id % 50), body }
 }
 
