@@ -204,6 +204,7 @@ impl SalvageSink for Vec<String> {
 /// let db = tessera::Db::open(&path)?;
 /// let notes = db.create_dyn_collection("notes", &schema)?;
 /// db.write(|tx| notes.insert_json(tx, br#"{"id": 1}"#).map(drop))?;
+/// drop(notes);
 /// db.close()?;
 /// let mut records = Vec::new();
 /// let report = tessera::collection::salvage(&path, &[], &mut records)?;
