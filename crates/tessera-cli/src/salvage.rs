@@ -130,7 +130,19 @@ fn print_report(report: &SalvageReport) -> std::io::Result<()> {
     let more = if not_listed > 0 { format!(" ({not_listed} not listed)") } else { String::new() };
     writeln!(
         err,
-        "tessera: salvaged {records} records of {} collections; skipped {pages} damaged pages and {entries} entries{more}",
-        report.collections.len()
+        "tessera: salvaged {} of {}; skipped {} and {}{more}",
+        counted(records, "record"),
+        counted(report.collections.len() as u64, "collection"),
+        counted(pages, "damaged page"),
+        counted(entries, "entry"),
     )
+}
+
+/// `1 record`, `2 records`; `1 entry`, `2 entries`.
+fn counted(count: u64, what: &str) -> String {
+    match (count, what.strip_suffix('y')) {
+        (1, _) => format!("1 {what}"),
+        (_, Some(stem)) => format!("{count} {stem}ies"),
+        (_, None) => format!("{count} {what}s"),
+    }
 }

@@ -118,6 +118,7 @@ fn a_damaged_leaf_page_is_skipped_named_and_the_rest_imports() {
     let (status, stdout, err) = run(&["export", path.to_str().unwrap(), "--salvage", "-o", out.to_str().unwrap()]);
     assert_eq!(status, 1, "{stdout}{err}");
     assert!(err.contains(&format!("skipped: keyspace \"tessera.col.notes\", page {leaf}: the page header names page")), "{err}");
+    assert!(err.contains("; skipped 1 damaged page and 0 entries"), "{err}");
     let salvaged = std::fs::read_to_string(&out).unwrap();
     let expected: Vec<String> = records(&normal)
         .into_iter()

@@ -425,6 +425,12 @@ pub(crate) fn verify_commit(path: &Path, txn_id: u64) -> Result<Option<Structure
 }
 
 /// One entry of a keyspace's leaf page, as [`read_entries`] hands it over.
+///
+/// ```
+/// use tessera::store::structure::LeafEntry;
+/// let entry = LeafEntry { keyspace: "notes", page: 3, key: b"k", value: b"v" };
+/// assert_eq!((entry.keyspace, entry.page), ("notes", 3));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeafEntry<'e> {
     /// The keyspace (lossy UTF-8).

@@ -31,14 +31,29 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use tessera_value::{Doc, SharedKeys, Value};
 
-/// Most skipped entries a [`SalvageReport`] lists; more are counted.
+/// Most skipped entries a [`SalvageReport`] lists; more are counted in
+/// [`SalvageReport::skipped_not_listed`].
+///
+/// ```
+/// assert_eq!(tessera::collection::SALVAGE_SKIPPED_MAX, 1_000);
+/// ```
 pub const SALVAGE_SKIPPED_MAX: usize = 1_000;
-/// The oldest storage format a salvage reads: the first whose values carry checksums.
+/// The oldest storage format a salvage reads: the first whose values carry checksums. An
+/// older file is [`Error::SalvageFormat`].
+///
+/// ```
+/// assert_eq!(tessera::collection::SALVAGE_FORMAT_VERSION_MIN, 4);
+/// ```
 pub const SALVAGE_FORMAT_VERSION_MIN: u32 = 4;
 /// The prefix of a collection's records keyspace.
 const RECORDS_PREFIX: &str = "tessera.col.";
 
 /// Why a salvage skipped an entry.
+///
+/// ```
+/// use tessera::collection::SkipReason;
+/// assert_eq!(SkipReason::Checksum.to_string(), "the value fails its checksum");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SkipReason {
@@ -130,6 +145,11 @@ pub struct SalvageReport {
 
 impl SalvageReport {
     /// True when nothing was skipped: no damaged page, no skipped entry.
+    ///
+    /// ```
+    /// let report = tessera::collection::SalvageReport::default();
+    /// assert!(report.is_complete());
+    /// ```
     pub fn is_complete(&self) -> bool {
         self.structure.is_ok() && self.skipped.is_empty() && self.skipped_not_listed == 0
     }
@@ -469,5 +489,33 @@ impl Handed {
             self.sections += 1;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skipped_entries_are_listed_up_to_the_limit_then_counted() {
+        let mut report = SalvageReport::default();
+        for index in 0..SALVAGE_SKIPPED_MAX {
+            report.skip("k", &(index as u32).to_be_bytes(), SkipReason::Checksum);
+        }
+        assert_eq!((report.skipped.len(), report.skipped_not_listed), (SALVAGE_SKIPPED_MAX, 0));
+        report.skip("k", b"one more", SkipReason::OutOfOrder);
+        assert_eq!((report.skipped.len(), report.skipped_not_listed), (SALVAGE_SKIPPED_MAX, 1));
+        assert!(!report.is_complete());
+    }
+
+    #[test]
+    fn keys_must_ascend_within_a_keyspace() {
+        let entry = |keyspace, key| LeafEntry { keyspace, page: 2, key, value: b"" };
+        let mut order = KeyOrder::default();
+        assert!(order.follows(&entry("a", b"1")));
+        assert!(order.follows(&entry("a", b"2")));
+        assert!(!order.follows(&entry("a", b"2")), "the same key twice");
+        assert!(!order.follows(&entry("a", b"10")), "a key before the previous one");
+        assert!(order.follows(&entry("b", b"0")), "another keyspace starts over");
     }
 }
