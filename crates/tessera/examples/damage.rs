@@ -300,12 +300,21 @@ fn salvage_sweep(dir: &Path) {
             });
             let outcome = match salvaged {
                 Err(_) => SalvageOutcome::Panic,
-                Ok(Err(_)) => SalvageOutcome::TypedError,
+                Ok(Err(error)) => {
+                    println!("typed error at page {page} offset {offset}: {error}");
+                    SalvageOutcome::TypedError
+                }
                 Ok(Ok((_, records))) if records.iter().any(|record| !written_set.contains(record)) => SalvageOutcome::DifferentData,
                 Ok(Ok((report, records))) => {
                     let lost = written.len().saturating_sub(records.len());
                     records_lost += lost;
                     copies_losing_records += u64::from(lost > 0);
+                    if !report.is_complete() && lost == 0 {
+                        let trees: BTreeSet<String> =
+                            report.structure.problems.iter().map(|problem| problem.tree.name().to_owned()).collect();
+                        let entries: BTreeSet<&str> = report.skipped.iter().map(|entry| entry.keyspace.as_str()).collect();
+                        println!("nothing lost at page {page} offset {offset}: pages of {trees:?}, entries of {entries:?}");
+                    }
                     match (report.is_complete(), lost) {
                         (true, 0) => SalvageOutcome::Complete,
                         (true, _) => SalvageOutcome::SilentlyIncomplete,

@@ -154,6 +154,41 @@ fn damage_that_crashes_lmdb_is_salvaged_around_in_process() {
 }
 
 #[test]
+fn a_damaged_meta_page_is_read_around() {
+    // LMDB refuses a file with either meta page damaged; the salvage reads the commit the
+    // other one names (the one before the newest, when the newest is damaged: LMDB reuses no
+    // page of it before the next commit), and reports the damaged one.
+    let dir = tempfile::tempdir().unwrap();
+    let path = written(dir.path(), 500);
+    // Two commits after the notes', so that both meta pages name a commit that holds them.
+    let db = Db::open_with(&path, DbOptions { write_map: false, ..DbOptions::default() }).unwrap();
+    let other = db.keyspace("other").unwrap();
+    db.write(|tx| tx.put(&other, b"a", b"1")).unwrap();
+    db.write(|tx| tx.put(&other, b"b", b"2")).unwrap();
+    db.close().unwrap();
+    let expected = through_lmdb(&path);
+    let mut commits = BTreeSet::new();
+    for meta in [0u64, 1] {
+        // The page's flags and the meta body's magic.
+        let at = meta as usize * PAGE_BYTES;
+        let damaged = damage(&path, &format!("meta-{meta}"), at + 8, &[0xFF; 16]);
+        assert!(matches!(Db::open(&damaged), Err(Error::NotADatabase { .. })));
+        let mut collected = Collected::default();
+        let report = salvage(&damaged, &[], &mut collected).unwrap();
+        let problems: Vec<(u64, &StructureDamage)> =
+            report.structure.problems.iter().map(|problem| (problem.page, &problem.damage)).collect();
+        assert_eq!(problems, [(meta, &StructureDamage::MetaPage)]);
+        commits.insert(report.structure.txn_id);
+        let salvaged: BTreeMap<Vec<u8>, Vec<u8>> = collected.records.into_iter().map(|(_, key, bytes)| (key, bytes)).collect();
+        assert!(salvaged == expected, "meta page {meta}: {} records of {}", salvaged.len(), expected.len());
+    }
+    assert_eq!(commits.len(), 2, "each damaged meta page leaves the other one's commit");
+    // Both: not a database.
+    let both = damage(&damage(&path, "meta-0", 8, &[0xFF; 16]), "meta-both", PAGE_BYTES + 8, &[0xFF; 16]);
+    assert!(matches!(salvage(&both, &[], &mut Collected::default()), Err(Error::NotADatabase { .. })));
+}
+
+#[test]
 fn random_damage_never_panics_and_every_salvaged_record_was_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = written(dir.path(), 400);

@@ -266,6 +266,9 @@ pub enum StructureDamage {
         /// In the leaves.
         found: u64,
     },
+    /// A meta page does not parse ([`read_entries`] reads the other one's commit; LMDB
+    /// refuses the file).
+    MetaPage,
     /// The tree's record counts another number of pages of a kind than the walk met.
     PageCount {
         /// The kind of page.
@@ -299,6 +302,7 @@ impl std::fmt::Display for StructureDamage {
             DepthOutOfRange { depth } => write!(f, "the tree's recorded depth {depth} is out of range (1 to {TREE_DEPTH_MAX})"),
             Depth { recorded, level } => write!(f, "the page's kind does not fit its level {level} in a tree of depth {recorded}"),
             Entries { recorded, found } => write!(f, "the tree's record counts {recorded} entries, its leaves hold {found}"),
+            MetaPage => f.write_str("the meta page is damaged (the other meta page's commit is read)"),
             PageCount { kind, recorded, found } => write!(f, "the tree's record counts {recorded} {kind} pages, the walk met {found}"),
         }
     }
@@ -449,7 +453,9 @@ pub struct LeafEntry<'e> {
 /// and listed in the report; a big value is handed over only when its whole overflow run is
 /// sound. Values are as stored: checking their checksums is the caller's job. Every tree is
 /// walked whatever `wanted` says (so that the report is [`verify`]'s), but only wanted
-/// keyspaces' big values are read. LMDB never sees the file.
+/// keyspaces' big values are read. LMDB never sees the file. Unlike LMDB and [`verify`], it
+/// reads a file with one damaged meta page: the other one's commit, with the damaged meta
+/// page reported ([`StructureDamage::MetaPage`]).
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
@@ -474,8 +480,19 @@ pub fn read_entries(
 ) -> Result<StructureReport> {
     let path = path.as_ref();
     let file = std::fs::File::open(path)?;
-    let Some(metas) = preflight::metas(&file)? else { return Err(Error::NotADatabase { path: path.to_path_buf() }) };
-    walk_with(&file, &preflight::newest(metas), Some(EntryVisitor { wanted, visit }))
+    let metas = preflight::readable_metas(&file)?;
+    let meta = match metas {
+        [Some(first), Some(second)] => preflight::newest([first, second]),
+        [Some(only), None] | [None, Some(only)] => only,
+        [None, None] => return Err(Error::NotADatabase { path: path.to_path_buf() }),
+    };
+    let mut report = walk_with(&file, &meta, Some(EntryVisitor { wanted, visit }))?;
+    for (page, parsed) in metas.iter().enumerate() {
+        if parsed.is_none() {
+            report.problem(&Tree::Main, page as u64, StructureDamage::MetaPage);
+        }
+    }
+    Ok(report)
 }
 
 /// Where a walk hands the entries of wanted keyspaces.
