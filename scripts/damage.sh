@@ -5,7 +5,9 @@
 # (opened with the default options, then again with DbOptions::verify_structure_on_open) and
 # runs Db::check in another; prints how many copies read intact, as different data, as a typed
 # error, a panic, a crash (signal) or a hang in each mode, and how many copies the check
-# flagged, passed or crashed on. The table in docs/storage.md comes from it.
+# flagged, passed or crashed on; then runs the salvage export (in process: it never reads
+# through LMDB) on every copy and classes what it returned. The tables in docs/storage.md
+# come from it.
 #
 # usage: scripts/damage.sh [DIR]   (default: a temporary directory, removed afterwards)
 set -euo pipefail
@@ -17,3 +19,4 @@ if [ -z "$dir" ]; then
 fi
 cargo build --release --locked --example damage
 "${CARGO_TARGET_DIR:-target}/release/examples/damage" sweep "$dir"
+"${CARGO_TARGET_DIR:-target}/release/examples/damage" salvage "$dir"

@@ -15,6 +15,7 @@ mod inspect;
 mod maintain;
 mod open;
 mod records;
+mod salvage;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,7 @@ Examples:
   tessera query app.tessera tasks 'priority >= 5 and due is not null'
   tessera query app.tessera tasks 'priority >= 5' --explain
   tessera export app.tessera -o app.jsonl
+  tessera export damaged.tessera --salvage -o salvaged.jsonl
   tessera import copy.tessera tasks app.jsonl --atomic
   tessera backup app.tessera app-backup.tessera
   tessera dict get app.tessera default theme
@@ -108,8 +110,11 @@ enum Command {
         limit: Option<usize>,
     },
     /// Collections as JSON Lines: for each, a header line with its schema, then one line per
-    /// record, all from one snapshot. Every collection unless some are named.
-    #[command(after_help = "Examples:\n  tessera export app.tessera -o app.jsonl\n  tessera export app.tessera tasks people > some.jsonl")]
+    /// record, all from one snapshot. Every collection unless some are named. With --salvage,
+    /// every readable record of a damaged file (see --salvage); exit 1 if something was skipped.
+    #[command(
+        after_help = "Examples:\n  tessera export app.tessera -o app.jsonl\n  tessera export app.tessera tasks people > some.jsonl\n  tessera export damaged.tessera --salvage -o salvaged.jsonl\n  tessera import recovered.tessera tasks salvaged.jsonl"
+    )]
     Export {
         /// The database file.
         db: PathBuf,
@@ -118,6 +123,12 @@ enum Command {
         /// Write to this file (standard output if not given, or `-`).
         #[arg(short, long, value_name = "FILE")]
         output: Option<String>,
+        /// Read the file's pages without LMDB (damage cannot crash it) and write every record
+        /// that passes its checksum and validates, skipping damaged pages and entries and
+        /// listing them on standard error (in the summary with --json). Exit 0 if nothing was
+        /// skipped, 1 if something was. The file must not be written to meanwhile.
+        #[arg(long)]
+        salvage: bool,
     },
     /// Records from JSON Lines into a collection (created from an export's header line if
     /// missing), upserted in transactions of --batch lines. Prints `imported N, rejected M`
@@ -257,7 +268,8 @@ fn run(command: Command, json: bool) -> Outcome {
         Command::Schema { db, collection } => inspect::schema(&db, &collection, json),
         Command::Get { db, collection, key } => records::get(&db, &collection, &key, json),
         Command::Query { db, collection, text, explain, limit } => records::query(&db, &collection, &text, explain, limit, json),
-        Command::Export { db, collections, output } => records::export(&db, &collections, output.as_deref(), json),
+        Command::Export { db, collections, output, salvage: false } => records::export(&db, &collections, output.as_deref(), json),
+        Command::Export { db, collections, output, salvage: true } => salvage::export_salvage(&db, &collections, output.as_deref(), json),
         Command::Import { db, collection, file, batch, atomic } => import::import(&import::ImportOptions {
             db: &db,
             collection: &collection,

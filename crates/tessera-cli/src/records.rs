@@ -132,8 +132,47 @@ pub fn export(path: &Path, names: &[String], output: Option<&str>, as_json: bool
         collections.push(db.dyn_collection(name).map_err(fail)?);
     }
     let target = output.filter(|path| *path != "-");
-    // A regular file is written beside the target and renamed into place; a device or FIFO
-    // (`-o /dev/null`) is written in place (see `convert::replaced_by_rename`).
+    let counts = write_output(target, |sink| write_sections(&db, &collections, sink).map_err(fail))?;
+    if let Some(target) = target {
+        let counts: Vec<(String, u64)> = names.into_iter().zip(counts.into_iter().map(|count| count as u64)).collect();
+        let summary = export_summary(target, &counts);
+        if as_json {
+            println!("{summary}");
+        } else {
+            println!("{}", export_summary_text(target, &counts));
+        }
+    }
+    Ok(())
+}
+
+/// The `--json` summary of an export written to `target`: the file and each collection's
+/// record count.
+pub fn export_summary(target: &str, counts: &[(String, u64)]) -> serde_json::Value {
+    let list: Vec<_> = counts.iter().map(|(name, count)| json!({"collection": name, "records": count})).collect();
+    json!({"file": target, "collections": list})
+}
+
+/// The summary of an export written to `target`: `exported tasks (3), people (2) to FILE`.
+pub fn export_summary_text(target: &str, counts: &[(String, u64)]) -> String {
+    let summary: Vec<String> = counts.iter().map(|(name, count)| format!("{name} ({count})")).collect();
+    format!("exported {} to {target}", summary.join(", "))
+}
+
+/// The header line of a collection's section in an export.
+pub fn export_header(collection: &str, records: u64, schema: &tessera::collection::DynSchema) -> serde_json::Value {
+    json!({
+        EXPORT_HEADER_FIELD: EXPORT_FORMAT_VERSION,
+        "collection": collection,
+        "records": records,
+        "schema": schema,
+    })
+}
+
+/// Runs `write` on `target` or on standard output (`None`). A regular or new file is written
+/// as a temporary file beside it and renamed into place only when `write` and the flush
+/// succeed; a device or FIFO (`-o /dev/null`) is written in place, since renaming over it would
+/// replace it (see `convert::replaced_by_rename`).
+pub fn write_output<T>(target: Option<&str>, write: impl FnOnce(&mut dyn Write) -> Outcome<T>) -> Outcome<T> {
     let in_place = target.filter(|path| !crate::convert::replaced_by_rename(path));
     let temporary = target.filter(|_| in_place.is_none()).map(|path| format!("{path}.tmp-{}", std::process::id()));
     let sink: Box<dyn Write> = match (&temporary, in_place) {
@@ -142,49 +181,33 @@ pub fn export(path: &Path, names: &[String], output: Option<&str>, as_json: bool
         (None, None) => Box::new(std::io::stdout().lock()),
     };
     let mut sink = std::io::BufWriter::new(sink);
-    let written = write_sections(&db, &collections, &mut sink).map_err(fail).and_then(|counts| {
+    let written = write(&mut sink).and_then(|value| {
         sink.flush().map_err(|error| write_failed("the export", error))?;
-        Ok(counts)
+        Ok(value)
     });
     drop(sink);
-    let counts = match (written, &temporary, target) {
-        (Ok(counts), Some(temporary), Some(target)) => {
+    match (written, &temporary, target) {
+        (Ok(value), Some(temporary), Some(target)) => {
             std::fs::rename(temporary, target).map_err(|error| write_failed(target, error))?;
-            counts
+            Ok(value)
         }
-        (Ok(counts), _, _) => counts,
+        (Ok(value), _, _) => Ok(value),
         (Err(failure), temporary, _) => {
             if let Some(temporary) = temporary {
                 let _ = std::fs::remove_file(temporary);
             }
-            return Err(failure);
-        }
-    };
-    if let Some(target) = target {
-        let summary: Vec<String> = names.iter().zip(&counts).map(|(name, count)| format!("{name} ({count})")).collect();
-        if as_json {
-            let list: Vec<_> = names.iter().zip(&counts).map(|(name, count)| json!({"collection": name, "records": count})).collect();
-            println!("{}", json!({"file": target, "collections": list}));
-        } else {
-            println!("exported {} to {target}", summary.join(", "));
+            Err(failure)
         }
     }
-    Ok(())
 }
 
 /// Writes every collection's section from one read transaction; returns the record counts.
-fn write_sections(db: &Db, collections: &[DynCollection], sink: &mut impl Write) -> tessera::Result<Vec<usize>> {
+fn write_sections(db: &Db, collections: &[DynCollection], sink: &mut dyn Write) -> tessera::Result<Vec<usize>> {
     let txn = db.read_txn()?;
     let mut counts = Vec::with_capacity(collections.len());
     for collection in collections {
         let records = collection.all().count(&txn)?;
-        let header = json!({
-            EXPORT_HEADER_FIELD: EXPORT_FORMAT_VERSION,
-            "collection": collection.name(),
-            "records": records,
-            "schema": collection.schema(),
-        });
-        writeln!(sink, "{header}")?;
+        writeln!(sink, "{}", export_header(collection.name(), records as u64, collection.schema()))?;
         collection.all().for_each(&txn, |record| {
             writeln!(sink, "{}", record.to_json())?;
             Ok(true)

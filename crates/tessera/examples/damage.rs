@@ -11,7 +11,14 @@
 //! cargo run --release --example damage -- read FILE           # one child: prints what it read
 //! cargo run --release --example damage -- read-verified FILE  # the same, opened verified
 //! cargo run --release --example damage -- check FILE          # one child: prints the check report
+//! cargo run --release --example damage -- salvage [DIR]       # the salvage export on each copy
 //! ```
+//!
+//! `salvage` runs `tessera::collection::salvage` (what `tessera export --salvage` runs) on each
+//! damaged copy in this process (it never reads through LMDB, so no child is needed) and
+//! classes it: complete and equal to the undamaged file's records, damage reported with every
+//! record returned one that was written, a typed error, or (never expected) a record that was
+//! not written, or a panic.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -245,6 +252,89 @@ fn sweep(dir: &Path) {
     }
 }
 
+/// The salvage's outcome on one damaged copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum SalvageOutcome {
+    /// Nothing skipped, every record as written.
+    Complete,
+    /// Damage reported; every record returned was written.
+    Reported,
+    /// Refused: not a database, a foreign or unsupported one.
+    TypedError,
+    /// Nothing reported, but the records differ from the written ones.
+    SilentlyIncomplete,
+    /// A record returned that was never written.
+    DifferentData,
+    Panic,
+}
+
+/// The salvage on every damaged copy of the sweep's database, in this process.
+fn salvage_sweep(dir: &Path) {
+    use std::collections::BTreeSet;
+    std::fs::create_dir_all(dir).expect("sweep directory");
+    let original = dir.join("original.tessera");
+    let _ = std::fs::remove_file(&original);
+    let _ = std::fs::remove_file(dir.join("original.tessera-lock"));
+    build(&original).expect("build the database");
+    let mut written = Vec::<String>::new();
+    let report = tessera::collection::salvage(&original, &[], &mut written).expect("salvage the undamaged database");
+    assert!(report.is_complete() && written.len() == 600, "the undamaged file: {} records", written.len());
+    let written_set: BTreeSet<&String> = written.iter().collect();
+    let bytes = std::fs::read(&original).expect("read the file");
+    let pages = bytes.chunks(PAGE_BYTES as usize).rposition(|page| page.iter().any(|&b| b != 0)).map_or(0, |last| last + 1) as u64;
+    println!("{pages} used pages, {} damaged copies", pages * OFFSETS.len() as u64);
+    let copy = dir.join("damaged.tessera");
+    let mut outcomes: BTreeMap<SalvageOutcome, u64> = BTreeMap::new();
+    let (mut records_lost, mut copies_losing_records) = (0usize, 0u64);
+    for page in 0..pages {
+        for offset in OFFSETS {
+            let mut damaged = bytes.clone();
+            let at = (page * PAGE_BYTES + offset) as usize;
+            for byte in &mut damaged[at..at + 8] {
+                *byte ^= 0xFF;
+            }
+            std::fs::write(&copy, &damaged).expect("write the damaged copy");
+            let salvaged = std::panic::catch_unwind(|| {
+                let mut records = Vec::<String>::new();
+                tessera::collection::salvage(&copy, &[], &mut records).map(|report| (report, records))
+            });
+            let outcome = match salvaged {
+                Err(_) => SalvageOutcome::Panic,
+                Ok(Err(error)) => {
+                    println!("typed error at page {page} offset {offset}: {error}");
+                    SalvageOutcome::TypedError
+                }
+                Ok(Ok((_, records))) if records.iter().any(|record| !written_set.contains(record)) => SalvageOutcome::DifferentData,
+                Ok(Ok((report, records))) => {
+                    let lost = written.len().saturating_sub(records.len());
+                    records_lost += lost;
+                    copies_losing_records += u64::from(lost > 0);
+                    if !report.is_complete() && lost == 0 {
+                        let trees: BTreeSet<String> =
+                            report.structure.problems.iter().map(|problem| problem.tree.name().to_owned()).collect();
+                        let entries: BTreeSet<&str> = report.skipped.iter().map(|entry| entry.keyspace.as_str()).collect();
+                        println!("nothing lost at page {page} offset {offset}: pages of {trees:?}, entries of {entries:?}");
+                    }
+                    match (report.is_complete(), lost) {
+                        (true, 0) => SalvageOutcome::Complete,
+                        (true, _) => SalvageOutcome::SilentlyIncomplete,
+                        (false, _) => SalvageOutcome::Reported,
+                    }
+                }
+            };
+            if outcome >= SalvageOutcome::SilentlyIncomplete {
+                println!("{outcome:?} at page {page} offset {offset}");
+            }
+            *outcomes.entry(outcome).or_default() += 1;
+        }
+    }
+    println!("\n| salvage outcome | copies |\n|---|---|");
+    for (outcome, count) in &outcomes {
+        println!("| {outcome:?} | {count} |");
+    }
+    println!("\n{records_lost} records lost in all, on {copies_losing_records} copies (of {} records each)", written.len());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -263,7 +353,8 @@ fn main() {
                 std::process::exit(1);
             }
         },
+        Some("salvage") => salvage_sweep(&args.get(2).map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tessera-salvage"))),
         Some("sweep") => sweep(&args.get(2).map(PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join("tessera-damage"))),
-        _ => eprintln!("usage: damage sweep [DIR] | read FILE | read-verified FILE | check FILE"),
+        _ => eprintln!("usage: damage sweep [DIR] | salvage [DIR] | read FILE | read-verified FILE | check FILE"),
     }
 }

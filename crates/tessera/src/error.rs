@@ -76,6 +76,15 @@ pub enum Error {
         /// Newest version this library reads.
         supported: u32,
     },
+    /// A salvage ([`crate::collection::salvage`]) was asked to read a file whose storage
+    /// format stores no value checksums, so that nothing it read could prove itself.
+    #[error("storage format {found} stores no value checksums: a salvage reads format {min} or later")]
+    SalvageFormat {
+        /// The file's format version.
+        found: u32,
+        /// The oldest format a salvage reads.
+        min: u32,
+    },
     /// LMDB found a damaged page or structure.
     #[error("the database file is damaged: {0}")]
     Corrupted(String),

@@ -56,7 +56,10 @@ pub(crate) mod sort_key;
 mod view;
 
 pub use build::ELEMENT_ENTRIES_MAX;
-pub use dynamic::{Catalog, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, KeyKind};
+pub use dynamic::{
+    salvage, Catalog, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, KeyKind, SalvageReport, SalvageSink, SkipReason,
+    SkippedEntry, SALVAGE_FORMAT_VERSION_MIN, SALVAGE_SKIPPED_MAX,
+};
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Nulls, Order, OrderField, Query, Records};

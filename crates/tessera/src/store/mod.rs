@@ -64,9 +64,9 @@ pub const STORAGE_FORMAT_VERSION: u32 = 6;
 const READ_AS_IS_FORMAT_VERSION_MIN: u32 = 5;
 
 /// Name of the metadata keyspace.
-const META_KEYSPACE: &str = "tessera.meta";
+pub(crate) const META_KEYSPACE: &str = "tessera.meta";
 /// Metadata key of the format version (u32, big-endian).
-const META_VERSION_KEY: &[u8] = b"format_version";
+pub(crate) const META_VERSION_KEY: &[u8] = b"format_version";
 /// Metadata key of the file's hash key (16 bytes, since storage format 5).
 const META_HASH_KEY: &[u8] = b"hash_key";
 

@@ -169,6 +169,24 @@ pub(super) fn metas(file: &std::fs::File) -> Result<Option<[Meta; 2]>> {
     Ok(Some([first, second]))
 }
 
+/// The meta pages that parse, for a salvage, which reads what it can: the first at byte 0, the
+/// second one page later (when the first does not parse, at each page size LMDB uses). LMDB
+/// itself refuses a file with either meta page damaged.
+pub(super) fn readable_metas(file: &std::fs::File) -> Result<[Option<Meta>; 2]> {
+    let first = read_at(file, 0)?.as_ref().and_then(|page| meta(page));
+    let sizes: Vec<u64> = match first {
+        Some(first) => vec![first.page_bytes],
+        None => (PAGE_BYTES_MIN.trailing_zeros()..=PAGE_BYTES_MAX.trailing_zeros()).map(|shift| 1u64 << shift).collect(),
+    };
+    for page_bytes in sizes {
+        let second = read_at(file, page_bytes)?.as_ref().and_then(|page| meta(page));
+        if let Some(second) = second.filter(|second| second.page_bytes == page_bytes) {
+            return Ok([first, Some(second)]);
+        }
+    }
+    Ok([first, None])
+}
+
 /// The meta page LMDB reads a new transaction from: the one with the larger transaction id,
 /// the first on a tie (`mdb_env_pick_meta`).
 pub(super) fn newest(metas: [Meta; 2]) -> Meta {

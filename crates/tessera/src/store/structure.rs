@@ -59,6 +59,14 @@
 //! transaction (the free-page tree's own pages are walked, the lists in its values are not);
 //! keys out of order and separator keys that misdirect a lookup, which cannot crash LMDB and
 //! which [`Db::check`](crate::Db::check) finds through LMDB; values, which the checksums cover.
+//!
+//! # Reading entries
+//!
+//! [`read_entries`] walks the same way and also hands its caller every entry (key and value,
+//! a big value read whole from its overflow run) of every leaf page it can read in the
+//! keyspaces the caller wants; a page it cannot read is skipped and listed in the report, as
+//! [`verify`] lists it. `tessera export --salvage` is built on it: it reads a damaged file
+//! that LMDB itself might crash on.
 
 use super::preflight::{self, u16_at, u32_at, u64_at, Meta, TREE_RECORD_BYTES};
 use crate::error::{Error, Result};
@@ -258,6 +266,9 @@ pub enum StructureDamage {
         /// In the leaves.
         found: u64,
     },
+    /// A meta page does not parse ([`read_entries`] reads the other one's commit; LMDB
+    /// refuses the file).
+    MetaPage,
     /// The tree's record counts another number of pages of a kind than the walk met.
     PageCount {
         /// The kind of page.
@@ -291,6 +302,7 @@ impl std::fmt::Display for StructureDamage {
             DepthOutOfRange { depth } => write!(f, "the tree's recorded depth {depth} is out of range (1 to {TREE_DEPTH_MAX})"),
             Depth { recorded, level } => write!(f, "the page's kind does not fit its level {level} in a tree of depth {recorded}"),
             Entries { recorded, found } => write!(f, "the tree's record counts {recorded} entries, its leaves hold {found}"),
+            MetaPage => f.write_str("the meta page is damaged (the other meta page's commit is read)"),
             PageCount { kind, recorded, found } => write!(f, "the tree's record counts {recorded} {kind} pages, the walk met {found}"),
         }
     }
@@ -416,14 +428,93 @@ pub(crate) fn verify_commit(path: &Path, txn_id: u64) -> Result<Option<Structure
     }
 }
 
+/// One entry of a keyspace's leaf page, as [`read_entries`] hands it over.
+///
+/// ```
+/// use tessera::store::structure::LeafEntry;
+/// let entry = LeafEntry { keyspace: "notes", page: 3, key: b"k", value: b"v" };
+/// assert_eq!((entry.keyspace, entry.page), ("notes", 3));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafEntry<'e> {
+    /// The keyspace (lossy UTF-8).
+    pub keyspace: &'e str,
+    /// The leaf page that holds the entry.
+    pub page: u64,
+    /// The key.
+    pub key: &'e [u8],
+    /// The value as stored (with its checksum, in every keyspace but `tessera.meta`).
+    pub value: &'e [u8],
+}
+
+/// Walks the newest commit of the file at `path` as [`verify`] does, and hands `visit` every
+/// entry of every leaf page it can read in each keyspace `wanted` accepts, in key order per
+/// keyspace (keyspaces in the main tree's order). A page that fails its checks is skipped
+/// and listed in the report; a big value is handed over only when its whole overflow run is
+/// sound. Values are as stored: checking their checksums is the caller's job. Every tree is
+/// walked whatever `wanted` says (so that the report is [`verify`]'s), but only wanted
+/// keyspaces' big values are read. LMDB never sees the file. Unlike LMDB and [`verify`], it
+/// reads a file with one damaged meta page: the other one's commit, with the damaged meta
+/// page reported ([`StructureDamage::MetaPage`]).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("db");
+/// let db = tessera::Db::open(&path)?;
+/// let notes = db.keyspace("notes")?;
+/// db.write(|tx| tx.put(&notes, b"big", &vec![7; 10_000]).and_then(|_| tx.put(&notes, b"small", b"v")))?;
+/// db.close()?;
+/// let mut seen = Vec::new();
+/// let report = tessera::store::structure::read_entries(&path, &|name| name == "notes", &mut |entry| {
+///     seen.push((entry.key.to_vec(), entry.value.len()));
+/// })?;
+/// assert!(report.is_ok(), "{report}");
+/// // Each value is followed by its 4-byte checksum.
+/// assert_eq!(seen, [(b"big".to_vec(), 10_004), (b"small".to_vec(), 5)]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_entries(
+    path: impl AsRef<Path>,
+    wanted: &dyn Fn(&str) -> bool,
+    visit: &mut dyn FnMut(LeafEntry<'_>),
+) -> Result<StructureReport> {
+    let path = path.as_ref();
+    let file = std::fs::File::open(path)?;
+    let metas = preflight::readable_metas(&file)?;
+    let meta = match metas {
+        [Some(first), Some(second)] => preflight::newest([first, second]),
+        [Some(only), None] | [None, Some(only)] => only,
+        [None, None] => return Err(Error::NotADatabase { path: path.to_path_buf() }),
+    };
+    let mut report = walk_with(&file, &meta, Some(EntryVisitor { wanted, visit }))?;
+    for (page, parsed) in metas.iter().enumerate() {
+        if parsed.is_none() {
+            report.problem(&Tree::Main, page as u64, StructureDamage::MetaPage);
+        }
+    }
+    Ok(report)
+}
+
+/// Where a walk hands the entries of wanted keyspaces.
+struct EntryVisitor<'v> {
+    wanted: &'v dyn Fn(&str) -> bool,
+    visit: &'v mut dyn FnMut(LeafEntry<'_>),
+}
+
 /// Walks every tree of the commit `meta` describes.
 pub(super) fn walk(file: &std::fs::File, meta: &Meta) -> Result<StructureReport> {
+    walk_with(file, meta, None)
+}
+
+/// [`walk`], handing the entries of wanted keyspaces to `entries`.
+fn walk_with<'f>(file: &'f std::fs::File, meta: &Meta, entries: Option<EntryVisitor<'f>>) -> Result<StructureReport> {
     let mut report = StructureReport { txn_id: meta.txn_id, ..StructureReport::default() };
     if cfg!(not(target_pointer_width = "64")) {
         return Ok(report);
     }
     let file_bytes = file.metadata()?.len();
     let mut walker = Walker::new(file, meta, file_bytes);
+    walker.entries = entries;
     let [free, main] = meta.trees.map(|record| TreeRecord::parse(&record));
     walker.walk_tree(&Tree::FreePages, &free, &mut report)?;
     let keyspaces = walker.walk_tree(&Tree::Main, &main, &mut report)?;
@@ -499,6 +590,10 @@ struct Walker<'f> {
     reached: Reached,
     /// The page being read (reused).
     page: Vec<u8>,
+    /// Who takes the entries of wanted keyspaces ([`read_entries`]), if anyone.
+    entries: Option<EntryVisitor<'f>>,
+    /// A big value being read from its overflow run (reused).
+    value: Vec<u8>,
 }
 
 /// A branch or leaf page to read, and its level in its tree (1: the root).
@@ -518,6 +613,8 @@ impl<'f> Walker<'f> {
             file_bytes,
             reached: Reached::new(pages),
             page: vec![0; meta.page_bytes as usize],
+            entries: None,
+            value: Vec::new(),
         }
     }
 
@@ -736,12 +833,51 @@ impl<'f> Walker<'f> {
             keyspaces.push((String::from_utf8_lossy(name).into_owned(), TreeRecord::parse(record)));
         } else if node.flags == NODE_BIG_DATA {
             let first = u64_at(data, 0);
-            self.check_overflow(tree, first, data_bytes, counts, report)?;
+            let sound = self.check_overflow(tree, first, data_bytes, counts, report)?;
+            if sound && self.wants(tree) {
+                self.read_value(first, data_bytes)?;
+                self.hand_over(tree, page, node, None);
+            }
+        } else if self.wants(tree) {
+            self.hand_over(tree, page, node, Some(stored_bytes));
         }
         Ok(())
     }
 
-    /// Checks the overflow run starting at `first` that holds a value of `data_bytes`.
+    /// Whether the entries of `tree` go to the caller.
+    fn wants(&self, tree: &Tree) -> bool {
+        match (&self.entries, tree) {
+            (Some(entries), Tree::Keyspace(name)) => (entries.wanted)(name),
+            _ => false,
+        }
+    }
+
+    /// Hands `node` of `self.page` to the caller: its data in the page (`inline_bytes` of
+    /// them), or the big value in `self.value`. The node's key and data lie in the page
+    /// (checked by `check_node` and `check_leaf_node`).
+    fn hand_over(&mut self, tree: &Tree, page: u64, node: &Node, inline_bytes: Option<usize>) {
+        let (Some(entries), Tree::Keyspace(keyspace)) = (&mut self.entries, tree) else { return };
+        let key = &self.page[node.start + NODE_HEADER_BYTES..node.data_start()];
+        let value = match inline_bytes {
+            Some(bytes) => &self.page[node.data_start()..node.data_start() + bytes],
+            None => &self.value[..],
+        };
+        (entries.visit)(LeafEntry { keyspace, page, key, value });
+    }
+
+    /// Reads the big value of `data_bytes` bytes from the overflow run starting at `first`
+    /// (checked to lie in the file) into `self.value`.
+    fn read_value(&mut self, first: u64, data_bytes: u32) -> Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = self.file;
+        file.seek(SeekFrom::Start(first * self.page_bytes + PAGE_HEADER_BYTES as u64))?;
+        self.value.resize(data_bytes as usize, 0);
+        file.read_exact(&mut self.value)?;
+        Ok(())
+    }
+
+    /// Checks the overflow run starting at `first` that holds a value of `data_bytes`; whether
+    /// the whole run is sound. The leaf page in `self.page` is left as it is.
     fn check_overflow(
         &mut self,
         tree: &Tree,
@@ -749,35 +885,46 @@ impl<'f> Walker<'f> {
         data_bytes: u32,
         counts: &mut Counts,
         report: &mut StructureReport,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if !self.reach(tree, first, report) {
-            return Ok(());
+            return Ok(false);
         }
-        self.read(first, PAGE_HEADER_BYTES, report)?;
-        let header = &self.page[..PAGE_HEADER_BYTES];
-        let (found, flags, pages) = (u64_at(header, 0), u16_at(header, 10), u64::from(u32_at(header, 12)));
+        let header = self.read_header(first, report)?;
+        let (found, flags, pages) = (u64_at(&header, 0), u16_at(&header, 10), u64::from(u32_at(&header, 12)));
         if found != first {
             report.problem(tree, first, StructureDamage::WrongPageNumber { found });
-            return Ok(());
+            return Ok(false);
         }
         if flags != PAGE_OVERFLOW {
             report.problem(tree, first, StructureDamage::WrongKind { flags, expected: PageKind::Overflow });
-            return Ok(());
+            return Ok(false);
         }
         // LMDB's OVPAGES: the header and the value, in whole pages. A run may be longer (a
         // smaller value rewritten in place keeps its run).
         let needed = (PAGE_HEADER_BYTES as u64 - 1 + u64::from(data_bytes)) / self.page_bytes + 1;
         if pages < needed {
             report.problem(tree, first, StructureDamage::OverflowTooShort { needed, found: pages });
-            return Ok(());
+            return Ok(false);
         }
         counts.overflow_pages += pages;
         for page in first + 1..first.saturating_add(pages) {
             if !self.reach(tree, page, report) {
-                break;
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Reads the header of `page` (into a buffer of its own: the leaf page that names an
+    /// overflow run stays in `self.page` while its other nodes are checked).
+    fn read_header(&mut self, page: u64, report: &mut StructureReport) -> Result<[u8; PAGE_HEADER_BYTES]> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = self.file;
+        file.seek(SeekFrom::Start(page * self.page_bytes))?;
+        let mut header = [0u8; PAGE_HEADER_BYTES];
+        file.read_exact(&mut header)?;
+        report.pages_read += 1;
+        Ok(header)
     }
 }
 

@@ -55,9 +55,11 @@
 mod catalog;
 mod conform;
 mod key_kind;
+mod salvage;
 
 pub use catalog::Catalog;
 pub use key_kind::KeyKind;
+pub use salvage::{salvage, SalvageReport, SalvageSink, SkipReason, SkippedEntry, SALVAGE_FORMAT_VERSION_MIN, SALVAGE_SKIPPED_MAX};
 
 use super::keys::{self, RecordKeys};
 use super::schema::{StoredIndex, StoredSchema};
