@@ -32,7 +32,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
-import tessera
+# Run as `python python/bench.py`, Python puts this file's directory first on the path, and
+# there `tessera/` is the package's source without its built extension: import the installed
+# package instead (an editable install still finds its extension through site-packages).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+
+import tessera  # noqa: E402
 
 try:  # optional peers: a row without them says so
     import diskcache
