@@ -150,16 +150,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                     component.push(sort_key::TAG_STRING);
                     component.extend_from_slice(&change.key);
                     let (old, new) = (change.old.is_some(), change.new.is_some());
-                    field.lookup(&component, &mut |id| {
-                        let list = hits.entry(id).or_default();
-                        match list.last_mut() {
-                            Some(last) if last.0 == index => {
-                                last.1 |= old;
-                                last.2 |= new;
-                            }
-                            _ => list.push((index, old, new)),
-                        }
-                    });
+                    field.lookup(&component, &mut |id| record_hit(&mut hits, id, index, old, new));
                     continue;
                 }
                 for (bytes, is_new) in [(&change.old, false), (&change.new, true)] {
@@ -167,19 +158,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
                     component.clear();
                     let Ok(doc) = self.state.open_stored(bytes) else { continue };
                     sort_key::encode_value(path.lookup(doc.root()), &mut component);
-                    field.lookup(&component, &mut |id| {
-                        let list = hits.entry(id).or_default();
-                        match list.last_mut() {
-                            Some(last) if last.0 == index => {
-                                if is_new {
-                                    last.2 = true;
-                                } else {
-                                    last.1 = true;
-                                }
-                            }
-                            _ => list.push((index, !is_new, is_new)),
-                        }
-                    });
+                    field.lookup(&component, &mut |id| record_hit(&mut hits, id, index, !is_new, is_new));
                 }
             }
         }
@@ -254,6 +233,19 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             run(&mut work);
         }
         removed
+    }
+}
+
+/// Notes that change `index` may affect subscription `id` through its old version, its new
+/// version, or both: one hit per (subscription, change), the flags merged.
+fn record_hit(hits: &mut rustc_hash::FxHashMap<u64, Vec<Hit>>, id: u64, index: usize, old: bool, new: bool) {
+    let list = hits.entry(id).or_default();
+    match list.last_mut() {
+        Some(last) if last.0 == index => {
+            last.1 |= old;
+            last.2 |= new;
+        }
+        _ => list.push((index, old, new)),
     }
 }
 

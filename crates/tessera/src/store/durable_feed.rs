@@ -8,7 +8,7 @@
 //! process that opened the file before looks for it at each of its writes).
 
 use super::feed::{Change, ChangeBatch, ChangeKind};
-use super::{Db, Keyspace, ReadTxn, WriteTxn, META_KEYSPACE};
+use super::{Db, Keyspace, ReadTxn, Snapshot, WriteTxn, META_KEYSPACE};
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -213,10 +213,7 @@ fn trim_through(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequenc
     for sequence in sequences {
         tx.delete_unlogged(feed, &sequence.to_be_bytes())?;
     }
-    let trimmed = match tx.get(meta, META_FEED_KEY)? {
-        Some(value) => u64_of(value, "tessera.meta durable_feed")?,
-        None => 0,
-    };
+    let trimmed = trimmed_through(tx, meta)?;
     tx.put_unlogged(meta, META_FEED_KEY, &trimmed.max(last).to_be_bytes())
 }
 
@@ -296,9 +293,9 @@ fn keyspaces(db: &Db) -> Result<(Keyspace, Keyspace)> {
     Ok((db.internal_keyspace(FEED_KEYSPACE)?, db.internal_keyspace(META_KEYSPACE)?))
 }
 
-/// The highest sequence retention removed.
-fn trimmed_through(tx: &ReadTxn<'_>, meta: &Keyspace) -> Result<u64> {
-    match tx.get(meta, META_FEED_KEY)? {
+/// The highest sequence retention removed, in either kind of transaction.
+fn trimmed_through(tx: &impl Snapshot, meta: &Keyspace) -> Result<u64> {
+    match tx.get_value(meta, META_FEED_KEY)? {
         Some(value) => u64_of(value, "tessera.meta durable_feed"),
         None => Ok(0),
     }
@@ -373,20 +370,13 @@ impl Db {
                 if tx.get(&consumers, name.as_bytes())?.is_none() {
                     // Every commit before this one is done; this transaction's own sequence
                     // is one past the newest.
-                    let newest = tx.sequence().saturating_sub(1).max(trimmed_of_write(tx, &meta)?);
+                    let newest = tx.sequence().saturating_sub(1).max(trimmed_through(tx, &meta)?);
                     tx.put_unlogged(&consumers, name.as_bytes(), &newest.to_be_bytes())?;
                 }
                 Ok(())
             })?;
         }
         Ok(Consumer { db: self.clone(), name: name.into(), consumers })
-    }
-}
-
-fn trimmed_of_write(tx: &WriteTxn<'_>, meta: &Keyspace) -> Result<u64> {
-    match tx.get(meta, META_FEED_KEY)? {
-        Some(value) => u64_of(value, "tessera.meta durable_feed"),
-        None => Ok(0),
     }
 }
 
