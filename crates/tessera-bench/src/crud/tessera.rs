@@ -20,12 +20,12 @@ pub struct Tessera {
 
 /// Opens `file_name` in `dir` with Buffered durability, and `verify_checksums` as given.
 fn open_db(dir: &Path, file_name: &str, verify_checksums: bool) -> Db {
-    let options = DbOptions {
-        durability: Durability::Buffered { max_delay: Duration::from_millis(BUFFERED_DELAY_MS_MAX) },
-        verify_checksums,
-        ..DbOptions::default()
-    };
-    Db::open_with(dir.join(file_name), options).unwrap()
+    Db::open_with(dir.join(file_name), DbOptions { verify_checksums, ..buffered_options() }).unwrap()
+}
+
+/// The crud table's database options: Buffered durability, the rest as default.
+fn buffered_options() -> DbOptions {
+    DbOptions { durability: Durability::Buffered { max_delay: Duration::from_millis(BUFFERED_DELAY_MS_MAX) }, ..DbOptions::default() }
 }
 
 impl Tessera {
@@ -40,11 +40,7 @@ impl Tessera {
 /// another, in a fresh database with or without the durable change feed (the feed's cost per
 /// commit, issue 19).
 pub fn insert_and_update_ms(dir: &Path, objects: usize, durable_feed: bool) -> (f64, f64) {
-    let options = DbOptions {
-        durability: Durability::Buffered { max_delay: Duration::from_millis(BUFFERED_DELAY_MS_MAX) },
-        durable_feed,
-        ..DbOptions::default()
-    };
+    let options = DbOptions { durable_feed, ..buffered_options() };
     let db = Db::open_with(dir.join(if durable_feed { "feed.db" } else { "no-feed.db" }), options).unwrap();
     let mut tessera = Tessera::with_db(db, objects);
     let start = std::time::Instant::now();
