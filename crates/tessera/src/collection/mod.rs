@@ -63,7 +63,7 @@ pub use dynamic::{
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Nulls, Order, OrderField, Query, Records};
-pub use schema::{Describe, IndexDef, TypeDesc};
+pub use schema::{Describe, IndexDef, IntType, TypeDesc};
 pub use tessera_derive::{Embed, Record};
 pub use view::{PlainView, RecordRef, RecordView, ViewParts};
 
