@@ -53,6 +53,7 @@ mod plan;
 mod query;
 mod schema;
 pub(crate) mod sort_key;
+mod upgrade;
 mod view;
 
 pub use build::ELEMENT_ENTRIES_MAX;
@@ -65,6 +66,7 @@ pub(crate) use query::QueryParts;
 pub use query::{Nulls, Order, OrderField, Query, Records};
 pub use schema::{Describe, IndexDef, TypeDesc};
 pub use tessera_derive::{Embed, Record};
+pub(crate) use upgrade::upgrade_keyspace;
 pub use view::{PlainView, RecordRef, RecordView, ViewParts};
 
 use crate::error::{Error, Result};
@@ -289,6 +291,11 @@ pub(crate) struct CollectionState {
     /// Whether the store checks records against their checksums as it reads them (see
     /// [`open_stored`]).
     pub(crate) checksums_verified: bool,
+    /// The file's index entries of numbers may be of storage format 6 or older (a read-only
+    /// handle reads such a file as it is), whose tie-breaker after the `f64` part does not
+    /// order integers above `i64::MAX`: an index walk sorts each run of entries with one
+    /// `f64` part by the records' values (see `query::in_full_order`).
+    pub(crate) legacy_number_entries: bool,
     type_id: std::any::TypeId,
 }
 
@@ -466,6 +473,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         _ => None,
     };
     let checksums_verified = db.verifies_checksums();
+    let legacy_number_entries = legacy_number_entries(db)?;
     Ok(CollectionState {
         name: name.to_owned(),
         records,
@@ -477,8 +485,15 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified,
+        legacy_number_entries,
         type_id: std::any::TypeId::of::<T>(),
     })
+}
+
+/// Whether the file's index entries of numbers may be of storage format 6 or older: a
+/// read-only handle on a file it did not migrate (see [`upgrade`]).
+pub(crate) fn legacy_number_entries(db: &Db) -> Result<bool> {
+    Ok(db.is_read_only() && db.stored_format_version()? < upgrade::RESIDUAL_NUMBERS_FORMAT)
 }
 
 /// Opens stored record bytes with `keys`: in O(1) when the store checked them against their

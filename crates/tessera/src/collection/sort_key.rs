@@ -320,6 +320,17 @@ pub(crate) fn string_group(bytes: &[u8]) -> Option<&[u8]> {
     bytes.get(..1 + STRING_GROUP_LEN)
 }
 
+/// The tag and `f64` part of the number component at the start of `bytes` (its first 9
+/// bytes); `None` if `bytes` does not start with a number. Entries of format 6 or older agree
+/// with format 7 on these bytes (see the module doc, "Numbers"), and the entries that share
+/// them are adjacent in index order.
+pub(crate) fn number_group(bytes: &[u8]) -> Option<&[u8]> {
+    if bytes.first() != Some(&TAG_NUMBER) {
+        return None;
+    }
+    bytes.get(..1 + 8)
+}
+
 /// A lower bound of index components, lowered so that it is also at or below the truncated
 /// component of every string it was at or below: a string bound longer than a group is cut to
 /// its group's length. A truncated component starts with its string's first
