@@ -291,11 +291,6 @@ pub(crate) struct CollectionState {
     /// Whether the store checks records against their checksums as it reads them (see
     /// [`open_stored`]).
     pub(crate) checksums_verified: bool,
-    /// The file's index entries of numbers may be of storage format 6 or older (a read-only
-    /// handle reads such a file as it is), whose tie-breaker after the `f64` part does not
-    /// order integers above `i64::MAX`: an index walk sorts each run of entries with one
-    /// `f64` part by the records' values (see `query::in_full_order`).
-    pub(crate) legacy_number_entries: bool,
     type_id: std::any::TypeId,
 }
 
@@ -473,7 +468,6 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         _ => None,
     };
     let checksums_verified = db.verifies_checksums();
-    let legacy_number_entries = legacy_number_entries(db)?;
     Ok(CollectionState {
         name: name.to_owned(),
         records,
@@ -485,15 +479,8 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified,
-        legacy_number_entries,
         type_id: std::any::TypeId::of::<T>(),
     })
-}
-
-/// Whether the file's index entries of numbers may be of storage format 6 or older: a
-/// read-only handle on a file it did not migrate (see [`upgrade`]).
-pub(crate) fn legacy_number_entries(db: &Db) -> Result<bool> {
-    Ok(db.is_read_only() && db.stored_format_version()? < upgrade::RESIDUAL_NUMBERS_FORMAT)
 }
 
 /// Opens stored record bytes with `keys`: in O(1) when the store checked them against their
@@ -1022,6 +1009,12 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
     };
     let indexes: Vec<IndexState> = schema.indexes.iter().filter(|index| index.ready).map(|index| IndexState::new(index, true)).collect();
     let index_keyspace = db.existing_keyspace(txn, &format!("tessera.idx.{name}"))?;
+    // A read-only handle reads a file of format 5 or 6 without migrating its entries.
+    let layout = if db.format_version_in(txn)? < upgrade::RESIDUAL_NUMBERS_FORMAT {
+        sort_key::NumberLayout::SaturatedI64
+    } else {
+        sort_key::NumberLayout::Residual
+    };
     let mut expected = 0u64;
     let mut components = Vec::new();
     for entry in txn.range(&records, ..)? {
@@ -1033,7 +1026,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         }
         let Some(index_keyspace) = &index_keyspace else { continue };
         for index in &indexes {
-            build::components(Some(bytes), &shared, false, &index.path, &mut components)?;
+            build::components_in(Some(bytes), &shared, false, &index.path, layout, &mut components)?;
             let entries = match build::entry_keys(index, &components, key) {
                 Ok(entries) => entries,
                 Err(error) => {
@@ -1076,7 +1069,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             // A record that does not validate was reported above.
             Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
             Some(bytes) => {
-                build::components(Some(bytes), &shared, false, &index.path, &mut components)?;
+                build::components_in(Some(bytes), &shared, false, &index.path, layout, &mut components)?;
                 let matches =
                     components.iter().any(|component| build::entry_key(index, component, primary).ok().as_deref() == Some(entry_key));
                 if !matches {

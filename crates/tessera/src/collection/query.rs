@@ -674,9 +674,7 @@ fn ties_ascending<'t>(
 /// The candidates of an index entry walk (ascending, or descending as `candidates_reversed`
 /// orders it) in the exact order of the indexed field's values: each run of entries of one
 /// [`sort_key::string_group`] that holds a truncated entry is sorted by its records' full
-/// values (then primary key, ascending), as an in-memory sort would, and so is each run of
-/// number entries with one [`sort_key::number_group`] in a file whose entries are of storage
-/// format 6 or older (`CollectionState::legacy_number_entries`); every other entry is
+/// values (then primary key, ascending), as an in-memory sort would; every other entry is
 /// already where its value belongs (see `sort_key`'s module doc), and passes through.
 fn in_full_order<'t>(
     mut entries: impl Iterator<Item = Result<(&'t [u8], &'t [u8])>> + 't,
@@ -687,17 +685,7 @@ fn in_full_order<'t>(
     nulls_last: bool,
 ) -> impl Iterator<Item = Result<Candidate<'t>>> + 't {
     let order = [sort_key::SortField { path: crate::query::FieldPath::new(path), descending, nulls_last }];
-    let legacy_numbers = state.legacy_number_entries;
-    let group_of = move |entry: &'t [u8]| {
-        let component = entry.get(1..).unwrap_or_default();
-        sort_key::string_group(component).or_else(|| if legacy_numbers { sort_key::number_group(component) } else { None })
-    };
-    // A run that needs its records' values: one with a truncated string, or a run of old
-    // number entries with one f64 part.
-    let needs_sort = move |run: &[(&'t [u8], &'t [u8])]| {
-        run.iter().any(|(entry, _)| sort_key::is_truncated(entry.get(1..).unwrap_or_default()))
-            || (legacy_numbers && run.len() > 1 && run.iter().all(|(entry, _)| entry.get(1) == Some(&sort_key::TAG_NUMBER)))
-    };
+    let group_of = |entry: &'t [u8]| sort_key::string_group(entry.get(1..).unwrap_or_default());
     let mut ready: std::collections::VecDeque<Result<Candidate<'t>>> = std::collections::VecDeque::new();
     let mut next: Option<Result<(&'t [u8], &'t [u8])>> = None;
     std::iter::from_fn(move || loop {
@@ -719,7 +707,7 @@ fn in_full_order<'t>(
                 }
             }
         }
-        if !needs_sort(&run) {
+        if !run.iter().any(|(entry, _)| sort_key::is_truncated(entry.get(1..).unwrap_or_default())) {
             ready.extend(run.into_iter().map(|entry| record_of_entry(snapshot, &state, Ok(entry))));
             continue;
         }

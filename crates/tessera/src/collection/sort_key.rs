@@ -140,8 +140,31 @@ fn string(text: &str, out: &mut Vec<u8>) {
     text.encode_key(out);
 }
 
+/// How a number component ends, after its `f64` part: what storage formats wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NumberLayout {
+    /// Storage format 7: the residual (see the module doc, "Numbers").
+    Residual,
+    /// Storage formats up to 6: the value as an `i64`, saturated (and a float truncated).
+    /// Only read, by `Db::check` on a read-only handle of such a file, never written.
+    SaturatedI64,
+}
+
+/// Appends a number component as storage formats up to 6 wrote it ([`NumberLayout::SaturatedI64`]).
+fn number_saturated(rounded: f64, saturated: i64, out: &mut Vec<u8>) {
+    out.push(TAG_NUMBER);
+    let rounded = if rounded == 0.0 { 0.0 } else { rounded };
+    rounded.encode_key(out);
+    saturated.encode_key(out);
+}
+
 /// Appends the component for a field's value (`None` when the field is missing).
 pub(crate) fn encode_value(value: Option<Value<'_>>, out: &mut Vec<u8>) {
+    encode_value_in(value, NumberLayout::Residual, out);
+}
+
+/// [`encode_value`] with numbers in `layout`.
+pub(crate) fn encode_value_in(value: Option<Value<'_>>, layout: NumberLayout, out: &mut Vec<u8>) {
     let Some(value) = value else {
         out.push(TAG_NULL);
         return;
@@ -154,13 +177,26 @@ pub(crate) fn encode_value(value: Option<Value<'_>>, out: &mut Vec<u8>) {
         }
         Kind::Int => {
             let int = value.as_i64().unwrap_or(0);
-            integer(i128::from(int), int as f64, out);
+            match layout {
+                NumberLayout::Residual => integer(i128::from(int), int as f64, out),
+                NumberLayout::SaturatedI64 => number_saturated(int as f64, int, out),
+            }
         }
         Kind::UInt => {
             let uint = value.as_u64().unwrap_or(0);
-            integer(i128::from(uint), uint as f64, out);
+            match layout {
+                NumberLayout::Residual => integer(i128::from(uint), uint as f64, out),
+                NumberLayout::SaturatedI64 => number_saturated(uint as f64, i64::try_from(uint).unwrap_or(i64::MAX), out),
+            }
         }
-        Kind::Float => float(value.as_f64().unwrap_or(f64::NAN), out),
+        Kind::Float => {
+            let value = value.as_f64().unwrap_or(f64::NAN);
+            match layout {
+                NumberLayout::Residual => float(value, out),
+                // `as` saturates, and NaN becomes 0.
+                NumberLayout::SaturatedI64 => number_saturated(value, value as i64, out),
+            }
+        }
         Kind::String => string(value.as_str().unwrap_or(""), out),
         Kind::Dict => match value.as_dict().filter(|dict| dict.len() == 1).and_then(|dict| dict.entry(0)) {
             Some((variant, _)) => string(variant, out),
@@ -318,17 +354,6 @@ pub(crate) fn string_group(bytes: &[u8]) -> Option<&[u8]> {
         index += if bytes[index] == 0 { 2 } else { 1 };
     }
     bytes.get(..1 + STRING_GROUP_LEN)
-}
-
-/// The tag and `f64` part of the number component at the start of `bytes` (its first 9
-/// bytes); `None` if `bytes` does not start with a number. Entries of format 6 or older agree
-/// with format 7 on these bytes (see the module doc, "Numbers"), and the entries that share
-/// them are adjacent in index order.
-pub(crate) fn number_group(bytes: &[u8]) -> Option<&[u8]> {
-    if bytes.first() != Some(&TAG_NUMBER) {
-        return None;
-    }
-    bytes.get(..1 + 8)
 }
 
 /// A lower bound of index components, lowered so that it is also at or below the truncated

@@ -492,10 +492,11 @@ impl Db {
             return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
         }
         // Format 6 only adds the durable feed, which a file of format 5 does not have on, and
-        // format 7 only changes number components of index entries, whose f64 part, the one
-        // index ranges are bounded on, is unchanged (collections sort index walks of such a file
-        // by the records' values where entries share it): files of format 5 and 6 read as they
-        // are. Older ones need the migration a read-write open runs.
+        // format 7 only changes number components of index entries, which a read-only handle
+        // never reads for a query (a typed collection, the one kind that uses indexes, opens
+        // in a write transaction; a dynamic one scans) and `Db::check` reads as the file's
+        // format wrote them: files of format 5 and 6 read as they are. Older ones need the
+        // migration a read-write open runs.
         if found < READ_AS_IS_FORMAT_VERSION_MIN {
             return Err(Error::ReadOnly {
                 path: self.inner.path.clone(),
@@ -584,8 +585,13 @@ impl Db {
     /// read-write handle has opened it; as recorded for a read-only one, which reads a file of
     /// format 5 or 6 without migrating it.
     pub(crate) fn stored_format_version(&self) -> Result<u32> {
+        self.read(|tx| self.format_version_in(tx))
+    }
+
+    /// [`Db::stored_format_version`] as `snapshot` sees it.
+    pub(crate) fn format_version_in(&self, snapshot: &dyn Snapshot) -> Result<u32> {
         let meta = self.internal_keyspace(META_KEYSPACE)?;
-        self.read(|tx| version_of(tx.get(&meta, META_VERSION_KEY)?))
+        version_of(snapshot.get_value(&meta, META_VERSION_KEY)?)
     }
 
     /// Writes a consistent, compacted copy of the database to `destination`, which must not

@@ -407,7 +407,6 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified: db.verifies_checksums(),
-        legacy_number_entries: super::legacy_number_entries(db)?,
         type_id: std::any::TypeId::of::<DynCollection>(),
     })
 }
