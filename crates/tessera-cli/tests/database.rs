@@ -515,7 +515,7 @@ fn a_file_of_an_older_format_is_not_migrated_by_a_reading_command() {
     let before = std::fs::read(&old).unwrap();
     let (status, _, err) = run(&["info", old.to_str().unwrap()]);
     assert_eq!(status, 3);
-    assert!(err.contains("storage format 4 to 6, which a read-write open does"), "{err}");
+    assert!(err.contains("storage format 4 to 7, which a read-write open does"), "{err}");
     assert_eq!(err.matches("v4.tessera").count(), 1, "{err}");
     assert_eq!(std::fs::read(&old).unwrap(), before, "nothing written");
 }
