@@ -417,3 +417,62 @@ fn a_format_6_file_reads_as_it_is_read_only() {
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(bytes, std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v6.tessera")).unwrap());
 }
+
+/// Opens `path` with LMDB alone and runs `visit` in a write transaction.
+fn with_raw<T>(path: &std::path::Path, visit: impl FnOnce(&heed::Env, &mut heed::RwTxn<'_>) -> T) -> T {
+    // SAFETY: the test opens the file this way only while no `Db` has it open.
+    let env = unsafe { heed::EnvOpenOptions::new().max_dbs(128).flags(heed::EnvFlags::NO_SUB_DIR).open(path) }.unwrap();
+    let mut txn = env.write_txn().unwrap();
+    let result = visit(&env, &mut txn);
+    txn.commit().unwrap();
+    env.prepare_for_closing().wait();
+    result
+}
+
+fn raw_keyspace(env: &heed::Env, txn: &heed::RwTxn<'_>, name: &str) -> heed::Database<heed::types::Bytes, heed::types::Bytes> {
+    env.open_database(txn, Some(name)).unwrap().unwrap()
+}
+
+/// A file of format 6 with its durable feed on keeps its hash key and its feed through the
+/// migration, which rebuilds its index entries (here: all removed beforehand).
+#[test]
+fn a_format_6_file_keeps_its_hash_key_and_feed_and_gets_its_indexes_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let options = || DbOptions { durable_feed: true, ..DbOptions::default() };
+    let values = [u64::MAX, u64::MAX - 1, 5];
+    {
+        let db = Db::open_with(&path, options()).unwrap();
+        let serials = db.collection::<Serial>().unwrap();
+        db.write(|tx| {
+            for (id, serial) in values.iter().enumerate() {
+                serials.insert(tx, &Serial { id: id as u32, serial: *serial })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        drop(serials);
+        db.close().unwrap();
+    }
+    let meta = |key: &[u8]| with_raw(&path, |env, txn| raw_keyspace(env, txn, "tessera.meta").get(txn, key).unwrap().map(<[u8]>::to_vec));
+    let hash_key = meta(b"hash_key").unwrap();
+    with_raw(&path, |env, txn| {
+        raw_keyspace(env, txn, "tessera.meta").put(txn, b"format_version", &6u32.to_be_bytes()).unwrap();
+        raw_keyspace(env, txn, "tessera.idx.serials").clear(txn).unwrap();
+    });
+    let feed_before = Db::open_with(&path, DbOptions { read_only: true, ..options() }).unwrap().changes_since(0, 100).unwrap();
+    assert!(!feed_before.is_empty());
+    let db = Db::open_with(&path, options()).unwrap();
+    assert_eq!(db.file_info().unwrap().format_version, 7);
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{report}");
+    assert_eq!(db.changes_since(0, 100).unwrap().len(), feed_before.len(), "the feed is kept");
+    let serials = db.collection::<Serial>().unwrap();
+    let ordered: Vec<u64> = serials.query_text("order by serial desc").unwrap().fetch(&db).unwrap().iter().map(|s| s.serial).collect();
+    assert_eq!(ordered, [u64::MAX, u64::MAX - 1, 5]);
+    let duplicate = db.write(|tx| serials.insert(tx, &Serial { id: 9, serial: u64::MAX - 1 }));
+    assert!(matches!(duplicate, Err(Error::UniqueViolation { .. })), "{duplicate:?}");
+    drop(serials);
+    db.close().unwrap();
+    assert_eq!(meta(b"hash_key").unwrap(), hash_key, "the hash key is kept");
+}
