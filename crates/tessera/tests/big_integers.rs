@@ -74,6 +74,33 @@ fn unique_index_holds_neighbouring_integers_above_i64_max() {
     assert!(db.check().unwrap().is_ok());
 }
 
+#[derive(Debug, Clone, PartialEq, Record)]
+#[record(name = "by_big_key", version = 1)]
+struct ByBigKey {
+    #[record(key)]
+    id: u64,
+    label: String,
+}
+
+/// Primary keys have their own exact encoding (`store::key`), which issue 13 never touched.
+#[test]
+fn primary_keys_near_the_top_of_u64_are_distinct_and_ordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let records = db.collection::<ByBigKey>().unwrap();
+    let ids = [u64::MAX, u64::MAX - 1, (1 << 63) + 1, 1 << 63, 0];
+    db.write(|tx| {
+        for id in ids {
+            records.insert(tx, &ByBigKey { id, label: id.to_string() })?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let stored: Vec<u64> = records.all().fetch(&db).unwrap().iter().map(|record| record.id).collect();
+    assert_eq!(stored, [0, 1 << 63, (1 << 63) + 1, u64::MAX - 1, u64::MAX]);
+    assert_eq!(records.get(&db, &(u64::MAX - 1)).unwrap().map(|record| record.label), Some((u64::MAX - 1).to_string()));
+}
+
 /// Values at the edges where `f64` and the integers part.
 fn edge_records() -> Vec<Indexed> {
     let uints =
