@@ -3,8 +3,9 @@
 //!
 //! A component is a class tag and the value: NULL (missing or null) `0x00` sorts first; then
 //! booleans `0x01`; numbers `0x02` (see "Numbers" below); strings `0x03` (escaped and
-//! terminated, so components concatenate); everything else `0x04`. An enum's variant is its name, a string, whether the
-//! variant is a unit (`"Red"`) or carries a payload (`{"Image": …}`). Descending components
+//! terminated, so components concatenate); everything else `0x04`. An enum's variant is its
+//! name, a string, whether the variant is a unit (`"Red"`) or carries a payload
+//! (`{"Image": …}`). Descending components
 //! invert every byte after the tag: the order within a class reverses, and classes keep theirs.
 //!
 //! **Numbers** (storage format 7). A number component is 17 bytes:
