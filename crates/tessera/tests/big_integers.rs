@@ -209,13 +209,48 @@ fn check_against_scan(db: &Db, records: &[Indexed], constants: &[String]) {
                     "{text}: {}",
                     through_index.explain().unwrap()
                 );
+                // And both are what exact arithmetic says (NaN compares as SQL's: only `!=`).
+                let constant_value = exact_constant(constant);
+                let mut by_oracle: Vec<u32> = records
+                    .iter()
+                    .filter(|record| {
+                        let value = match field {
+                            "int" => Exact::Int(i128::from(record.int)),
+                            "uint" => Exact::Int(i128::from(record.uint)),
+                            _ => Exact::Float(record.float),
+                        };
+                        if matches!(value, Exact::Float(x) if x.is_nan()) {
+                            return op == "!=";
+                        }
+                        let order = value.cmp_exact(&constant_value);
+                        match op {
+                            "==" => order == Ordering::Equal,
+                            "!=" => order != Ordering::Equal,
+                            "<" => order == Ordering::Less,
+                            "<=" => order != Ordering::Greater,
+                            ">" => order == Ordering::Greater,
+                            _ => order != Ordering::Less,
+                        }
+                    })
+                    .map(|record| record.id)
+                    .collect();
+                by_oracle.sort_unstable();
+                assert_eq!(ids(&by_scan.fetch(db).unwrap(), |r| r.id), by_oracle, "{text}: exactly");
             }
         }
     }
 }
 
-/// Constants at the edges, as the query language writes them (integers beyond `i64` are
-/// floats to it).
+/// A query constant's exact value: an integer when written without a fraction or exponent.
+fn exact_constant(text: &str) -> Exact {
+    match text.parse::<i128>() {
+        Ok(int) => Exact::Int(int),
+        Err(_) => Exact::Float(text.parse().unwrap()),
+    }
+}
+
+/// Constants at the edges, as the query language writes them (an integer up to `u64::MAX` is
+/// exact).
 fn edge_constants() -> Vec<String> {
     [
         "0",
@@ -229,6 +264,8 @@ fn edge_constants() -> Vec<String> {
         "-9223372036854775808",
         "9223372036854775808.0",
         "18446744073709551615",
+        "18446744073709551614",
+        "9223372036854775809",
         "18446744073709551616.0",
         "-1e300",
     ]
@@ -363,13 +400,14 @@ fn check_fixture_queries(db: &Db) {
     assert_eq!(by_id("delta == -5"), expected(|r| r.delta == -5));
     assert_eq!(by_id("delta < 0"), expected(|r| r.delta < 0));
     assert_eq!(by_id("delta >= 9007199254740993"), expected(|r| r.delta > (1 << 53)));
-    // The query language reads -9223372036854775808 as a float, and compares it as one.
-    assert_eq!(by_id("delta == -9223372036854775808"), expected(|r| r.delta as f64 == i64::MIN as f64));
+    // Integer constants are exact, up to i64::MIN and u64::MAX.
+    assert_eq!(by_id("delta == -9223372036854775808"), expected(|r| r.delta == i64::MIN));
     assert_eq!(by_id("delta < -9223372036854775807"), expected(|r| r.delta < -i64::MAX));
     assert_eq!(by_id("count == 7"), expected(|r| r.count == 7));
     assert_eq!(by_id("count > 1000"), expected(|r| r.count > 1000));
     assert_eq!(by_id("count <= 1000"), expected(|r| r.count <= 1000));
-    assert_eq!(by_id("count == 9223372036854775807"), expected(|r| r.count as f64 == i64::MAX as f64));
+    assert_eq!(by_id("count == 9223372036854775807"), expected(|r| r.count == i64::MAX as u64));
+    assert_eq!(by_id("count == 18446744073709551614"), expected(|r| r.count == u64::MAX - 1));
     assert_eq!(by_id("serial == 5000"), vec![5]);
     assert_eq!(by_id("serial > 58000"), vec![0, 59]);
     assert_eq!(by_id("ratio == 1.5"), expected(|r| r.ratio == 1.5));

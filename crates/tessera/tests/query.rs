@@ -12,7 +12,8 @@ use tessera::query::{field, ArithOp, CompareOp, Expr, Literal, StringOp, Truth};
 enum V {
     Null,
     Bool(bool),
-    Int(i64),
+    /// Any integer a record or a literal holds: within i64 or u64.
+    Int(i128),
     Float(f64),
     Str(String),
     Other,
@@ -33,9 +34,10 @@ fn scalar(current: &Json) -> V {
     match current {
         Json::Null => V::Null,
         Json::Bool(b) => V::Bool(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => V::Int(i),
-            None => V::Float(n.as_f64().unwrap()),
+        Json::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => V::Int(i.into()),
+            (_, Some(u)) => V::Int(u.into()),
+            _ => V::Float(n.as_f64().unwrap()),
         },
         Json::String(s) => V::Str(s.clone()),
         _ => V::Other,
@@ -46,7 +48,8 @@ fn literal(l: &Literal) -> V {
     match l {
         Literal::Null => V::Null,
         Literal::Bool(b) => V::Bool(*b),
-        Literal::Int(i) => V::Int(*i),
+        Literal::Int(i) => V::Int((*i).into()),
+        Literal::UInt(u) => V::Int((*u).into()),
         Literal::Float(f) => V::Float(*f),
         Literal::Str(s) => V::Str(s.clone()),
     }
@@ -60,6 +63,28 @@ fn as_f64(v: &V) -> Option<f64> {
     }
 }
 
+/// An integer's place against a float, exactly: rounding is monotonic, so where the integer
+/// rounds to another float it sits on that side; where it rounds to this float, the float is
+/// an integer (or the integer is exact in f64), and the two compare as integers.
+fn int_against_float(int: i128, float: f64) -> Option<std::cmp::Ordering> {
+    let rounded = int as f64;
+    if float.is_nan() {
+        return None;
+    }
+    if rounded != float {
+        return rounded.partial_cmp(&float);
+    }
+    Some(int.cmp(&(float as i128)))
+}
+
+/// A result of integer arithmetic: NULL beyond i64 and u64.
+fn int_result(value: Option<i128>) -> V {
+    match value {
+        Some(v) if (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(&v) => V::Int(v),
+        _ => V::Null,
+    }
+}
+
 /// `Some(true/false)` or `None` for unknown.
 fn cmp(a: &V, op: CompareOp, b: &V) -> Option<bool> {
     use std::cmp::Ordering::*;
@@ -68,6 +93,14 @@ fn cmp(a: &V, op: CompareOp, b: &V) -> Option<bool> {
         (V::Int(x), V::Int(y)) => x.cmp(y),
         (V::Str(x), V::Str(y)) => x.as_bytes().cmp(y.as_bytes()),
         (V::Bool(x), V::Bool(y)) => x.cmp(y),
+        (V::Int(x), V::Float(y)) => match int_against_float(*x, *y) {
+            Some(o) => o,
+            None => return Some(op == CompareOp::Ne),
+        },
+        (V::Float(x), V::Int(y)) => match int_against_float(*y, *x) {
+            Some(o) => o.reverse(),
+            None => return Some(op == CompareOp::Ne),
+        },
         _ => match (as_f64(a), as_f64(b)) {
             (Some(x), Some(y)) => match x.partial_cmp(&y) {
                 Some(o) => o,
@@ -108,9 +141,9 @@ fn value(e: &Expr, r: &Json) -> V {
         Expr::Literal(l) => literal(l),
         Expr::Arith(a, op, b) => match (value(a, r), value(b, r)) {
             (V::Int(x), V::Int(y)) => match op {
-                ArithOp::Add => x.checked_add(y).map_or(V::Null, V::Int),
-                ArithOp::Sub => x.checked_sub(y).map_or(V::Null, V::Int),
-                ArithOp::Rem => x.checked_rem(y).map_or(V::Null, V::Int),
+                ArithOp::Add => int_result(x.checked_add(y)),
+                ArithOp::Sub => int_result(x.checked_sub(y)),
+                ArithOp::Rem => int_result(x.checked_rem(y)),
             },
             (x, y) => match (as_f64(&x), as_f64(&y)) {
                 (Some(x), Some(y)) => match op {
@@ -215,8 +248,22 @@ fn to_truth(t: Option<bool>) -> Truth {
 // ------------------------------------------------------------------------------ strategies
 
 fn record() -> impl Strategy<Value = Json> {
-    let number =
-        prop_oneof![(-5i64..5).prop_map(Json::from), (-5.0f64..5.0).prop_map(|f| json!((f * 2.0).round() / 2.0)), Just(json!(i64::MAX))];
+    let number = prop_oneof![
+        4 => (-5i64..5).prop_map(Json::from),
+        4 => (-5.0f64..5.0).prop_map(|f| json!((f * 2.0).round() / 2.0)),
+        // The edges where an f64 cannot tell integers apart.
+        2 => prop::sample::select(vec![
+            json!(i64::MAX),
+            json!(i64::MIN),
+            json!(u64::MAX),
+            json!(u64::MAX - 1),
+            json!((1u64 << 63) + 1),
+            json!((1i64 << 53) + 1),
+            json!(9007199254740992.0),
+            json!(18446744073709551616.0),
+            json!(9223372036854775808.0),
+        ]),
+    ];
     let text = prop::sample::select(vec!["", "a", "ab", "ba", "abc", "b"]).prop_map(Json::from);
     let maybe = |s: BoxedStrategy<Json>| prop_oneof![3 => s.prop_map(Some), 1 => Just(Some(Json::Null)), 1 => Just(None)];
     (
@@ -246,6 +293,14 @@ fn record() -> impl Strategy<Value = Json> {
 fn literal_strategy() -> impl Strategy<Value = Literal> {
     prop_oneof![
         (-5i64..5).prop_map(Literal::Int),
+        prop::sample::select(vec![
+            Literal::Int(i64::MAX),
+            Literal::Int((1 << 53) + 1),
+            Literal::UInt(u64::MAX),
+            Literal::UInt(u64::MAX - 1),
+            Literal::Float(9007199254740992.0),
+            Literal::Float(18446744073709551616.0),
+        ]),
         (-10i32..10).prop_map(|h| Literal::Float(h as f64 / 2.0)),
         prop::sample::select(vec!["", "a", "ab", "b"]).prop_map(Literal::from),
         any::<bool>().prop_map(Literal::Bool),

@@ -181,6 +181,7 @@ macro_rules! int_key_literal {
             fn from_literal(literal: &Literal) -> Option<Self> {
                 match literal {
                     Literal::Int(int) => <$type>::try_from(*int).ok(),
+                    Literal::UInt(uint) => <$type>::try_from(*uint).ok(),
                     Literal::Float(float) if float.fract() == 0.0 && float.abs() < 9.0e15 => <$type>::try_from(*float as i64).ok(),
                     _ => None,
                 }

@@ -172,7 +172,8 @@ pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate:
     is_single_key::<T>(path)
         && matches!(
             (state.single_key_type.as_ref(), literal),
-            (Some(super::TypeDesc::String), Literal::Str(_)) | (Some(super::TypeDesc::Int | super::TypeDesc::Integer(_)), Literal::Int(_))
+            (Some(super::TypeDesc::String), Literal::Str(_))
+                | (Some(super::TypeDesc::Int | super::TypeDesc::Integer(_)), Literal::Int(_) | Literal::UInt(_))
         )
 }
 

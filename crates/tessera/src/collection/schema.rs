@@ -220,7 +220,7 @@ impl Class {
         match literal {
             Literal::Null => Class::Null,
             Literal::Bool(_) => Class::Bool,
-            Literal::Int(_) | Literal::Float(_) => Class::Number,
+            Literal::Int(_) | Literal::UInt(_) | Literal::Float(_) => Class::Number,
             Literal::Str(_) => Class::String,
         }
     }

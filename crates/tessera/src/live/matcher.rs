@@ -53,7 +53,7 @@ fn compare_constraint(shape: &TypeDesc, path: &str, op: CompareOp, literal: &Lit
         Literal::Int(int) => {
             matches!(field_type(shape, path), Some(TypeDesc::Int | TypeDesc::Integer(_))) && int.unsigned_abs() < (1 << 53)
         }
-        Literal::Float(_) => false,
+        Literal::UInt(_) | Literal::Float(_) => false,
     };
     if op == CompareOp::Eq && exact && sort_key::literal_tag(literal) != sort_key::TAG_NUMBER {
         let mut component = Vec::new();

@@ -11,6 +11,8 @@ enum Operand<'a> {
     Null,
     Bool(bool),
     Int(i64),
+    /// An integer above `i64::MAX`.
+    UInt(u64),
     Float(f64),
     Str(&'a str),
     Other,
@@ -21,7 +23,7 @@ fn from_value(value: Value<'_>) -> Operand<'_> {
         Kind::Null => Operand::Null,
         Kind::Bool => Operand::Bool(value.as_bool().unwrap_or(false)),
         Kind::Int => Operand::Int(value.as_i64().unwrap_or(0)),
-        Kind::UInt => Operand::Float(value.as_u64().unwrap_or(0) as f64),
+        Kind::UInt => Operand::UInt(value.as_u64().unwrap_or(0)),
         Kind::Float => Operand::Float(value.as_f64().unwrap_or(f64::NAN)),
         Kind::String => Operand::Str(value.as_str().unwrap_or("")),
         Kind::Binary | Kind::Array | Kind::Dict => Operand::Other,
@@ -33,18 +35,70 @@ fn from_literal(literal: &Literal) -> Operand<'_> {
         Literal::Null => Operand::Null,
         Literal::Bool(b) => Operand::Bool(*b),
         Literal::Int(i) => Operand::Int(*i),
+        Literal::UInt(u) => Operand::UInt(*u),
         Literal::Float(x) => Operand::Float(*x),
         Literal::Str(s) => Operand::Str(s),
     }
 }
 
+impl Operand<'_> {
+    /// The exact value of an integer operand.
+    fn integer(&self) -> Option<i128> {
+        match self {
+            Operand::Int(int) => Some(i128::from(*int)),
+            Operand::UInt(uint) => Some(i128::from(*uint)),
+            _ => None,
+        }
+    }
+
+    fn is_number(&self) -> bool {
+        matches!(self, Operand::Int(_) | Operand::UInt(_) | Operand::Float(_))
+    }
+}
+
+/// The operand of an exact integer result: NULL beyond `i64` and `u64` (the values a record
+/// can hold), rather than a wrong number.
+fn integer_operand<'a>(value: i128) -> Operand<'a> {
+    match (i64::try_from(value), u64::try_from(value)) {
+        (Ok(int), _) => Operand::Int(int),
+        (_, Ok(uint)) => Operand::UInt(uint),
+        _ => Operand::Null,
+    }
+}
+
+/// Where the integer `int` sits against the float `float`, exactly (no rounding of `int` to
+/// an `f64`); `None` for NaN.
+fn order_integer_float(int: i128, float: f64) -> Option<Ordering> {
+    // Beyond ±2^65 a float is past every integer a record or a literal can hold.
+    const BEYOND: f64 = 36_893_488_147_419_103_232.0; // 2^65
+    if float.is_nan() {
+        return None;
+    }
+    if float >= BEYOND {
+        return Some(Ordering::Less);
+    }
+    if float <= -BEYOND {
+        return Some(Ordering::Greater);
+    }
+    // `floor` is an integer within ±2^65: exact in i128.
+    let floor = float.floor();
+    Some(match int.cmp(&(floor as i128)) {
+        Ordering::Equal if float == floor => Ordering::Equal,
+        Ordering::Equal => Ordering::Less, // int == floor < float
+        other => other,
+    })
+}
+
 /// Orders two non-NULL operands of comparable kinds; `None` for kinds that do not compare.
+/// Numbers compare by their exact values, whatever their kinds: `u64::MAX - 1 < u64::MAX`,
+/// `2^53 + 1 > 2^53 as a float`, and `3 == 3.0`.
 fn order(a: &Operand<'_>, b: &Operand<'_>) -> Option<Ordering> {
     match (a, b) {
         (Operand::Int(x), Operand::Int(y)) => Some(x.cmp(y)),
-        (Operand::Int(x), Operand::Float(y)) => (*x as f64).partial_cmp(y),
-        (Operand::Float(x), Operand::Int(y)) => x.partial_cmp(&(*y as f64)),
         (Operand::Float(x), Operand::Float(y)) => x.partial_cmp(y),
+        (Operand::Float(x), other) if other.integer().is_some() => order_integer_float(other.integer()?, *x).map(Ordering::reverse),
+        (other, Operand::Float(y)) if other.integer().is_some() => order_integer_float(other.integer()?, *y),
+        (x, y) if x.integer().is_some() && y.integer().is_some() => Some(x.integer()?.cmp(&y.integer()?)),
         (Operand::Str(x), Operand::Str(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
         (Operand::Bool(x), Operand::Bool(y)) => Some(x.cmp(y)),
         _ => None,
@@ -57,7 +111,7 @@ fn compare(a: &Operand<'_>, op: CompareOp, b: &Operand<'_>) -> Truth {
     }
     let Some(ordering) = order(a, b) else {
         // NaN against a number: every comparison is false except `!=`.
-        let numbers = matches!(a, Operand::Int(_) | Operand::Float(_)) && matches!(b, Operand::Int(_) | Operand::Float(_));
+        let numbers = a.is_number() && b.is_number();
         return if numbers { Truth::from_bool(op == CompareOp::Ne) } else { Truth::Unknown };
     };
     Truth::from_bool(holds(op, ordering))
@@ -99,19 +153,21 @@ fn compare_field(value: Option<Value<'_>>, op: CompareOp, literal: &Literal) -> 
 }
 
 fn arithmetic<'a>(a: Operand<'a>, op: ArithOp, b: Operand<'a>) -> Operand<'a> {
-    match (a, b) {
-        (Operand::Int(x), Operand::Int(y)) => {
-            let result = match op {
-                ArithOp::Add => x.checked_add(y),
-                ArithOp::Sub => x.checked_sub(y),
-                ArithOp::Rem => x.checked_rem(y),
-            };
-            // Overflow or a zero divisor gives NULL rather than a wrong number.
-            result.map_or(Operand::Null, Operand::Int)
-        }
-        (Operand::Int(x), Operand::Float(y)) => float_arithmetic(x as f64, op, y),
-        (Operand::Float(x), Operand::Int(y)) => float_arithmetic(x, op, y as f64),
-        (Operand::Float(x), Operand::Float(y)) => float_arithmetic(x, op, y),
+    if let (Some(x), Some(y)) = (a.integer(), b.integer()) {
+        let result = match op {
+            ArithOp::Add => x.checked_add(y),
+            ArithOp::Sub => x.checked_sub(y),
+            ArithOp::Rem => x.checked_rem(y),
+        };
+        // A result beyond i64 and u64, or a zero divisor, gives NULL rather than a wrong number.
+        return result.map_or(Operand::Null, integer_operand);
+    }
+    let as_float = |operand: &Operand<'_>| match operand {
+        Operand::Float(x) => Some(*x),
+        other => other.integer().map(|int| int as f64),
+    };
+    match (as_float(&a), as_float(&b)) {
+        (Some(x), Some(y)) => float_arithmetic(x, op, y),
         _ => Operand::Null,
     }
 }

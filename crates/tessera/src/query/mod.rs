@@ -106,6 +106,8 @@ pub enum Literal {
     Bool(bool),
     /// An integer.
     Int(i64),
+    /// An integer above `i64::MAX` (smaller ones are always [`Literal::Int`]).
+    UInt(u64),
     /// A float.
     Float(f64),
     /// A string.
@@ -122,6 +124,13 @@ macro_rules! literal_from {
     )*};
 }
 literal_from!(bool => Bool, i64 => Int, i32 => Int as i64, u32 => Int as i64, i16 => Int as i64, u8 => Int as i64, f64 => Float, f32 => Float as f64, String => Str);
+
+impl From<u64> for Literal {
+    /// An [`Literal::Int`] when it fits one, else a [`Literal::UInt`]: every `u64` exactly.
+    fn from(value: u64) -> Literal {
+        i64::try_from(value).map_or(Literal::UInt(value), Literal::Int)
+    }
+}
 
 impl From<&str> for Literal {
     fn from(value: &str) -> Literal {
@@ -443,6 +452,7 @@ impl fmt::Display for Literal {
             Literal::Null => f.write_str("null"),
             Literal::Bool(b) => write!(f, "{b}"),
             Literal::Int(i) => write!(f, "{i}"),
+            Literal::UInt(u) => write!(f, "{u}"),
             Literal::Float(x) if x.fract() == 0.0 && x.is_finite() => write!(f, "{x:.1}"),
             Literal::Float(x) => write!(f, "{x}"),
             Literal::Str(s) => write_quoted(f, s),

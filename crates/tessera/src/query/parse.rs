@@ -54,6 +54,8 @@ enum Token {
     Ident(String),
     Str(String),
     Int(i64),
+    /// An integer above `i64::MAX`, up to `u64::MAX`.
+    UInt(u64),
     Float(f64),
     Symbol(&'static str),
 }
@@ -134,6 +136,9 @@ impl<'t> Lexer<'t> {
         let number = &self.text[start..end];
         match number.parse::<i64>() {
             Ok(int) => Ok(Token::Int(int)),
+            Err(_) if number.bytes().all(|byte| byte.is_ascii_digit()) && number.parse::<u64>().is_ok() => {
+                Ok(Token::UInt(number.parse::<u64>().expect("checked")))
+            }
             Err(_) => match number.parse::<f64>() {
                 Ok(float) if float.is_finite() => Ok(Token::Float(float)),
                 // A literal beyond f64's range would silently become infinity.
@@ -529,7 +534,9 @@ impl Parser<'_> {
         match self.peek() {
             Some(Token::Ident(word)) if is_literal_word(word) => Ok(Expr::Literal(self.literal()?)),
             Some(Token::Ident(word)) if !is_reserved(word) => Ok(Expr::Field(super::FieldPath::new(&self.field_path("a field")?))),
-            Some(Token::Str(_) | Token::Int(_) | Token::Float(_) | Token::Symbol("-")) => Ok(Expr::Literal(self.literal()?)),
+            Some(Token::Str(_) | Token::Int(_) | Token::UInt(_) | Token::Float(_) | Token::Symbol("-")) => {
+                Ok(Expr::Literal(self.literal()?))
+            }
             _ => Err(self.expected("a field, a value or `(`")),
         }
     }
@@ -538,7 +545,7 @@ impl Parser<'_> {
     fn literal_after(&mut self, what: &str) -> Result<Literal, ParseError> {
         let is_literal = match self.peek() {
             Some(Token::Ident(word)) => is_literal_word(word),
-            Some(Token::Str(_) | Token::Int(_) | Token::Float(_) | Token::Symbol("-")) => true,
+            Some(Token::Str(_) | Token::Int(_) | Token::UInt(_) | Token::Float(_) | Token::Symbol("-")) => true,
             _ => false,
         };
         if !is_literal {
@@ -553,6 +560,12 @@ impl Parser<'_> {
             Some(Token::Int(int)) => {
                 Literal::Int(if negative { int.checked_neg().ok_or_else(|| self.error_at_next("number too large"))? } else { *int })
             }
+            // `-9223372036854775808` is i64::MIN; every other negative beyond i64 is too large.
+            Some(Token::UInt(uint)) if negative => match i64::try_from(i128::from(*uint).wrapping_neg()) {
+                Ok(int) => Literal::Int(int),
+                Err(_) => return Err(self.error_at_next("number too large")),
+            },
+            Some(Token::UInt(uint)) => Literal::UInt(*uint),
             Some(Token::Float(float)) => Literal::Float(if negative { -float } else { *float }),
             Some(Token::Str(text)) if !negative => Literal::Str(text.clone()),
             Some(Token::Ident(word)) if !negative && word.eq_ignore_ascii_case("true") => Literal::Bool(true),
