@@ -239,11 +239,20 @@ fn u64_of(value: &[u8], what: &str) -> Result<u64> {
 
 // ------------------------------------------------------------------------------ writing
 
+/// In `tessera.meta`, written by a commit of a process with cross-process notification on
+/// that appends nothing to the feed: the commit's sequence (8 bytes, big-endian). LMDB gives a
+/// commit that writes nothing no sequence of its own (the next transaction has the same id),
+/// and that process counts on each of its commits having one.
+pub(crate) const META_LAST_EMPTY_KEY: &[u8] = b"cross_process_empty_commit";
+
 /// Appends the commit `sequence`'s changes (the recorded ones) and applies the retention: in
 /// the committing transaction, under the writer lock.
 pub(crate) fn append(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequence: u64, changes: &[Change]) -> Result<()> {
     let recorded_changes: Vec<&Change> = changes.iter().filter(|change| recorded(&change.keyspace)).collect();
     if recorded_changes.is_empty() {
+        if tx.inner().feed_state.olds.get().is_some() {
+            tx.put_unlogged(meta, META_LAST_EMPTY_KEY, &sequence.to_be_bytes())?;
+        }
         return Ok(());
     }
     let mut entry = Vec::new();
