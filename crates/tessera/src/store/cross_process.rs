@@ -94,6 +94,7 @@ impl CrossProcess {
     /// Publishes the commits after `delivered` that a new snapshot sees (all of them remote:
     /// a local commit advances `delivered` itself), then delivers them.
     fn catch_up(&self, inner: &Inner) -> Result<()> {
+        self.report_gap(inner); // one left by a delivery under way
         let newest = inner.env.info().last_txn_id as u64;
         if newest <= *lock(&self.delivered) {
             return Ok(()); // woken by this process's own commit
@@ -160,12 +161,15 @@ impl CrossProcess {
         let _ = self.signal.raise(sequence);
     }
 
-    /// Reports a gap found while catching up to the feed's gap hooks. Called with no tessera
-    /// lock held.
+    /// Reports a gap found while catching up to the feed's gap hooks, unless a delivery is
+    /// under way: the gap then waits for the next commit or watcher look. Called with no
+    /// tessera lock held but, at most, the delivery lock.
     pub(crate) fn report_gap(&self, inner: &Inner) {
         let gap = lock(&self.gap).take();
         if let Some(error) = gap {
-            inner.feed.report_gap(&error);
+            if !inner.feed.try_report_gap(&error) {
+                lock(&self.gap).get_or_insert(error);
+            }
         }
     }
 

@@ -289,10 +289,15 @@ impl Feed {
     }
 
     /// Tells every gap hook and listener that commits were lost: gap hooks get `error`, each
-    /// listener a [`FeedEvent::Lagged`] of one batch. Runs after the deliveries under way,
-    /// with no other tessera lock held.
-    pub(crate) fn report_gap(&self, error: &Arc<crate::Error>) {
-        let _delivering = lock(&self.delivering);
+    /// listener a [`FeedEvent::Lagged`] of one batch. Runs between deliveries, under the
+    /// delivery lock; false (nothing done) if a delivery holds it, for the caller to try again
+    /// later (waiting could deadlock a write made inside a delivery).
+    pub(crate) fn try_report_gap(&self, error: &Arc<crate::Error>) -> bool {
+        let _delivering = match self.delivering.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
         let hooks: Vec<GapHook> = lock(&self.gap_hooks).clone();
         for hook in hooks {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(error)));
@@ -300,6 +305,7 @@ impl Feed {
         for listener in lock(&self.listeners).iter() {
             listener.missed.fetch_add(1, Ordering::AcqRel);
         }
+        true
     }
 
     fn deliver(&self, batch: &Arc<ChangeBatch>) {
