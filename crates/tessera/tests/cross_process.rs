@@ -198,6 +198,8 @@ fn race(path: &str, side: u32) {
     let marks = db.keyspace("marks").unwrap();
     let live = accounts.subscribe_query(&accounts.all().order_by(Account::balance(), Order::Desc)).unwrap();
     let ids: Vec<u32> = initial(live.recv_timeout(WAIT)).iter().map(|account| account.id).collect();
+    let stream = db.subscribe();
+    let start = db.read(|tx| Ok(tx.sequence())).unwrap();
     db.write(|tx| tx.put(&marks, format!("ready{side}").as_bytes(), b"")).unwrap();
     let other = if side == 0 { 1 } else { 0 };
     wait_for_mark(&db, &format!("ready{other}"));
@@ -229,6 +231,19 @@ fn race(path: &str, side: u32) {
     settle(&db, &live, ids);
     db.write(|tx| tx.put(&marks, format!("settled{side}").as_bytes(), b"")).unwrap();
     wait_for_mark(&db, &format!("settled{other}"));
+    // The raw feed had every commit of both processes, each once, in commit order: the ones
+    // the durable feed has since `start`.
+    let expected: Vec<u64> = db.changes_since(start, 100_000).unwrap().iter().map(|batch| batch.sequence).collect();
+    let deadline = Instant::now() + WAIT;
+    let mut received = Vec::new();
+    while received.last() != expected.last() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match stream.recv_timeout(left) {
+            Some(FeedEvent::Batch(batch)) => received.push(batch.sequence),
+            other => panic!("side {side}: expected a batch, got {other:?} after {} of {}", received.len(), expected.len()),
+        }
+    }
+    assert_eq!(received, expected, "side {side}");
 }
 
 fn wait_for_mark(db: &Db, mark: &str) {

@@ -617,9 +617,38 @@ mod tests {
     }
 
     #[test]
+    fn old_values_decode_onto_their_entry_and_damage_is_an_error() {
+        let mut changes = vec![change("a", b"k1", Some(b"v1")), change("a", b"k2", None), change("a", b"k3", Some(b"new"))];
+        changes[0].old = Some(Box::from(&b"v0"[..]));
+        changes[1].old = Some(Box::from(&b""[..]));
+        changes[2].kind = ChangeKind::Insert;
+        let refs: Vec<&Change> = changes.iter().collect();
+        let (mut entry, mut olds) = (Vec::new(), Vec::new());
+        encode(&refs, &mut entry);
+        encode_olds(&refs, &mut olds);
+        let mut batch = decode(9, &entry).unwrap();
+        decode_olds(&mut batch, &olds).unwrap();
+        assert_eq!(batch.changes, changes);
+        for len in 0..olds.len() {
+            let mut batch = decode(9, &entry).unwrap();
+            assert!(matches!(decode_olds(&mut batch, &olds[..len]), Err(Error::Corrupted(_))), "truncated to {len}");
+        }
+        let mut longer = olds.clone();
+        longer.push(0);
+        assert!(matches!(decode_olds(&mut decode(9, &entry).unwrap(), &longer), Err(Error::Corrupted(_))));
+        // Old values that contradict the kinds: an update without one.
+        let mut contradicting = changes.clone();
+        contradicting[0].old = None;
+        let refs: Vec<&Change> = contradicting.iter().collect();
+        encode_olds(&refs, &mut olds);
+        assert!(matches!(decode_olds(&mut decode(9, &entry).unwrap(), &olds), Err(Error::Corrupted(_))));
+    }
+
+    #[test]
     fn index_entries_and_the_feed_itself_are_not_recorded() {
         assert!(recorded("tessera.col.tasks") && recorded("notes") && recorded("tessera.dictionary.default"));
         assert!(!recorded("tessera.idx.tasks.priority") && !recorded(FEED_KEYSPACE) && !recorded(CONSUMERS_KEYSPACE));
+        assert!(!recorded(OLDS_KEYSPACE));
         assert!(!recorded(META_KEYSPACE));
     }
 }
