@@ -132,7 +132,14 @@ fn a_commit_of_another_process_reaches_the_feed_and_subscriptions_with_its_old_v
         let change = changed(rich.recv_timeout(WAIT));
         ids = apply(&ids, &change);
     }
-    let fresh: Vec<u32> = accounts.filter(Account::balance().ge(11)).order_by(Account::balance(), Order::Asc).fetch(&db).unwrap().iter().map(|a| a.id).collect();
+    let fresh: Vec<u32> = accounts
+        .filter(Account::balance().ge(11))
+        .order_by(Account::balance(), Order::Asc)
+        .fetch(&db)
+        .unwrap()
+        .iter()
+        .map(|a| a.id)
+        .collect();
     assert_eq!(ids, fresh);
 
     // The raw feed: three batches, with old values for the update and the delete.
@@ -144,7 +151,8 @@ fn a_commit_of_another_process_reaches_the_feed_and_subscriptions_with_its_old_v
         }
     }
     assert!(batches.windows(2).all(|pair| pair[0].sequence < pair[1].sequence), "in commit order");
-    let records: Vec<_> = batches.iter().map(|batch| batch.changes.iter().find(|c| c.keyspace.starts_with("tessera.col")).unwrap().clone()).collect();
+    let records: Vec<_> =
+        batches.iter().map(|batch| batch.changes.iter().find(|c| c.keyspace.starts_with("tessera.col")).unwrap().clone()).collect();
     assert_eq!(records.iter().map(|change| change.kind).collect::<Vec<_>>(), [ChangeKind::Update, ChangeKind::Delete, ChangeKind::Insert]);
     assert!(records[0].old.is_some() && records[0].new.is_some() && records[0].old != records[0].new);
     assert!(records[1].old.is_some() && records[1].new.is_none());

@@ -394,7 +394,13 @@ fn trimmed_through(tx: &impl Snapshot, meta: &Keyspace) -> Result<u64> {
 /// old values (from `tessera.feed.old`): what cross-process notification delivers of other
 /// processes' commits. [`Error::CrossProcessGap`] if retention removed commits after `after`,
 /// or one of them has no old values (its writer did not have the option on).
-pub(crate) fn read_with_olds(tx: &impl Snapshot, state: &FeedState, after: u64, through: u64, batches_max: usize) -> Result<Vec<ChangeBatch>> {
+pub(crate) fn read_with_olds(
+    tx: &impl Snapshot,
+    state: &FeedState,
+    after: u64,
+    through: u64,
+    batches_max: usize,
+) -> Result<Vec<ChangeBatch>> {
     let (Some(feed), Some(olds), Some(meta)) = (state.feed.get(), state.olds.get(), state.meta.get()) else {
         return Err(Error::CrossProcessGap { after, reason: "this process does not have the durable feed open".into() });
     };
