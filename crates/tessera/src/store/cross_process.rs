@@ -101,7 +101,11 @@ impl CrossProcess {
         }
         let txn = ReadTxn::begin(inner)?;
         let mut delivered = lock(&self.delivered);
-        self.publish_through(inner, &txn, &mut delivered, txn.sequence());
+        // A local commit may have come between the snapshot and the lock: it published
+        // everything up to itself, and this snapshot has nothing newer.
+        if *delivered < txn.sequence() {
+            self.publish_through(inner, &txn, &mut delivered, txn.sequence());
+        }
         drop(delivered);
         drop(txn);
         self.report_gap(inner);
