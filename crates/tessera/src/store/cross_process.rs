@@ -202,3 +202,40 @@ impl Committing<'_> {
         *self.delivered = sequence;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{DbOptions, FeedEvent};
+
+    /// Catching up over more commits than one read takes: every commit, once, in order, with
+    /// the old values its writer had. (The commits are this process's own, made while nobody
+    /// listened, and `delivered` is then put back, so that they look like another process's.)
+    #[test]
+    fn catching_up_reads_the_feed_in_bounded_chunks_and_publishes_every_commit_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = DbOptions { durable_feed: true, cross_process_notify: true, listener_queue_batches: 4096, ..DbOptions::default() };
+        let db = Db::open_with(dir.path().join("db"), options).unwrap();
+        let notes = db.keyspace("notes").unwrap();
+        let start = db.read(|tx| Ok(tx.sequence())).unwrap();
+        let commits = CATCH_UP_BATCHES_MAX as u64 * 2 + 1;
+        for i in 0..commits {
+            // The same key every time: each commit's old value is the one before.
+            db.write(|tx| tx.put(&notes, b"k", &i.to_be_bytes())).unwrap();
+        }
+        let stream = db.subscribe();
+        let state = db.inner.cross_process.get().unwrap();
+        *lock(&state.delivered) = start;
+        state.catch_up(&db.inner).unwrap();
+        let mut previous: Option<u64> = None;
+        for i in 0..commits {
+            let Some(FeedEvent::Batch(batch)) = stream.recv_timeout(Duration::from_secs(10)) else { panic!("commit {i} missing") };
+            assert!(previous.is_none_or(|previous| batch.sequence > previous));
+            previous = Some(batch.sequence);
+            let change = &batch.changes[0];
+            assert_eq!(change.new.as_deref(), Some(&i.to_be_bytes()[..]));
+            assert_eq!(change.old.as_deref(), i.checked_sub(1).map(u64::to_be_bytes).as_ref().map(|old| &old[..]));
+        }
+        assert!(stream.try_recv().is_none(), "each commit once");
+    }
+}
