@@ -12,6 +12,7 @@ mod format_maps;
 mod format_numbers;
 mod harness;
 mod live;
+mod live_cross_process;
 mod people;
 mod store;
 
@@ -119,6 +120,14 @@ enum TableName {
         /// Milliseconds to commit for.
         duration_ms: u64,
     },
+    /// The committing process of the `live` table's cross-process row (run by it).
+    #[command(hide = true)]
+    LiveCrossProcessChild {
+        /// The shared file.
+        path: PathBuf,
+        /// Commits to make.
+        rounds: usize,
+    },
     /// Charts and markdown: runs every table with its defaults (long), or with --from-json reads
     /// the results files of earlier runs; then writes DOCS/bench/<table>.svg and
     /// DOCS/benchmarks.md. A missing or malformed results file is an error naming the file.
@@ -171,6 +180,7 @@ fn run_table(table: TableName) -> std::io::Result<()> {
         TableName::CommitChild { system, dir, process, duration_ms } => {
             commit::child(&system, &dir, process, Duration::from_millis(duration_ms))
         }
+        TableName::LiveCrossProcessChild { path, rounds } => live_cross_process::child(&path, rounds),
         TableName::Report { .. } => unreachable!("the report is not a table"),
     }
 }

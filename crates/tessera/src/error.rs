@@ -37,6 +37,18 @@ pub enum Error {
         /// The oldest sequence the feed can still have.
         oldest_kept: u64,
     },
+    /// This process could not rebuild the commits of other processes after `after` for its
+    /// subscriptions ([`crate::DbOptions::cross_process_notify`]): retention removed them from
+    /// the durable feed before this process read them, or a process that made one wrote it
+    /// without its old values (it did not have the option on). The process's live
+    /// subscriptions end with this error; subscribe again to follow on from a fresh snapshot.
+    #[error("commits of other processes after {after} cannot be rebuilt for subscriptions: {reason}")]
+    CrossProcessGap {
+        /// The last commit delivered in order.
+        after: u64,
+        /// Why the next ones cannot be rebuilt.
+        reason: String,
+    },
     /// No feed consumer of this name is registered (it was removed).
     #[error("no feed consumer {name:?}")]
     NoSuchConsumer {

@@ -1,5 +1,6 @@
 //! Two processes on one database: each sees the other's commits on its next transaction, and
-//! a map grown by one is adopted by the other. The change feed is in-process only.
+//! a map grown by one is adopted by the other. Without `DbOptions::cross_process_notify` (see
+//! cross_process.rs) the change feed carries this process's commits only.
 
 use std::process::Command;
 use std::time::Duration;

@@ -54,16 +54,7 @@ pub(super) struct LiveCollection<T: Record> {
 /// so that `recv` returns `None` instead of waiting for deliveries that cannot come.
 impl<T: Record> Drop for LiveCollection<T> {
     fn drop(&mut self) {
-        for sub in self.objects.values().flatten() {
-            if let Some(mailbox) = sub.mailbox.upgrade() {
-                mailbox.end_with(SubscriptionEnd::DatabaseClosed);
-            }
-        }
-        for sub in self.queries.iter().flatten() {
-            if let Some(mailbox) = sub.mailbox.upgrade() {
-                mailbox.end_with(SubscriptionEnd::DatabaseClosed);
-            }
-        }
+        self.end_all(&SubscriptionEnd::DatabaseClosed);
     }
 }
 
@@ -72,6 +63,8 @@ pub(super) trait AnyLive: Send {
     /// Applies a commit; returns how many dead subscriptions were removed.
     fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> usize;
     fn as_any(&mut self) -> &mut dyn Any;
+    /// Ends every subscription with `end` (the first reason given is the one kept).
+    fn end_all(&self, end: &SubscriptionEnd);
 }
 
 impl<T: Record> LiveCollection<T> {
@@ -103,6 +96,19 @@ impl<T: Record> LiveCollection<T> {
 impl<T: Record> AnyLive for LiveCollection<T> {
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+
+    fn end_all(&self, end: &SubscriptionEnd) {
+        for sub in self.objects.values().flatten() {
+            if let Some(mailbox) = sub.mailbox.upgrade() {
+                mailbox.end_with(end.clone());
+            }
+        }
+        for sub in self.queries.iter().flatten() {
+            if let Some(mailbox) = sub.mailbox.upgrade() {
+                mailbox.end_with(end.clone());
+            }
+        }
     }
 
     fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> usize {
@@ -273,6 +279,8 @@ impl Engine {
                 let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), watches: Mutex::default(), db: db.downgrade() });
                 let hook_engine = engine.clone();
                 db.add_feed_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
+                let gap_engine = engine.clone();
+                db.add_gap_hook(Arc::new(move |error: &Arc<crate::Error>| gap_engine.end_all(error)));
                 Ok(engine)
             },
         )
@@ -285,6 +293,21 @@ impl Engine {
             live.apply(batch, &db); // a pruned subscription's demand guard lowers the demand
         }
         lock(&self.watches).apply(batch, &db);
+    }
+
+    /// Ends every subscription with `error` and forgets them: commits of other processes were
+    /// lost (see `store/cross_process.rs`), so none can follow on.
+    pub(super) fn end_all(&self, error: &Arc<crate::Error>) {
+        let end = SubscriptionEnd::Failed(error.clone());
+        let collections = std::mem::take(&mut *lock(&self.collections));
+        for live in collections.values() {
+            live.end_all(&end);
+        }
+        drop(collections);
+        let mut watches = std::mem::take(&mut *lock(&self.watches));
+        for watch in &mut watches.0 {
+            watch.close(end.clone());
+        }
     }
 
     /// Registers the value subscription `register` makes, with the writer barrier passed (as

@@ -20,8 +20,8 @@ pub(crate) type Follow<C> = Box<dyn FnMut(&ChangeBatch, &Db) -> Option<Result<C>
 pub(super) trait AnyWatch: Send {
     /// Applies a commit; false once the subscription is over (its handle dropped, or failed).
     fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> bool;
-    /// The database closed.
-    fn close(&mut self);
+    /// The subscription ends (the database closed, or commits were lost).
+    fn close(&mut self, end: SubscriptionEnd);
 }
 
 struct Watch<S, C> {
@@ -51,9 +51,9 @@ impl<S: Send, C: Coalesce + Settle<S> + Send> AnyWatch for Watch<S, C> {
         true
     }
 
-    fn close(&mut self) {
+    fn close(&mut self, end: SubscriptionEnd) {
         if let Some(mailbox) = self.mailbox.upgrade() {
-            mailbox.end_with(SubscriptionEnd::DatabaseClosed);
+            mailbox.end_with(end);
         }
     }
 }
@@ -72,7 +72,7 @@ impl Watches {
 impl Drop for Watches {
     fn drop(&mut self) {
         for watch in &mut self.0 {
-            watch.close();
+            watch.close(SubscriptionEnd::DatabaseClosed);
         }
     }
 }

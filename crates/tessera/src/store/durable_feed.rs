@@ -10,6 +10,7 @@
 use super::feed::{Change, ChangeBatch, ChangeKind};
 use super::{Db, Keyspace, ReadTxn, Snapshot, WriteTxn, META_KEYSPACE};
 use crate::error::{Error, Result};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -17,6 +18,10 @@ use std::sync::OnceLock;
 pub(crate) const FEED_KEYSPACE: &str = "tessera.feed";
 /// Consumers' cursors: consumer name → the last sequence it acknowledged (8 bytes, big-endian).
 pub(crate) const CONSUMERS_KEYSPACE: &str = "tessera.feed.consumers";
+/// The old values of the commits whose writer had cross-process notification on: commit
+/// sequence (8 bytes, big-endian) → the old value of each change of its `tessera.feed` entry,
+/// in the same order (see [`encode_olds`]). Removed with the feed entry.
+pub(crate) const OLDS_KEYSPACE: &str = "tessera.feed.old";
 /// In `tessera.meta`: present once the feed is on; its value is the highest sequence that
 /// retention has removed (8 bytes, big-endian; 0 for none).
 pub(crate) const META_FEED_KEY: &[u8] = b"durable_feed";
@@ -61,6 +66,9 @@ pub(crate) struct FeedState {
     meta: OnceLock<Keyspace>,
     /// `tessera.feed`, once this process has it open.
     feed: OnceLock<Keyspace>,
+    /// `tessera.feed.old`, when this process has cross-process notification on: its commits
+    /// record their old values there too.
+    pub(crate) olds: OnceLock<Keyspace>,
 }
 
 impl FeedState {
@@ -70,6 +78,7 @@ impl FeedState {
             retention: FeedRetention { commits_max: retention.commits_max.max(1) },
             meta: OnceLock::new(),
             feed: OnceLock::new(),
+            olds: OnceLock::new(),
         }
     }
 
@@ -172,6 +181,52 @@ fn decode(sequence: u64, bytes: &[u8]) -> Result<ChangeBatch> {
     Ok(ChangeBatch { sequence, changes })
 }
 
+/// One commit's old values, for the changes of its feed entry in their order: `count:u32`,
+/// then per change `value_len:u32 · value` (little-endian; an insert's absent old value has
+/// `value_len` `u32::MAX` and no value).
+fn encode_olds(changes: &[&Change], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
+    for change in changes {
+        match &change.old {
+            Some(value) => {
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
+            }
+            None => out.extend_from_slice(&NO_VALUE.to_le_bytes()),
+        }
+    }
+}
+
+/// Fills `batch`'s old values from its entry in `tessera.feed.old`.
+fn decode_olds(batch: &mut ChangeBatch, bytes: &[u8]) -> Result<()> {
+    let mut fields = Fields { bytes, sequence: batch.sequence };
+    let count = fields.u32("old value count")? as usize;
+    if count != batch.changes.len() {
+        return Err(Error::Corrupted(format!(
+            "keyspace {OLDS_KEYSPACE}: commit {} has {count} old values for {} changes",
+            batch.sequence,
+            batch.changes.len()
+        )));
+    }
+    for change in &mut batch.changes {
+        change.old = match fields.u32("old value length")? {
+            NO_VALUE => None,
+            len => Some(Box::from(fields.take(len as usize, "old value")?)),
+        };
+        if (change.kind == ChangeKind::Insert) != change.old.is_none() {
+            return Err(Error::Corrupted(format!(
+                "keyspace {OLDS_KEYSPACE}: commit {}: an insert with an old value, or an update or delete without one",
+                batch.sequence
+            )));
+        }
+    }
+    if !fields.bytes.is_empty() {
+        return Err(Error::Corrupted(format!("keyspace {OLDS_KEYSPACE}: commit {}: bytes after the last old value", batch.sequence)));
+    }
+    Ok(())
+}
+
 fn sequence_of(key: &[u8]) -> Result<u64> {
     let bytes: [u8; 8] = key.try_into().map_err(|_| Error::Corrupted(format!("keyspace {FEED_KEYSPACE}: a key of {} bytes", key.len())))?;
     Ok(u64::from_be_bytes(bytes))
@@ -184,16 +239,39 @@ fn u64_of(value: &[u8], what: &str) -> Result<u64> {
 
 // ------------------------------------------------------------------------------ writing
 
+/// In `tessera.meta`, written by a commit of a process with cross-process notification on
+/// that appends nothing to the feed: the commit's sequence (8 bytes, big-endian). LMDB gives a
+/// commit that writes nothing no sequence of its own (the next transaction has the same id),
+/// and that process counts on each of its commits having one.
+pub(crate) const META_LAST_EMPTY_KEY: &[u8] = b"cross_process_empty_commit";
+
 /// Appends the commit `sequence`'s changes (the recorded ones) and applies the retention: in
 /// the committing transaction, under the writer lock.
 pub(crate) fn append(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequence: u64, changes: &[Change]) -> Result<()> {
     let recorded_changes: Vec<&Change> = changes.iter().filter(|change| recorded(&change.keyspace)).collect();
     if recorded_changes.is_empty() {
+        if tx.inner().feed_state.olds.get().is_some() {
+            tx.put_unlogged(meta, META_LAST_EMPTY_KEY, &sequence.to_be_bytes())?;
+        }
         return Ok(());
     }
     let mut entry = Vec::new();
     encode(&recorded_changes, &mut entry);
     tx.put_unlogged(feed, &sequence.to_be_bytes(), &entry)?;
+    if let Some(olds) = tx.inner().feed_state.olds.get().cloned() {
+        encode_olds(&recorded_changes, &mut entry);
+        tx.put_unlogged(&olds, &sequence.to_be_bytes(), &entry)?;
+        // A writer without cross-process notification trims the feed and leaves the old
+        // values of the commits it removed: take them away here.
+        let trimmed = trimmed_through(tx, meta)?;
+        let mut orphans = Vec::new();
+        for entry in tx.range(&olds, ..=&trimmed.to_be_bytes()[..])? {
+            orphans.push(sequence_of(entry?.0)?);
+        }
+        for orphan in orphans {
+            tx.delete_unlogged(&olds, &orphan.to_be_bytes())?;
+        }
+    }
     let commits_max = tx.inner().feed_state.retention.commits_max;
     let entries = tx.entry_count(feed)?;
     if entries > commits_max {
@@ -210,8 +288,12 @@ pub(crate) fn append(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, se
 /// trimmed in `tessera.meta`.
 fn trim_through(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequences: &[u64]) -> Result<()> {
     let Some(&last) = sequences.last() else { return Ok(()) };
+    let olds = tx.inner().feed_state.olds.get().cloned();
     for sequence in sequences {
         tx.delete_unlogged(feed, &sequence.to_be_bytes())?;
+        if let Some(olds) = &olds {
+            tx.delete_unlogged(olds, &sequence.to_be_bytes())?;
+        }
     }
     let trimmed = trimmed_through(tx, meta)?;
     tx.put_unlogged(meta, META_FEED_KEY, &trimmed.max(last).to_be_bytes())
@@ -247,6 +329,13 @@ pub(crate) fn open(db: &Db) -> Result<()> {
         }
         let _ = state.feed.set(feed);
         state.enabled.store(true, Ordering::Release);
+    }
+    if db.inner.options.cross_process_notify {
+        if !state.is_enabled() {
+            return Err(Error::FeedDisabled { path: db.inner.path.clone() });
+        }
+        // Before this process's first commit that records old values.
+        let _ = state.olds.set(db.internal_keyspace(OLDS_KEYSPACE)?);
     }
     Ok(())
 }
@@ -299,6 +388,44 @@ fn trimmed_through(tx: &impl Snapshot, meta: &Keyspace) -> Result<u64> {
         Some(value) => u64_of(value, "tessera.meta durable_feed"),
         None => Ok(0),
     }
+}
+
+/// Up to `batches_max` commits after `after` and up to `through`, in commit order, with their
+/// old values (from `tessera.feed.old`): what cross-process notification delivers of other
+/// processes' commits. [`Error::CrossProcessGap`] if retention removed commits after `after`,
+/// or one of them has no old values (its writer did not have the option on).
+pub(crate) fn read_with_olds(
+    tx: &impl Snapshot,
+    state: &FeedState,
+    after: u64,
+    through: u64,
+    batches_max: usize,
+) -> Result<Vec<ChangeBatch>> {
+    let (Some(feed), Some(olds), Some(meta)) = (state.feed.get(), state.olds.get(), state.meta.get()) else {
+        return Err(Error::CrossProcessGap { after, reason: "this process does not have the durable feed open".into() });
+    };
+    let trimmed = trimmed_through(tx, meta)?;
+    if after < trimmed {
+        return Err(Error::CrossProcessGap { after, reason: format!("retention removed the commits up to {trimmed}") });
+    }
+    let start = after.saturating_add(1).to_be_bytes();
+    let end = through.to_be_bytes();
+    let mut batches = Vec::new();
+    for entry in tx.entries(feed, Bound::Included(&start[..]), Bound::Included(&end[..]))?.take(batches_max) {
+        let (key, value) = entry?;
+        let mut batch = decode(sequence_of(key)?, value)?;
+        match tx.get_value(olds, key)? {
+            Some(bytes) => decode_olds(&mut batch, bytes)?,
+            None => {
+                return Err(Error::CrossProcessGap {
+                    after,
+                    reason: format!("commit {} was made without cross-process notification, so its old values are unknown", batch.sequence),
+                })
+            }
+        }
+        batches.push(batch);
+    }
+    Ok(batches)
 }
 
 /// Up to `batches_max` commits after `cursor` (0: from the oldest kept), in commit order.
@@ -496,9 +623,38 @@ mod tests {
     }
 
     #[test]
+    fn old_values_decode_onto_their_entry_and_damage_is_an_error() {
+        let mut changes = vec![change("a", b"k1", Some(b"v1")), change("a", b"k2", None), change("a", b"k3", Some(b"new"))];
+        changes[0].old = Some(Box::from(&b"v0"[..]));
+        changes[1].old = Some(Box::from(&b""[..]));
+        changes[2].kind = ChangeKind::Insert;
+        let refs: Vec<&Change> = changes.iter().collect();
+        let (mut entry, mut olds) = (Vec::new(), Vec::new());
+        encode(&refs, &mut entry);
+        encode_olds(&refs, &mut olds);
+        let mut batch = decode(9, &entry).unwrap();
+        decode_olds(&mut batch, &olds).unwrap();
+        assert_eq!(batch.changes, changes);
+        for len in 0..olds.len() {
+            let mut batch = decode(9, &entry).unwrap();
+            assert!(matches!(decode_olds(&mut batch, &olds[..len]), Err(Error::Corrupted(_))), "truncated to {len}");
+        }
+        let mut longer = olds.clone();
+        longer.push(0);
+        assert!(matches!(decode_olds(&mut decode(9, &entry).unwrap(), &longer), Err(Error::Corrupted(_))));
+        // Old values that contradict the kinds: an update without one.
+        let mut contradicting = changes.clone();
+        contradicting[0].old = None;
+        let refs: Vec<&Change> = contradicting.iter().collect();
+        encode_olds(&refs, &mut olds);
+        assert!(matches!(decode_olds(&mut decode(9, &entry).unwrap(), &olds), Err(Error::Corrupted(_))));
+    }
+
+    #[test]
     fn index_entries_and_the_feed_itself_are_not_recorded() {
         assert!(recorded("tessera.col.tasks") && recorded("notes") && recorded("tessera.dictionary.default"));
         assert!(!recorded("tessera.idx.tasks.priority") && !recorded(FEED_KEYSPACE) && !recorded(CONSUMERS_KEYSPACE));
+        assert!(!recorded(OLDS_KEYSPACE));
         assert!(!recorded(META_KEYSPACE));
     }
 }

@@ -106,9 +106,17 @@ impl Drop for ChangeDemand {
 /// under the write lock) before the listeners get the batch. Live queries are one.
 pub(crate) type Hook = Arc<dyn Fn(&Arc<ChangeBatch>) + Send + Sync>;
 
+/// A module's handler of a gap: commits of other processes that could not be delivered (see
+/// [`Feed::report_gap`]). Live queries end their subscriptions with the error.
+pub(crate) type GapHook = Arc<dyn Fn(&Arc<crate::Error>) + Send + Sync>;
+
 pub(crate) struct Feed {
     listeners: Mutex<Vec<Listener>>,
     hooks: Mutex<Vec<Hook>>,
+    gap_hooks: Mutex<Vec<GapHook>>,
+    /// The sequence of the last batch delivered (under `delivering`): batches reach hooks and
+    /// listeners in commit order, each once, which [`Feed::deliver`] asserts.
+    delivered_sequence: AtomicU64,
     listener_count: AtomicUsize,
     hook_demand: AtomicUsize,
     outbox: Arc<Outbox>,
@@ -167,6 +175,8 @@ impl Feed {
         let feed = Arc::new(Feed {
             listeners: Mutex::new(Vec::new()),
             hooks: Mutex::new(Vec::new()),
+            gap_hooks: Mutex::new(Vec::new()),
+            delivered_sequence: AtomicU64::new(0),
             listener_count: AtomicUsize::new(0),
             hook_demand: AtomicUsize::new(0),
             outbox: outbox.clone(),
@@ -273,7 +283,35 @@ impl Feed {
         ChangeDemand { feed: Arc::downgrade(self) }
     }
 
+    /// Installs a gap hook (see [`GapHook`]).
+    pub(crate) fn add_gap_hook(&self, hook: GapHook) {
+        lock(&self.gap_hooks).push(hook);
+    }
+
+    /// Tells every gap hook and listener that commits were lost: gap hooks get `error`, each
+    /// listener a [`FeedEvent::Lagged`] of one batch. Runs between deliveries, under the
+    /// delivery lock; false (nothing done) if a delivery holds it, for the caller to try again
+    /// later (waiting could deadlock a write made inside a delivery).
+    pub(crate) fn try_report_gap(&self, error: &Arc<crate::Error>) -> bool {
+        let _delivering = match self.delivering.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        let hooks: Vec<GapHook> = lock(&self.gap_hooks).clone();
+        for hook in hooks {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(error)));
+        }
+        for listener in lock(&self.listeners).iter() {
+            listener.missed.fetch_add(1, Ordering::AcqRel);
+        }
+        true
+    }
+
     fn deliver(&self, batch: &Arc<ChangeBatch>) {
+        // Under `delivering`: the only writer of the mark.
+        let previous = self.delivered_sequence.swap(batch.sequence, Ordering::AcqRel);
+        assert!(batch.sequence > previous, "batch {} delivered after batch {previous}: out of commit order", batch.sequence);
         let hooks: Vec<Hook> = lock(&self.hooks).clone();
         for hook in hooks {
             // A hook handles its own consumers' panics; one that escapes must not stop delivery.

@@ -12,6 +12,7 @@
 //! See `docs/storage.md` for the durability guarantees and the multi-process rules.
 
 pub(crate) mod checksum;
+mod cross_process;
 mod durable_feed;
 pub mod key;
 mod migrate;
@@ -22,6 +23,7 @@ mod preflight;
 pub mod structure;
 mod sync;
 mod txn;
+mod wake;
 
 pub use durable_feed::{Consumer, FeedRetention, CONSUMER_NAME_LEN_MAX};
 pub(crate) use feed::ChangeDemand;
@@ -194,6 +196,25 @@ pub struct DbOptions {
     pub durable_feed: bool,
     /// How much of the durable feed is kept (see [`FeedRetention`]).
     pub feed_retention: FeedRetention,
+    /// Deliver the commits of other processes on this file to this process's change feed and
+    /// live subscriptions, in commit order with this process's own, with the same changes
+    /// (old values included) as a local commit (see `docs/design.md`, "Notification across
+    /// processes"). It needs the durable feed: [`Error::FeedDisabled`] at open if the file
+    /// does not have it on (set [`DbOptions::durable_feed`] too). Every process that writes
+    /// the file should set it: this process's commits then also record their old values in
+    /// `tessera.feed.old` and wake the other processes through the file `PATH-notify`. A
+    /// commit by a process without it reaches the others' subscriptions only as an end
+    /// ([`Error::CrossProcessGap`]). Off by default; ignored by a read-only handle.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use tessera::{Db, DbOptions};
+    /// let options = DbOptions { durable_feed: true, cross_process_notify: true, ..DbOptions::default() };
+    /// let db = Db::open_with(dir.path().join("db"), options)?;
+    /// assert!(dir.path().join("db-notify").exists());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub cross_process_notify: bool,
 }
 
 impl Default for DbOptions {
@@ -212,6 +233,7 @@ impl Default for DbOptions {
             read_only: false,
             durable_feed: false,
             feed_retention: FeedRetention::default(),
+            cross_process_notify: false,
         }
     }
 }
@@ -301,6 +323,8 @@ pub(crate) struct Inner {
     hash_key: std::sync::OnceLock<HashKey>,
     /// The durable change feed's state in this process.
     pub(crate) feed_state: durable_feed::FeedState,
+    /// Notification across processes, when [`DbOptions::cross_process_notify`] is on.
+    pub(crate) cross_process: std::sync::OnceLock<Arc<cross_process::CrossProcess>>,
     /// This process's claim on the file; the last field, so released after the environment
     /// is closed.
     claim: FileClaim,
@@ -437,6 +461,7 @@ impl Db {
             simulated_disk_bytes: std::sync::atomic::AtomicU64::new(u64::MAX),
             hash_key: std::sync::OnceLock::new(),
             feed_state: durable_feed::FeedState::new(options_feed_retention),
+            cross_process: std::sync::OnceLock::new(),
             claim: FileClaim::default(),
         });
         let db = Db { inner };
@@ -452,6 +477,10 @@ impl Db {
             txn::reserve_file(&db.inner)?;
         }
         durable_feed::open(&db)?;
+        if db.inner.options.cross_process_notify && !db.inner.options.read_only {
+            let started = cross_process::CrossProcess::start(&db)?;
+            assert!(db.inner.cross_process.set(started).is_ok(), "started once, at open");
+        }
         Ok(db)
     }
 
@@ -922,6 +951,12 @@ impl Db {
         self.inner.feed.add_hook(hook);
     }
 
+    /// Runs `hook` when commits of other processes could not be delivered (see
+    /// [`feed::GapHook`]).
+    pub(crate) fn add_gap_hook(&self, hook: feed::GapHook) {
+        self.inner.feed.add_gap_hook(hook);
+    }
+
     /// Makes writers record changes for a hook until the returned guard drops (see
     /// [`feed::ChangeDemand`]). A transaction that began before may still commit unrecorded:
     /// follow with [`Db::wait_for_writers`].
@@ -993,6 +1028,9 @@ impl Db {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if let Some(cross_process) = self.cross_process.get() {
+            cross_process.stop();
+        }
         // The kept read transaction holds the environment open: drop it first.
         self.snapshot_cache.clear();
         // Buffered commits are flushed when the last handle goes; a failure here cannot be

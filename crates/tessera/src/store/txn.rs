@@ -707,6 +707,10 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             written_bytes: 0,
             after_commit: Vec::new(),
         };
+        if let Some(cross_process) = inner.cross_process.get() {
+            // Other processes' commits first, so that batches reach the feed in commit order.
+            cross_process.catch_up_before_write(inner, &txn);
+        }
         // A panic in the closure is a typed error like any other: the transaction rolls back
         // and the caller gets `Panicked` (tessera's own state is the transaction, which is
         // dropped; what the closure captured is the caller's to judge).
@@ -741,9 +745,12 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         let written = txn.written_bytes;
         let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
+        // Held from the commit until its batch is published: nothing comes between.
+        let committing = inner.cross_process.get().map(|cross_process| cross_process.committing(sequence));
         match commit(inner, txn.txn, buffered) {
             Ok(()) => {}
             Err(heed::Error::Mdb(heed::MdbError::MapFull)) => {
+                drop(committing);
                 grow_map(inner, written)?;
                 continue;
             }
@@ -766,9 +773,16 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
                 inner.feed.publish(ChangeBatch { sequence, changes });
             }
         }
+        if let Some(committing) = committing {
+            committing.committed(sequence);
+        }
         break (value, sequence);
     };
     drop(writer);
+    if let Some(cross_process) = inner.cross_process.get() {
+        cross_process.raise(sequence);
+        cross_process.report_gap(inner);
+    }
     // A small batch's subscribers get their events before `write` returns (see store/feed.rs).
     inner.feed.deliver_queued();
     if durability == Durability::Immediate {
