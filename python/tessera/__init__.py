@@ -362,12 +362,10 @@ class Collection(Generic[T]):
         one for descending), after ``offset``, at most ``limit``. A syntax error raises
         :class:`tessera.QuerySyntaxError` with its ``column``.
 
-        ``order_by`` sorts the matches in Python (the query text has no ORDER BY yet), so
-        with it every match is built before the first is returned."""
-        results = Results(self, _query_text(query), offset, limit, None)
-        if order_by is not None:
-            results._order_by = [order_by] if isinstance(order_by, str) else list(order_by)
-        return results
+        ``order_by`` becomes the query's ``order by`` clause, run by the database (through an
+        index where one fits), with SQL's rule for None: last ascending, first descending; the
+        query text may also carry its own ``order by``, ``limit`` and ``offset``."""
+        return Results(self, _with_order(_query_text(query), order_by), offset, limit, None)
 
     def count(self, query: Query = None) -> int:
         """How many records match ``query``."""
@@ -422,26 +420,13 @@ class Results(Generic[T]):
         self._limit = limit
         self._snapshot = snapshot
 
-    _order_by: Optional[List[str]] = None
-
     def __iter__(self) -> Iterator[T]:
         source = self._snapshot if self._snapshot is not None else self._collection._db._native
-        plan = self._collection._plan
-        if self._order_by:
-            records = list(source.query(self._collection.name, self._text, 0, None, plan))
-            for field in reversed(self._order_by):  # stable sorts, last key first
-                descending = field.startswith("-")
-                path = field.lstrip("-+").split(".")
-                records.sort(key=lambda record: _sort_key(record, path), reverse=descending)
-            end = None if self._limit is None else self._offset + self._limit
-            return iter(records[self._offset : end])
-        return source.query(self._collection.name, self._text, self._offset, self._limit, plan)
+        return source.query(self._collection.name, self._text, self._offset, self._limit, self._collection._plan)
 
     def first(self) -> Optional[T]:
         """The first match, or None."""
-        first = Results(self._collection, self._text, self._offset, 1, self._snapshot)
-        first._order_by = self._order_by
-        return next(iter(first), None)
+        return next(iter(Results(self._collection, self._text, self._offset, 1, self._snapshot)), None)
 
     def count(self) -> int:
         """How many records match (offset and limit applied)."""
@@ -458,17 +443,16 @@ class Results(Generic[T]):
         return f"tessera.Results({self._collection.name}, {self._text!r})"
 
 
-def _sort_key(record: Any, path: List[str]) -> tuple:
-    """A sort key for the field at ``path``: None sorts first (SQL's NULLS FIRST ascending);
-    an Enum sorts by its member name."""
-    value = record
-    for name in path:
-        value = getattr(value, name, None)
-        if value is None:
-            return (0, 0)
-    if hasattr(value, "name") and hasattr(type(value), "__members__"):
-        value = value.name
-    return (1, value)
+def _with_order(text: Optional[str], order_by: Union[str, Sequence[str], None]) -> Optional[str]:
+    """``text`` with an ``order by`` clause for ``order_by`` (field paths, ``-`` before one for
+    descending)."""
+    if order_by is None:
+        return text
+    fields = [order_by] if isinstance(order_by, str) else list(order_by)
+    if not fields:
+        return text
+    keys = ", ".join(f"{field[1:]} desc" if field.startswith("-") else field.lstrip("+") for field in fields)
+    return f"{text or ''} order by {keys}".strip()
 
 
 class Transaction:

@@ -388,7 +388,11 @@ def test_order_by(tasks):
     tasks.insert_many([Task(i, f"t{9 - i}", i % 3, email=None if i % 2 else f"{i}@x") for i in range(10)])
     assert [t.title for t in tasks.query("priority > 0", order_by="title", limit=3)] == ["t1", "t2", "t4"]
     assert [t.id for t in tasks.query(order_by=["-priority", "id"], offset=1, limit=3)] == [5, 8, 1]
-    assert [t.id for t in tasks.query(order_by="email", limit=2)] == [1, 3], "None first"
+    # SQL's rule for None: last ascending, first descending (ties by key).
+    assert [t.id for t in tasks.query(order_by="email", limit=2)] == [0, 2], "None last"
+    assert [t.id for t in tasks.query(order_by="-email", limit=2)] == [1, 3], "None first"
+    # The query text may carry the order itself.
+    assert [t.id for t in tasks.query("priority > 0 order by priority desc, id", limit=2)] == [2, 5]
 
 
 def test_first_keeps_the_order(tasks):
