@@ -207,9 +207,8 @@ fn a_postgres_restart_mid_run_is_retried_and_ends_equal() {
         churn(&db, &people, &notes, 2, 10);
         server.start_again().unwrap();
         // Until the follower has caught up with every commit.
-        let newest = db.changes_since(0, usize::MAX).unwrap().last().unwrap().sequence;
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while db.consumer("postgres").unwrap().cursor().unwrap() < newest {
+        while !db.changes_since(db.consumer("postgres").unwrap().cursor().unwrap(), 1).unwrap().is_empty() {
             assert!(std::time::Instant::now() < deadline, "the replicator did not catch up after the restart");
             std::thread::sleep(Duration::from_millis(20));
         }
