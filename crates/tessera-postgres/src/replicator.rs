@@ -16,7 +16,7 @@ use crate::table;
 use crate::wait::Wait;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tessera::store::Consumer;
+use tessera::store::{ChangeBatch, Consumer};
 use tessera::Db;
 
 /// Longest time between two acknowledgements to tessera's consumer while the replicator is
@@ -81,6 +81,9 @@ pub struct Replicator {
     tables_checked: bool,
     /// The last commit PostgreSQL holds.
     cursor: u64,
+    /// Commits read from the feed after `cursor` and not applied yet (a read returns more
+    /// than one transaction takes), in order.
+    pending: Vec<ChangeBatch>,
     acked: u64,
     acked_at: Instant,
     stats: ReplicationStats,
@@ -117,6 +120,7 @@ impl Replicator {
             session: None,
             tables_checked: false,
             cursor: 0,
+            pending: Vec::new(),
             acked: 0,
             acked_at: Instant::now(),
             stats: ReplicationStats::default(),
@@ -192,7 +196,11 @@ impl Replicator {
 
     /// Applies the next group of commits.
     fn step(&mut self) -> Result<Progress> {
-        let batches = match self.db.changes_since(self.cursor, self.options.batches_per_transaction) {
+        let read = match self.pending.first() {
+            Some(first) if first.sequence > self.cursor => Ok(std::mem::take(&mut self.pending)),
+            _ => self.db.changes_since(self.cursor, self.options.batches_per_transaction),
+        };
+        let mut batches = match read {
             Ok(batches) => batches,
             Err(tessera::Error::FeedCursorExpired { cursor, oldest_kept }) => {
                 if !self.options.resync {
@@ -207,7 +215,8 @@ impl Replicator {
             self.acknowledge(true)?;
             return Ok(Progress::CaughtUp);
         }
-        let group = &batches[..plan::group_len(&batches, self.options.changes_per_transaction)];
+        let rest = batches.split_off(plan::group_len(&batches, self.options.changes_per_transaction));
+        let group = &batches[..];
         if group.iter().flat_map(|batch| &batch.changes).any(|change| self.collections.stale_for(&change.keyspace)) {
             self.reload()?;
         }
@@ -231,6 +240,7 @@ impl Replicator {
                     self.stats.upserts += plan.upserts.len() as u64;
                     self.stats.deletes += plan.deletes.len() as u64;
                 }
+                self.pending = rest;
                 self.acknowledge(false)?;
             }
             Outcome::Moved(Some(cursor)) => self.cursor = cursor,
@@ -334,6 +344,7 @@ impl Replicator {
         table::write_cursor(&mut tx, &self.options.consumer, sequence)?;
         tx.commit()?;
         self.cursor = sequence;
+        self.pending.clear();
         self.tables_checked = true;
         self.stats.copied += copied;
         Ok(())
