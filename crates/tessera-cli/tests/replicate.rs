@@ -52,12 +52,15 @@ fn write_round(db: &Db, orders: &tessera::Collection<Order>, events: &tessera::C
     db.write(|tx| {
         for offset in 0..4 {
             let id = (round * 7 + offset) % 300;
-            orders.upsert(tx, &Order { id, customer: format!("c{}", id % 13), total: f64::from(round) / 4.0, lines: vec![round; (id % 4) as usize] })?;
+            orders.upsert(
+                tx,
+                &Order { id, customer: format!("c{}", id % 13), total: f64::from(round) / 4.0, lines: vec![round; (id % 4) as usize] },
+            )?;
         }
         orders.delete(tx, &((round * 11) % 300))?;
         let day = (round % 40) as u16;
-        events.upsert(tx, &Event { day, name: format!("e{}", round % 3), done: round % 2 == 0 })?;
-        if round % 5 == 0 {
+        events.upsert(tx, &Event { day, name: format!("e{}", round % 3), done: round.is_multiple_of(2) })?;
+        if round.is_multiple_of(5) {
             events.delete(tx, &((day + 7) % 40, format!("e{}", (round + 1) % 3)))?;
         }
         Ok(())

@@ -104,14 +104,20 @@ mod tests {
             table: "t".into(),
             columns: columns
                 .iter()
-                .map(|(path, column_type, key)| FieldColumn { name: (*path).into(), path: (*path).into(), column_type: *column_type, key: *key })
+                .map(|(path, column_type, key)| FieldColumn {
+                    name: (*path).into(),
+                    path: (*path).into(),
+                    column_type: *column_type,
+                    key: *key,
+                })
                 .collect(),
         }
     }
 
     #[test]
     fn cells_are_the_text_postgres_casts_and_missing_fields_are_null() {
-        let bytes = tessera_value::from_json(br#"{"id": 18446744073709551615, "a": {"b": -3}, "f": 0.5, "s": "x", "ok": true, "l": [1]}"#).unwrap();
+        let bytes =
+            tessera_value::from_json(br#"{"id": 18446744073709551615, "a": {"b": -3}, "f": 0.5, "s": "x", "ok": true, "l": [1]}"#).unwrap();
         let root = Doc::from_untrusted(&bytes).unwrap().root();
         let shape = shape(&[
             ("id", ColumnType::Numeric, true),

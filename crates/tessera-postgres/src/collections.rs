@@ -78,7 +78,7 @@ impl Collections {
             return true;
         }
         match keyspace.strip_prefix(RECORDS_PREFIX) {
-            Some(name) => !self.by_keyspace.contains_key(keyspace) && self.only.as_ref().map_or(true, |only| only.contains(name)),
+            Some(name) => !self.by_keyspace.contains_key(keyspace) && self.only.as_ref().is_none_or(|only| only.contains(name)),
             None => false,
         }
     }

@@ -85,7 +85,10 @@ impl ReplicatorOptions {
     pub(crate) fn check(&self) -> Result<()> {
         let problem = |option, problem: String| Err(ReplicateError::Options { option, problem });
         if !(1..=BATCHES_PER_TRANSACTION_MAX).contains(&self.batches_per_transaction) {
-            return problem("batches_per_transaction", format!("{} is not in 1..={BATCHES_PER_TRANSACTION_MAX}", self.batches_per_transaction));
+            return problem(
+                "batches_per_transaction",
+                format!("{} is not in 1..={BATCHES_PER_TRANSACTION_MAX}", self.batches_per_transaction),
+            );
         }
         if self.changes_per_transaction == 0 {
             return problem("changes_per_transaction", "0".into());

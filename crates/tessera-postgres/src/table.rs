@@ -30,7 +30,8 @@ pub(crate) fn read_cursor(tx: &mut Transaction<'_>, consumer: &str, lock: bool) 
 
 /// Sets the consumer's cursor (in the transaction that applied the commits up to it).
 pub(crate) fn write_cursor(tx: &mut Transaction<'_>, consumer: &str, cursor: u64) -> Result<()> {
-    let cursor = i64::try_from(cursor).map_err(|_| ReplicateError::Options { option: "cursor", problem: format!("{cursor} exceeds bigint") })?;
+    let cursor =
+        i64::try_from(cursor).map_err(|_| ReplicateError::Options { option: "cursor", problem: format!("{cursor} exceeds bigint") })?;
     let sql = format!(
         "INSERT INTO {CURSOR_TABLE} (consumer, cursor) VALUES ($1, $2) ON CONFLICT (consumer) DO UPDATE SET cursor = EXCLUDED.cursor"
     );
@@ -62,7 +63,12 @@ fn check_column(table: &str, columns: &[(String, String)], name: &str, expected:
 }
 
 fn missing(table: &str, column: &str, expected: &str) -> ReplicateError {
-    ReplicateError::TableShape { table: table.to_owned(), column: column.to_owned(), expected: expected.to_owned(), found: "missing".into() }
+    ReplicateError::TableShape {
+        table: table.to_owned(),
+        column: column.to_owned(),
+        expected: expected.to_owned(),
+        found: "missing".into(),
+    }
 }
 
 /// Creates the table of `shape` if missing; checks an existing one column by column, and adds

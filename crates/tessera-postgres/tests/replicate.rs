@@ -41,7 +41,7 @@ fn person(id: u64, round: u64) -> Person {
         age: ((id * 7 + round) % 90) as u32,
         score: id as f64 / 8.0 + round as f64,
         tags: (0..id % 3).map(|tag| format!("t{tag}")).collect(),
-        nick: (id % 2 == 0).then(|| format!("n{round}")),
+        nick: id.is_multiple_of(2).then(|| format!("n{round}")),
     }
 }
 
@@ -92,7 +92,10 @@ fn churn(db: &Db, people: &Collection<Person>, notes: &Collection<Note>, round: 
             }
             people.delete(tx, &((base + 97) % 200))?;
             let title = format!("note {}", (round + commit) % 17);
-            notes.upsert(tx, &Note { title, stars: (commit % 3 != 0).then_some(commit as i32), body: format!("r{round}c{commit}") })?;
+            notes.upsert(
+                tx,
+                &Note { title, stars: (!commit.is_multiple_of(3)).then_some(commit as i32), body: format!("r{round}c{commit}") },
+            )?;
             if commit % 4 == 3 {
                 notes.delete(tx, &format!("note {}", (round + commit + 5) % 17))?;
             }
@@ -173,7 +176,9 @@ fn a_table_of_another_shape_is_refused_naming_the_column() {
         .batch_execute("CREATE TABLE people (tessera_key bytea PRIMARY KEY, id numeric NOT NULL, name integer, record jsonb NOT NULL)")
         .unwrap();
     match Replicator::start(&db, options(&server)) {
-        Err(ReplicateError::TableShape { table, column, found, .. }) => assert_eq!((&*table, &*column, &*found), ("people", "name", "integer")),
+        Err(ReplicateError::TableShape { table, column, found, .. }) => {
+            assert_eq!((&*table, &*column, &*found), ("people", "name", "integer"))
+        }
         other => panic!("expected a TableShape error, got {other:?}"),
     }
     client(&server).batch_execute("DROP TABLE people; CREATE TABLE people (id numeric, record jsonb)").unwrap();
@@ -182,7 +187,9 @@ fn a_table_of_another_shape_is_refused_naming_the_column() {
         other => panic!("expected a TableShape error, got {other:?}"),
     }
     // An existing table of the right shape, without the indexed columns: they are added.
-    client(&server).batch_execute("DROP TABLE people; CREATE TABLE people (tessera_key bytea PRIMARY KEY, id bigint NOT NULL, record jsonb NOT NULL)").unwrap();
+    client(&server)
+        .batch_execute("DROP TABLE people; CREATE TABLE people (tessera_key bytea PRIMARY KEY, id bigint NOT NULL, record jsonb NOT NULL)")
+        .unwrap();
     Replicator::start(&db, options(&server)).unwrap();
     let added: i64 = client(&server)
         .query_one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'people' AND column_name IN ('name', 'age')", &[])
