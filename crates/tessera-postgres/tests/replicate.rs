@@ -274,3 +274,51 @@ fn only_the_collections_asked_for_are_replicated() {
     options.collections = Some(vec!["missing".into()]);
     assert!(matches!(Replicator::start(&db, options), Err(ReplicateError::NoSuchCollection { .. })));
 }
+
+/// `Person` a version later: a new optional field, indexed, and `score` indexed too.
+#[derive(Debug, Clone, Serialize, Deserialize, Record)]
+#[record(name = "people", version = 2)]
+struct PersonV2 {
+    #[record(key)]
+    id: u64,
+    #[record(index)]
+    name: String,
+    #[record(index)]
+    age: u32,
+    #[record(index)]
+    score: f64,
+    tags: Vec<String>,
+    nick: Option<String>,
+    #[record(index)]
+    email: Option<String>,
+}
+
+#[test]
+fn a_newly_indexed_field_gets_its_column_and_new_fields_go_in_the_record() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir, 100_000);
+    let people = db.collection::<Person>().unwrap();
+    // One more than a statement's rows: the first copy takes two statements.
+    let count = tessera_postgres::ROWS_PER_STATEMENT_MAX as u64 + 1;
+    db.write(|tx| (0..count).try_for_each(|id| people.insert(tx, &person(id, 0)).map(drop))).unwrap();
+    let mut replicator = Replicator::start(&db, options(&server)).unwrap();
+    assert_eq!(replicator.stats().copied, count);
+    drop(people);
+    let people = db.collection::<PersonV2>().unwrap();
+    db.write(|tx| {
+        let mut first = people.get(&*tx, &1u64)?.unwrap();
+        first.email = Some("ada@example.com".into());
+        people.upsert(tx, &first).map(drop)
+    })
+    .unwrap();
+    replicator.catch_up().unwrap();
+    let mut client = client(&server);
+    let row = client.query_one("SELECT score, email, record->>'email' FROM people WHERE id = 1", &[]).unwrap();
+    assert_eq!(row.get::<_, f64>(0), person(1, 0).score, "the new column is filled from the records already there");
+    assert_eq!(row.get::<_, Option<String>>(1).as_deref(), Some("ada@example.com"));
+    assert_eq!(row.get::<_, Option<String>>(2).as_deref(), Some("ada@example.com"));
+    let scores: i64 = client.query_one("SELECT count(score) FROM people", &[]).unwrap().get(0);
+    assert_eq!(scores as u64, count);
+    assert_equal(&db, &server, &["people"]);
+}
