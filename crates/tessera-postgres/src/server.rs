@@ -116,11 +116,12 @@ impl TempPostgres {
         let mut initdb = server.tool("initdb");
         initdb.arg("-D").arg(&data).args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]);
         server.run("initdb", &mut initdb)?;
-        let fsync = if fsync { "on" } else { "off" };
+        // A test's server is small (several run at once); a benchmark's keeps the defaults.
+        let (fsync, small) = if fsync { ("on", "") } else { ("off", "shared_buffers = 16MB\n") };
         std::fs::write(
             data.join("postgresql.auto.conf"),
             format!(
-                "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\nfsync = {fsync}\nmax_connections = 40\n",
+                "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\nfsync = {fsync}\nmax_connections = 40\n{small}",
                 server.port,
                 server.dir.display()
             ),
