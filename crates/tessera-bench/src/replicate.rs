@@ -43,8 +43,8 @@ fn doc(i: usize, round: usize) -> BenchDoc {
 /// One round's rates: inserts, updates and deletes per second.
 fn rates(server: &TempPostgres, options: &Options) -> std::io::Result<[f64; 3]> {
     let dir = tempfile::tempdir()?;
-    // A map large enough that it never grows during the run, and Immediate commits (1,000
-    // records each): no Buffered syncer thread, whose flush can race a map resize.
+    // A map large enough that it never grows during the run; Immediate commits of 1,000
+    // records each.
     let db_options =
         DbOptions { durable_feed: true, durability: Durability::Immediate, map_size_initial_bytes: MAP_BYTES, ..DbOptions::default() };
     let db = Db::open_with(dir.path().join("db"), db_options).map_err(io_error)?;

@@ -73,9 +73,10 @@ fn killed_fifty_times_mid_batch_then_run_once_postgres_equals_tessera() {
     let server = TempPostgres::start().expect("start a PostgreSQL server for the test (initdb and pg_ctl must be installed)");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.tessera");
-    // Immediate durability: the Buffered syncer thread's flush can race a map resize by the
-    // writer (a SIGSEGV in mdb_env_sync seen here; reported, not this crate's to fix).
-    let options = DbOptions { durable_feed: true, durability: Durability::Immediate, ..DbOptions::default() };
+    // Buffered: its syncer thread flushes while the writer grows the map (this test found
+    // flushes racing resizes; tessera/tests/flush_during_resize.rs).
+    let options =
+        DbOptions { durable_feed: true, durability: Durability::Buffered { max_delay: Duration::from_millis(5) }, ..DbOptions::default() };
     let db = Db::open_with(&path, options).unwrap();
     let orders = db.collection::<Order>().unwrap();
     let events = db.collection::<Event>().unwrap();

@@ -49,8 +49,6 @@ fn open(dir: &tempfile::TempDir, retention: u64) -> Db {
     let options = DbOptions {
         durable_feed: true,
         feed_retention: FeedRetention { commits_max: retention },
-        // Not Buffered: its syncer thread's flush can race a map resize (SIGSEGV in
-        // mdb_env_sync, seen in the CLI's kill test; a tessera store bug, reported).
         durability: Durability::Immediate,
         ..DbOptions::default()
     };
