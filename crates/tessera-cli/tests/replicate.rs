@@ -123,3 +123,16 @@ fn killed_fifty_times_mid_batch_then_run_once_postgres_equals_tessera() {
     assert!(db.changes_since(cursor as u64, 1).unwrap().is_empty(), "the cursor row is the newest commit");
     assert_eq!(db.consumer("killed").unwrap().cursor().unwrap(), cursor as u64, "tessera's consumer was acknowledged");
 }
+
+#[test]
+fn a_file_without_the_durable_feed_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plain.tessera");
+    let db = Db::open(&path).unwrap();
+    db.collection::<Order>().unwrap();
+    drop(db);
+    // No server is needed: the feed is looked at before PostgreSQL is.
+    let output = replicate(&path, "host=127.0.0.1 port=1 user=postgres", false).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("durable feed is off"));
+}
