@@ -95,6 +95,8 @@ fn killed_fifty_times_mid_batch_then_run_once_postgres_equals_tessera() {
             round
         });
         let mut exited_early = 0;
+        let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+        let mut cursors = Vec::with_capacity(KILLS as usize);
         for kill in 0..KILLS {
             let mut child = replicate(&path, &server.url(), true).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
             // 30 to 150 ms: before, during and after the first copy, in the middle of batches.
@@ -105,7 +107,12 @@ fn killed_fifty_times_mid_batch_then_run_once_postgres_equals_tessera() {
             child.kill().unwrap(); // SIGKILL
             let output = child.wait_with_output().unwrap();
             assert!(exited_early == 0, "the follower exited on its own: {}", String::from_utf8_lossy(&output.stderr));
+            let cursor = client.query_opt("SELECT cursor FROM tessera_replication WHERE consumer = 'killed'", &[]).ok().flatten();
+            cursors.push(cursor.map_or(0, |row| row.get::<_, i64>(0)));
         }
+        // The killed runs made progress between kills (so kills fell amid their work).
+        let advances = cursors.windows(2).filter(|pair| pair[1] > pair[0]).count();
+        assert!(advances >= 10, "the cursor advanced across only {advances} of {KILLS} kills: {cursors:?}");
         writing.store(false, Ordering::Release);
         let rounds = writer.join().unwrap();
         assert!(rounds > 300, "the writer kept writing during the kills ({rounds} rounds)");
