@@ -13,6 +13,7 @@ pub fn type_name(desc: &TypeDesc) -> String {
     match desc {
         TypeDesc::Bool => "bool".into(),
         TypeDesc::Int => "int".into(),
+        TypeDesc::Integer(int) => int.name().into(),
         TypeDesc::Float => "float".into(),
         TypeDesc::String => "string".into(),
         TypeDesc::Bytes => "bytes".into(),

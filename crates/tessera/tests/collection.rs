@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use tessera::collection::{CollectionOptions, Embed, Order, Record, WriteOutcome};
+use tessera::collection::{CollectionOptions, DynSchema, Embed, KeyKind, Order, Record, TypeDesc, WriteOutcome};
 use tessera::query::field;
 use tessera::{Db, Error};
 
@@ -252,6 +252,50 @@ fn new_indexes_build_in_the_background_and_dropped_ones_go() {
 }
 
 #[test]
+fn an_integer_field_may_widen_but_not_narrow_without_a_migration() {
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "counters", version = 1)]
+    struct Narrow {
+        #[record(key)]
+        id: u32,
+        count: i16,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "counters", version = 1)]
+    struct Wide {
+        #[record(key)]
+        id: u32,
+        count: i64,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "counters", version = 1)]
+    struct Unsigned {
+        #[record(key)]
+        id: u32,
+        count: u64,
+    }
+    let (_dir, db) = open();
+    let narrow = db.collection::<Narrow>().unwrap();
+    db.write(|tx| narrow.insert(tx, &Narrow { id: 1, count: -7 })).unwrap();
+    drop(narrow);
+    // i16 to i64: every stored value still fits.
+    let wide = db.collection::<Wide>().unwrap();
+    db.write(|tx| wide.insert(tx, &Wide { id: 2, count: 1 << 40 })).unwrap();
+    drop(wide);
+    // Back to i16, or to u64 (which has no -7): refused, naming the field and both types.
+    for error in [db.collection::<Narrow>().err(), db.collection::<Unsigned>().err()] {
+        match error {
+            Some(Error::SchemaMismatch { collection, reason }) => {
+                assert_eq!(collection, "counters");
+                assert!(reason.contains("field `count` narrowed from i64"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(db.collection::<Wide>().unwrap().get(&db, &2).unwrap().unwrap().count, 1 << 40);
+}
+
+#[test]
 fn schema_changes_are_checked_and_migrated() {
     #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
     #[record(name = "users", version = 1)]
@@ -307,15 +351,8 @@ fn schema_changes_are_checked_and_migrated() {
 
 #[test]
 fn a_record_that_does_not_decode_is_a_typed_error_naming_the_field() {
-    // Two record types of one collection whose shapes agree (an integer field), written with
-    // the wider one and read with the narrower one.
-    #[derive(Record, Debug, PartialEq)]
-    #[record(name = "narrowing")]
-    struct Wide {
-        #[record(key)]
-        id: String,
-        inner: Inner<i64>,
-    }
+    // Records written under a shape that says only "an integer" (as Python's `int` and schemas
+    // stored before widths were recorded do), read by a record type whose field is a `u8`.
     #[derive(Record, Debug, PartialEq)]
     #[record(name = "narrowing")]
     struct Narrow {
@@ -328,9 +365,17 @@ fn a_record_that_does_not_decode_is_a_typed_error_naming_the_field() {
         values: Vec<N>,
     }
     let (_dir, db) = open();
-    let wide = db.collection::<Wide>().unwrap();
-    db.write(|tx| wide.insert(tx, &Wide { id: "k1".into(), inner: Inner { values: vec![1, 2, 300] } })).unwrap();
-    drop(wide);
+    let inner = TypeDesc::Struct(vec![("values".into(), TypeDesc::List(Box::new(TypeDesc::Int)))]);
+    let schema = DynSchema {
+        version: 1,
+        key_fields: vec!["id".into()],
+        key_kinds: vec![KeyKind::String],
+        shape: TypeDesc::Struct(vec![("id".into(), TypeDesc::String), ("inner".into(), inner)]),
+        indexes: Vec::new(),
+    };
+    let any_integer = db.create_dyn_collection("narrowing", &schema).unwrap();
+    db.write(|tx| any_integer.insert_json(tx, br#"{"id": "k1", "inner": {"values": [1, 2, 300]}}"#)).unwrap();
+    drop(any_integer);
     let narrow = db.collection::<Narrow>().unwrap();
     match narrow.get(&db, "k1") {
         Err(Error::RecordDecode { collection, key, field, message }) => {
@@ -485,14 +530,6 @@ fn views_read_fields_in_place_and_name_the_field_on_error() {
 fn a_view_of_a_field_that_does_not_fit_is_a_typed_error() {
     #[derive(Record, Debug)]
     #[record(name = "viewed")]
-    struct Wide {
-        #[record(key)]
-        id: u32,
-        count: i64,
-        label: Option<String>,
-    }
-    #[derive(Record, Debug)]
-    #[record(name = "viewed")]
     struct Narrow {
         #[record(key)]
         id: u32,
@@ -500,9 +537,21 @@ fn a_view_of_a_field_that_does_not_fit_is_a_typed_error() {
         label: Option<String>,
     }
     let (_dir, db) = open();
-    let wide = db.collection::<Wide>().unwrap();
-    db.write(|tx| wide.insert(tx, &Wide { id: 1, count: 1000, label: None })).unwrap();
-    drop(wide);
+    // Written under a shape that says only "an integer" (see the test above).
+    let schema = DynSchema {
+        version: 1,
+        key_fields: vec!["id".into()],
+        key_kinds: vec![KeyKind::U32],
+        shape: TypeDesc::Struct(vec![
+            ("id".into(), TypeDesc::Int),
+            ("count".into(), TypeDesc::Int),
+            ("label".into(), TypeDesc::Option(Box::new(TypeDesc::String))),
+        ]),
+        indexes: Vec::new(),
+    };
+    let any_integer = db.create_dyn_collection("viewed", &schema).unwrap();
+    db.write(|tx| any_integer.insert_json(tx, br#"{"id": 1, "count": 1000, "label": null}"#)).unwrap();
+    drop(any_integer);
     let narrow = db.collection::<Narrow>().unwrap();
     let tx = db.read_txn().unwrap();
     let view = narrow.get_ref(&tx, &1u32).unwrap().unwrap();

@@ -62,7 +62,9 @@ fn a_record_that_disagrees_with_the_schema_is_refused_whole() {
     let typed = db.collection::<Task>().unwrap();
     db.write(|tx| typed.insert(tx, &task(1, "one"))).unwrap();
     let tasks = db.dyn_collection("tasks").unwrap();
-    let cases: [(&[u8], &str, &str); 5] = [
+    let cases: [(&[u8], &str, &str); 7] = [
+        (br#"{"id": 5, "title": "t", "priority": 3000000000, "state": "Open"}"#, "priority", "3000000000 is out of range for i32"),
+        (br#"{"id": 5, "title": "t", "priority": 1, "due": -1, "state": "Open"}"#, "due", "-1 is out of range for u32"),
         (br#"{"id": 5, "title": "t", "priority": "high", "state": "Open"}"#, "priority", "expected an integer"),
         (br#"{"id": 5, "title": "t", "priority": 1}"#, "state", "missing"),
         (br#"{"title": "t", "priority": 1, "state": "Open"}"#, "id", "missing"),
@@ -126,15 +128,34 @@ fn composite_keys_are_arrays_and_a_created_collection_opens_typed() {
 }
 
 #[test]
-fn an_empty_collection_with_an_integer_key_refuses_writes_until_it_knows_the_width() {
+fn an_empty_collection_knows_its_key_width_from_the_record_type_that_stored_it() {
     let (_dir, db) = open();
-    db.collection::<Task>().unwrap();
+    let typed = db.collection::<Task>().unwrap();
     let tasks = db.dyn_collection("tasks").unwrap();
-    assert!(tasks.schema().key_kinds.is_empty());
-    assert!(tasks.get_json(&db, "1").unwrap().is_none());
-    let error = db.write(|tx| tasks.insert_json(tx, br#"{"id": 1, "title": "t", "priority": 1, "state": "Open"}"#)).unwrap_err();
-    assert!(matches!(&error, Error::SchemaViolation { path, .. } if path == "$key"), "{error}");
-    assert_eq!(tasks.all().count(&db).unwrap(), 0);
+    assert_eq!(tasks.schema().key_kinds, [KeyKind::U32], "from the stored shape, with no record to learn from");
+    let json = br#"{"id": 1, "title": "t", "priority": 1, "state": "Open"}"#;
+    assert_eq!(db.write(|tx| tasks.insert_json(tx, json)).unwrap(), WriteOutcome::Inserted);
+    assert_eq!(typed.get(&db, &1u32).unwrap().unwrap(), Task { id: 1, title: "t".into(), priority: 1, due: None, state: State::Open });
+}
+
+#[test]
+fn a_field_that_says_only_integer_takes_any_64_bit_integer() {
+    let (_dir, db) = open();
+    // A shape that says only "an integer", as Python's `int` and schemas stored before widths
+    // were recorded do.
+    let schema = DynSchema {
+        version: 1,
+        key_fields: vec!["id".into()],
+        key_kinds: vec![KeyKind::U32],
+        shape: TypeDesc::Struct(vec![("id".into(), TypeDesc::Int), ("n".into(), TypeDesc::Int)]),
+        indexes: Vec::new(),
+    };
+    let numbers = db.create_dyn_collection("numbers", &schema).unwrap();
+    for (id, n) in [(1, "-9223372036854775808"), (2, "18446744073709551615"), (3, "300")] {
+        let json = format!(r#"{{"id": {id}, "n": {n}}}"#);
+        assert_eq!(db.write(|tx| numbers.insert_json(tx, json.as_bytes())).unwrap(), WriteOutcome::Inserted);
+        assert_eq!(numbers.get_json(&db, &id.to_string()).unwrap().unwrap().to_json(), format!(r#"{{"id":{id},"n":{n}}}"#));
+    }
 }
 
 #[test]

@@ -314,6 +314,6 @@ fn a_format_5_file_becomes_format_6_keeping_its_hash_key_and_long_keys() {
     assert!(db.check().unwrap().is_ok());
     drop(dictionary);
     db.close().unwrap();
-    assert_eq!(recorded_version(&path), 6);
+    assert_eq!(recorded_version(&path), tessera::store::STORAGE_FORMAT_VERSION);
     assert_eq!(meta_value(&path, b"hash_key").unwrap(), hash_key, "the hash key is kept");
 }

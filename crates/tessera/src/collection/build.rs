@@ -99,25 +99,38 @@ pub(crate) fn components(
     index_path: &str,
     out: &mut Vec<Vec<u8>>,
 ) -> Result<bool> {
+    components_in(record, keys, verified, index_path, sort_key::NumberLayout::Residual, out)
+}
+
+/// [`components`] with numbers in `layout`: `Db::check` reads the entries of a file it did
+/// not migrate (a read-only handle's) as the file's format wrote them.
+pub(crate) fn components_in(
+    record: Option<&[u8]>,
+    keys: &SharedKeys,
+    verified: bool,
+    index_path: &str,
+    layout: sort_key::NumberLayout,
+    out: &mut Vec<Vec<u8>>,
+) -> Result<bool> {
     out.clear();
     let Some(bytes) = record else { return Ok(false) };
     let doc = super::open_stored(bytes, keys, verified)?;
-    components_of(doc.root(), index_path, out);
+    components_of(doc.root(), index_path, layout, out);
     Ok(true)
 }
 
 /// [`components`] of an opened record.
-fn components_of(root: tessera_value::Value<'_>, index_path: &str, out: &mut Vec<Vec<u8>>) {
+fn components_of(root: tessera_value::Value<'_>, index_path: &str, layout: sort_key::NumberLayout, out: &mut Vec<Vec<u8>>) {
     let Some(array_path) = elements_of(index_path) else {
         let mut component = Vec::new();
-        sort_key::encode_value(crate::query::lookup(root, index_path), &mut component);
+        sort_key::encode_value_in(crate::query::lookup(root, index_path), layout, &mut component);
         out.push(component);
         return;
     };
     let Some(array) = crate::query::lookup(root, array_path).and_then(|value| value.as_array()) else { return };
     for element in array.iter() {
         let mut component = Vec::new();
-        sort_key::encode_value(Some(element), &mut component);
+        sort_key::encode_value_in(Some(element), layout, &mut component);
         // `contains` is never TRUE for a NULL element, nor for one that is not a scalar.
         if !matches!(component.first(), Some(&sort_key::TAG_NULL | &sort_key::TAG_OTHER)) {
             out.push(component);

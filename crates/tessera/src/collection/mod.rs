@@ -53,6 +53,7 @@ mod plan;
 mod query;
 mod schema;
 pub(crate) mod sort_key;
+mod upgrade;
 mod view;
 
 pub use build::ELEMENT_ENTRIES_MAX;
@@ -63,8 +64,9 @@ pub use dynamic::{
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Nulls, Order, OrderField, Query, Records};
-pub use schema::{Describe, IndexDef, TypeDesc};
+pub use schema::{Describe, IndexDef, IntType, TypeDesc};
 pub use tessera_derive::{Embed, Record};
+pub(crate) use upgrade::upgrade_keyspace;
 pub use view::{PlainView, RecordRef, RecordView, ViewParts};
 
 use crate::error::{Error, Result};
@@ -1007,6 +1009,12 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
     };
     let indexes: Vec<IndexState> = schema.indexes.iter().filter(|index| index.ready).map(|index| IndexState::new(index, true)).collect();
     let index_keyspace = db.existing_keyspace(txn, &format!("tessera.idx.{name}"))?;
+    // A read-only handle reads a file of format 5 or 6 without migrating its entries.
+    let layout = if db.format_version_in(txn)? < upgrade::RESIDUAL_NUMBERS_FORMAT {
+        sort_key::NumberLayout::SaturatedI64
+    } else {
+        sort_key::NumberLayout::Residual
+    };
     let mut expected = 0u64;
     let mut components = Vec::new();
     for entry in txn.range(&records, ..)? {
@@ -1018,7 +1026,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         }
         let Some(index_keyspace) = &index_keyspace else { continue };
         for index in &indexes {
-            build::components(Some(bytes), &shared, false, &index.path, &mut components)?;
+            build::components_in(Some(bytes), &shared, false, &index.path, layout, &mut components)?;
             let entries = match build::entry_keys(index, &components, key) {
                 Ok(entries) => entries,
                 Err(error) => {
@@ -1061,7 +1069,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             // A record that does not validate was reported above.
             Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
             Some(bytes) => {
-                build::components(Some(bytes), &shared, false, &index.path, &mut components)?;
+                build::components_in(Some(bytes), &shared, false, &index.path, layout, &mut components)?;
                 let matches =
                     components.iter().any(|component| build::entry_key(index, component, primary).ok().as_deref() == Some(entry_key));
                 if !matches {

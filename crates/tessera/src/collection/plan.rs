@@ -172,7 +172,7 @@ pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate:
     is_single_key::<T>(path)
         && matches!(
             (state.single_key_type.as_ref(), literal),
-            (Some(super::TypeDesc::String), Literal::Str(_)) | (Some(super::TypeDesc::Int), Literal::Int(_))
+            (Some(super::TypeDesc::String), Literal::Str(_)) | (Some(super::TypeDesc::Int | super::TypeDesc::Integer(_)), Literal::Int(_))
         )
 }
 
@@ -480,8 +480,10 @@ fn contains(state: &CollectionState, path: &str, literal: &Literal) -> Option<Ac
 /// `field op literal` as a range of the index on `index_path`, if it is ready.
 fn index_compare(state: &CollectionState, index_path: &str, op: CompareOp, literal: &Literal) -> Option<Access> {
     let (path, index) = (index_path, state.index_for(index_path)?);
-    // Integers and floats compare by value, with f64 rounding for large integers: numbers are
-    // bounded on the f64 part, inclusively, and the filter decides the boundary.
+    // Components order numbers exactly, but the query language compares a float, or an
+    // unsigned field's value, as an f64 (two integers exactly): values it calls equal share
+    // the f64 part, not always the residual. Numbers are bounded on the f64 part, inclusively,
+    // and the filter decides the boundary (see `sort_key`, "Numbers").
     let exact = sort_key::literal_tag(literal) != sort_key::TAG_NUMBER;
     if op == CompareOp::Eq && sort_key::literal_tag(literal) == sort_key::TAG_STRING {
         let mut component = Vec::new();

@@ -10,8 +10,13 @@ use std::collections::{BTreeMap, HashMap};
 pub enum TypeDesc {
     /// `bool`
     Bool,
-    /// Any integer type.
+    /// An integer of any width: what a Python `int` or a JSON number declares, and what
+    /// schemas stored before widths were recorded say of every integer field. Holds any `i64`
+    /// or `u64`.
     Int,
+    /// An integer of one Rust type: only values in its range fit (a dynamic write of 300 into
+    /// a `u8` field is refused, naming the field).
+    Integer(IntType),
     /// `f32` or `f64`.
     Float,
     /// `String` (and `char`).
@@ -37,8 +42,8 @@ pub enum TypeDesc {
 /// and enums, `#[derive(Record)]` for records.
 ///
 /// ```
-/// use tessera::collection::{Describe, TypeDesc};
-/// assert_eq!(<Option<i32>>::describe(), TypeDesc::Option(Box::new(TypeDesc::Int)));
+/// use tessera::collection::{Describe, IntType, TypeDesc};
+/// assert_eq!(<Option<i32>>::describe(), TypeDesc::Option(Box::new(TypeDesc::Integer(IntType::I32))));
 /// ```
 pub trait Describe {
     /// The type's shape.
@@ -54,7 +59,89 @@ macro_rules! describe_as {
         }
     )*};
 }
-describe_as!(Int: i8, i16, i32, i64, u8, u16, u32, u64, isize, usize);
+/// The Rust integer types a [`TypeDesc::Integer`] field may have (`isize` and `usize` are
+/// described as 64-bit).
+///
+/// ```
+/// use tessera::collection::{Describe, IntType, TypeDesc};
+/// assert_eq!(u8::describe(), TypeDesc::Integer(IntType::U8));
+/// assert!(IntType::U8.contains(255) && !IntType::U8.contains(300));
+/// assert!(IntType::I64.holds_every(IntType::U32) && !IntType::U64.holds_every(IntType::I8));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IntType {
+    /// `i8`
+    I8,
+    /// `i16`
+    I16,
+    /// `i32`
+    I32,
+    /// `i64` (and `isize`)
+    I64,
+    /// `u8`
+    U8,
+    /// `u16`
+    U16,
+    /// `u32`
+    U32,
+    /// `u64` (and `usize`)
+    U64,
+}
+
+impl IntType {
+    /// The smallest and largest value of the type.
+    pub fn range(self) -> (i128, i128) {
+        match self {
+            IntType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            IntType::I16 => (i16::MIN.into(), i16::MAX.into()),
+            IntType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            IntType::I64 => (i64::MIN.into(), i64::MAX.into()),
+            IntType::U8 => (0, u8::MAX.into()),
+            IntType::U16 => (0, u16::MAX.into()),
+            IntType::U32 => (0, u32::MAX.into()),
+            IntType::U64 => (0, u64::MAX.into()),
+        }
+    }
+
+    /// Whether `value` is in the type's range.
+    pub fn contains(self, value: i128) -> bool {
+        let (min, max) = self.range();
+        (min..=max).contains(&value)
+    }
+
+    /// Whether every value of `other` is a value of this type (a change from `other` to
+    /// `self` keeps every stored value readable).
+    pub fn holds_every(self, other: IntType) -> bool {
+        let ((min, max), (other_min, other_max)) = (self.range(), other.range());
+        min <= other_min && other_max <= max
+    }
+
+    /// The Rust type's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntType::I8 => "i8",
+            IntType::I16 => "i16",
+            IntType::I32 => "i32",
+            IntType::I64 => "i64",
+            IntType::U8 => "u8",
+            IntType::U16 => "u16",
+            IntType::U32 => "u32",
+            IntType::U64 => "u64",
+        }
+    }
+}
+
+macro_rules! describe_int {
+    ($($type:ty => $int:ident),*) => {$(
+        impl Describe for $type {
+            fn describe() -> TypeDesc {
+                TypeDesc::Integer(IntType::$int)
+            }
+        }
+    )*};
+}
+describe_int!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, isize => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64, usize => U64);
 describe_as!(Float: f32, f64);
 describe_as!(String: String, char, Box<str>);
 describe_as!(Bool: bool);
@@ -120,7 +207,7 @@ impl Class {
     fn of(desc: &TypeDesc) -> Class {
         match desc {
             TypeDesc::Bool => Class::Bool,
-            TypeDesc::Int | TypeDesc::Float => Class::Number,
+            TypeDesc::Int | TypeDesc::Integer(_) | TypeDesc::Float => Class::Number,
             TypeDesc::String => Class::String,
             TypeDesc::Enum(_) => Class::Enum,
             TypeDesc::Option(inner) => Class::of(inner),
@@ -183,7 +270,14 @@ impl TypeDesc {
             (TypeDesc::Option(old), TypeDesc::Option(new)) => new.incompatibility(old, path),
             // A required field may become optional; not the other way round.
             (old, TypeDesc::Option(new)) => new.incompatibility(old, path),
-            (TypeDesc::Int, TypeDesc::Float) => None,
+            (TypeDesc::Int | TypeDesc::Integer(_), TypeDesc::Float) => None,
+            // A width learned or forgotten: stored values were integers either way (a value
+            // out of a new width's range is a typed error where it is read).
+            (TypeDesc::Int, TypeDesc::Integer(_)) | (TypeDesc::Integer(_), TypeDesc::Int) => None,
+            (TypeDesc::Integer(old), TypeDesc::Integer(new)) if new.holds_every(*old) => None,
+            (TypeDesc::Integer(old), TypeDesc::Integer(new)) => {
+                Some(format!("field `{path}` narrowed from {} to {}: stored values may not fit", old.name(), new.name()))
+            }
             (TypeDesc::List(old), TypeDesc::List(new)) | (TypeDesc::Map(old), TypeDesc::Map(new)) => new.incompatibility(old, path),
             (TypeDesc::Struct(old_fields), TypeDesc::Struct(new_fields)) => {
                 for (name, new_desc) in new_fields {

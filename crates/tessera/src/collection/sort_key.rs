@@ -2,11 +2,42 @@
 //! encodings compare as the values do under the query language's order.
 //!
 //! A component is a class tag and the value: NULL (missing or null) `0x00` sorts first; then
-//! booleans `0x01`; numbers `0x02` (the value as an `f64` key, then the exact `i64` to order
-//! integers an `f64` cannot tell apart); strings `0x03` (escaped and terminated, so components
-//! concatenate); everything else `0x04`. An enum's variant is its name, a string, whether the
-//! variant is a unit (`"Red"`) or carries a payload (`{"Image": …}`). Descending components
+//! booleans `0x01`; numbers `0x02` (see "Numbers" below); strings `0x03` (escaped and
+//! terminated, so components concatenate); everything else `0x04`. An enum's variant is its
+//! name, a string, whether the variant is a unit (`"Red"`) or carries a payload
+//! (`{"Image": …}`). Descending components
 //! invert every byte after the tag: the order within a class reverses, and classes keep theirs.
+//!
+//! **Numbers** (storage format 7). A number component is 17 bytes:
+//!
+//! ```text
+//! 02 · f64 key of F (8 bytes) · i64 key of R (8 bytes)
+//! ```
+//!
+//! where `F` is the value rounded to the nearest `f64` (as the query language's `as f64`
+//! rounds it; `-0.0` is `0.0`) and `R` the *residual*, the exact value minus `F`, computed in
+//! `i128`: `0` for a float (it is its own `f64`) and for every integer of magnitude up to
+//! 2^53; at most [`RESIDUAL_ABS_MAX`] (1024, half the `f64` spacing just below 2^64) for any
+//! `i64` or `u64`. Keys are compared as bytes, so the order is `F` first, then `R`. Rounding to
+//! nearest is monotone, so two numbers with different `F` are in the order of their `F`; with
+//! one `F`, the exact values are `F + R`, in the order of `R`. The component order is
+//! therefore the exact order of the numbers' values, whatever their kinds: `3` and `3.0` are
+//! one component, `u64::MAX - 1` sorts below `u64::MAX` (both round to 2^64, with `R` of -2
+//! and -1), and the float 2^63 below the integer 2^63 + 1. NaN has `F` above infinity and
+//! `R = 0`. An alternative, an exact 16-byte integer after `F`, would need 8 more bytes per
+//! entry for the same order; the residual keeps the 17-byte shape of formats up to 6.
+//!
+//! The query language compares two integers exactly and everything else (an unsigned field's
+//! value among them) as `f64`s (`crate::query` eval): where it says less or greater, the
+//! components agree; where it says equal, the components share their first 9 bytes (the tag
+//! and `F`). An index range for a number comparison is therefore bounded on those 9 bytes,
+//! inclusively, and the filter decides: see [`literal_range`].
+//!
+//! Formats up to 6 stored the exact value as an `i64` key in the place of `R`, saturated for
+//! integers above `i64::MAX` and for floats beyond the `i64` range: `u64::MAX` and
+//! `u64::MAX - 1` were one component. The `F` part has not changed, so a format-6 entry
+//! still answers every range and equality lookup (they read `F` only); the migration to
+//! format 7 rebuilds every index's entries (`collection::upgrade_keyspace`).
 //!
 //! **NULL in an order.** Index entries always encode NULL as `0x00`, first. An `order by` key
 //! puts NULLs where its [`crate::query::Nulls`] says: first as `0x00`, last as
@@ -72,12 +103,40 @@ const TRUNCATED_MARKER: [u8; 2] = [0x00, 0x02];
 /// Bytes of the whole string's hash at the end of a truncated component.
 const STRING_HASH_LEN: usize = 8;
 
-fn number(as_f64: f64, as_i64: i64, out: &mut Vec<u8>) {
+/// The most a number component's residual can be from zero: half the spacing of `f64`s just
+/// below 2^64, the widest gap an `i64` or `u64` falls in.
+pub(crate) const RESIDUAL_ABS_MAX: u64 = 1 << 10;
+
+/// Bytes of a number component: the tag, the `f64` part and the residual.
+pub(crate) const NUMBER_LEN: usize = 1 + 8 + 8;
+
+/// 2^64, the `f64` every integer near the top of `u64` rounds to.
+const TWO_POW_64: f64 = 18446744073709551616.0;
+
+/// Appends a number component: its `f64` part (`rounded`) and the exact value minus it.
+fn number(rounded: f64, residual: i64, out: &mut Vec<u8>) {
+    assert!(residual.unsigned_abs() <= RESIDUAL_ABS_MAX, "an integer is within half an f64 step of its rounding");
+    assert!(residual == 0 || rounded.is_finite(), "only a finite f64 rounds an integer");
     out.push(TAG_NUMBER);
     // -0.0 and 0.0 are equal to the query language; the key must agree.
-    let as_f64 = if as_f64 == 0.0 { 0.0 } else { as_f64 };
-    as_f64.encode_key(out);
-    as_i64.encode_key(out);
+    let rounded = if rounded == 0.0 { 0.0 } else { rounded };
+    rounded.encode_key(out);
+    residual.encode_key(out);
+}
+
+/// Appends the component of an integer: its rounding to `f64` (`rounded`, as `as f64` gives
+/// it for the integer's own type) and the exact rest.
+fn integer(exact: i128, rounded: f64, out: &mut Vec<u8>) {
+    // Every f64 at or beyond 2^53 is an integer, and below it the rounding is exact: `rounded`
+    // converts to i128 without loss.
+    let residual = exact - rounded as i128;
+    let residual = i64::try_from(residual).expect("a residual is within RESIDUAL_ABS_MAX");
+    number(rounded, residual, out);
+}
+
+/// Appends the component of a float: it is its own `f64` part.
+fn float(value: f64, out: &mut Vec<u8>) {
+    number(value, 0, out);
 }
 
 fn string(text: &str, out: &mut Vec<u8>) {
@@ -85,8 +144,31 @@ fn string(text: &str, out: &mut Vec<u8>) {
     text.encode_key(out);
 }
 
+/// How a number component ends, after its `f64` part: what storage formats wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NumberLayout {
+    /// Storage format 7: the residual (see the module doc, "Numbers").
+    Residual,
+    /// Storage formats up to 6: the value as an `i64`, saturated (and a float truncated).
+    /// Only read, by `Db::check` on a read-only handle of such a file, never written.
+    SaturatedI64,
+}
+
+/// Appends a number component as storage formats up to 6 wrote it ([`NumberLayout::SaturatedI64`]).
+fn number_saturated(rounded: f64, saturated: i64, out: &mut Vec<u8>) {
+    out.push(TAG_NUMBER);
+    let rounded = if rounded == 0.0 { 0.0 } else { rounded };
+    rounded.encode_key(out);
+    saturated.encode_key(out);
+}
+
 /// Appends the component for a field's value (`None` when the field is missing).
 pub(crate) fn encode_value(value: Option<Value<'_>>, out: &mut Vec<u8>) {
+    encode_value_in(value, NumberLayout::Residual, out);
+}
+
+/// [`encode_value`] with numbers in `layout`.
+pub(crate) fn encode_value_in(value: Option<Value<'_>>, layout: NumberLayout, out: &mut Vec<u8>) {
     let Some(value) = value else {
         out.push(TAG_NULL);
         return;
@@ -99,16 +181,25 @@ pub(crate) fn encode_value(value: Option<Value<'_>>, out: &mut Vec<u8>) {
         }
         Kind::Int => {
             let int = value.as_i64().unwrap_or(0);
-            number(int as f64, int, out);
+            match layout {
+                NumberLayout::Residual => integer(i128::from(int), int as f64, out),
+                NumberLayout::SaturatedI64 => number_saturated(int as f64, int, out),
+            }
         }
         Kind::UInt => {
             let uint = value.as_u64().unwrap_or(0);
-            number(uint as f64, i64::try_from(uint).unwrap_or(i64::MAX), out);
+            match layout {
+                NumberLayout::Residual => integer(i128::from(uint), uint as f64, out),
+                NumberLayout::SaturatedI64 => number_saturated(uint as f64, i64::try_from(uint).unwrap_or(i64::MAX), out),
+            }
         }
         Kind::Float => {
-            let float = value.as_f64().unwrap_or(f64::NAN);
-            // `as` saturates, and NaN becomes 0; the f64 part already orders NaN last.
-            number(float, float as i64, out);
+            let value = value.as_f64().unwrap_or(f64::NAN);
+            match layout {
+                NumberLayout::Residual => float(value, out),
+                // `as` saturates, and NaN becomes 0.
+                NumberLayout::SaturatedI64 => number_saturated(value, value as i64, out),
+            }
         }
         Kind::String => string(value.as_str().unwrap_or(""), out),
         Kind::Dict => match value.as_dict().filter(|dict| dict.len() == 1).and_then(|dict| dict.entry(0)) {
@@ -127,8 +218,8 @@ pub(crate) fn encode_literal(literal: &Literal, out: &mut Vec<u8>) {
             out.push(TAG_BOOL);
             out.push(*b as u8);
         }
-        Literal::Int(int) => number(*int as f64, *int, out),
-        Literal::Float(float) => number(*float, *float as i64, out),
+        Literal::Int(int) => integer(i128::from(*int), *int as f64, out),
+        Literal::Float(value) => float(*value, out),
         Literal::Str(text) => string(text, out),
     }
 }
@@ -239,7 +330,7 @@ pub(crate) fn component_len(bytes: &[u8]) -> Option<usize> {
     match *bytes.first()? {
         TAG_NULL | TAG_OTHER => Some(1),
         TAG_BOOL => (bytes.len() >= 2).then_some(2),
-        TAG_NUMBER => (bytes.len() >= 17).then_some(17),
+        TAG_NUMBER => (bytes.len() >= NUMBER_LEN).then_some(NUMBER_LEN),
         TAG_STRING => string_end(bytes).map(|(end, _)| end),
         _ => None,
     }
@@ -365,17 +456,17 @@ pub(crate) fn describe(component: &[u8]) -> String {
         Some((&TAG_NUMBER, rest)) if rest.len() >= 8 => {
             let ordered = u64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
             let bits = if ordered >> 63 == 1 { ordered ^ (1 << 63) } else { !ordered };
-            let float = f64::from_bits(bits);
-            match rest.get(8..16) {
-                Some(int) => {
-                    let int = (u64::from_be_bytes(int.try_into().expect("8 bytes")) ^ (1 << 63)) as i64;
-                    if int as f64 == float {
-                        int.to_string()
-                    } else {
-                        float.to_string()
-                    }
-                }
-                None => float.to_string(),
+            let rounded = f64::from_bits(bits);
+            let residual = rest.get(8..16).map(|residual| (u64::from_be_bytes(residual.try_into().expect("8 bytes")) ^ (1 << 63)) as i64);
+            let residual = residual.unwrap_or(0);
+            if residual.unsigned_abs() > RESIDUAL_ABS_MAX || (residual != 0 && !rounded.is_finite()) {
+                return hex();
+            }
+            // An integral value in the integers' range as the exact integer (with its residual).
+            if rounded.is_finite() && rounded.fract() == 0.0 && rounded.abs() <= TWO_POW_64 {
+                (rounded as i128 + i128::from(residual)).to_string()
+            } else {
+                rounded.to_string()
             }
         }
         Some((&TAG_STRING, rest)) => match crate::store::key::decode_bytes(rest) {
@@ -517,5 +608,193 @@ mod tests {
         assert_eq!(from_literal, key_of("-7", false));
         assert_eq!(prefix_end(&[1, 0xFF]), Some(vec![2]));
         assert_eq!(prefix_end(&[0xFF]), None);
+    }
+
+    /// A number of one of the three kinds a record holds.
+    #[derive(Debug, Clone, Copy)]
+    enum Number {
+        Int(i64),
+        UInt(u64),
+        Float(f64),
+    }
+
+    impl serde::Serialize for Number {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            match *self {
+                Number::Int(int) => serializer.serialize_i64(int),
+                Number::UInt(uint) => serializer.serialize_u64(uint),
+                Number::Float(float) => serializer.serialize_f64(float),
+            }
+        }
+    }
+
+    #[derive(serde::Serialize)]
+    struct Pair {
+        a: Number,
+        b: Number,
+    }
+
+    /// Numbers biased toward where `f64` and the integers part: the ends of `i64` and `u64`,
+    /// 2^53 and 2^63 and their neighbours, signed zeros, NaN and the infinities.
+    fn number() -> impl proptest::strategy::Strategy<Value = Number> {
+        use proptest::prelude::*;
+        let two53 = 1i64 << 53;
+        let int_edges =
+            prop::sample::select(vec![i64::MIN, i64::MIN + 1, -two53 - 1, -two53, -1, 0, 1, two53, two53 + 1, i64::MAX - 1, i64::MAX]);
+        let uint_edges = prop::sample::select(vec![
+            0,
+            1,
+            1 << 53,
+            (1 << 53) + 1,
+            i64::MAX as u64,
+            1 << 63,
+            (1 << 63) + 1,
+            u64::MAX - 2048,
+            u64::MAX - 1025,
+            u64::MAX - 1024,
+            u64::MAX - 1,
+            u64::MAX,
+        ]);
+        let float_edges = prop::sample::select(vec![
+            -0.0,
+            0.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1.5,
+            -2.5,
+            9007199254740992.0,
+            9007199254740994.0,
+            (1u64 << 63) as f64,
+            -((1u64 << 63) as f64),
+            u64::MAX as f64,
+            (u64::MAX - 2048) as f64,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+        ]);
+        prop_oneof![
+            (int_edges, -3i64..=3).prop_map(|(edge, step)| Number::Int(edge.saturating_add(step))),
+            (uint_edges, -3i64..=3).prop_map(|(edge, step)| Number::UInt(edge.saturating_add_signed(step))),
+            float_edges.clone().prop_map(Number::Float),
+            // A float next to an edge: one ulp either way.
+            (float_edges, prop::bool::ANY).prop_map(|(edge, up)| Number::Float(if up { edge.next_up() } else { edge.next_down() })),
+            any::<i64>().prop_map(Number::Int),
+            any::<u64>().prop_map(Number::UInt),
+            any::<f64>().prop_map(Number::Float),
+            (-2000i64..2000).prop_map(|n| Number::Float(n as f64 / 4.0)),
+        ]
+    }
+
+    /// The exact order of two numbers' values (NaN above everything, equal to itself).
+    fn exact_order(a: Number, b: Number) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        fn exact(number: Number) -> Result<i128, f64> {
+            match number {
+                Number::Int(int) => Ok(i128::from(int)),
+                Number::UInt(uint) => Ok(i128::from(uint)),
+                Number::Float(float) => Err(float),
+            }
+        }
+        fn float_against(x: f64, n: i128) -> Ordering {
+            if x.is_nan() || x == f64::INFINITY || x >= 2f64.powi(100) {
+                return Ordering::Greater;
+            }
+            if x == f64::NEG_INFINITY || x <= -(2f64.powi(100)) {
+                return Ordering::Less;
+            }
+            let floor = x.floor();
+            match (floor as i128).cmp(&n) {
+                Ordering::Equal if x == floor => Ordering::Equal,
+                Ordering::Equal => Ordering::Greater,
+                other => other,
+            }
+        }
+        match (exact(a), exact(b)) {
+            (Ok(x), Ok(y)) => x.cmp(&y),
+            (Err(x), Ok(y)) => float_against(x, y),
+            (Ok(x), Err(y)) => float_against(y, x).reverse(),
+            (Err(x), Err(y)) => match (x.is_nan(), y.is_nan()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                (false, false) => x.partial_cmp(&y).expect("not NaN"),
+            },
+        }
+    }
+
+    /// The query language's order of two numbers (`crate::query` eval on `a OP b`), `None`
+    /// when no comparison holds (NaN).
+    fn eval_order(root: Value<'_>) -> Option<std::cmp::Ordering> {
+        use crate::query::{Expr, Truth};
+        let holds = |op| {
+            let field = |name: &str| Box::new(Expr::Field(FieldPath::new(name)));
+            Expr::Compare(field("a"), op, field("b")).eval(root) == Truth::True
+        };
+        match (holds(CompareOp::Lt), holds(CompareOp::Eq), holds(CompareOp::Gt)) {
+            (true, false, false) => Some(std::cmp::Ordering::Less),
+            (false, true, false) => Some(std::cmp::Ordering::Equal),
+            (false, false, true) => Some(std::cmp::Ordering::Greater),
+            (false, false, false) => None,
+            other => panic!("eval gives more than one order: {other:?}"),
+        }
+    }
+
+    fn literal_of(number: Number) -> Option<Literal> {
+        match number {
+            Number::Int(int) => Some(Literal::Int(int)),
+            Number::UInt(uint) => i64::try_from(uint).ok().map(Literal::Int),
+            Number::Float(float) => Some(Literal::Float(float)),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// Components order numbers exactly, and agree with the query language wherever it
+        /// tells two numbers apart; where it calls them equal they share the `f64` part an
+        /// index range is bounded on. Constants encode as the values they equal.
+        #[test]
+        fn number_components_order_as_values(a in number(), b in number()) {
+            use proptest::prop_assert_eq;
+            let bytes = tessera_value::to_vec(&Pair { a, b }).unwrap();
+            let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+            let (mut key_a, mut key_b) = (Vec::new(), Vec::new());
+            encode_value(doc.root().get("a"), &mut key_a);
+            encode_value(doc.root().get("b"), &mut key_b);
+            prop_assert_eq!(key_a.len(), NUMBER_LEN);
+            prop_assert_eq!(component_len(&key_a), Some(NUMBER_LEN));
+            prop_assert_eq!(compare(&key_a, &key_b), exact_order(a, b), "{:?} against {:?}", a, b);
+            match eval_order(doc.root()) {
+                Some(std::cmp::Ordering::Equal) => prop_assert_eq!(&key_a[..9], &key_b[..9]),
+                Some(order) => prop_assert_eq!(key_a.cmp(&key_b), order),
+                None => proptest::prop_assert!(matches!(a, Number::Float(x) if x.is_nan()) || matches!(b, Number::Float(x) if x.is_nan())),
+            }
+            if let Some(literal) = literal_of(a) {
+                let mut from_literal = Vec::new();
+                encode_literal(&literal, &mut from_literal);
+                prop_assert_eq!(&from_literal, &key_a);
+            }
+            // `explain` shows the exact value of an integer.
+            match a {
+                Number::Int(int) => prop_assert_eq!(describe(&key_a), int.to_string()),
+                Number::UInt(uint) => prop_assert_eq!(describe(&key_a), uint.to_string()),
+                Number::Float(_) => {}
+            }
+        }
+    }
+
+    #[test]
+    fn big_integers_have_their_own_components() {
+        let component = |json: &str| key_of(json, false);
+        // Formats up to 6 saturated these to one component.
+        assert!(component("18446744073709551614") < component("18446744073709551615"));
+        assert!(component("9223372036854775807") < component("9223372036854775808"));
+        assert!(component("9223372036854775808.0") < component("9223372036854775809"));
+        assert!(component("18446744073709551615") < component("18446744073709551616.0"));
+        assert!(component("-9223372036854775808") == component("-9223372036854775808.0"));
+        assert_eq!(component("3"), component("3.0"));
+        assert_eq!(describe(&component("18446744073709551615")), "18446744073709551615");
+        assert_eq!(describe(&component("-9223372036854775807")), "-9223372036854775807");
+        assert_eq!(describe(&component("2500")), "2500");
+        assert_eq!(describe(&component("1.5")), "1.5");
     }
 }

@@ -50,7 +50,9 @@ fn compare_constraint(shape: &TypeDesc, path: &str, op: CompareOp, literal: &Lit
         // An enum's payload variant has its name as component, but compares as UNKNOWN.
         Literal::Str(_) => !matches!(field_type(shape, path), Some(TypeDesc::Enum(_))),
         Literal::Bool(_) => true,
-        Literal::Int(int) => matches!(field_type(shape, path), Some(TypeDesc::Int)) && int.unsigned_abs() < (1 << 53),
+        Literal::Int(int) => {
+            matches!(field_type(shape, path), Some(TypeDesc::Int | TypeDesc::Integer(_))) && int.unsigned_abs() < (1 << 53)
+        }
         Literal::Float(_) => false,
     };
     if op == CompareOp::Eq && exact && sort_key::literal_tag(literal) != sort_key::TAG_NUMBER {

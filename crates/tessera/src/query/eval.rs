@@ -60,14 +60,42 @@ fn compare(a: &Operand<'_>, op: CompareOp, b: &Operand<'_>) -> Truth {
         let numbers = matches!(a, Operand::Int(_) | Operand::Float(_)) && matches!(b, Operand::Int(_) | Operand::Float(_));
         return if numbers { Truth::from_bool(op == CompareOp::Ne) } else { Truth::Unknown };
     };
-    Truth::from_bool(match op {
+    Truth::from_bool(holds(op, ordering))
+}
+
+/// Whether `op` holds between two operands that compare as `ordering`.
+#[inline]
+fn holds(op: CompareOp, ordering: Ordering) -> bool {
+    match op {
         CompareOp::Eq => ordering == Ordering::Equal,
         CompareOp::Ne => ordering != Ordering::Equal,
         CompareOp::Lt => ordering == Ordering::Less,
         CompareOp::Le => ordering != Ordering::Greater,
         CompareOp::Gt => ordering == Ordering::Greater,
         CompareOp::Ge => ordering != Ordering::Less,
-    })
+    }
+}
+
+/// `field op literal` for a field's value (`None` when the field is missing): the common
+/// pairs (an integer field against an integer, a string against a string) are compared
+/// straight from the slot, everything else as [`compare`] does.
+#[inline]
+fn compare_field(value: Option<Value<'_>>, op: CompareOp, literal: &Literal) -> Truth {
+    let Some(value) = value else { return Truth::Unknown };
+    match literal {
+        Literal::Int(literal) => {
+            if let Some(int) = value.as_i64() {
+                return Truth::from_bool(holds(op, int.cmp(literal)));
+            }
+        }
+        Literal::Str(literal) => {
+            if let Some(text) = value.as_str() {
+                return Truth::from_bool(holds(op, text.as_bytes().cmp(literal.as_bytes())));
+            }
+        }
+        _ => {}
+    }
+    compare(&from_value(value), op, &from_literal(literal))
 }
 
 fn arithmetic<'a>(a: Operand<'a>, op: ArithOp, b: Operand<'a>) -> Operand<'a> {
@@ -103,9 +131,7 @@ impl Expr {
         match self {
             Expr::Compare(a, op, b) => match (&**a, &**b) {
                 // The common shape, `field op literal`, without the operand recursion.
-                (Expr::Field(path), Expr::Literal(literal)) => {
-                    compare(&path.lookup(record).map_or(Operand::Null, from_value), *op, &from_literal(literal))
-                }
+                (Expr::Field(path), Expr::Literal(literal)) => compare_field(path.lookup(record), *op, literal),
                 _ => compare(&a.operand(record), *op, &b.operand(record)),
             },
             Expr::Between(a, low, high) => {

@@ -10,8 +10,12 @@
 //!   hook by its name only: what it changes, and in which keyspaces, is its module's business.
 //!
 //! - Format 6 adds the durable change feed (`durable_feed`), which a file turns on later; a
-//!   file of format 5 only gets the new mark, so that a tessera that would write to it without
-//!   appending to its feed refuses it.
+//!   file of format 5 gets nothing for it but the new mark, so that a tessera that would write
+//!   to it without appending to its feed refuses it.
+//! - Format 7 changes how a number is encoded in an index entry (`collection::sort_key`,
+//!   "Numbers"): the collections' hook rebuilds every index's entries from the records. A
+//!   file of format 5 or 6 keeps its hash key (and a format-6 file its durable feed, which
+//!   index entries are not part of).
 //!
 //! Everything else of older formats (record layouts, documents of formats 1 to 3) is read as
 //! it is by the modules above the store.
@@ -33,6 +37,9 @@ pub(crate) struct Upgrade<'a> {
     pub(crate) from_version: u32,
     /// The hash key the file has from now on.
     pub(crate) hash_key: &'a HashKey,
+    /// Every keyspace of the file but `tessera.meta`, for a step that reads one keyspace
+    /// while it rewrites another (a collection's records for its indexes).
+    pub(crate) keyspaces: &'a [Keyspace],
 }
 
 /// A module's step of the migration: called inside its transaction, after every value has its
@@ -41,7 +48,10 @@ pub(crate) struct Upgrade<'a> {
 type KeyspaceUpgrade = fn(&mut WriteTxn<'_>, &Keyspace, &Upgrade<'_>) -> Result<()>;
 
 /// The steps of the modules above the store.
-const KEYSPACE_UPGRADES: [KeyspaceUpgrade; 1] = [crate::dictionary::upgrade_keyspace];
+const KEYSPACE_UPGRADES: [KeyspaceUpgrade; 2] = [crate::dictionary::upgrade_keyspace, crate::collection::upgrade_keyspace];
+
+/// The first storage format with a hash key: a file of this format or newer keeps its own.
+const HASH_KEY_FORMAT: u32 = 5;
 
 /// A new hash key, from the operating system's random source.
 pub(crate) fn new_hash_key() -> Result<HashKey> {
@@ -65,11 +75,9 @@ pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
         if from_version == STORAGE_FORMAT_VERSION {
             return hash_key_of(tx.get(&meta, META_HASH_KEY)?);
         }
-        if from_version == 5 {
-            // Nothing stored changes: the file keeps its hash key.
-            tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes())?;
-            return hash_key_of(tx.get(&meta, META_HASH_KEY)?);
-        }
+        // A file that has a hash key keeps it: its long dictionary keys are placed by it.
+        let kept_hash_key = if from_version >= HASH_KEY_FORMAT { Some(hash_key_of(tx.get(&meta, META_HASH_KEY)?)?) } else { None };
+        let hash_key = kept_hash_key.unwrap_or(hash_key);
         let mut keyspaces = Vec::with_capacity(names.len());
         for name in names.iter().filter(|name| *name != META_KEYSPACE) {
             let handle = db.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
@@ -82,13 +90,15 @@ pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
                 add_checksums(tx, keyspace)?;
             }
         }
-        let upgrade = Upgrade { from_version, hash_key: &hash_key };
+        let upgrade = Upgrade { from_version, hash_key: &hash_key, keyspaces: &keyspaces };
         for keyspace in &keyspaces {
             for step in KEYSPACE_UPGRADES {
                 step(tx, keyspace, &upgrade)?;
             }
         }
-        tx.put(&meta, META_HASH_KEY, &hash_key)?;
+        if kept_hash_key.is_none() {
+            tx.put(&meta, META_HASH_KEY, &hash_key)?;
+        }
         tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes())?;
         Ok(hash_key)
     })

@@ -44,21 +44,25 @@ use sync::Syncer;
 
 /// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
 ///
+/// Version 7 encodes a number in an index entry with the exact rest after its `f64` part (the
+/// *residual*), where versions up to 6 had the value as a saturated `i64`, which could not
+/// tell integers above `i64::MAX` apart (see `docs/storage.md`, "Index entries of numbers").
+/// Version 6 adds the durable change feed, which a file turns on later.
 /// Version 5 places long dictionary keys by a hash keyed with a random key of the file (the
 /// file's *hash key*, kept in `tessera.meta`; see `docs/storage.md`, "Long dictionary keys").
 /// Version 4 stores a checksum after every value of every keyspace but `tessera.meta` (see
 /// `docs/storage.md`, "Values"). Version 3 stores documents of format 3 (packed numeric
 /// arrays). Version 2 stores records with their collection's shared keys (keyspace
 /// `tessera.keys`) in document format 2, and may give long dictionary keys wide suffixes.
-/// Files of versions 1 to 4 are migrated in one transaction when opened (values get their
-/// checksums, the file gets its hash key and long dictionary keys move to their keyed hash),
-/// and are otherwise read as they are (records by key name or by shared key, documents of
+/// Files of versions 1 to 6 are migrated in one transaction when opened (values get their
+/// checksums, the file gets its hash key and long dictionary keys move to their keyed hash,
+/// every collection index is rebuilt), and are otherwise read as they are (records by key name or by shared key, documents of
 /// formats 1 to 3); the new mark makes an older tessera refuse a file this one has written to.
 ///
 /// ```
-/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 6);
+/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 7);
 /// ```
-pub const STORAGE_FORMAT_VERSION: u32 = 6;
+pub const STORAGE_FORMAT_VERSION: u32 = 7;
 
 /// The oldest storage format a read-only handle reads without the migration.
 const READ_AS_IS_FORMAT_VERSION_MIN: u32 = 5;
@@ -490,8 +494,12 @@ impl Db {
         if found > STORAGE_FORMAT_VERSION {
             return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
         }
-        // Format 6 only adds the durable feed, which a file of format 5 does not have on: such
-        // a file reads as it is. Older ones need the migration a read-write open runs.
+        // Format 6 only adds the durable feed, which a file of format 5 does not have on, and
+        // format 7 only changes number components of index entries, which a read-only handle
+        // never reads for a query (a typed collection, the one kind that uses indexes, opens
+        // in a write transaction; a dynamic one scans) and `Db::check` reads as the file's
+        // format wrote them: files of format 5 and 6 read as they are. Older ones need the
+        // migration a read-write open runs.
         if found < READ_AS_IS_FORMAT_VERSION_MIN {
             return Err(Error::ReadOnly {
                 path: self.inner.path.clone(),
@@ -565,9 +573,7 @@ impl Db {
         let info = self.inner.env.info();
         let file_bytes = std::fs::metadata(&self.inner.path)?.len();
         let used_pages = info.last_page_number as u64 + 1;
-        // As recorded: a read-only handle reads a file of format 5 without marking it 6.
-        let meta = self.internal_keyspace(META_KEYSPACE)?;
-        let format_version = self.read(|tx| version_of(tx.get(&meta, META_VERSION_KEY)?))?;
+        let format_version = self.stored_format_version()?;
         Ok(FileInfo {
             format_version,
             file_bytes,
@@ -576,6 +582,19 @@ impl Db {
             page_bytes: self.inner.page_bytes,
             last_txn_id: info.last_txn_id as u64,
         })
+    }
+
+    /// The storage format the file is marked with: [`STORAGE_FORMAT_VERSION`] once a
+    /// read-write handle has opened it; as recorded for a read-only one, which reads a file of
+    /// format 5 or 6 without migrating it.
+    pub(crate) fn stored_format_version(&self) -> Result<u32> {
+        self.read(|tx| self.format_version_in(tx))
+    }
+
+    /// [`Db::stored_format_version`] as `snapshot` sees it.
+    pub(crate) fn format_version_in(&self, snapshot: &dyn Snapshot) -> Result<u32> {
+        let meta = self.internal_keyspace(META_KEYSPACE)?;
+        version_of(snapshot.get_value(&meta, META_VERSION_KEY)?)
     }
 
     /// Writes a consistent, compacted copy of the database to `destination`, which must not

@@ -76,6 +76,22 @@ fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, path: &mut St
             Kind::UInt => Ok(out.push_u64(value.as_u64().ok_or_else(|| wrong(path, "an integer", value))?)?),
             _ => Err(wrong(path, "an integer", value)),
         },
+        TypeDesc::Integer(int) => {
+            let integer = match value.kind() {
+                Kind::Int => value.as_i64().map(i128::from),
+                Kind::UInt => value.as_u64().map(i128::from),
+                _ => None,
+            };
+            let integer = integer.ok_or_else(|| wrong(path, &format!("an integer ({})", int.name()), value))?;
+            if !int.contains(integer) {
+                let (min, max) = int.range();
+                return Err(misfit(path, format!("{integer} is out of range for {} ({min} to {max})", int.name())));
+            }
+            match i64::try_from(integer) {
+                Ok(signed) => Ok(out.push_i64(signed)?),
+                Err(_) => Ok(out.push_u64(u64::try_from(integer).expect("in u64's range"))?),
+            }
+        }
         TypeDesc::Float => match value.kind() {
             Kind::Int | Kind::UInt | Kind::Float => Ok(out.push_f64(value.as_f64().ok_or_else(|| wrong(path, "a number", value))?)?),
             _ => Err(wrong(path, "a number", value)),
@@ -154,6 +170,7 @@ fn walk_enum(out: &mut Encoder<'_>, value: Value<'_>, variants: &[(String, Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collection::IntType;
     use tessera_value::{from_json, Doc};
 
     fn shape() -> TypeDesc {
@@ -200,6 +217,34 @@ mod tests {
         for (json, path, problem) in cases {
             let misfit = check(json).unwrap_err();
             assert_eq!(misfit.path, path, "{json}");
+            assert!(misfit.problem.contains(problem), "{json}: {}", misfit.problem);
+        }
+    }
+
+    #[test]
+    fn an_integer_of_a_known_width_must_be_in_its_range() {
+        let fit = |json: &str, int: IntType| {
+            let bytes = from_json(json.as_bytes()).unwrap();
+            let value = Doc::from_untrusted(&bytes).unwrap().root();
+            let shape = TypeDesc::Struct(vec![("n".into(), TypeDesc::Integer(int))]);
+            match conform(&mut Encoder::new(), value, &shape) {
+                Ok(()) => Ok(()),
+                Err(ConformError::Misfit(misfit)) => Err(misfit),
+                Err(ConformError::Encode(error)) => panic!("{error}"),
+            }
+        };
+        assert_eq!(fit(r#"{"n": 255}"#, IntType::U8), Ok(()));
+        assert_eq!(fit(r#"{"n": -128}"#, IntType::I8), Ok(()));
+        assert_eq!(fit(r#"{"n": 18446744073709551615}"#, IntType::U64), Ok(()));
+        for (json, int, problem) in [
+            (r#"{"n": 300}"#, IntType::U8, "300 is out of range for u8 (0 to 255)"),
+            (r#"{"n": -1}"#, IntType::U64, "-1 is out of range for u64"),
+            (r#"{"n": 18446744073709551615}"#, IntType::I64, "out of range for i64"),
+            (r#"{"n": 2147483648}"#, IntType::I32, "out of range for i32"),
+            (r#"{"n": 1.5}"#, IntType::I32, "expected an integer (i32), found a float"),
+        ] {
+            let misfit = fit(json, int).unwrap_err();
+            assert_eq!(misfit.path, "n", "{json}");
             assert!(misfit.problem.contains(problem), "{json}: {}", misfit.problem);
         }
     }

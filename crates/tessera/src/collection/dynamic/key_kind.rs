@@ -1,9 +1,11 @@
 //! How each primary-key field of a collection is encoded in its stored key ([`KeyKind`]), for
-//! handles that have no record type to ask: the widths `store::key` gives integers and floats
-//! are not in the stored shape (`TypeDesc::Int` is any integer), so they are recorded in the
-//! schema when a dynamic handle creates a collection, or learned from stored keys.
+//! handles that have no record type to ask. An integer's width is in the stored shape when a
+//! record type stored it ([`TypeDesc::Integer`]); `TypeDesc::Int` (any integer: schemas stored
+//! before widths were recorded, and Python's `int`) and a float's width are not, so they are
+//! recorded in the schema when a dynamic handle creates a collection, or learned from stored
+//! keys.
 
-use crate::collection::TypeDesc;
+use crate::collection::{IntType, TypeDesc};
 use serde::{Deserialize, Serialize};
 use tessera_value::{Kind, Value};
 
@@ -64,10 +66,21 @@ impl KeyKind {
     /// use tessera::collection::{KeyKind, TypeDesc};
     /// assert_eq!(KeyKind::candidates(&TypeDesc::String), &[KeyKind::String]);
     /// assert_eq!(KeyKind::candidates(&TypeDesc::Int).len(), 8);
+    /// assert_eq!(KeyKind::candidates(&TypeDesc::Integer(tessera::collection::IntType::U32)), &[KeyKind::U32]);
     /// ```
     pub fn candidates(desc: &TypeDesc) -> &'static [KeyKind] {
         match desc {
             TypeDesc::Int => INTEGERS,
+            TypeDesc::Integer(int) => match int {
+                IntType::I8 => &[KeyKind::I8],
+                IntType::I16 => &[KeyKind::I16],
+                IntType::I32 => &[KeyKind::I32],
+                IntType::I64 => &[KeyKind::I64],
+                IntType::U8 => &[KeyKind::U8],
+                IntType::U16 => &[KeyKind::U16],
+                IntType::U32 => &[KeyKind::U32],
+                IntType::U64 => &[KeyKind::U64],
+            },
             TypeDesc::Float => &[KeyKind::F64, KeyKind::F32],
             TypeDesc::Bool => &[KeyKind::Bool],
             TypeDesc::String => &[KeyKind::String],

@@ -37,17 +37,18 @@
 //! # Ok::<(), tessera::Error>(())
 //! ```
 //!
-//! **Keys.** A record type's primary key is encoded with its fields' Rust widths, which the
-//! stored shape does not hold (`TypeDesc::Int` is any integer): a handle reads them from the
-//! schema when a dynamic handle created the collection ([`Db::create_dyn_collection`]), or
-//! learns them from up to 16 stored records ([`KeyKind`]). Until it knows them, for an empty
-//! collection with an integer or float key, reads by key find nothing (there is nothing) and
-//! writes are refused.
+//! **Keys.** A record type's primary key is encoded with its fields' Rust widths. The stored
+//! shape holds them for a collection a record type stored ([`TypeDesc::Integer`]); for one
+//! stored before widths were recorded (`TypeDesc::Int`, any integer), a handle reads them
+//! from the schema when a dynamic handle created the collection
+//! ([`Db::create_dyn_collection`]), or learns them from up to 16 stored records
+//! ([`KeyKind`]). Until it knows them, for an empty collection with an integer or float key,
+//! reads by key find nothing (there is nothing) and writes are refused.
 //!
-//! **Integer widths of other fields** are not stored either: a dynamic write takes any
-//! integer for an integer field, and a value out of the record type's range (300 for a `u8`)
-//! is then refused when a typed handle reads the record ([`Error::RecordDecode`]), not when
-//! it is written.
+//! **Integer widths of other fields.** A write of an integer out of its field's range (300
+//! for a `u8`) is refused, naming the field ([`Error::SchemaViolation`]), and nothing is written.
+//! A schema stored before widths were recorded (`TypeDesc::Int`) takes any 64-bit integer;
+//! the record type's next open records the widths.
 //!
 //! **Queries** scan the collection and test each record (no index is used yet), with the
 //! predicate type-checked against the stored shape as a typed query is.
@@ -421,6 +422,10 @@ fn learn_key_kinds(db: &Db, state: &CollectionState, schema: &DynSchema) -> Resu
             .resolve(path)
             .ok_or_else(|| Error::Corrupted(format!("collection {:?}: key field `{path}` is not in the stored shape", state.name)))?;
         candidates.push(KeyKind::candidates(desc));
+    }
+    // A shape that records every key field's width (a record type stored it) tells alone.
+    if candidates.iter().all(|kinds| kinds.len() == 1) {
+        return Ok(Some(candidates.iter().map(|kinds| kinds[0]).collect()));
     }
     db.read(|tx| {
         let mut documents = Vec::new();
