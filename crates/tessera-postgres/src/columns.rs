@@ -8,7 +8,7 @@
 
 use crate::error::{ReplicateError, Result};
 use crate::ident;
-use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+use tessera::collection::{DynSchema, IntType, KeyKind, TypeDesc};
 
 /// The primary-key column: the stored key's bytes.
 pub const KEY_COLUMN: &str = "tessera_key";
@@ -26,8 +26,8 @@ pub const RECORD_COLUMN: &str = "record";
 pub enum ColumnType {
     /// `bigint`: integers known to fit in 64 signed bits.
     BigInt,
-    /// `numeric`: integers that may not fit in `bigint` (a `u64` key, or an indexed integer,
-    /// whose width the stored schema does not record).
+    /// `numeric`: integers that may not fit in `bigint` (`u64`, or an integer whose width the
+    /// stored schema does not record).
     Numeric,
     /// `double precision`: floats.
     Double,
@@ -80,6 +80,11 @@ impl ColumnType {
         }
         match desc {
             TypeDesc::Bool => ColumnType::Boolean,
+            // The stored width (record types declare it); `u64` may not fit in `bigint`.
+            TypeDesc::Integer(IntType::U64) => ColumnType::Numeric,
+            TypeDesc::Integer(_) => ColumnType::BigInt,
+            // Any width (Python's int, schemas stored before widths were): a key's kind may
+            // tell, else `numeric` holds every integer.
             TypeDesc::Int => match key_kind {
                 Some(KeyKind::U64) | None => ColumnType::Numeric,
                 Some(_) => ColumnType::BigInt,
@@ -195,6 +200,19 @@ mod tests {
         // Unknown key widths take the type that holds every integer.
         let shape = TableShape::of("t", &schema(vec![], &[])).unwrap();
         assert_eq!(shape.columns[0].column_type, ColumnType::Numeric);
+    }
+
+    #[test]
+    fn recorded_integer_widths_choose_bigint_except_u64() {
+        let shape = TypeDesc::Struct(vec![
+            ("id".into(), TypeDesc::Integer(IntType::U64)),
+            ("small".into(), TypeDesc::Option(Box::new(TypeDesc::Integer(IntType::U32)))),
+            ("signed".into(), TypeDesc::Integer(IntType::I64)),
+        ]);
+        let indexes = ["small", "signed"].iter().map(|path| DynIndex { path: (*path).into(), unique: false, ready: true }).collect();
+        let schema = DynSchema { version: 1, key_fields: vec!["id".into()], key_kinds: vec![KeyKind::U64], shape, indexes };
+        let types: Vec<ColumnType> = TableShape::of("t", &schema).unwrap().columns.iter().map(|column| column.column_type).collect();
+        assert_eq!(types, [ColumnType::Numeric, ColumnType::BigInt, ColumnType::BigInt]);
     }
 
     #[test]

@@ -3,10 +3,9 @@
 //!
 //! **Tables.** One table per collection, named like it: `tessera_key bytea PRIMARY KEY` (the
 //! stored key, tessera's order-preserving encoding), one column per key field and per
-//! indexed field, typed (integers `bigint`, or `numeric` where they may not fit: `u64` keys
-//! and indexed integers, whose width the stored schema does not record; floats `double
-//! precision`; strings `text`; bools `boolean`; bytes `bytea`; anything else `jsonb`; NULL
-//! when missing), and `record jsonb` with the whole record. A field that is not a column
+//! indexed field, typed (integers `bigint`, `u64` and integers of unrecorded width
+//! `numeric`; floats `double precision`; strings `text`; bools `boolean`; bytes `bytea`;
+//! anything else `jsonb`; NULL when missing), and `record jsonb` with the whole record. A field that is not a column
 //! just goes in `record`; a newly indexed field gets its column (filled from `record`). A
 //! table that exists with another shape is refused ([`ReplicateError::TableShape`] names the
 //! table and the column). Only collections are replicated: documents, dictionaries and

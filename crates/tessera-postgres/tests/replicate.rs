@@ -121,7 +121,7 @@ fn inserts_updates_and_deletes_equal_tessera_with_typed_columns() {
     assert!(stats.deletes > 0 && stats.upserts > 0);
     assert_equal(&db, &server, &["people", "notes"]);
 
-    // Typed columns: u64 key as numeric, indexed u32 as numeric, strings as text, NULL for None.
+    // Typed columns: the u64 key as numeric, the indexed u32 as bigint, strings as text, NULL for None.
     let mut client = client(&server);
     let row = client.query_one("SELECT id::text, age::text, name, record->>'score' FROM people WHERE id = 3", &[]).unwrap();
     let expected = people.get(&db, &3u64).unwrap().unwrap();
@@ -135,7 +135,14 @@ fn inserts_updates_and_deletes_equal_tessera_with_typed_columns() {
         .map(|row| (row.get(0), row.get(1)))
         .collect();
     let types: Vec<(&str, &str)> = types.iter().map(|(name, ty)| (name.as_str(), ty.as_str())).collect();
-    assert_eq!(types, [("tessera_key", "bytea"), ("title", "text"), ("stars", "numeric"), ("record", "jsonb")]);
+    assert_eq!(types, [("tessera_key", "bytea"), ("title", "text"), ("stars", "bigint"), ("record", "jsonb")]);
+    let people_types: Vec<String> = client
+        .query("SELECT data_type::text FROM information_schema.columns WHERE table_name = 'people' AND column_name IN ('id', 'age') ORDER BY column_name", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(people_types, ["bigint", "numeric"], "age (u32) as bigint, id (u64) as numeric");
     let nulls: i64 = client.query_one("SELECT count(*) FROM notes WHERE stars IS NULL", &[]).unwrap().get(0);
     let expected_nulls = notes.all().fetch(&db).unwrap().iter().filter(|note| note.stars.is_none()).count();
     assert_eq!(nulls as usize, expected_nulls);
