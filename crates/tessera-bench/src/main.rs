@@ -14,6 +14,7 @@ mod harness;
 mod live;
 mod live_cross_process;
 mod people;
+mod replicate;
 mod store;
 
 /// Counts the bytes Rust code holds while a memory row asks (see `alloc_count`).
@@ -108,6 +109,22 @@ enum TableName {
         #[arg(long, default_value_t = 1000)]
         duration_ms: u64,
     },
+    /// tessera's durable feed replicated into PostgreSQL (a server the run starts): changes
+    /// per second applied for BenchDocs, and a follower's lag behind a 10,000-record commit.
+    Replicate {
+        /// Rounds (medians are reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// BenchDocs inserted, updated and deleted per round.
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        /// Records per tessera commit.
+        #[arg(long, default_value_t = 1_000)]
+        commit_records: usize,
+        /// Records of the commit whose lag is measured.
+        #[arg(long, default_value_t = 10_000)]
+        lag_records: usize,
+    },
     /// One process of the `commit` table's 2-process rows (run by it).
     #[command(hide = true)]
     CommitChild {
@@ -141,7 +158,7 @@ enum TableName {
         /// The directory that receives benchmarks.md and bench/*.svg.
         #[arg(long, default_value_os_t = default_docs_directory())]
         docs_dir: PathBuf,
-        /// The tables to report, comma-separated (default: all seven, in the README's order).
+        /// The tables to report, comma-separated (default: all eight, in the README's order).
         #[arg(long, value_delimiter = ',', default_values_t = TABLE_NAMES.map(String::from))]
         tables: Vec<String>,
     },
@@ -177,6 +194,9 @@ fn run_table(table: TableName) -> std::io::Result<()> {
         TableName::Dictionary { rounds } => dictionary::run(&dictionary::Options { rounds }),
         TableName::Documents { iterations, warmup, others } => documents::run(&documents::Options { iterations, warmup, others }),
         TableName::Commit { rounds, duration_ms } => commit::run(&commit::Options { rounds, duration: Duration::from_millis(duration_ms) }),
+        TableName::Replicate { rounds, records, commit_records, lag_records } => {
+            replicate::run(&replicate::Options { rounds, records, commit_records, lag_records })
+        }
         TableName::CommitChild { system, dir, process, duration_ms } => {
             commit::child(&system, &dir, process, Duration::from_millis(duration_ms))
         }

@@ -1,5 +1,5 @@
 //! `tessera`: look inside tessera database files (info, ls, schema, get, query, export,
-//! import, check, backup, compact, dict, doc) and convert and check single binary documents
+//! import, check, backup, compact, dict, doc, replicate) and convert and check single binary documents
 //! (json2bin, bin2json, validate).
 //!
 //! Reading commands open the database read-only: they work while another process writes to
@@ -15,6 +15,7 @@ mod inspect;
 mod maintain;
 mod open;
 mod records;
+mod replicate;
 mod salvage;
 mod table;
 
@@ -37,6 +38,7 @@ Examples:
   tessera export damaged.tessera --salvage -o salvaged.jsonl
   tessera import copy.tessera tasks app.jsonl --atomic
   tessera backup app.tessera app-backup.tessera
+  tessera replicate app.tessera --postgres 'host=127.0.0.1 user=postgres' --follow
   tessera dict get app.tessera default theme
   tessera doc get app.tessera grace rank
 
@@ -149,6 +151,36 @@ enum Command {
         /// All or nothing: one transaction, rolled back if any line is rejected.
         #[arg(long)]
         atomic: bool,
+    },
+    /// Replicate the collections into PostgreSQL through the durable feed, exactly once: one
+    /// table per collection (key and indexed fields as typed columns, the record as jsonb),
+    /// each group of commits in one PostgreSQL transaction with the cursor row of
+    /// `tessera_replication`. The first run copies every record; later runs resume from
+    /// PostgreSQL's cursor. Prints the counts. Documents and dictionaries are not replicated.
+    #[command(
+        after_help = "Examples:\n  tessera replicate app.tessera --postgres 'host=127.0.0.1 user=postgres'\n  tessera replicate app.tessera --postgres postgresql://app@db/app --collections tasks,people --follow\n  tessera replicate app.tessera --postgres 'host=db user=app' --consumer reporting --resync"
+    )]
+    Replicate {
+        /// The database file (its durable feed must be on).
+        db: PathBuf,
+        /// The PostgreSQL connection string (`postgresql://…` or `host=… user=…`; no TLS).
+        #[arg(long, value_name = "URL")]
+        postgres: String,
+        /// Only these collections (comma-separated; every collection if not given).
+        #[arg(long, value_delimiter = ',')]
+        collections: Option<Vec<String>>,
+        /// Keep tailing the feed after catching up, until stopped.
+        #[arg(long)]
+        follow: bool,
+        /// The consumer: tessera's feed consumer and the cursor row's name in PostgreSQL.
+        #[arg(long, default_value = "postgres")]
+        consumer: String,
+        /// When the feed no longer has the commits after the cursor, copy every record again.
+        #[arg(long)]
+        resync: bool,
+        /// Most commits a PostgreSQL transaction applies.
+        #[arg(long, default_value_t = 256)]
+        batches: usize,
     },
     /// Check a database file (`Db::check`): every value's checksum, the B-trees, and what the
     /// values mean. Exit 0 if it is sound, 1 if damage was found. The check runs in a child
@@ -278,6 +310,18 @@ fn run(command: Command, json: bool) -> Outcome {
             atomic,
             as_json: json,
         }),
+        Command::Replicate { db, postgres, collections, follow, consumer, resync, batches } => {
+            replicate::replicate(&replicate::ReplicateArgs {
+                db: &db,
+                postgres_url: &postgres,
+                collections,
+                consumer: &consumer,
+                follow,
+                resync,
+                batches_per_transaction: batches,
+                as_json: json,
+            })
+        }
         Command::Check { db, in_process: true } => maintain::check_in_process(&db, json),
         Command::Check { db, in_process: false } => maintain::check_in_child(&db, json),
         Command::Backup { db, dest } => maintain::backup(&db, &dest, json),

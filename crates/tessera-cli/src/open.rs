@@ -56,6 +56,17 @@ pub fn not_a_database(path: &Path) -> Failure {
 
 /// Opens the database at `path`.
 pub fn database(path: &Path, access: Access) -> Outcome<Db> {
+    database_with(path, access, true)
+}
+
+/// Opens the database at `path` for a command that runs beside the file's writers for long
+/// (`replicate`): read-write, without the walk of the page structure first (the walk reads
+/// the file outside LMDB, and a concurrent writer's pages would look damaged to it).
+pub fn database_beside_writers(path: &Path) -> Outcome<Db> {
+    database_with(path, Access::Write, false)
+}
+
+fn database_with(path: &Path, access: Access, verify_structure: bool) -> Outcome<Db> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => return Err(Failure::Io(format!("{}: a directory, not a database file", path.display()))),
         Ok(meta) if meta.len() == 0 => return Err(not_a_database(path)),
@@ -67,7 +78,7 @@ pub fn database(path: &Path, access: Access) -> Outcome<Db> {
     // crash LMDB is a refusal instead (one read of the used pages: fine for a command).
     let options = DbOptions {
         read_only: access == Access::Read,
-        verify_structure_on_open: true,
+        verify_structure_on_open: verify_structure,
         keyspaces_max: KEYSPACES_MAX,
         ..DbOptions::default()
     };

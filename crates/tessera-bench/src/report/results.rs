@@ -6,7 +6,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The benchmark tables, one per seed table, in the report's order.
-pub const TABLE_NAMES: [&str; 7] = ["format", "store", "documents", "dictionary", "crud", "live", "commit"];
+pub const TABLE_NAMES: [&str; 8] = ["format", "store", "documents", "dictionary", "crud", "live", "commit", "replicate"];
 
 /// Rows per table, at most: a larger file is refused rather than drawn as an unreadable chart.
 pub const ROWS_COUNT_MAX: usize = 200;

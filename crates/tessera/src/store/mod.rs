@@ -302,7 +302,8 @@ pub(crate) struct Inner {
     pub(crate) writer: Mutex<()>,
     /// Entered by every read transaction and closed while the map is resized: LMDB requires
     /// that no transaction of this process is open during a resize.
-    pub(crate) resize_gate: txn::ResizeGate,
+    /// Shared with the flush, which enters it (see `ResizeGate::while_entered`).
+    pub(crate) resize_gate: Arc<txn::ResizeGate>,
     /// The read transaction kept for reuse by reads through the `Db`.
     pub(crate) snapshot_cache: txn::SnapshotCache,
     keyspaces: Mutex<HashMap<Arc<str>, Keyspace>>,
@@ -434,12 +435,14 @@ impl Db {
         let flush_env = env.clone();
         let injected_flush_failures = Arc::new(AtomicU32::new(0));
         let failures = injected_flush_failures.clone();
+        let resize_gate = Arc::new(txn::ResizeGate::default());
+        let flush_gate = resize_gate.clone();
         let flush = move || {
             let injected = failures.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(1)).is_ok();
             if injected {
                 return Err("injected flush failure (a test asked for it)".to_owned());
             }
-            flush_env.force_sync().map_err(|e| e.to_string())
+            flush_gate.while_entered(|| flush_env.force_sync()).map_err(|e| e.to_string())
         };
         let (syncer, sync_thread) = Syncer::start(Box::new(flush))?;
         let options_feed_retention = options.feed_retention;
@@ -450,7 +453,7 @@ impl Db {
             feed: Feed::start(options.listener_queue_batches)?,
             options,
             writer: Mutex::new(()),
-            resize_gate: txn::ResizeGate::default(),
+            resize_gate,
             snapshot_cache: txn::SnapshotCache::default(),
             keyspaces: Mutex::new(HashMap::new()),
             syncer,

@@ -106,6 +106,16 @@ impl ResizeGate {
         }
     }
 
+    /// Runs `flush` inside the gate, as a read transaction is: `mdb_env_sync` reads the meta
+    /// pages through the map, which a resize unmaps (a flush outside the gate crashed in
+    /// `mdb_env_pick_meta` while another thread grew the map).
+    pub(crate) fn while_entered<T>(&self, flush: impl FnOnce() -> T) -> T {
+        let opened_on = self.enter();
+        let result = flush();
+        self.leave(&opened_on);
+        result
+    }
+
     fn leave_raw(&self) {
         self.readers.fetch_sub(1, Ordering::SeqCst);
         if self.closed.load(Ordering::SeqCst) {

@@ -502,6 +502,52 @@ impl DynCollection {
         &self.schema
     }
 
+    /// The keyspace that holds the collection's records (`tessera.col.NAME`): the keyspace a
+    /// [`crate::store::Change`] of the durable feed names for this collection's records.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// assert_eq!(db.dyn_collection("tags")?.records_keyspace(), "tessera.col.tags");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn records_keyspace(&self) -> &str {
+        self.state.records.name()
+    }
+
+    /// The record a change of the durable feed holds: `key` and `stored`, the value as the
+    /// store keeps it in [`DynCollection::records_keyspace`] (encoded with the collection's
+    /// shared keys). The bytes are validated, never trusted: damage or a shared key this
+    /// handle does not know (a newer record type wrote it; open the collection again) is an
+    /// error naming the collection and key.
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions};
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+    /// let typed = db.collection::<Tag>()?;
+    /// db.write(|tx| typed.insert(tx, &Tag { name: "rust".into(), uses: 3 }))?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let batch = db.changes_since(0, 100)?.pop().unwrap();
+    /// let change = batch.changes.iter().find(|change| &*change.keyspace == tags.records_keyspace()).unwrap();
+    /// let record = tags.decode_stored(&change.key, change.new.as_deref().unwrap())?;
+    /// assert_eq!(record.to_json(), r#"{"name":"rust","uses":3}"#);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn decode_stored(&self, key: &[u8], stored: &[u8]) -> Result<DynRecord> {
+        let doc = super::open_stored(stored, &self.state.keys.shared, false).map_err(|error| self.state.decode_error(key, error))?;
+        Ok(DynRecord { key: key.to_vec(), bytes: plain(doc.root())? })
+    }
+
     fn violation(&self, key: &str, misfit: Misfit) -> Error {
         Error::SchemaViolation { collection: self.state.name.clone(), key: key.to_owned(), path: misfit.path, problem: misfit.problem }
     }

@@ -1,0 +1,364 @@
+//! The replication loop: reads tessera's durable feed from the replica's cursor, applies each
+//! group of commits in one PostgreSQL transaction that also moves the cursor row, and
+//! acknowledges to tessera's consumer after PostgreSQL committed. PostgreSQL's cursor row is
+//! the source of truth: it is read at start and locked in every transaction, so a commit is
+//! applied exactly once whatever stopped the replicator, and a connection failure is retried
+//! from wherever PostgreSQL's cursor is.
+
+use crate::cells;
+use crate::collections::Collections;
+use crate::error::{ReplicateError, Result};
+use crate::options::ReplicatorOptions;
+use crate::plan::{self, TablePlan};
+use crate::rows;
+use crate::session::{self, Session};
+use crate::table;
+use crate::wait::Wait;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tessera::store::{ChangeBatch, Consumer};
+use tessera::Db;
+
+/// Longest time between two acknowledgements to tessera's consumer while the replicator is
+/// busy (it also acknowledges whenever it has caught up). The acknowledgement only lets
+/// tessera trim its feed; PostgreSQL's cursor is what resumes.
+pub const ACK_INTERVAL_MS_MAX: u64 = 1_000;
+
+/// What a replicator has done so far.
+///
+/// ```
+/// let stats = tessera_postgres::ReplicationStats::default();
+/// assert_eq!(stats.commits, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplicationStats {
+    /// PostgreSQL transactions committed with feed commits in them.
+    pub transactions: u64,
+    /// tessera commits applied.
+    pub commits: u64,
+    /// Rows inserted or replaced from the feed.
+    pub upserts: u64,
+    /// Rows deleted from the feed.
+    pub deletes: u64,
+    /// Records copied by full copies (the first run, or a resynchronisation).
+    pub copied: u64,
+    /// Connection failures retried.
+    pub retries: u64,
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    CaughtUp,
+    Applied,
+}
+
+/// What the transaction of a group found.
+enum Outcome {
+    Committed,
+    /// PostgreSQL's cursor was not where this replicator thought (an earlier commit whose
+    /// reply was lost, or another replicator of the same consumer): `None` if the row is gone.
+    Moved(Option<u64>),
+}
+
+/// Replicates a tessera database's collections into PostgreSQL; see the crate docs.
+///
+/// ```no_run
+/// use tessera_postgres::{Replicator, ReplicatorOptions};
+/// let db = tessera::Db::open("app.tessera")?;
+/// let mut replicator = Replicator::start(&db, ReplicatorOptions::new("host=127.0.0.1 user=postgres"))?;
+/// let stats = replicator.catch_up()?;
+/// println!("{} commits applied, cursor {}", stats.commits, replicator.cursor());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Replicator {
+    db: Db,
+    options: ReplicatorOptions,
+    consumer: Consumer,
+    collections: Collections,
+    session: Option<Session>,
+    /// Every replicated collection's table has been checked since the set was last read.
+    tables_checked: bool,
+    /// The last commit PostgreSQL holds.
+    cursor: u64,
+    /// Commits read from the feed after `cursor` and not applied yet (a read returns more
+    /// than one transaction takes), in order.
+    pending: Vec<ChangeBatch>,
+    acked: u64,
+    acked_at: Instant,
+    stats: ReplicationStats,
+}
+
+impl std::fmt::Debug for Replicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Replicator({:?}, cursor {})", self.options.consumer, self.cursor)
+    }
+}
+
+/// The session, connected if it is not.
+fn connected<'s>(session: &'s mut Option<Session>, url: &str) -> Result<&'s mut Session> {
+    if session.is_none() {
+        *session = Some(Session::connect(url)?);
+    }
+    Ok(session.as_mut().expect("connected above"))
+}
+
+impl Replicator {
+    /// Registers the consumer in tessera, connects to PostgreSQL (retrying), makes the cursor
+    /// table, and reads the replica's cursor; a replica without one (the first run) gets a
+    /// full copy of every replicated collection from one snapshot.
+    pub fn start(db: &Db, options: ReplicatorOptions) -> Result<Replicator> {
+        options.check()?;
+        // Registered before the snapshot of a full copy: the feed keeps what comes after it.
+        let consumer = db.consumer(&options.consumer)?;
+        let collections = Collections::load(db, options.collections.as_deref())?;
+        let mut replicator = Replicator {
+            db: db.clone(),
+            options,
+            consumer,
+            collections,
+            session: None,
+            tables_checked: false,
+            cursor: 0,
+            pending: Vec::new(),
+            acked: 0,
+            acked_at: Instant::now(),
+            stats: ReplicationStats::default(),
+        };
+        replicator.retrying(Replicator::open)?;
+        Ok(replicator)
+    }
+
+    /// The last tessera commit the replica holds.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// What the replicator has done since it started.
+    pub fn stats(&self) -> ReplicationStats {
+        self.stats
+    }
+
+    /// Applies every commit in the feed now, then acknowledges; returns the totals.
+    pub fn catch_up(&mut self) -> Result<ReplicationStats> {
+        while self.step()? == Progress::Applied {}
+        self.acknowledge(true)?;
+        Ok(self.stats)
+    }
+
+    /// Keeps applying commits as they come, waiting with `wait` whenever the feed is empty,
+    /// until `stop` is set; returns the totals.
+    pub fn follow(&mut self, wait: &mut dyn Wait, stop: &AtomicBool) -> Result<ReplicationStats> {
+        while !stop.load(Ordering::Acquire) {
+            match self.step()? {
+                Progress::CaughtUp => wait.idle(self.cursor),
+                Progress::Applied => wait.busy(),
+            }
+        }
+        self.acknowledge(true)?;
+        Ok(self.stats)
+    }
+
+    /// Runs `op`, retrying it on a new connection while PostgreSQL is unreachable.
+    fn retrying<T>(&mut self, mut op: impl FnMut(&mut Self) -> Result<T>) -> Result<T> {
+        let mut attempt = 0u32;
+        let mut waited_ms = 0u64;
+        loop {
+            match op(self) {
+                Err(ReplicateError::Postgres(error)) if session::is_transient(&error) => {
+                    self.session = None;
+                    attempt += 1;
+                    if attempt >= self.options.retry.attempts_max {
+                        return Err(ReplicateError::Unreachable { attempts: attempt, waited_ms, last: error });
+                    }
+                    let delay_ms = self.options.retry.delay_ms(attempt - 1);
+                    std::thread::sleep(Duration::from_millis(delay_ms));
+                    waited_ms += delay_ms;
+                    self.stats.retries += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open(&mut self) -> Result<()> {
+        let session = connected(&mut self.session, &self.options.postgres_url)?;
+        let mut tx = session.client.transaction()?;
+        table::ensure_cursor_table(&mut tx)?;
+        let cursor = table::read_cursor(&mut tx, &self.options.consumer, false)?;
+        tx.commit()?;
+        match cursor {
+            Some(cursor) => self.cursor = cursor,
+            None => self.full_copy()?,
+        }
+        Ok(())
+    }
+
+    /// Applies the next group of commits.
+    fn step(&mut self) -> Result<Progress> {
+        let read = match self.pending.first() {
+            Some(first) if first.sequence > self.cursor => Ok(std::mem::take(&mut self.pending)),
+            _ => self.db.changes_since(self.cursor, self.options.batches_per_transaction),
+        };
+        let mut batches = match read {
+            Ok(batches) => batches,
+            Err(tessera::Error::FeedCursorExpired { cursor, oldest_kept }) => {
+                if !self.options.resync {
+                    return Err(ReplicateError::CursorExpired { consumer: self.options.consumer.clone(), cursor, oldest_kept });
+                }
+                self.retrying(Replicator::full_copy)?;
+                return Ok(Progress::Applied);
+            }
+            Err(error) => return Err(error.into()),
+        };
+        if batches.is_empty() {
+            self.acknowledge(true)?;
+            return Ok(Progress::CaughtUp);
+        }
+        let rest = batches.split_off(plan::group_len(&batches, self.options.changes_per_transaction));
+        let group = &batches[..];
+        if group.iter().flat_map(|batch| &batch.changes).any(|change| self.collections.stale_for(&change.keyspace)) {
+            self.reload()?;
+        }
+        let plans = match plan::plan(&self.collections, group) {
+            // Records of a newer record type than the loaded shared keys know: read the
+            // schema again, once.
+            Err(ReplicateError::Tessera(tessera::Error::RecordDecode { .. })) => {
+                self.reload()?;
+                plan::plan(&self.collections, group)?
+            }
+            other => other?,
+        };
+        let (from, last) = (self.cursor, group.last().expect("a group is not empty").sequence);
+        assert!(last > from, "the feed returned commit {last} after cursor {from}");
+        match self.retrying(|replicator| replicator.apply(from, last, &plans))? {
+            Outcome::Committed => {
+                self.cursor = last;
+                self.stats.transactions += 1;
+                self.stats.commits += group.len() as u64;
+                for plan in &plans {
+                    self.stats.upserts += plan.upserts.len() as u64;
+                    self.stats.deletes += plan.deletes.len() as u64;
+                }
+                self.pending = rest;
+                self.acknowledge(false)?;
+            }
+            Outcome::Moved(Some(cursor)) => self.cursor = cursor,
+            Outcome::Moved(None) => self.retrying(Replicator::full_copy)?,
+        }
+        Ok(Progress::Applied)
+    }
+
+    fn reload(&mut self) -> Result<()> {
+        self.collections.reload(&self.db)?;
+        self.tables_checked = false;
+        Ok(())
+    }
+
+    /// One PostgreSQL transaction: lock the cursor row, check it is `from`, (check the tables),
+    /// apply `plans`, move the cursor to `last`, commit.
+    fn apply(&mut self, from: u64, last: u64, plans: &[TablePlan]) -> Result<Outcome> {
+        let check_tables = !self.tables_checked;
+        let Session { client, statements } = connected(&mut self.session, &self.options.postgres_url)?;
+        let mut tx = client.transaction()?;
+        let cursor = table::read_cursor(&mut tx, &self.options.consumer, true)?;
+        if cursor != Some(from) {
+            tx.rollback()?;
+            return Ok(Outcome::Moved(cursor));
+        }
+        if check_tables {
+            statements.clear();
+            for replicated in self.collections.all() {
+                table::ensure_table(&mut tx, &replicated.shape)?;
+            }
+        }
+        for plan in plans {
+            let deletes: Vec<&[u8]> = plan.deletes.iter().map(Vec::as_slice).collect();
+            rows::delete(&mut tx, statements, &plan.shape, &deletes)?;
+            rows::upsert(&mut tx, statements, &plan.shape, &plan.upserts)?;
+        }
+        table::write_cursor(&mut tx, &self.options.consumer, last)?;
+        tx.commit()?;
+        self.tables_checked = true;
+        Ok(Outcome::Committed)
+    }
+
+    /// Replaces every replicated table's rows with the records of one tessera snapshot, and
+    /// sets the cursor to that snapshot's commit, in one PostgreSQL transaction.
+    fn full_copy(&mut self) -> Result<()> {
+        self.collections.reload(&self.db)?;
+        let Session { client, statements } = connected(&mut self.session, &self.options.postgres_url)?;
+        let mut tx = client.transaction()?;
+        table::read_cursor(&mut tx, &self.options.consumer, true)?;
+        statements.clear();
+        let replicated = self.collections.all();
+        for replicated in &replicated {
+            table::ensure_table(&mut tx, &replicated.shape)?;
+            rows::truncate(&mut tx, &replicated.shape)?;
+        }
+        let mut failure: Option<ReplicateError> = None;
+        let mut copied = 0u64;
+        let sequence = self.db.read(|snapshot| {
+            for replicated in &replicated {
+                let shape = &replicated.shape;
+                let mut pending = Vec::with_capacity(rows::ROWS_PER_STATEMENT_MAX);
+                replicated.collection.all().for_each(snapshot, |record| {
+                    let row = cells::row(shape, record.key_bytes(), record.value()).map_err(|misfit| ReplicateError::Value {
+                        collection: replicated.collection.name().to_owned(),
+                        key: replicated.collection.display_key(record.key_bytes()).unwrap_or_default(),
+                        field: misfit.field,
+                        problem: misfit.problem,
+                    });
+                    let flushed = row.and_then(|row| {
+                        pending.push(row);
+                        if pending.len() < rows::ROWS_PER_STATEMENT_MAX {
+                            return Ok(());
+                        }
+                        copied += pending.len() as u64;
+                        let written = rows::upsert(&mut tx, statements, shape, &pending);
+                        pending.clear();
+                        written
+                    });
+                    match flushed {
+                        Ok(()) => Ok(true),
+                        Err(error) => {
+                            failure = Some(error);
+                            Ok(false)
+                        }
+                    }
+                })?;
+                if failure.is_some() {
+                    break;
+                }
+                copied += pending.len() as u64;
+                if let Err(error) = rows::upsert(&mut tx, statements, shape, &pending) {
+                    failure = Some(error);
+                    break;
+                }
+            }
+            Ok(snapshot.sequence())
+        })?;
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        table::write_cursor(&mut tx, &self.options.consumer, sequence)?;
+        tx.commit()?;
+        self.cursor = sequence;
+        self.pending.clear();
+        self.tables_checked = true;
+        self.stats.copied += copied;
+        Ok(())
+    }
+
+    /// Tells tessera's consumer how far the replica is, if it is further than last told and
+    /// `now` or the interval passed.
+    fn acknowledge(&mut self, now: bool) -> Result<()> {
+        let due = now || self.acked_at.elapsed() >= Duration::from_millis(ACK_INTERVAL_MS_MAX);
+        if self.cursor > self.acked && due {
+            self.consumer.ack(self.cursor)?;
+            self.acked = self.cursor;
+            self.acked_at = Instant::now();
+        }
+        Ok(())
+    }
+}
