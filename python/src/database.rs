@@ -195,7 +195,7 @@ impl Database {
         let opened = py.allow_threads(|| match db.dyn_collection(name) {
             Ok(existing) => {
                 let stored = existing.schema();
-                if stored.key_fields != schema.key_fields || stored.shape != schema.shape {
+                if stored.key_fields != schema.key_fields || !stored.shape.agrees_with(&schema.shape) {
                     return Err(tessera::Error::SchemaMismatch {
                         collection: name.to_owned(),
                         reason: format!(

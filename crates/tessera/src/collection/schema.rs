@@ -257,6 +257,41 @@ impl TypeDesc {
         }
     }
 
+    /// Whether two shapes are the same but for what [`TypeDesc::Int`] leaves open: it agrees
+    /// with an integer of any width (a Python `int` reads a Rust `u8` field).
+    ///
+    /// ```
+    /// use tessera::collection::{IntType, TypeDesc};
+    /// let python = TypeDesc::List(Box::new(TypeDesc::Int));
+    /// assert!(python.agrees_with(&TypeDesc::List(Box::new(TypeDesc::Integer(IntType::U8)))));
+    /// assert!(!python.agrees_with(&TypeDesc::List(Box::new(TypeDesc::Float))));
+    /// assert!(!TypeDesc::Integer(IntType::I8).agrees_with(&TypeDesc::Integer(IntType::I64)));
+    /// ```
+    pub fn agrees_with(&self, other: &TypeDesc) -> bool {
+        let all = |a: &[(String, TypeDesc)], b: &[(String, TypeDesc)]| {
+            a.len() == b.len() && a.iter().zip(b).all(|((name_a, a), (name_b, b))| name_a == name_b && a.agrees_with(b))
+        };
+        match (self, other) {
+            (TypeDesc::Int, TypeDesc::Integer(_)) | (TypeDesc::Integer(_), TypeDesc::Int) => true,
+            (TypeDesc::Option(a), TypeDesc::Option(b)) | (TypeDesc::List(a), TypeDesc::List(b)) | (TypeDesc::Map(a), TypeDesc::Map(b)) => {
+                a.agrees_with(b)
+            }
+            (TypeDesc::Struct(a), TypeDesc::Struct(b)) => all(a, b),
+            (TypeDesc::Enum(a), TypeDesc::Enum(b)) => {
+                a.len() == b.len()
+                    && a.iter().zip(b).all(|((name_a, a), (name_b, b))| {
+                        name_a == name_b
+                            && match (a, b) {
+                                (Some(a), Some(b)) => a.agrees_with(b),
+                                (None, None) => true,
+                                _ => false,
+                            }
+                    })
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// Whether the field at this type may be missing in stored records.
     fn is_optional(&self) -> bool {
         matches!(self, TypeDesc::Option(_) | TypeDesc::Any)
