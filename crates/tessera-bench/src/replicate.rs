@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tessera::store::Durability;
 use tessera::{Db, DbOptions};
 use tessera_bench::crud_model::{parts, BenchDoc};
-use tessera_postgres::{PollWait, Replicator, ReplicatorOptions, TempPostgres};
+use tessera_postgres::{FeedWait, Replicator, ReplicatorOptions, TempPostgres};
 
 pub struct Options {
     /// Rounds (medians are reported).
@@ -96,8 +96,9 @@ fn lag_ms(server: &TempPostgres, options: &Options) -> std::io::Result<f64> {
     let mut replicator = Replicator::start(&db, replicator_options).map_err(io_error)?;
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let follower = scope.spawn(|| replicator.follow(&mut PollWait::default(), &stop));
-        std::thread::sleep(Duration::from_millis(100)); // the follower is idle, polling
+        let (mut wait, follower_stop, follower) = (FeedWait::new(&db, 20), &stop, &mut replicator);
+        let follower = scope.spawn(move || follower.follow(&mut wait, follower_stop));
+        std::thread::sleep(Duration::from_millis(100)); // the follower is idle, waiting on the feed
         let sequence = db
             .write(|tx| {
                 for i in 0..options.lag_records {

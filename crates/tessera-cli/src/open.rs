@@ -56,17 +56,20 @@ pub fn not_a_database(path: &Path) -> Failure {
 
 /// Opens the database at `path`.
 pub fn database(path: &Path, access: Access) -> Outcome<Db> {
-    database_with(path, access, true)
+    database_with(path, access, true, false)
 }
 
 /// Opens the database at `path` for a command that runs beside the file's writers for long
 /// (`replicate`): read-write, without the walk of the page structure first (the walk reads
 /// the file outside LMDB, and a concurrent writer's pages would look damaged to it).
-pub fn database_beside_writers(path: &Path) -> Outcome<Db> {
-    database_with(path, Access::Write, false)
+///
+/// With `notified`, the handle is also woken by other processes' commits
+/// (`DbOptions::cross_process_notify`, which needs the file's durable feed on).
+pub fn database_beside_writers(path: &Path, notified: bool) -> Outcome<Db> {
+    database_with(path, Access::Write, false, notified)
 }
 
-fn database_with(path: &Path, access: Access, verify_structure: bool) -> Outcome<Db> {
+fn database_with(path: &Path, access: Access, verify_structure: bool, notified: bool) -> Outcome<Db> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => return Err(Failure::Io(format!("{}: a directory, not a database file", path.display()))),
         Ok(meta) if meta.len() == 0 => return Err(not_a_database(path)),
@@ -80,10 +83,13 @@ fn database_with(path: &Path, access: Access, verify_structure: bool) -> Outcome
         read_only: access == Access::Read,
         verify_structure_on_open: verify_structure,
         keyspaces_max: KEYSPACES_MAX,
+        cross_process_notify: notified,
         ..DbOptions::default()
     };
     Db::open_with(path, options).map_err(|error| match error {
         tessera::Error::NotADatabase { .. } | tessera::Error::ForeignDatabase { .. } => not_a_database(path),
+        // Following needs the durable feed, as replicating does: a usage error (status 2).
+        tessera::Error::FeedDisabled { .. } => Failure::Usage(format!("{}: {error}", path.display())),
         // A damaged file is as unreadable as a foreign one: exit status 3.
         tessera::Error::Corrupted(reason) => Failure::Io(format!("damaged tessera database: {}: {reason}", path.display())),
         // These name the file already.

@@ -1,7 +1,9 @@
 //! `replicate`: the database's collections into PostgreSQL, through the durable feed
 //! (`tessera_postgres`). Without `--follow` it applies everything committed so far and
-//! exits, printing counts; with `--follow` it keeps tailing the feed, polling it (a few
-//! milliseconds apart, backing off to 20 ms while idle) until it is stopped.
+//! exits, printing counts; with `--follow` it keeps tailing the feed until it is stopped,
+//! woken by each commit of any process on the file (`DbOptions::cross_process_notify`;
+//! `tessera_postgres::FeedWait`), and looking again at least every 20 ms for writers that do
+//! not notify.
 
 use crate::failure::{write_failed, Failure, Outcome};
 use crate::open;
@@ -9,7 +11,11 @@ use serde_json::json;
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use tessera_postgres::{PollWait, ReplicateError, ReplicationStats, Replicator, ReplicatorOptions};
+use tessera_postgres::{FeedWait, ReplicateError, ReplicationStats, Replicator, ReplicatorOptions};
+
+/// Longest a following replicator goes without looking at the feed, in milliseconds: the
+/// latency for a writer that does not notify other processes.
+const FOLLOW_LOOK_INTERVAL_MS: u64 = 20;
 
 /// What `replicate` was asked.
 pub struct ReplicateArgs<'a> {
@@ -36,7 +42,7 @@ fn failure(error: ReplicateError) -> Failure {
 
 /// Runs the replicator.
 pub fn replicate(args: &ReplicateArgs<'_>) -> Outcome {
-    let db = open::database_beside_writers(args.db)?;
+    let db = open::database_beside_writers(args.db, args.follow)?;
     let mut options = ReplicatorOptions::new(args.postgres_url);
     options.consumer = args.consumer.to_owned();
     options.collections = args.collections.clone();
@@ -46,7 +52,7 @@ pub fn replicate(args: &ReplicateArgs<'_>) -> Outcome {
     let stats = if args.follow {
         // Runs until the process is stopped: every commit PostgreSQL holds is final, and the
         // next run resumes from PostgreSQL's cursor.
-        replicator.follow(&mut PollWait::default(), &AtomicBool::new(false)).map_err(failure)?
+        replicator.follow(&mut FeedWait::new(&db, FOLLOW_LOOK_INTERVAL_MS), &AtomicBool::new(false)).map_err(failure)?
     } else {
         replicator.catch_up().map_err(failure)?
     };

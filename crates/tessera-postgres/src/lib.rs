@@ -64,4 +64,4 @@ pub use replicator::{ReplicationStats, Replicator, ACK_INTERVAL_MS_MAX};
 pub use rows::ROWS_PER_STATEMENT_MAX;
 pub use server::{ServerError, TempPostgres};
 pub use table::CURSOR_TABLE;
-pub use wait::{PollWait, Wait};
+pub use wait::{FeedWait, PollWait, Wait};

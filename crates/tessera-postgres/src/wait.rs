@@ -1,6 +1,6 @@
-//! How a following replicator waits for new commits when it has caught up. Today it polls
-//! ([`PollWait`]); a cross-process commit notification can implement [`Wait`] and be plugged
-//! in without changing the replicator.
+//! How a following replicator waits for new commits when it has caught up: woken by the
+//! database's change feed ([`FeedWait`], which with `DbOptions::cross_process_notify` sees
+//! other processes' commits too), or by polling ([`PollWait`]).
 
 use std::time::Duration;
 
@@ -59,5 +59,45 @@ impl Wait for PollWait {
 
     fn busy(&mut self) {
         self.next_ms = self.interval_min_ms;
+    }
+}
+
+/// Waits on the database's change feed: returns as soon as this process sees a commit (its
+/// own, or, on a `Db` opened with `DbOptions::cross_process_notify`, another process's), and
+/// at the latest after `interval_max_ms`, for writers that do not notify. It subscribes when
+/// made, so a commit between the replicator's last look and its wait still wakes it.
+///
+/// ```
+/// use tessera_postgres::{FeedWait, Wait};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let mut wait = FeedWait::new(&db, 1_000);
+/// let space = db.keyspace("k")?;
+/// db.write(|tx| tx.put(&space, b"a", b"1"))?;
+/// let start = std::time::Instant::now();
+/// wait.idle(0); // returns at once: a commit is waiting
+/// assert!(start.elapsed() < std::time::Duration::from_millis(500));
+/// # Ok::<(), tessera::Error>(())
+/// ```
+pub struct FeedWait {
+    stream: tessera::ChangeStream,
+    /// The longest wait, in milliseconds.
+    pub interval_max_ms: u64,
+}
+
+impl FeedWait {
+    /// Subscribes to `db`'s change feed; waits last at most `interval_max_ms` (at least 1).
+    pub fn new(db: &tessera::Db, interval_max_ms: u64) -> FeedWait {
+        FeedWait { stream: db.subscribe(), interval_max_ms: interval_max_ms.max(1) }
+    }
+}
+
+impl Wait for FeedWait {
+    fn idle(&mut self, _cursor: u64) {
+        // Any event (a batch, or word of missed ones) means the feed may have grown: take
+        // every queued one, so that one look serves them all.
+        if self.stream.recv_timeout(Duration::from_millis(self.interval_max_ms)).is_some() {
+            while self.stream.try_recv().is_some() {}
+        }
     }
 }
