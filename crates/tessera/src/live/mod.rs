@@ -62,6 +62,7 @@ mod event;
 mod mailbox;
 pub mod matcher;
 mod refetch;
+mod rows;
 mod state;
 mod subscription;
 mod watch;
@@ -127,6 +128,7 @@ impl<T: Record> Collection<T> {
         let parts = query.parts();
         let anchoring = matcher::anchoring(&self.state.shape, parts.predicate.as_deref());
         let orders = parts.sort_fields();
+        let orders_empty = orders.is_empty();
         let orders_signature = format!("{:?}", parts.orders);
         let mailbox = Arc::new(Mailbox::new(policy));
         let engine = Engine::of(&self.db)?;
@@ -137,15 +139,16 @@ impl<T: Record> Collection<T> {
                 orders_signature,
                 anchors: anchoring.anchors,
                 exact: anchoring.exact,
-                entries: Vec::new(),
+                rows: rows::Rows::new(!orders_empty),
+                delivered: std::sync::Weak::new(),
                 complete: true,
                 since: 0,
                 policy,
                 mailbox: Arc::downgrade(&mailbox),
                 _demand: demand,
             };
-            sub.load(&self.db, &self.state)?;
-            mailbox.push(Event::Initial(sub.change(0, Default::default(), None).result));
+            let values = sub.load(&self.db, &self.state)?;
+            mailbox.push(Event::Initial(sub.deliver(values)));
             mailbox.count_drop_in(live.dropped.clone());
             let slot = live.free_slots.pop().unwrap_or_else(|| {
                 live.queries.push(None);
