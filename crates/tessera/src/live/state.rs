@@ -79,7 +79,7 @@ pub(super) type SortKeys = Vec<std::sync::OnceLock<(Option<SortKey>, Option<Sort
 
 /// The primary keys of `rows` in `range`.
 fn keys_of(rows: &Rows, range: std::ops::Range<usize>) -> Vec<Box<[u8]>> {
-    range.map(|index| Box::from(rows.key(index))).collect()
+    rows.keys(range)
 }
 
 /// What merging a commit's changes into a result needs to know about each old row.
@@ -94,22 +94,23 @@ struct Marks {
 /// record that moved, change index); returns the merged rows and where each came from.
 fn merge(old: &Rows, marks: &Marks, inserted: &[(&SortKey, Option<usize>, usize)]) -> (Rows, Vec<Origin>) {
     let removed_count = marks.removed.iter().filter(|removed| **removed).count();
-    let removed_bytes: usize = (0..old.len()).filter(|&index| marks.removed[index]).map(|index| old.sort(index).len()).sum();
-    let inserted_bytes: usize = inserted.iter().map(|(sort, ..)| sort.0.len()).sum();
+    let inserted_bytes: usize = inserted.iter().map(|(sort, ..)| sort.0.len() + 4).sum();
     let rows_count = old.len() - removed_count + inserted.len();
-    let mut merged = old.with_capacity_like(rows_count, old.bytes_len() - removed_bytes + inserted_bytes);
+    let mut merged = old.with_capacity_like(old.bytes_len() + inserted_bytes);
     let mut origin: Vec<Origin> = Vec::with_capacity(rows_count);
     let mut next = inserted.iter().peekable();
-    for position in 0..old.len() {
+    let mut cursor = old.cursor();
+    while cursor.advance() {
+        let position = cursor.index();
         if marks.removed[position] {
             continue;
         }
-        let sort = old.sort(position);
+        let sort = cursor.sort();
         while let Some((new_sort, moved_from, change)) = next.next_if(|(new_sort, ..)| sort_key::compare(&new_sort.0, sort).is_lt()) {
             merged.push(&new_sort.0, new_sort.1);
             origin.push(Origin::New { moved_from: *moved_from, change: *change });
         }
-        merged.push_from(old, position);
+        merged.push(sort, cursor.key_start());
         origin.push(Origin::Kept(position));
     }
     for (new_sort, moved_from, change) in next {
@@ -147,7 +148,7 @@ impl<T: Record> QuerySub<T> {
         let query = Query::from_parts(Collection::<T>::from_state(db.clone(), state.clone()), &parts);
         let (sequence, found) = db.with_snapshot(|snapshot| Ok((snapshot.view_sequence(), query.entries(snapshot)?)))?;
         let mut sort = Vec::new();
-        let mut rows = self.rows.with_capacity_like(found.len(), found.iter().map(|(key, _)| key.len()).sum());
+        let mut rows = self.rows.with_capacity_like(found.iter().map(|(key, _)| key.len() + 3).sum());
         let visible_start = self.parts.offset.min(found.len());
         let mut values = Vec::with_capacity(found.len() - visible_start);
         for (position, (key, bytes)) in found.iter().enumerate() {
@@ -241,10 +242,10 @@ impl<T: Record> QuerySub<T> {
                 }
                 for &slot in &missing {
                     let key = self.rows.key(new_visible.start + slot);
-                    let bytes = snapshot.get_value(&state.records, key)?.ok_or_else(|| {
-                        crate::Error::Corrupted(format!("collection {:?}: a live result's record {} is not stored", state.name, state.display_key(key)))
+                    let bytes = snapshot.get_value(&state.records, &key)?.ok_or_else(|| {
+                        crate::Error::Corrupted(format!("collection {:?}: a live result's record {} is not stored", state.name, state.display_key(&key)))
                     })?;
-                    found[slot] = Some(Arc::new(decode::<T>(state, key, bytes)?));
+                    found[slot] = Some(Arc::new(decode::<T>(state, &key, bytes)?));
                 }
                 Ok(true)
             })?;
@@ -280,13 +281,14 @@ impl<T: Record> QuerySub<T> {
                 let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, state, bytes, &change.key));
                 (of(&change.old), of(&change.new))
             });
-            let position = match (old_match, old_all) {
-                (true, Some((sort, _))) => self.rows.search(sort).ok(),
-                _ => None,
+            let (position, old_sort) = match (old_match, old_all) {
+                (true, Some((sort, _))) => (self.rows.search(sort).ok(), Some(sort)),
+                _ => (None, None),
             };
             let new_sort = if new_match { new_all.as_ref() } else { None };
             match (position, new_sort) {
-                (Some(position), Some((sort, _))) if **sort == *self.rows.sort(position) => {
+                // Found by its old sort key, which the new one equals: it stays in place.
+                (Some(position), Some((sort, _))) if old_sort.is_some_and(|old_sort| **old_sort == **sort) => {
                     marks.rewritten[position] = Some(index);
                     any_rewritten_visible |= old_visible.contains(&position);
                 }
@@ -309,21 +311,28 @@ impl<T: Record> QuerySub<T> {
         if !any_removed && inserted.is_empty() && !any_rewritten_visible {
             return Ok(None);
         }
-        inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
-        let (mut merged, mut origin) = merge(&self.rows, &marks, &inserted);
-        if merged.len() > self.window_end() {
-            // Records were cut off by the limit: the result no longer holds every match.
-            self.complete = false;
-            merged.truncate(self.window_end());
-            merged.shrink_to_fit();
-            origin.truncate(self.window_end());
-        }
-        let old_rows = std::mem::replace(&mut self.rows, merged);
+        // Rows only rewritten in place keep their buffers: no merge, every row kept.
+        let (old_rows, origin) = if !any_removed && inserted.is_empty() {
+            (None, (0..self.rows.len()).map(Origin::Kept).collect())
+        } else {
+            inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
+            let (mut merged, mut origin) = merge(&self.rows, &marks, &inserted);
+            if merged.len() > self.window_end() {
+                // Records were cut off by the limit: the result no longer holds every match.
+                self.complete = false;
+                merged.truncate(self.window_end());
+                merged.shrink_to_fit();
+                origin.truncate(self.window_end());
+            }
+            (Some(std::mem::replace(&mut self.rows, merged)), origin)
+        };
+        let old_keys = |rows: &Rows| keys_of(old_rows.as_ref().unwrap_or(rows), old_visible.clone());
         self.since = sequence;
         if self.rows.len() < self.window_end() && !self.complete {
             // The limited result shrank past what it held: read it again.
+            let old_keys = old_keys(&self.rows);
             let values = self.load(commit.db, state)?;
-            return Ok(self.reloaded(commit, keys_of(&old_rows, old_visible), values));
+            return Ok(self.reloaded(commit, old_keys, values));
         }
         // Changesets of the visible window, from the merge's record of origins.
         let new_visible = self.visible();
@@ -352,11 +361,12 @@ impl<T: Record> QuerySub<T> {
         let Some(values) = self.visible_values(commit, &origin, &marks.rewritten, old_visible.clone())? else {
             // Storage is past this commit and the previous delivery is gone: read the whole
             // result at the newer snapshot, as a refill does.
+            let old_keys = old_keys(&self.rows);
             let values = self.load(commit.db, state)?;
-            return Ok(self.reloaded(commit, keys_of(&old_rows, old_visible), values));
+            return Ok(self.reloaded(commit, old_keys, values));
         };
         let keys = (self.policy == Policy::LatestOnly).then(|| {
-            let base = keys_of(&old_rows, old_visible.clone());
+            let base = old_keys(&self.rows);
             let new = keys_of(&self.rows, self.visible());
             let modified = changes.iter().map(|c| Box::from(&*c.key)).collect();
             Box::new(CoalesceKeys { base, new, modified })
