@@ -293,8 +293,8 @@ mod tests {
                 assert_eq!(rows.sort(index), *sort);
                 assert_eq!(rows.key(index), sort[*key_start..]);
                 assert_eq!(rows.search(sort), Ok(index), "row {index} of {count}");
-                // Just before it (a shorter prefix sorts first): its position.
-                assert_eq!(rows.search(&sort[..sort.len() - 1]), Err(index));
+                // Just after it, before the next row.
+                assert_eq!(rows.search(&[&sort[..], &[0]].concat()), Err(index + 1));
             }
             assert!(!cursor.advance());
             assert_eq!(rows.search(&[0x03]), Err(count));
