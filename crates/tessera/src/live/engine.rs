@@ -44,6 +44,9 @@ pub(super) struct LiveCollection<T: Record> {
     pub(super) queries: Vec<Option<QuerySub<T>>>,
     pub(super) free_slots: Vec<usize>,
     pub(super) matcher: Matcher,
+    /// Query orders as text, each shared by the subscriptions with that order (see
+    /// [`LiveCollection::intern_orders`]); entries whose subscriptions are gone go at a prune.
+    pub(super) orders: rustc_hash::FxHashMap<String, Weak<str>>,
     /// Subscriptions whose handle was dropped since the last prune (each mailbox of this
     /// collection counts itself here when it goes): a commit scans for them only then, so its
     /// cost does not grow with the subscriptions it does not affect.
@@ -96,7 +99,19 @@ impl<T: Record> LiveCollection<T> {
                 }
             }
         }
+        self.orders.retain(|_, shared| shared.strong_count() > 0);
         removed
+    }
+
+    /// The one shared copy of an order's text: a commit computes sort keys once per distinct
+    /// order, grouping subscriptions by the copy's address (no string hashed per subscription).
+    pub(super) fn intern_orders(&mut self, signature: String) -> Arc<str> {
+        if let Some(shared) = self.orders.get(&signature).and_then(Weak::upgrade) {
+            return shared;
+        }
+        let shared: Arc<str> = Arc::from(signature.as_str());
+        self.orders.insert(signature, Arc::downgrade(&shared));
+        shared
     }
 }
 
@@ -195,17 +210,17 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             });
             work.push((sub, list));
         }
-        let mut sort_keys: HashMap<String, SortKeys> = HashMap::new();
+        // Sort keys by order, the interned order text's address standing for the order.
+        let order_of = |sub: &QuerySub<T>| sub.orders_signature.as_ptr() as usize;
+        let mut sort_keys: rustc_hash::FxHashMap<usize, SortKeys> = rustc_hash::FxHashMap::default();
         for (sub, _) in &work {
-            sort_keys
-                .entry(sub.orders_signature.clone())
-                .or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
+            sort_keys.entry(order_of(sub)).or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
         }
         let commit = Commit { sequence: batch.sequence, changes: &changes, values: &values, db, state: &self.state };
         let run = |work: &mut [(&mut QuerySub<T>, Vec<Hit>)]| {
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
-                let sort_keys = &sort_keys[&sub.orders_signature];
+                let sort_keys = &sort_keys[&order_of(sub)];
                 match sub.apply(&commit, list, sort_keys) {
                     Ok(Some(change)) => mailbox.push(Event::Changed(change)),
                     Ok(None) => {}
@@ -318,6 +333,7 @@ impl Engine {
                 queries: Vec::new(),
                 free_slots: Vec::new(),
                 matcher: Matcher::default(),
+                orders: rustc_hash::FxHashMap::default(),
                 dropped: Arc::new(AtomicUsize::new(0)),
             })
         });

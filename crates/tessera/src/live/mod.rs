@@ -133,6 +133,7 @@ impl<T: Record> Collection<T> {
         let mailbox = Arc::new(Mailbox::new(policy));
         let engine = Engine::of(&self.db)?;
         engine.register::<T>(&self.db, &self.state, |live, demand| {
+            let orders_signature = live.intern_orders(orders_signature);
             let mut sub = QuerySub {
                 parts,
                 orders,

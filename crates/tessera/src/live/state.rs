@@ -36,8 +36,9 @@ pub(super) type Delivered<T> = Arc<Vec<Arc<T>>>;
 pub(super) struct QuerySub<T> {
     pub(super) parts: QueryParts,
     pub(super) orders: Vec<sort_key::SortField>,
-    /// The order as text: subscriptions with equal signatures share sort keys.
-    pub(super) orders_signature: String,
+    /// The order as text, interned per collection (`LiveCollection::intern_orders`):
+    /// subscriptions with equal orders hold one string, and share sort keys by its address.
+    pub(super) orders_signature: Arc<str>,
     pub(super) anchors: Vec<Anchor>,
     pub(super) exact: bool,
     /// The result's sort keys, in order (the whole window from 0, not cut by the offset).
@@ -210,10 +211,8 @@ impl<T: Record> QuerySub<T> {
         rewritten: &[Option<usize>],
         old_visible: std::ops::Range<usize>,
     ) -> Result<Option<Vec<Arc<T>>>> {
-        let previous = self.delivered.upgrade();
-        if let Some(previous) = &previous {
-            assert_eq!(previous.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
-        }
+        // Looked up only when a row needs it (a commit that changed every visible row does not).
+        let mut previous: Option<Option<Delivered<T>>> = None;
         let new_visible = self.visible();
         let mut found: Vec<Option<Arc<T>>> = Vec::with_capacity(new_visible.len());
         let mut missing = Vec::new();
@@ -225,6 +224,10 @@ impl<T: Record> QuerySub<T> {
             let value = match (change, origin[new_position]) {
                 (Some(change), _) => Some(commit.values.get(change, commit.changes, commit.state)?),
                 (None, Origin::Kept(old_position)) if old_visible.contains(&old_position) => {
+                    let previous = previous.get_or_insert_with(|| self.delivered.upgrade());
+                    if let Some(previous) = previous {
+                        assert_eq!(previous.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
+                    }
                     previous.as_ref().map(|previous| previous[old_position - old_visible.start].clone())
                 }
                 (None, _) => None,
