@@ -12,6 +12,7 @@
 //! costs about 19 bytes a row where its sort keys are 28.
 
 use crate::collection::sort_key;
+use smallvec::SmallVec;
 use std::cmp::Ordering;
 
 /// Rows between two rows stored whole (a search walks at most this many).
@@ -19,11 +20,15 @@ pub(super) const RESTART_INTERVAL: usize = 16;
 /// The most bytes one result's rows take: restart offsets are 32-bit.
 pub(super) const ROWS_BYTES_MAX: usize = u32::MAX as usize;
 
+/// Bytes of rows held inside [`Rows`] itself: a result of a row or two (a query by key) is
+/// read with its subscription's state, not from a block of its own.
+const INLINE_BYTES: usize = 32;
+
 /// Sort keys of a result in order (see the module docs).
 pub(super) struct Rows {
-    bytes: Vec<u8>,
+    bytes: SmallVec<[u8; INLINE_BYTES]>,
     /// Offset in `bytes` of rows 0, `RESTART_INTERVAL`, 2 × `RESTART_INTERVAL`, …
-    restarts: Vec<u32>,
+    restarts: SmallVec<[u32; 2]>,
     len: usize,
     /// The last row's sort key (what the next row is coded against).
     last: Vec<u8>,
@@ -32,12 +37,12 @@ pub(super) struct Rows {
 }
 
 /// Appends `value` as a LEB128 varint.
-fn put_varint(out: &mut Vec<u8>, mut value: usize) {
+fn put_varint(out: &mut impl Extend<u8>, mut value: usize) {
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        out.extend([(value as u8) | 0x80]);
         value >>= 7;
     }
-    out.push(value as u8);
+    out.extend([value as u8]);
 }
 
 /// Reads a LEB128 varint at `*offset` (written by [`put_varint`]) and moves past it.
@@ -110,12 +115,12 @@ impl<'r> Cursor<'r> {
 impl Rows {
     /// No rows; `ordered`: sort keys have order components before the primary key.
     pub(super) fn new(ordered: bool) -> Rows {
-        Rows { bytes: Vec::new(), restarts: Vec::new(), len: 0, last: Vec::new(), ordered }
+        Rows { bytes: SmallVec::new(), restarts: SmallVec::new(), len: 0, last: Vec::new(), ordered }
     }
 
     /// No rows of the same kind, with room for about `bytes` bytes.
     pub(super) fn with_capacity_like(&self, bytes: usize) -> Rows {
-        Rows { bytes: Vec::with_capacity(bytes), ..Rows::new(self.ordered) }
+        Rows { bytes: SmallVec::with_capacity(bytes), ..Rows::new(self.ordered) }
     }
 
     pub(super) fn len(&self) -> usize {

@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::query::Truth;
 use crate::store::{Change, ChangeDemand, ReadSource};
 use crate::Db;
+use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 
@@ -86,19 +87,19 @@ fn keys_of(rows: &Rows, range: std::ops::Range<usize>) -> Vec<Box<[u8]>> {
 /// What merging a commit's changes into a result needs to know about each old row.
 struct Marks {
     /// Rows the commit removed (or moved).
-    removed: Vec<bool>,
+    removed: RowScratch<bool>,
     /// Rows changed in place (same position): the change that did.
-    rewritten: Vec<Option<usize>>,
+    rewritten: RowScratch<Option<usize>>,
 }
 
 /// Merges the surviving `old` rows with `inserted` (sorted: sort key, old position of a
 /// record that moved, change index); returns the merged rows and where each came from.
-fn merge(old: &Rows, marks: &Marks, inserted: &[(&SortKey, Option<usize>, usize)]) -> (Rows, Vec<Origin>) {
+fn merge(old: &Rows, marks: &Marks, inserted: &[(&SortKey, Option<usize>, usize)]) -> (Rows, RowScratch<Origin>) {
     let removed_count = marks.removed.iter().filter(|removed| **removed).count();
     let inserted_bytes: usize = inserted.iter().map(|(sort, ..)| sort.0.len() + 4).sum();
     let rows_count = old.len() - removed_count + inserted.len();
     let mut merged = old.with_capacity_like(old.bytes_len() + inserted_bytes);
-    let mut origin: Vec<Origin> = Vec::with_capacity(rows_count);
+    let mut origin: RowScratch<Origin> = SmallVec::with_capacity(rows_count);
     let mut next = inserted.iter().peekable();
     let mut cursor = old.cursor();
     while cursor.advance() {
@@ -265,7 +266,7 @@ impl<T: Record> QuerySub<T> {
         let Commit { sequence, changes, state, .. } = *commit;
         let old_visible = self.visible();
         let boundary = (!self.complete).then(|| self.rows.last().map(<[u8]>::to_vec)).flatten();
-        let mut marks = Marks { removed: vec![false; self.rows.len()], rewritten: vec![None; self.rows.len()] };
+        let mut marks = Marks { removed: SmallVec::from_elem(false, self.rows.len()), rewritten: SmallVec::from_elem(None, self.rows.len()) };
         let mut any_rewritten_visible = false;
         // New versions to insert: sort key, the old position of a record that moves, change.
         let mut inserted: Vec<(&SortKey, Option<usize>, usize)> = Vec::new();
@@ -339,7 +340,7 @@ impl<T: Record> QuerySub<T> {
         }
         // Changesets of the visible window, from the merge's record of origins.
         let new_visible = self.visible();
-        let mut accounted = vec![false; old_visible.len()];
+        let mut accounted: RowScratch<bool> = SmallVec::from_elem(false, old_visible.len());
         let (mut deletions, mut insertions, mut modifications, mut moves) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for new_position in new_visible.clone() {
             let relative = new_position - new_visible.start;
@@ -380,6 +381,11 @@ impl<T: Record> QuerySub<T> {
 
 /// (change index, old version anchored, new version anchored).
 pub(super) type Hit = (usize, bool, bool);
+/// One subscription's hits in a commit: most often one or two, held inline (no allocation
+/// per affected subscription).
+pub(super) type Hits = SmallVec<[Hit; 2]>;
+/// Per-row scratch of one update, inline for small results (a query by key).
+type RowScratch<T> = SmallVec<[T; 4]>;
 
 /// One commit, as every subscription's update sees it.
 pub(super) struct Commit<'c, T> {
