@@ -14,7 +14,12 @@ const ROUNDS: usize = 20;
 /// Commits `ROUNDS` times; returns the median time from the end of the write closure to the
 /// last delivery (what the live table's scaling rows report).
 #[inline(never)]
-fn measured_commits(db: &tessera::Db, docs: &tessera::Collection<BenchDoc>, subs: &[QuerySubscription<BenchDoc>], total: usize) -> Duration {
+fn measured_commits(
+    db: &tessera::Db,
+    docs: &tessera::Collection<BenchDoc>,
+    subs: &[QuerySubscription<BenchDoc>],
+    total: usize,
+) -> Duration {
     let stride = total / AFFECTED;
     let mut times = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
@@ -44,8 +49,9 @@ fn main() {
     let docs = db.collection::<BenchDoc>().unwrap();
     db.write(|tx| (0..10_000.max(total) as i32).try_for_each(|i| docs.insert(tx, &parts(i).into()).map(drop))).unwrap();
     let bare = std::env::args().nth(2).is_some_and(|arg| arg == "bare");
-    let subs: Vec<_> =
-        (0..if bare { 0 } else { total }).map(|i| docs.subscribe_query(&docs.filter(BenchDoc::title().eq(format!("title{i}")))).unwrap()).collect();
+    let subs: Vec<_> = (0..if bare { 0 } else { total })
+        .map(|i| docs.subscribe_query(&docs.filter(BenchDoc::title().eq(format!("title{i}")))).unwrap())
+        .collect();
     for sub in &subs {
         sub.recv_timeout(Duration::from_secs(60)).and_then(Event::initial).expect("the initial result");
     }

@@ -193,7 +193,7 @@ impl Rows {
         assert!(key_start <= sort.len(), "the primary key is the sort key's tail");
         assert!(self.ordered || key_start == 0, "an unordered result's sort key is its primary key");
         debug_assert!(self.last().is_none_or(|last| sort_key::compare(last, sort).is_lt()), "rows in strictly increasing order");
-        let shared = if self.len % RESTART_INTERVAL == 0 {
+        let shared = if self.len.is_multiple_of(RESTART_INTERVAL) {
             assert!(self.bytes.len() <= ROWS_BYTES_MAX, "a live result's rows exceed {ROWS_BYTES_MAX} bytes");
             self.restarts.push(self.bytes.len() as u32);
             0

@@ -247,7 +247,11 @@ impl<T: Record> QuerySub<T> {
                 for &slot in &missing {
                     let key = self.rows.key(new_visible.start + slot);
                     let bytes = snapshot.get_value(&state.records, &key)?.ok_or_else(|| {
-                        crate::Error::Corrupted(format!("collection {:?}: a live result's record {} is not stored", state.name, state.display_key(&key)))
+                        crate::Error::Corrupted(format!(
+                            "collection {:?}: a live result's record {} is not stored",
+                            state.name,
+                            state.display_key(&key)
+                        ))
                     })?;
                     found[slot] = Some(Arc::new(decode::<T>(state, &key, bytes)?));
                 }
@@ -266,7 +270,8 @@ impl<T: Record> QuerySub<T> {
         let Commit { sequence, changes, state, .. } = *commit;
         let old_visible = self.visible();
         let boundary = (!self.complete).then(|| self.rows.last().map(<[u8]>::to_vec)).flatten();
-        let mut marks = Marks { removed: SmallVec::from_elem(false, self.rows.len()), rewritten: SmallVec::from_elem(None, self.rows.len()) };
+        let mut marks =
+            Marks { removed: SmallVec::from_elem(false, self.rows.len()), rewritten: SmallVec::from_elem(None, self.rows.len()) };
         let mut any_rewritten_visible = false;
         // New versions to insert: sort key, the old position of a record that moves, change.
         let mut inserted: Vec<(&SortKey, Option<usize>, usize)> = Vec::new();
