@@ -36,8 +36,9 @@
 //! interval indexes for ranges, primary-key maps for object subscriptions), so only affected
 //! subscriptions do any work; a subscription's result is then updated by merging, its
 //! changeset computed in the same pass, and the changed records decoded once per commit
-//! however many subscriptions they reach. A limited result that shrank is refilled from
-//! storage, the one case that reads the database.
+//! however many subscriptions they reach. A result is kept as its rows' sort keys only; a
+//! delivery's unchanged rows come from the previous delivery while the subscriber holds it,
+//! else from storage. A limited result that shrank is refilled from storage.
 //!
 //! **Changesets** are Realm-style: `deletions` are indices in the previous result, `insertions`
 //! and `modifications` indices in the new one, `moves` pairs (previous index, new index) of
