@@ -404,3 +404,31 @@ fn a_small_commit_is_delivered_before_write_returns() {
     dictionary.flush().unwrap(); // the flush's commit delivers before it returns
     assert_eq!(changed(key.try_recv()), Some(7));
 }
+
+#[test]
+fn a_delivery_shares_unchanged_records_with_the_previous_one_and_reads_them_once_it_is_dropped() {
+    // The engine keeps sort keys only: a record the commit did not change comes from the
+    // delivery the subscriber still holds (the same allocation), or from storage when the
+    // subscriber dropped it.
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    db.write(|tx| (0..40).try_for_each(|id| items.insert(tx, &Item { id, priority: Some(id as i32), tag: "a".into() }).map(drop))).unwrap();
+    let query = items.filter(Item::priority().ge(5)).order_by(Item::priority(), Order::Desc).offset(2).limit(20);
+    let live = items.subscribe_query(&query).unwrap();
+    let first = initial(live.recv_timeout(WAIT));
+    assert_eq!(ids(&first), (18..=37).rev().collect::<Vec<_>>());
+    db.write(|tx| items.update(tx, &30, |item| item.tag = "b".into())).unwrap();
+    let second = changed(live.recv_timeout(WAIT));
+    assert_eq!(second.modifications, [7]);
+    assert_eq!(second.result[7].tag, "b");
+    assert!(Arc::ptr_eq(&first[0], &second.result[0]), "an unchanged record is the previous delivery's");
+    drop(first);
+    let kept = second.result.clone();
+    drop(second);
+    drop(kept); // the subscriber holds no delivery now
+    db.write(|tx| items.update(tx, &20, |item| item.priority = Some(100))).unwrap();
+    let third = changed(live.recv_timeout(WAIT));
+    assert_eq!(ids(&third.result), ids_of(&query, &db));
+    let fresh = query.fetch(&db).unwrap();
+    assert!(third.result.iter().map(|item| &**item).eq(fresh.iter()), "records read from storage equal a fetch");
+}

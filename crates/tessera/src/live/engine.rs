@@ -5,7 +5,7 @@ use super::changeset::ObjectChange;
 use super::event::{Event, ObjectMailbox};
 use super::mailbox::SubscriptionEnd;
 use super::matcher::Matcher;
-use super::state::{Commit, Hit, QuerySub, SortKeys, Values};
+use super::state::{Commit, Hits, QuerySub, SortKeys, Values};
 use super::watch::{AnyWatch, Watches};
 use crate::collection::{sort_key, CollectionState, Record, TypeDesc};
 use crate::error::Result;
@@ -44,6 +44,9 @@ pub(super) struct LiveCollection<T: Record> {
     pub(super) queries: Vec<Option<QuerySub<T>>>,
     pub(super) free_slots: Vec<usize>,
     pub(super) matcher: Matcher,
+    /// Query orders as text, each shared by the subscriptions with that order (see
+    /// [`LiveCollection::intern_orders`]); entries whose subscriptions are gone go at a prune.
+    pub(super) orders: rustc_hash::FxHashMap<String, Weak<str>>,
     /// Subscriptions whose handle was dropped since the last prune (each mailbox of this
     /// collection counts itself here when it goes): a commit scans for them only then, so its
     /// cost does not grow with the subscriptions it does not affect.
@@ -89,7 +92,19 @@ impl<T: Record> LiveCollection<T> {
                 }
             }
         }
+        self.orders.retain(|_, shared| shared.strong_count() > 0);
         removed
+    }
+
+    /// The one shared copy of an order's text: a commit computes sort keys once per distinct
+    /// order, grouping subscriptions by the copy's address (no string hashed per subscription).
+    pub(super) fn intern_orders(&mut self, signature: String) -> Arc<str> {
+        if let Some(shared) = self.orders.get(&signature).and_then(Weak::upgrade) {
+            return shared;
+        }
+        let shared: Arc<str> = Arc::from(signature.as_str());
+        self.orders.insert(signature, Arc::downgrade(&shared));
+        shared
     }
 }
 
@@ -140,7 +155,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         // Which subscriptions each change may affect: (change, old version hit, new hit), by
         // subscription id; only affected subscriptions appear.
         self.matcher.prepare();
-        let mut hits: rustc_hash::FxHashMap<u64, Vec<Hit>> = rustc_hash::FxHashMap::default();
+        let mut hits: rustc_hash::FxHashMap<u64, Hits> = rustc_hash::FxHashMap::default();
         let mut component = Vec::with_capacity(32);
         let fields: Vec<(FieldPath, &super::matcher::FieldIndex)> =
             self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
@@ -172,9 +187,9 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             hits.insert(*id, (0..changes.len()).map(|index| (index, true, true)).collect());
         }
         // The work: each affected subscription with its hits, in change order, in slot order.
-        let mut affected: Vec<(u64, Vec<Hit>)> = hits.into_iter().collect();
+        let mut affected: Vec<(u64, Hits)> = hits.into_iter().collect();
         affected.sort_unstable_by_key(|(id, _)| *id);
-        let mut work: Vec<(&mut QuerySub<T>, Vec<Hit>)> = Vec::with_capacity(affected.len());
+        let mut work: Vec<(&mut QuerySub<T>, Hits)> = Vec::with_capacity(affected.len());
         let mut rest: &mut [Option<QuerySub<T>>] = &mut self.queries;
         let mut first_in_rest = 0;
         for (id, mut list) in affected {
@@ -201,17 +216,17 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             });
             work.push((sub, list));
         }
-        let mut sort_keys: HashMap<String, SortKeys> = HashMap::new();
+        // Sort keys by order, the interned order text's address standing for the order.
+        let order_of = |sub: &QuerySub<T>| sub.orders_signature.as_ptr() as usize;
+        let mut sort_keys: rustc_hash::FxHashMap<usize, SortKeys> = rustc_hash::FxHashMap::default();
         for (sub, _) in &work {
-            sort_keys
-                .entry(sub.orders_signature.clone())
-                .or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
+            sort_keys.entry(order_of(sub)).or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
         }
         let commit = Commit { sequence: batch.sequence, changes: &changes, values: &values, db, state: &self.state };
-        let run = |work: &mut [(&mut QuerySub<T>, Vec<Hit>)]| {
+        let run = |work: &mut [(&mut QuerySub<T>, Hits)]| {
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
-                let sort_keys = &sort_keys[&sub.orders_signature];
+                let sort_keys = &sort_keys[&order_of(sub)];
                 match sub.apply(&commit, list, sort_keys) {
                     Ok(Some(change)) => mailbox.push(Event::Changed(change)),
                     Ok(None) => {}
@@ -221,7 +236,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             }
         };
         // A large commit is split between two threads: the feed thread and one helper.
-        let cost = |list: &Vec<Hit>| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
+        let cost = |list: &Hits| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
         let total: usize = work.iter().map(|(_, list)| cost(list)).sum();
         if total >= PARALLEL_PAIRS_MIN && work.len() > 1 {
             let mut half = 0;
@@ -244,7 +259,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
 
 /// Notes that change `index` may affect subscription `id` through its old version, its new
 /// version, or both: one hit per (subscription, change), the flags merged.
-fn record_hit(hits: &mut rustc_hash::FxHashMap<u64, Vec<Hit>>, id: u64, index: usize, old: bool, new: bool) {
+fn record_hit(hits: &mut rustc_hash::FxHashMap<u64, Hits>, id: u64, index: usize, old: bool, new: bool) {
     let list = hits.entry(id).or_default();
     match list.last_mut() {
         Some(last) if last.0 == index => {
@@ -341,6 +356,7 @@ impl Engine {
                 queries: Vec::new(),
                 free_slots: Vec::new(),
                 matcher: Matcher::default(),
+                orders: rustc_hash::FxHashMap::default(),
                 dropped: Arc::new(AtomicUsize::new(0)),
             })
         });

@@ -36,8 +36,9 @@
 //! interval indexes for ranges, primary-key maps for object subscriptions), so only affected
 //! subscriptions do any work; a subscription's result is then updated by merging, its
 //! changeset computed in the same pass, and the changed records decoded once per commit
-//! however many subscriptions they reach. A limited result that shrank is refilled from
-//! storage, the one case that reads the database.
+//! however many subscriptions they reach. A result is kept as its rows' sort keys only; a
+//! delivery's unchanged rows come from the previous delivery while the subscriber holds it,
+//! else from storage. A limited result that shrank is refilled from storage.
 //!
 //! **Changesets** are Realm-style: `deletions` are indices in the previous result, `insertions`
 //! and `modifications` indices in the new one, `moves` pairs (previous index, new index) of
@@ -62,6 +63,7 @@ mod event;
 mod mailbox;
 pub mod matcher;
 mod refetch;
+mod rows;
 mod state;
 mod subscription;
 mod watch;
@@ -127,25 +129,28 @@ impl<T: Record> Collection<T> {
         let parts = query.parts();
         let anchoring = matcher::anchoring(&self.state.shape, parts.predicate.as_deref());
         let orders = parts.sort_fields();
+        let orders_empty = orders.is_empty();
         let orders_signature = format!("{:?}", parts.orders);
         let mailbox = Arc::new(Mailbox::new(policy));
         let engine = Engine::of(&self.db)?;
         engine.register::<T>(&self.db, &self.state, |live, demand| {
+            let orders_signature = live.intern_orders(orders_signature);
             let mut sub = QuerySub {
                 parts,
                 orders,
                 orders_signature,
                 anchors: anchoring.anchors,
                 exact: anchoring.exact,
-                entries: Vec::new(),
+                rows: rows::Rows::new(!orders_empty),
+                delivered: std::sync::Weak::new(),
                 complete: true,
                 since: 0,
                 policy,
                 mailbox: Arc::downgrade(&mailbox),
                 _demand: demand,
             };
-            sub.load(&self.db, &self.state)?;
-            mailbox.push(Event::Initial(sub.change(0, Default::default(), None).result));
+            let values = sub.load(&self.db, &self.state)?;
+            mailbox.push(Event::Initial(sub.deliver(values)));
             mailbox.count_drop_in(live.dropped.clone());
             let slot = live.free_slots.pop().unwrap_or_else(|| {
                 live.queries.push(None);

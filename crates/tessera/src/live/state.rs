@@ -1,49 +1,53 @@
-//! One query subscription's state: its result in order, kept current commit by commit by
-//! merging the changed records' sort keys, with the changeset computed in the same pass.
+//! One query subscription's state: its result's rows in order (sort keys only, see
+//! [`super::rows`]), kept current commit by commit by merging the changed records' sort keys,
+//! with the changeset computed in the same pass.
+//!
+//! The records a delivery carries come from the commit's batch for rows the commit changed
+//! (each decoded once per commit), from the previous delivery for rows it did not, and from
+//! storage only when the subscriber has dropped the previous delivery: the engine keeps no
+//! decoded record of its own, so a result's memory is the subscriber's copy.
 
 use super::changeset::{diff_by_key, CoalesceKeys, Diff, ResultChange};
 use super::event::QueryMailbox;
 use super::mailbox::Policy;
 use super::matcher::Anchor;
+use super::rows::Rows;
 use crate::collection::{decode, sort_key, Collection, CollectionState, Query, QueryParts, Record};
 use crate::error::Result;
 use crate::query::Truth;
 use crate::store::{Change, ChangeDemand, ReadSource};
 use crate::Db;
+use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 
-/// Where a record of a merged result came from.
+/// Where a row of a merged result came from.
 #[derive(Clone, Copy)]
 pub(super) enum Origin {
     /// It stayed, at this old position.
     Kept(usize),
-    /// It is a new version: of a record that was at `moved_from`, or of one new to the result.
-    New { moved_from: Option<usize> },
+    /// It is the new version `change` brought: of a record that was at `moved_from`, or of one
+    /// new to the result.
+    New { moved_from: Option<usize>, change: usize },
 }
 
-/// One record of a live result: its sort key (order fields, then primary key) and value.
-pub(super) struct Entry<T> {
-    pub(super) sort: Arc<[u8]>,
-    pub(super) key_start: usize,
-    pub(super) value: Arc<T>,
-}
-
-impl<T> Entry<T> {
-    pub(super) fn key(&self) -> &[u8] {
-        &self.sort[self.key_start..]
-    }
-}
+/// A result as delivered: the visible rows' records, in order.
+pub(super) type Delivered<T> = Arc<Vec<Arc<T>>>;
 
 pub(super) struct QuerySub<T> {
     pub(super) parts: QueryParts,
     pub(super) orders: Vec<sort_key::SortField>,
-    /// The order as text: subscriptions with equal signatures share sort keys.
-    pub(super) orders_signature: String,
+    /// The order as text, interned per collection (`LiveCollection::intern_orders`):
+    /// subscriptions with equal orders hold one string, and share sort keys by its address.
+    pub(super) orders_signature: Arc<str>,
     pub(super) anchors: Vec<Anchor>,
     pub(super) exact: bool,
-    pub(super) entries: Vec<Entry<T>>,
-    /// `entries` holds every match (not cut by the limit).
+    /// The result's sort keys, in order (the whole window from 0, not cut by the offset).
+    pub(super) rows: Rows,
+    /// The last result delivered, while the subscriber (or its mailbox) still holds it: the
+    /// records of the visible rows as of `since`.
+    pub(super) delivered: Weak<Vec<Arc<T>>>,
+    /// `rows` holds every match (not cut by the limit).
     pub(super) complete: bool,
     pub(super) since: u64,
     pub(super) policy: Policy,
@@ -52,12 +56,19 @@ pub(super) struct QuerySub<T> {
     pub(super) _demand: ChangeDemand,
 }
 
+/// Writes the sort key of a stored record for a query's order into `out` (cleared first);
+/// returns where the primary key starts in it.
+fn write_sort_key(orders: &[sort_key::SortField], state: &CollectionState, bytes: &[u8], key: &[u8], out: &mut Vec<u8>) -> usize {
+    out.clear();
+    let doc = if orders.is_empty() { None } else { state.open_stored(bytes).ok() };
+    sort_key::encode_record(orders, doc.map(|doc| doc.root()), key, out);
+    out.len() - key.len() // the primary key is the tail
+}
+
 /// The sort key of a stored record for a query's order.
 pub(super) fn sort_key_of(orders: &[sort_key::SortField], state: &CollectionState, bytes: &[u8], key: &[u8]) -> SortKey {
     let mut out = Vec::with_capacity(key.len() + 18 * orders.len());
-    let doc = if orders.is_empty() { None } else { state.open_stored(bytes).ok() };
-    sort_key::encode_record(orders, doc.map(|doc| doc.root()), key, &mut out);
-    let key_start = out.len() - key.len(); // the primary key is the tail
+    let key_start = write_sort_key(orders, state, bytes, key, &mut out);
     (Arc::from(out), key_start)
 }
 
@@ -68,14 +79,58 @@ pub(super) type SortKey = (Arc<[u8]>, usize);
 /// distinct order (subscriptions with the same `order by` share them).
 pub(super) type SortKeys = Vec<std::sync::OnceLock<(Option<SortKey>, Option<SortKey>)>>;
 
+/// The primary keys of `rows` in `range`.
+fn keys_of(rows: &Rows, range: std::ops::Range<usize>) -> Vec<Box<[u8]>> {
+    rows.keys(range)
+}
+
+/// What merging a commit's changes into a result needs to know about each old row.
+struct Marks {
+    /// Rows the commit removed (or moved).
+    removed: RowScratch<bool>,
+    /// Rows changed in place (same position): the change that did.
+    rewritten: RowScratch<Option<usize>>,
+}
+
+/// Merges the surviving `old` rows with `inserted` (sorted: sort key, old position of a
+/// record that moved, change index); returns the merged rows and where each came from.
+fn merge(old: &Rows, marks: &Marks, inserted: &[(&SortKey, Option<usize>, usize)]) -> (Rows, RowScratch<Origin>) {
+    let removed_count = marks.removed.iter().filter(|removed| **removed).count();
+    let inserted_bytes: usize = inserted.iter().map(|(sort, ..)| sort.0.len() + 4).sum();
+    let rows_count = old.len() - removed_count + inserted.len();
+    let mut merged = old.with_capacity_like(old.bytes_len() + inserted_bytes);
+    let mut origin: RowScratch<Origin> = SmallVec::with_capacity(rows_count);
+    let mut next = inserted.iter().peekable();
+    let mut cursor = old.cursor();
+    while cursor.advance() {
+        let position = cursor.index();
+        if marks.removed[position] {
+            continue;
+        }
+        let sort = cursor.sort();
+        while let Some((new_sort, moved_from, change)) = next.next_if(|(new_sort, ..)| sort_key::compare(&new_sort.0, sort).is_lt()) {
+            merged.push(&new_sort.0, new_sort.1);
+            origin.push(Origin::New { moved_from: *moved_from, change: *change });
+        }
+        merged.push(sort, cursor.key_start());
+        origin.push(Origin::Kept(position));
+    }
+    for (new_sort, moved_from, change) in next {
+        merged.push(&new_sort.0, new_sort.1);
+        origin.push(Origin::New { moved_from: *moved_from, change: *change });
+    }
+    assert_eq!(merged.len(), rows_count, "every surviving and inserted row, once");
+    (merged, origin)
+}
+
 impl<T: Record> QuerySub<T> {
     pub(super) fn window_end(&self) -> usize {
         self.parts.limit.map_or(usize::MAX, |limit| self.parts.offset.saturating_add(limit))
     }
 
     pub(super) fn visible(&self) -> std::ops::Range<usize> {
-        let start = self.parts.offset.min(self.entries.len());
-        start..self.entries.len().min(self.window_end())
+        let start = self.parts.offset.min(self.rows.len());
+        start..self.rows.len().min(self.window_end())
     }
 
     pub(super) fn matches(&self, state: &CollectionState, bytes: Option<&[u8]>) -> bool {
@@ -86,49 +141,140 @@ impl<T: Record> QuerySub<T> {
         }
     }
 
-    /// Reads the result from storage: at subscribe time, and to refill a limited result.
-    pub(super) fn load(&mut self, db: &Db, state: &Arc<CollectionState>) -> Result<()> {
+    /// Reads the result from storage (at subscribe time, and to refill a limited result);
+    /// returns the visible rows' records.
+    pub(super) fn load(&mut self, db: &Db, state: &Arc<CollectionState>) -> Result<Vec<Arc<T>>> {
         let mut parts = self.parts.clone();
         parts.offset = 0;
         parts.limit = self.parts.limit.map(|_| self.window_end());
         let query = Query::from_parts(Collection::<T>::from_state(db.clone(), state.clone()), &parts);
-        let (sequence, rows) = db.with_snapshot(|snapshot| Ok((snapshot.view_sequence(), query.entries(snapshot)?)))?;
-        let mut entries = Vec::with_capacity(rows.len());
-        for (key, bytes) in rows {
-            let value = Arc::new(decode::<T>(state, &key, &bytes)?);
-            let (sort, key_start) = sort_key_of(&self.orders, state, &bytes, &key);
-            entries.push(Entry { sort, key_start, value });
+        let (sequence, found) = db.with_snapshot(|snapshot| Ok((snapshot.view_sequence(), query.entries(snapshot)?)))?;
+        let mut sort = Vec::new();
+        let mut rows = self.rows.with_capacity_like(found.iter().map(|(key, _)| key.len() + 3).sum());
+        let visible_start = self.parts.offset.min(found.len());
+        let mut values = Vec::with_capacity(found.len() - visible_start);
+        for (position, (key, bytes)) in found.iter().enumerate() {
+            if position >= visible_start {
+                values.push(Arc::new(decode::<T>(state, key, bytes)?));
+            }
+            let key_start = write_sort_key(&self.orders, state, bytes, key, &mut sort);
+            rows.push(&sort, key_start);
         }
-        self.complete = entries.len() < self.window_end();
-        self.entries = entries;
+        rows.shrink_to_fit();
+        self.complete = rows.len() < self.window_end();
+        self.rows = rows;
         self.since = sequence;
-        Ok(())
+        Ok(values)
     }
 
-    pub(super) fn keys_of(&self, range: std::ops::Range<usize>) -> Vec<Box<[u8]>> {
-        self.entries[range].iter().map(|entry| Box::from(entry.key())).collect()
+    /// Hands out `values` as the delivered result, remembering it for the next commit.
+    pub(super) fn deliver(&mut self, values: Vec<Arc<T>>) -> Delivered<T> {
+        debug_assert_eq!(values.len(), self.visible().len(), "a record for each visible row");
+        let result = Arc::new(values);
+        self.delivered = Arc::downgrade(&result);
+        result
     }
 
-    pub(super) fn change(&self, base_len: usize, diff: Diff, keys: Option<Box<CoalesceKeys>>) -> ResultChange<T> {
+    fn change(&mut self, base_len: usize, diff: Diff, keys: Option<Box<CoalesceKeys>>, values: Vec<Arc<T>>) -> ResultChange<T> {
         let (deletions, insertions, modifications, moves) = diff;
-        let result = Arc::new(self.entries[self.visible()].iter().map(|entry| entry.value.clone()).collect());
+        let result = self.deliver(values);
         ResultChange { sequence: self.since, result, deletions, insertions, modifications, moves, resynced: false, base_len, keys }
+    }
+
+    /// The changeset from the previous visible rows (`old_keys`) to a result just loaded with
+    /// `values` (a refill, or a read past a commit), diffed by primary key.
+    fn reloaded(&mut self, commit: &Commit<'_, T>, old_keys: Vec<Box<[u8]>>, values: Vec<Arc<T>>) -> Option<ResultChange<T>> {
+        let new_keys = keys_of(&self.rows, self.visible());
+        let mut modified: HashSet<Box<[u8]>> = commit.changes.iter().map(|c| Box::from(&*c.key)).collect();
+        if self.since > commit.sequence {
+            // The snapshot read holds later commits too, whose own changes will be skipped
+            // as already included: any record of the window may have changed in place, so
+            // each counts as modified (one reported modified needlessly is redrawn; one
+            // changed but not reported would keep a stale value in the subscriber's view).
+            modified.extend(new_keys.iter().cloned());
+        }
+        let diff = diff_by_key(&old_keys, &new_keys, &modified);
+        if diff.0.is_empty() && diff.1.is_empty() && diff.2.is_empty() && diff.3.is_empty() {
+            return None; // later commits undid what this one changed in the window
+        }
+        let base_len = old_keys.len();
+        let keys = (self.policy == Policy::LatestOnly).then(|| Box::new(CoalesceKeys { base: old_keys, new: new_keys, modified }));
+        Some(self.change(base_len, diff, keys, values))
+    }
+
+    /// The records of the visible rows after a merge: from the commit's batch, the previous
+    /// delivery (`previous`, of `old_visible`) or storage; `None` when storage is already past
+    /// this commit (its records could be newer than the changeset says).
+    fn visible_values(
+        &self,
+        commit: &Commit<'_, T>,
+        origin: &[Origin],
+        rewritten: &[Option<usize>],
+        old_visible: std::ops::Range<usize>,
+    ) -> Result<Option<Vec<Arc<T>>>> {
+        // Looked up only when a row needs it (a commit that changed every visible row does not).
+        let mut previous: Option<Option<Delivered<T>>> = None;
+        let new_visible = self.visible();
+        let mut found: Vec<Option<Arc<T>>> = Vec::with_capacity(new_visible.len());
+        let mut missing = Vec::new();
+        for new_position in new_visible.clone() {
+            let change = match origin[new_position] {
+                Origin::New { change, .. } => Some(change),
+                Origin::Kept(old_position) => rewritten[old_position],
+            };
+            let value = match (change, origin[new_position]) {
+                (Some(change), _) => Some(commit.values.get(change, commit.changes, commit.state)?),
+                (None, Origin::Kept(old_position)) if old_visible.contains(&old_position) => {
+                    let previous = previous.get_or_insert_with(|| self.delivered.upgrade());
+                    if let Some(previous) = previous {
+                        assert_eq!(previous.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
+                    }
+                    previous.as_ref().map(|previous| previous[old_position - old_visible.start].clone())
+                }
+                (None, _) => None,
+            };
+            if value.is_none() {
+                missing.push(found.len());
+            }
+            found.push(value);
+        }
+        if !missing.is_empty() {
+            let state = commit.state;
+            let read_at_commit = commit.db.with_snapshot(|snapshot| {
+                if snapshot.view_sequence() != commit.sequence {
+                    return Ok(false);
+                }
+                for &slot in &missing {
+                    let key = self.rows.key(new_visible.start + slot);
+                    let bytes = snapshot.get_value(&state.records, &key)?.ok_or_else(|| {
+                        crate::Error::Corrupted(format!(
+                            "collection {:?}: a live result's record {} is not stored",
+                            state.name,
+                            state.display_key(&key)
+                        ))
+                    })?;
+                    found[slot] = Some(Arc::new(decode::<T>(state, &key, bytes)?));
+                }
+                Ok(true)
+            })?;
+            if !read_at_commit {
+                return Ok(None);
+            }
+        }
+        Ok(Some(found.into_iter().map(|value| value.expect("every visible row has its record")).collect()))
     }
 
     /// Applies one commit's changes (`hits`: change index, old version anchored, new version
     /// anchored); returns the changeset, if the visible result changed.
     pub(super) fn apply(&mut self, commit: &Commit<'_, T>, hits: &[Hit], sort_keys: &SortKeys) -> Result<Option<ResultChange<T>>> {
-        let Commit { sequence, changes, values, db, state } = *commit;
+        let Commit { sequence, changes, state, .. } = *commit;
         let old_visible = self.visible();
-        // The previous keys: for coalescing, and for the changeset of a refill (which only an
-        // incomplete result can need).
-        let base_keys = (self.policy == Policy::LatestOnly || !self.complete).then(|| self.keys_of(old_visible.clone()));
-        let boundary = (!self.complete).then(|| self.entries.last().map(|e| e.sort.clone())).flatten();
-        let mut removed = vec![false; self.entries.len()];
-        let mut modified = vec![false; self.entries.len()]; // changed in place, same position
-        let mut any_modified_visible = false;
-        // New versions to insert, with the old position of a record that moves.
-        let mut inserted: Vec<(Entry<T>, Option<usize>)> = Vec::new();
+        let boundary = (!self.complete).then(|| self.rows.last().map(<[u8]>::to_vec)).flatten();
+        let mut marks =
+            Marks { removed: SmallVec::from_elem(false, self.rows.len()), rewritten: SmallVec::from_elem(None, self.rows.len()) };
+        let mut any_rewritten_visible = false;
+        // New versions to insert: sort key, the old position of a record that moves, change.
+        let mut inserted: Vec<(&SortKey, Option<usize>, usize)> = Vec::new();
         let mut any_removed = false;
         for &(index, old_hit, new_hit) in hits {
             let change = changes[index];
@@ -144,101 +290,73 @@ impl<T: Record> QuerySub<T> {
                 let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, state, bytes, &change.key));
                 (of(&change.old), of(&change.new))
             });
-            let position = match (old_match, &old_all) {
-                (true, Some((sort, _))) => self.entries.binary_search_by(|e| sort_key::compare(&e.sort, sort)).ok(),
-                _ => None,
+            let (position, old_sort) = match (old_match, old_all) {
+                (true, Some((sort, _))) => (self.rows.search(sort).ok(), Some(sort)),
+                _ => (None, None),
             };
             let new_sort = if new_match { new_all.as_ref() } else { None };
             match (position, new_sort) {
-                (Some(position), Some((sort, _))) if **sort == *self.entries[position].sort => {
-                    self.entries[position].value = values.get(index, changes, state)?;
-                    modified[position] = true;
-                    any_modified_visible |= old_visible.contains(&position);
+                // Found by its old sort key, which the new one equals: it stays in place.
+                (Some(position), Some((sort, _))) if old_sort.is_some_and(|old_sort| **old_sort == **sort) => {
+                    marks.rewritten[position] = Some(index);
+                    any_rewritten_visible |= old_visible.contains(&position);
                 }
                 (position, new_sort) => {
                     if let Some(position) = position {
-                        removed[position] = true;
+                        marks.removed[position] = true;
                         any_removed = true;
                     }
-                    if let Some((sort, key_start)) = new_sort {
+                    if let Some(new_sort) = new_sort {
                         // Past the last record of an incomplete result, storage may hold
                         // records this one should follow: leave it to a refill.
-                        if boundary.as_ref().is_some_and(|last| sort_key::compare(sort, last).is_gt()) {
+                        if boundary.as_deref().is_some_and(|last| sort_key::compare(&new_sort.0, last).is_gt()) {
                             continue;
                         }
-                        let entry = Entry { sort: sort.clone(), key_start: *key_start, value: values.get(index, changes, state)? };
-                        inserted.push((entry, position));
+                        inserted.push((new_sort, position, index));
                     }
                 }
             }
         }
-        if !any_removed && inserted.is_empty() && !any_modified_visible {
+        if !any_removed && inserted.is_empty() && !any_rewritten_visible {
             return Ok(None);
         }
-        inserted.sort_by(|a, b| sort_key::compare(&a.0.sort, &b.0.sort));
-        // Merge the survivors with the insertions, remembering where each came from.
-        let old_entries = std::mem::take(&mut self.entries);
-        let mut origin: Vec<Origin> = Vec::with_capacity(old_entries.len() + inserted.len());
-        let mut merged = Vec::with_capacity(old_entries.len() + inserted.len());
-        let mut inserted = inserted.into_iter().peekable();
-        for (position, entry) in old_entries.into_iter().enumerate() {
-            if removed[position] {
-                continue;
+        // Rows only rewritten in place keep their buffers: no merge, every row kept.
+        let (old_rows, origin) = if !any_removed && inserted.is_empty() {
+            (None, (0..self.rows.len()).map(Origin::Kept).collect())
+        } else {
+            inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
+            let (mut merged, mut origin) = merge(&self.rows, &marks, &inserted);
+            if merged.len() > self.window_end() {
+                // Records were cut off by the limit: the result no longer holds every match.
+                self.complete = false;
+                merged.truncate(self.window_end());
+                merged.shrink_to_fit();
+                origin.truncate(self.window_end());
             }
-            while inserted.peek().is_some_and(|(next, _)| sort_key::compare(&next.sort, &entry.sort).is_lt()) {
-                let (next, moved_from) = inserted.next().expect("peeked");
-                merged.push(next);
-                origin.push(Origin::New { moved_from });
-            }
-            merged.push(entry);
-            origin.push(Origin::Kept(position));
-        }
-        for (entry, moved_from) in inserted {
-            merged.push(entry);
-            origin.push(Origin::New { moved_from });
-        }
-        if merged.len() > self.window_end() {
-            // Records were cut off by the limit: the result no longer holds every match.
-            self.complete = false;
-            merged.truncate(self.window_end());
-            origin.truncate(self.window_end());
-        }
-        self.entries = merged;
+            (Some(std::mem::replace(&mut self.rows, merged)), origin)
+        };
+        let old_keys = |rows: &Rows| keys_of(old_rows.as_ref().unwrap_or(rows), old_visible.clone());
         self.since = sequence;
-        if self.entries.len() < self.window_end() && !self.complete {
+        if self.rows.len() < self.window_end() && !self.complete {
             // The limited result shrank past what it held: read it again.
-            self.load(db, state)?;
-            let new_keys = self.keys_of(self.visible());
-            let mut modified: HashSet<Box<[u8]>> = changes.iter().map(|c| Box::from(&*c.key)).collect();
-            if self.since > sequence {
-                // The snapshot read holds later commits too, whose own changes will be skipped
-                // as already included: any record of the window may have changed in place, so
-                // each counts as modified (one reported modified needlessly is redrawn; one
-                // changed but not reported would keep a stale value in the subscriber's view).
-                modified.extend(new_keys.iter().cloned());
-            }
-            let old_keys = base_keys.unwrap_or_default();
-            let diff = diff_by_key(&old_keys, &new_keys, &modified);
-            if diff.0.is_empty() && diff.1.is_empty() && diff.2.is_empty() && diff.3.is_empty() {
-                return Ok(None); // later commits undid what this one changed in the window
-            }
-            let keys = (self.policy == Policy::LatestOnly).then(|| Box::new(CoalesceKeys { base: old_keys, new: new_keys, modified }));
-            return Ok(Some(self.change(old_visible.len(), diff, keys)));
+            let old_keys = old_keys(&self.rows);
+            let values = self.load(commit.db, state)?;
+            return Ok(self.reloaded(commit, old_keys, values));
         }
         // Changesets of the visible window, from the merge's record of origins.
         let new_visible = self.visible();
-        let mut accounted = vec![false; old_visible.len()];
+        let mut accounted: RowScratch<bool> = SmallVec::from_elem(false, old_visible.len());
         let (mut deletions, mut insertions, mut modifications, mut moves) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for new_position in new_visible.clone() {
             let relative = new_position - new_visible.start;
             match origin[new_position] {
-                Origin::Kept(old_position) | Origin::New { moved_from: Some(old_position) } if old_visible.contains(&old_position) => {
+                Origin::Kept(old_position) | Origin::New { moved_from: Some(old_position), .. } if old_visible.contains(&old_position) => {
                     let from = old_position - old_visible.start;
                     accounted[from] = true;
                     if matches!(origin[new_position], Origin::New { .. }) {
                         moves.push((from, relative));
                         modifications.push(relative);
-                    } else if modified[old_position] {
+                    } else if marks.rewritten[old_position].is_some() {
                         modifications.push(relative);
                     }
                 }
@@ -249,20 +367,30 @@ impl<T: Record> QuerySub<T> {
         if deletions.is_empty() && insertions.is_empty() && modifications.is_empty() && moves.is_empty() {
             return Ok(None);
         }
-        let keys = match base_keys.filter(|_| self.policy == Policy::LatestOnly) {
-            Some(base) => {
-                let new = self.keys_of(self.visible());
-                let modified = changes.iter().map(|c| Box::from(&*c.key)).collect();
-                Some(Box::new(CoalesceKeys { base, new, modified }))
-            }
-            None => None,
+        let Some(values) = self.visible_values(commit, &origin, &marks.rewritten, old_visible.clone())? else {
+            // Storage is past this commit and the previous delivery is gone: read the whole
+            // result at the newer snapshot, as a refill does.
+            let old_keys = old_keys(&self.rows);
+            let values = self.load(commit.db, state)?;
+            return Ok(self.reloaded(commit, old_keys, values));
         };
-        Ok(Some(self.change(old_visible.len(), (deletions, insertions, modifications, moves), keys)))
+        let keys = (self.policy == Policy::LatestOnly).then(|| {
+            let base = old_keys(&self.rows);
+            let new = keys_of(&self.rows, self.visible());
+            let modified = changes.iter().map(|c| Box::from(&*c.key)).collect();
+            Box::new(CoalesceKeys { base, new, modified })
+        });
+        Ok(Some(self.change(old_visible.len(), (deletions, insertions, modifications, moves), keys, values)))
     }
 }
 
 /// (change index, old version anchored, new version anchored).
 pub(super) type Hit = (usize, bool, bool);
+/// One subscription's hits in a commit: most often one or two, held inline (no allocation
+/// per affected subscription).
+pub(super) type Hits = SmallVec<[Hit; 2]>;
+/// Per-row scratch of one update, inline for small results (a query by key).
+type RowScratch<T> = SmallVec<[T; 4]>;
 
 /// One commit, as every subscription's update sees it.
 pub(super) struct Commit<'c, T> {
