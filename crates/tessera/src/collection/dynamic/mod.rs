@@ -999,7 +999,7 @@ impl DynQuery {
     /// # let typed = db.collection::<Tag>()?;
     /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
     /// let tags = db.dyn_collection("tags")?;
-    /// assert_eq!(tags.filter_text("uses > 1")?.explain()?.to_string(), "index range on uses (1 .. ∞), filter uses > 1, sort in memory");
+    /// assert_eq!(tags.filter_text("uses > 1")?.explain()?.to_string(), "index range on uses [1 .. ∞), filter uses > 1, sort in memory");
     /// assert_eq!(tags.filter_text(r#"name == "b""#)?.explain()?.to_string(), "primary key lookup b");
     /// # Ok::<(), tessera::Error>(())
     /// ```
