@@ -282,3 +282,52 @@ fn explain_shows_key_lookups_and_index_ranges() {
     let found = events.filter_text(r#"day == 2 and name == "e6""#).unwrap().fetch(&db).unwrap();
     assert_eq!(found.iter().map(|row| row.to_json()).collect::<Vec<_>>(), [r#"{"day":2,"name":"e6","size":6,"note":"x0"}"#]);
 }
+
+#[test]
+fn an_index_whose_build_failed_is_not_used() {
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "notes")]
+    struct Plain {
+        #[record(key)]
+        id: String,
+        note: String,
+        score: i32,
+    }
+    #[derive(Serialize, Deserialize, Record, Debug, PartialEq)]
+    #[record(name = "notes")]
+    struct Indexed {
+        #[record(key)]
+        id: String,
+        #[record(index)]
+        note: String,
+        #[record(index)]
+        score: i32,
+    }
+    let (_dir, db) = open();
+    let plain = db.collection::<Plain>().unwrap();
+    db.write(|tx| {
+        for id in 0..300u32 {
+            // A long note beside a 300-byte key: too long for an index key, so the index on
+            // `note` cannot be built.
+            let (key, note) = if id == 150 { ("k".repeat(300), "x".repeat(600)) } else { (format!("{id:04}"), format!("n{id}")) };
+            plain.insert(tx, &Plain { id: key, note, score: (id % 10) as i32 })?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(plain);
+    let indexed = db.collection::<Indexed>().unwrap();
+    let typed_by_score = indexed.filter(Indexed::score().eq(3));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while indexed.index_failure("note").is_none() || !typed_by_score.explain().unwrap().to_string().starts_with("index") {
+        assert!(std::time::Instant::now() < deadline, "note: {:?}", indexed.index_failure("note"));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let notes = db.dyn_collection("notes").unwrap();
+    let by_note = notes.filter_text(r#"note == "n7""#).unwrap();
+    assert_eq!(by_note.explain().unwrap().to_string(), r#"full scan, filter note == "n7""#, "the failed index is never used");
+    assert_eq!(by_note.count(&db).unwrap(), 1);
+    let by_score = notes.filter_text("score == 3 order by score desc").unwrap();
+    assert!(by_score.explain().unwrap().to_string().starts_with("index range on score"), "{}", by_score.explain().unwrap());
+    assert_eq!(by_score.count(&db).unwrap(), 30);
+}

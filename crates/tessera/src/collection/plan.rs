@@ -49,7 +49,7 @@ pub enum PlanOrdering {
     Sort,
 }
 
-/// A query's plan, as [`super::Query::explain`] returns it.
+/// A query's plan, as [`super::Query::explain`] and [`super::DynQuery::explain`] return it.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Where candidates come from.

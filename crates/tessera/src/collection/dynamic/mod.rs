@@ -402,12 +402,15 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         [field] => stored.shape.resolve(field).cloned(),
         _ => None,
     };
+    // A read-only handle on a file of an older format reads its index entries as they were
+    // written, in an order the planner no longer assumes: its queries scan.
+    let current_entries = db.stored_format_version()? >= super::upgrade::RESIDUAL_NUMBERS_FORMAT;
     Ok(CollectionState {
         name: name.to_owned(),
         records,
         index_keyspace,
         shape: stored.shape.clone(),
-        indexes: stored.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect(),
+        indexes: stored.indexes.iter().map(|index| IndexState::new(index, index.ready && current_entries)).collect(),
         keys: RecordKeys { shared, ids: Default::default() },
         key_text: |_| None,
         key_kinds: std::sync::OnceLock::new(),
