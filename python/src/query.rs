@@ -104,7 +104,10 @@ impl Database {
     #[pyo3(signature = (name, text = None, offset = 0, limit = None))]
     fn explain(&self, py: Python<'_>, name: &str, text: Option<&str>, offset: usize, limit: Option<usize>) -> PyResult<String> {
         let collection = self.shared.collection(py, name)?;
-        build(&collection, text, offset, limit).map(|query| query.explain()).map_err(|error| errors::to_py(py, error))
+        build(&collection, text, offset, limit)
+            .and_then(|query| query.explain())
+            .map(|plan| plan.to_string())
+            .map_err(|error| errors::to_py(py, error))
     }
 
     /// A live subscription to the query (see `Subscription.next`).

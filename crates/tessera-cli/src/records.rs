@@ -88,10 +88,11 @@ pub fn query(path: &Path, name: &str, text: &str, explain: bool, limit: Option<u
         query = query.limit(limit);
     }
     if explain {
+        let plan = query.explain().map_err(|error| Failure::from_error(&format!("query {text:?}"), error))?.to_string();
         if as_json {
-            println!("{}", json!({ "plan": query.explain() }));
+            println!("{}", json!({ "plan": plan }));
         } else {
-            println!("{}", query.explain());
+            println!("{plan}");
         }
         return Ok(());
     }

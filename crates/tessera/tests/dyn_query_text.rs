@@ -48,7 +48,7 @@ fn dynamic_and_typed_collections_answer_a_query_text_alike() {
         let query = dynamic.filter_text(text).unwrap();
         let from_dynamic: Vec<serde_json::Value> =
             query.fetch(&db).unwrap().iter().map(|row| serde_json::from_str(&row.to_json()).unwrap()).collect();
-        assert_eq!(from_dynamic, from_typed, "{text}: {}", query.explain());
+        assert_eq!(from_dynamic, from_typed, "{text}: {}", query.explain().unwrap());
         assert_eq!(query.count(&db).unwrap(), from_typed.len(), "{text}");
     }
     let error = dynamic.filter_text("order by tags").unwrap_err().to_string();

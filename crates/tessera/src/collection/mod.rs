@@ -48,6 +48,8 @@
 
 mod build;
 mod dynamic;
+mod engine;
+mod key_layout;
 mod keys;
 mod plan;
 mod query;

@@ -4,8 +4,9 @@
 //! evaluated on each candidate's stored bytes. So the planner only has to be conservative, and
 //! three-valued logic is decided in one place (`query::eval`).
 
+use super::key_layout::{KeyLayout, KeyText};
 use super::sort_key::{self, prefix_end};
-use super::{show_key, CollectionState, Record};
+use super::CollectionState;
 use crate::query::{CompareOp, Expr, Literal, StringOp};
 use crate::store::key::part_prefix;
 use std::fmt;
@@ -48,7 +49,7 @@ pub enum PlanOrdering {
     Sort,
 }
 
-/// A query's plan, as [`super::Query::explain`] returns it.
+/// A query's plan, as [`super::Query::explain`] and [`super::DynQuery::explain`] return it.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Where candidates come from.
@@ -57,8 +58,8 @@ pub struct Plan {
     pub ordering: PlanOrdering,
     /// The predicate evaluated on every candidate, if any.
     pub filter: Option<String>,
-    /// Shows primary keys as the record type's values ([`super::Record::display_key`]).
-    pub(crate) key_text: fn(&[u8]) -> Option<String>,
+    /// Shows primary keys as the collection's key values.
+    pub(crate) key_text: KeyText,
     /// The access path yields exactly the matches (see [`is_exact_key_lookup`]): the
     /// predicate is not evaluated.
     pub(crate) exact: bool,
@@ -70,10 +71,10 @@ impl PartialEq for Plan {
     }
 }
 
-fn bound_text(bound: &Bound<Vec<u8>>, key_text: fn(&[u8]) -> Option<String>) -> String {
+fn bound_text(bound: &Bound<Vec<u8>>, key_text: &KeyText) -> String {
     match bound {
-        Bound::Included(key) => format!("[{}", show_key(key_text, key)),
-        Bound::Excluded(key) => format!("({}", show_key(key_text, key)),
+        Bound::Included(key) => format!("[{}", key_text.show(key)),
+        Bound::Excluded(key) => format!("({}", key_text.show(key)),
         Bound::Unbounded => "∞".to_owned(),
     }
 }
@@ -85,17 +86,17 @@ fn untyped_key_text(_key: &[u8]) -> Option<String> {
 
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.write(f, untyped_key_text)
+        self.write(f, &KeyText::Record(untyped_key_text))
     }
 }
 
 impl Access {
     /// Writes the access path, showing primary keys with `key_text`.
-    fn write(&self, f: &mut fmt::Formatter<'_>, key_text: fn(&[u8]) -> Option<String>) -> fmt::Result {
+    fn write(&self, f: &mut fmt::Formatter<'_>, key_text: &KeyText) -> fmt::Result {
         match self {
             Access::Empty => f.write_str("empty"),
             Access::Keys(keys) => {
-                let keys: Vec<String> = keys.iter().map(|key| show_key(key_text, key)).collect();
+                let keys: Vec<String> = keys.iter().map(|key| key_text.show(key)).collect();
                 write!(f, "primary key lookup {}", keys.join(", "))
             }
             Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start, key_text), bound_text(end, key_text)),
@@ -150,7 +151,7 @@ impl Access {
 
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.access.write(f, self.key_text)?;
+        self.access.write(f, &self.key_text)?;
         if let Some(filter) = &self.filter {
             write!(f, ", filter {filter}")?;
         }
@@ -167,9 +168,9 @@ impl fmt::Display for Plan {
 /// a string literal) or integers (with an integer literal). Its one key lookup then finds
 /// precisely the records that match, since a record is stored under the key its own field
 /// encodes, and equal strings or integers are equal keys: the predicate need not run.
-pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate: &Expr) -> bool {
+pub(crate) fn is_exact_key_lookup(state: &CollectionState, key: &dyn KeyLayout, predicate: &Expr) -> bool {
     let Some((path, CompareOp::Eq, literal)) = comparison(predicate) else { return false };
-    is_single_key::<T>(path)
+    is_single_key(key, path)
         && matches!(
             (state.single_key_type.as_ref(), literal),
             (Some(super::TypeDesc::String), Literal::Str(_))
@@ -178,22 +179,23 @@ pub(crate) fn is_exact_key_lookup<T: Record>(state: &CollectionState, predicate:
 }
 
 /// The encoded primary key of a predicate that [`is_exact_key_lookup`] accepts, else `None`.
-pub(crate) fn exact_key<T: Record>(state: &CollectionState, predicate: &Expr) -> Option<Vec<u8>> {
-    if !is_exact_key_lookup::<T>(state, predicate) {
+pub(crate) fn exact_key(state: &CollectionState, layout: &dyn KeyLayout, predicate: &Expr) -> Option<Vec<u8>> {
+    if !is_exact_key_lookup(state, layout, predicate) {
         return None;
     }
     let (_, _, literal) = comparison(predicate)?;
     let mut key = Vec::new();
-    T::encode_key_literals(std::slice::from_ref(literal), &mut key).then_some(key)
+    layout.encode_key_literals(std::slice::from_ref(literal), &mut key).then_some(key)
 }
 
-/// Plans a predicate's access path for collection `state` of `T`.
-pub(crate) fn access<T: Record>(state: &CollectionState, predicate: &Expr) -> Access {
-    plan_expr::<T>(state, predicate).unwrap_or(Access::Scan)
+/// Plans a predicate's access path for collection `state`, whose primary key is `key`.
+pub(crate) fn access(state: &CollectionState, key: &dyn KeyLayout, predicate: &Expr) -> Access {
+    plan_expr(state, key, predicate).unwrap_or(Access::Scan)
 }
 
-fn is_single_key<T: Record>(path: &str) -> bool {
-    T::KEY_FIELDS == [path]
+/// Whether `path` is the whole primary key.
+pub(crate) fn is_single_key(key: &dyn KeyLayout, path: &str) -> bool {
+    key.key_fields() == [path]
 }
 
 /// `field op literal`, either way round, as (field, op, literal).
@@ -223,43 +225,43 @@ fn comparisons<'e>(expr: &'e Expr, out: &mut Vec<(&'e str, CompareOp, &'e Litera
 /// A composite primary key's range from the conjuncts: equality on a leading run of key
 /// fields, then (optionally) a range on the next one, becomes one primary-key range (or one
 /// key lookup when every field is fixed). A superset: the filter still decides.
-fn composite_key_access<T: Record>(conjuncts: &[&Expr]) -> Option<Access> {
-    if T::KEY_FIELDS.len() < 2 {
+fn composite_key_access(layout: &dyn KeyLayout, conjuncts: &[&Expr]) -> Option<Access> {
+    let key_fields = layout.key_fields();
+    if key_fields.len() < 2 {
         return None;
     }
     let mut found = Vec::new();
     for conjunct in conjuncts {
         comparisons(conjunct, &mut found);
     }
-    let on = |field: &'static str| found.iter().filter(move |(path, _, _)| *path == field);
     let mut fixed: Vec<Literal> = Vec::new();
-    for field in T::KEY_FIELDS {
-        match on(field).find(|(_, op, literal)| *op == CompareOp::Eq && **literal != Literal::Null) {
+    for field in key_fields {
+        match found.iter().find(|(path, op, literal)| path == field && *op == CompareOp::Eq && **literal != Literal::Null) {
             Some((_, _, literal)) => fixed.push((*literal).clone()),
             None => break,
         }
     }
-    if found.iter().any(|(path, op, literal)| T::KEY_FIELDS.contains(path) && *op != CompareOp::Ne && **literal == Literal::Null) {
+    if found.iter().any(|(path, op, literal)| key_fields.contains(path) && *op != CompareOp::Ne && **literal == Literal::Null) {
         return Some(Access::Empty); // a comparison with NULL is never TRUE
     }
     let mut prefix = Vec::new();
-    if !T::encode_key_prefix(&fixed, &mut prefix) {
+    if !layout.encode_key_prefix(&fixed, &mut prefix) {
         return None;
     }
-    if fixed.len() == T::KEY_FIELDS.len() {
+    if fixed.len() == key_fields.len() {
         return Some(Access::Keys(vec![prefix]));
     }
     // Bounds on the next field, each a superset of its comparison's keys.
-    let next = T::KEY_FIELDS[fixed.len()];
+    let next = key_fields[fixed.len()];
     let whole = |prefix: &[u8]| prefix_end(prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let mut start = if prefix.is_empty() { Bound::Unbounded } else { Bound::Included(prefix.clone()) };
     let mut end = if prefix.is_empty() { Bound::Unbounded } else { whole(&prefix) };
     let mut constrained = !fixed.is_empty();
-    for (_, op, literal) in on(next) {
+    for (_, op, literal) in found.iter().filter(|(path, _, _)| *path == next) {
         let mut with = fixed.clone();
         with.push((*literal).clone());
         let mut key = Vec::new();
-        if !T::encode_key_prefix(&with, &mut key) {
+        if !layout.encode_key_prefix(&with, &mut key) {
             continue;
         }
         constrained = true;
@@ -275,15 +277,15 @@ fn composite_key_access<T: Record>(conjuncts: &[&Expr]) -> Option<Access> {
     constrained.then_some(Access::KeyRange(start, end))
 }
 
-fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> {
-    if matches!(expr, Expr::And(..) | Expr::Compare(..) | Expr::Between(..)) && T::KEY_FIELDS.len() > 1 {
-        if let Some(access) = composite_key_access::<T>(&expr.conjuncts()) {
+fn plan_expr(state: &CollectionState, key: &dyn KeyLayout, expr: &Expr) -> Option<Access> {
+    if matches!(expr, Expr::And(..) | Expr::Compare(..) | Expr::Between(..)) && key.key_fields().len() > 1 {
+        if let Some(access) = composite_key_access(key, &expr.conjuncts()) {
             return Some(access);
         }
     }
     match expr {
         Expr::And(a, b) => {
-            let parts: Vec<Access> = [plan_expr::<T>(state, a), plan_expr::<T>(state, b)].into_iter().flatten().collect();
+            let parts: Vec<Access> = [plan_expr(state, key, a), plan_expr(state, key, b)].into_iter().flatten().collect();
             if let Some(empty) = parts.iter().find(|p| **p == Access::Empty) {
                 return Some(empty.clone());
             }
@@ -318,7 +320,7 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
             }
         }
         Expr::Or(a, b) => {
-            let (a, b) = (plan_expr::<T>(state, a)?, plan_expr::<T>(state, b)?);
+            let (a, b) = (plan_expr(state, key, a)?, plan_expr(state, key, b)?);
             let mut flat = Vec::new();
             for part in [a, b] {
                 match part {
@@ -331,19 +333,19 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
         }
         Expr::Compare(..) => {
             let (path, op, literal) = comparison(expr)?;
-            compare::<T>(state, path, op, literal)
+            compare(state, key, path, op, literal)
         }
         Expr::Between(a, low, high) => match (&**a, &**low, &**high) {
             (Expr::Field(path), Expr::Literal(low), Expr::Literal(high)) => {
-                let lower = compare::<T>(state, path, CompareOp::Ge, low)?;
-                let upper = compare::<T>(state, path, CompareOp::Le, high)?;
+                let lower = compare(state, key, path, CompareOp::Ge, low)?;
+                let upper = compare(state, key, path, CompareOp::Le, high)?;
                 plan_expr_parts(lower, upper)
             }
             _ => None,
         },
         Expr::In(a, list, false) => match &**a {
             Expr::Field(path) => {
-                let parts: Option<Vec<Access>> = list.iter().map(|literal| compare::<T>(state, path, CompareOp::Eq, literal)).collect();
+                let parts: Option<Vec<Access>> = list.iter().map(|literal| compare(state, key, path, CompareOp::Eq, literal)).collect();
                 let parts = parts?;
                 if parts.iter().all(|p| matches!(p, Access::Keys(_) | Access::Empty)) {
                     let keys = parts.into_iter().flat_map(|p| if let Access::Keys(keys) = p { keys } else { Vec::new() }).collect();
@@ -367,7 +369,7 @@ fn plan_expr<T: Record>(state: &CollectionState, expr: &Expr) -> Option<Access> 
             _ => None,
         },
         Expr::Str(a, StringOp::StartsWith, prefix) => match &**a {
-            Expr::Field(path) if is_single_key::<T>(path) && matches!(state.shape.resolve(path), Some(super::TypeDesc::String)) => {
+            Expr::Field(path) if is_single_key(key, path) && matches!(state.shape.resolve(path), Some(super::TypeDesc::String)) => {
                 let start = part_prefix(prefix.as_bytes());
                 let end = prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
                 Some(Access::KeyRange(Bound::Included(start), end))
@@ -442,16 +444,16 @@ fn index_value(state: &CollectionState, path: &str, component: Vec<u8>) -> Optio
 }
 
 /// `field op literal` as a key lookup, key range or index range.
-fn compare<T: Record>(state: &CollectionState, path: &str, op: CompareOp, literal: &Literal) -> Option<Access> {
+fn compare(state: &CollectionState, layout: &dyn KeyLayout, path: &str, op: CompareOp, literal: &Literal) -> Option<Access> {
     if *literal == Literal::Null {
         return Some(Access::Empty); // a comparison with NULL is never TRUE
     }
     if op == CompareOp::Ne {
         return None;
     }
-    if is_single_key::<T>(path) {
+    if is_single_key(layout, path) {
         let mut key = Vec::new();
-        if T::encode_key_literals(std::slice::from_ref(literal), &mut key) {
+        if layout.encode_key_literals(std::slice::from_ref(literal), &mut key) {
             return Some(match op {
                 CompareOp::Eq => Access::Keys(vec![key]),
                 CompareOp::Gt => Access::KeyRange(Bound::Excluded(key), Bound::Unbounded),

@@ -129,6 +129,28 @@ impl KeyKind {
         Ok(())
     }
 
+    /// Appends a query constant's encoding as this kind, as a record type's key field would
+    /// convert it ([`crate::collection::KeyLiteral`]): an integer in range, a float with an
+    /// exact integer value, a string, a boolean. `false`, with nothing appended, for anything
+    /// else (300 for a `u8`, a string for an integer, any constant for a float or bytes key):
+    /// the planner then reads without the key.
+    pub(crate) fn encode_literal(self, literal: &crate::query::Literal, out: &mut Vec<u8>) -> bool {
+        use crate::query::Literal;
+        use crate::store::key::KeyPart;
+        match (self, literal) {
+            (KeyKind::String, Literal::Str(text)) => text.as_str().encode_key(out),
+            (KeyKind::Bool, Literal::Bool(value)) => value.encode_key(out),
+            (KeyKind::String | KeyKind::Bool | KeyKind::Bytes | KeyKind::F32 | KeyKind::F64, _) => return false,
+            (_, Literal::Int(integer)) => return self.encode_integer(i128::from(*integer), out).is_some(),
+            (_, Literal::UInt(integer)) => return self.encode_integer(i128::from(*integer), out).is_some(),
+            (_, Literal::Float(float)) if float.fract() == 0.0 && float.abs() < 9.0e15 => {
+                return self.encode_integer(*float as i128, out).is_some()
+            }
+            (_, _) => return false,
+        }
+        true
+    }
+
     /// Appends `integer` as this integer kind; `None` if out of its range (or not an integer
     /// kind).
     fn encode_integer(self, integer: i128, out: &mut Vec<u8>) -> Option<()> {

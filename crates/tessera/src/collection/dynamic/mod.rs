@@ -50,8 +50,11 @@
 //! A schema stored before widths were recorded (`TypeDesc::Int`) takes any 64-bit integer;
 //! the record type's next open records the widths.
 //!
-//! **Queries** scan the collection and test each record (no index is used yet), with the
-//! predicate type-checked against the stored shape as a typed query is.
+//! **Queries** ([`DynQuery`]) are type-checked against the stored shape and planned and run by
+//! the engine typed queries use: the same primary-key lookups and ranges (from the stored key
+//! kinds; a handle that does not know them scans), ready indexes, index walks for an order,
+//! and the same `explain` text. Only a constant that converts exactly to a key field's type
+//! is looked up by key (300 for a `u8` key, or a string for an integer key, is a filter).
 
 mod catalog;
 mod conform;
@@ -62,16 +65,18 @@ pub use catalog::Catalog;
 pub use key_kind::KeyKind;
 pub use salvage::{salvage, SalvageReport, SalvageSink, SkipReason, SkippedEntry, SALVAGE_FORMAT_VERSION_MIN, SALVAGE_SKIPPED_MAX};
 
+use super::engine::QuerySpec;
+use super::key_layout::KindsKey;
 use super::keys::{self, RecordKeys};
+use super::plan::Plan;
 use super::schema::{StoredIndex, StoredSchema};
 use super::{CollectionState, IndexState, TypeDesc, WriteOutcome, COLLECTION_NAME_LEN_MAX, SCHEMA_KEYSPACE};
 use crate::error::{Error, Result};
-use crate::query::{Expr, OrderKey, QueryError, Statement, Truth};
+use crate::query::{Expr, OrderKey, QueryError, Statement};
 use crate::store::{ReadSource, Snapshot, WriteTxn};
 use crate::Db;
 use conform::{ConformError, Misfit};
 use serde::{Deserialize, Serialize};
-use std::ops::Bound;
 use std::sync::Arc;
 use tessera_value::{Doc, Encoder, Value};
 
@@ -397,12 +402,15 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         [field] => stored.shape.resolve(field).cloned(),
         _ => None,
     };
+    // A read-only handle on a file of an older format reads its index entries as they were
+    // written, in an order the planner no longer assumes: its queries scan.
+    let current_entries = db.stored_format_version()? >= super::upgrade::RESIDUAL_NUMBERS_FORMAT;
     Ok(CollectionState {
         name: name.to_owned(),
         records,
         index_keyspace,
         shape: stored.shape.clone(),
-        indexes: stored.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect(),
+        indexes: stored.indexes.iter().map(|index| IndexState::new(index, index.ready && current_entries)).collect(),
         keys: RecordKeys { shared, ids: Default::default() },
         key_text: |_| None,
         key_kinds: std::sync::OnceLock::new(),
@@ -679,7 +687,7 @@ impl DynCollection {
     pub fn filter(&self, predicate: Expr) -> Result<DynQuery> {
         crate::query::check_query_depth(&predicate, &self.state.name)?;
         self.state.shape.check_predicate(&predicate)?;
-        Ok(DynQuery { collection: self.clone(), predicate: Some(predicate), orders: Vec::new(), offset: 0, limit: None })
+        Ok(DynQuery { collection: self.clone(), predicate: Some(Arc::new(predicate)), orders: Vec::new(), offset: 0, limit: None })
     }
 
     /// A whole query from the text syntax: `[PREDICATE] [order by FIELD [asc|desc] [nulls
@@ -926,8 +934,9 @@ impl DynQuery {
     }
 }
 
-/// A query on a dynamic collection: a predicate, an order, an offset and a limit, run by a
-/// scan in primary-key order (the matches sorted in memory when the query has an order).
+/// A query on a dynamic collection: a predicate, an order, an offset and a limit, planned and
+/// run as a typed query is: primary-key lookups and ranges, index ranges, index walks for an
+/// order, and a scan (with an in-memory sort) where nothing else applies.
 ///
 /// ```
 /// # use tessera::collection::Record;
@@ -941,13 +950,13 @@ impl DynQuery {
 /// let tags = db.dyn_collection("tags")?;
 /// let query = tags.filter_text("uses > 2")?.limit(1);
 /// assert_eq!(query.fetch(&db)?[0].to_json(), r#"{"name":"b","uses":5}"#);
-/// assert!(query.explain().starts_with("scan"));
+/// assert_eq!(query.explain()?.to_string(), "full scan, filter uses > 2");
 /// # Ok::<(), tessera::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct DynQuery {
     collection: DynCollection,
-    predicate: Option<Expr>,
+    predicate: Option<Arc<Expr>>,
     /// Order keys, most significant first (ties in primary-key order).
     orders: Vec<OrderKey>,
     offset: usize,
@@ -1024,90 +1033,50 @@ impl DynQuery {
         self
     }
 
-    /// What running the query does.
+    /// How the query runs, as [`crate::Query::explain`] shows a typed query: the access path
+    /// (a primary-key lookup or range, an index range, or a full scan), the filter, and whether
+    /// the order comes from the path or from an in-memory sort. An error if the query does not
+    /// type-check against the stored shape.
     ///
     /// ```
     /// # use tessera::collection::Record;
     /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
     /// # #[record(name = "tags")]
-    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # struct Tag { #[record(key)] name: String, #[record(index)] uses: u32 }
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let db = tessera::Db::open(dir.path().join("db"))?;
     /// # let typed = db.collection::<Tag>()?;
     /// # db.write(|tx| { for (name, uses) in [("a", 1), ("b", 5), ("c", 9)] { typed.insert(tx, &Tag { name: name.into(), uses })?; } Ok(()) })?;
     /// let tags = db.dyn_collection("tags")?;
-    /// assert!(tags.filter_text("uses > 1")?.explain().contains("uses > 1"));
+    /// assert_eq!(tags.filter_text("uses > 1")?.explain()?.to_string(), "index range on uses [1 .. ∞), filter uses > 1, sort in memory");
+    /// assert_eq!(tags.filter_text(r#"name == "b""#)?.explain()?.to_string(), "primary key lookup b");
     /// # Ok::<(), tessera::Error>(())
     /// ```
-    pub fn explain(&self) -> String {
-        let name = &self.collection.state.name;
-        let filter = match &self.predicate {
-            Some(predicate) => format!(", keeping records where {predicate}"),
-            None => String::new(),
-        };
-        let sort = match self.orders.as_slice() {
-            [] => String::new(),
-            keys => format!(", sorted in memory by {}", keys.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
-        };
-        format!("scan of collection {name:?} in primary-key order{filter}{sort} (dynamic collections use no index yet)")
+    pub fn explain(&self) -> Result<Plan> {
+        let schema = &self.collection.schema;
+        self.spec(&KindsKey::new(&schema.key_fields, &schema.key_kinds)).explain()
+    }
+
+    /// The query as the engine runs it, with the collection's key `layout`.
+    fn spec<'q>(&'q self, layout: &'q KindsKey<'q>) -> QuerySpec<'q> {
+        QuerySpec {
+            state: &self.collection.state,
+            key: layout,
+            predicate: self.predicate.as_ref(),
+            orders: &self.orders,
+            offset: self.offset,
+            limit: self.limit,
+        }
     }
 
     /// Calls `visit` with each match in order (after the offset, up to the limit); stops
     /// early when it returns false.
-    fn run(&self, snapshot: &dyn Snapshot, visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
-        if self.orders.is_empty() {
-            self.run_in_key_order(snapshot, visit)
-        } else {
-            self.run_sorted(snapshot, visit)
-        }
-    }
-
-    /// [`DynQuery::run`] with an order: every match's sort key (as typed queries and live
-    /// results encode it), sorted, then the window.
-    fn run_sorted(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
-        let state = &self.collection.state;
-        let fields: Vec<super::sort_key::SortField> = self.orders.iter().map(super::sort_key::SortField::of).collect();
-        let mut keyed = Vec::new();
-        for entry in snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)? {
-            let (key, bytes) = entry?;
-            let doc = state.open_record(key, bytes)?;
-            if self.predicate.as_ref().is_some_and(|predicate| predicate.eval(doc.root()) != Truth::True) {
-                continue;
-            }
-            let mut sort = Vec::with_capacity(32);
-            super::sort_key::encode_record(&fields, Some(doc.root()), key, &mut sort);
-            keyed.push((sort, key, bytes));
-        }
-        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (_, key, bytes) in keyed.into_iter().skip(self.offset).take(self.limit.unwrap_or(usize::MAX)) {
-            if !visit(key, bytes)? {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// [`DynQuery::run`] without an order: a scan in primary-key order that stops at the limit.
-    fn run_in_key_order(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
-        let state = &self.collection.state;
-        let (mut skipped, mut taken) = (0usize, 0usize);
-        for entry in snapshot.entries(&state.records, Bound::Unbounded, Bound::Unbounded)? {
-            if self.limit.is_some_and(|limit| taken >= limit) {
-                break;
-            }
-            let (key, bytes) = entry?;
-            if let Some(predicate) = &self.predicate {
-                let doc = state.open_record(key, bytes)?;
-                if predicate.eval(doc.root()) != Truth::True {
-                    continue;
-                }
-            }
-            if skipped < self.offset {
-                skipped += 1;
-                continue;
-            }
-            taken += 1;
-            if !visit(key, bytes)? {
+    fn run(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
+        let schema = &self.collection.schema;
+        let layout = KindsKey::new(&schema.key_fields, &schema.key_kinds);
+        for candidate in self.spec(&layout).run(snapshot)? {
+            let (key, bytes) = candidate?;
+            if !visit(&key, bytes)? {
                 break;
             }
         }
