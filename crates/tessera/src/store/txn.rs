@@ -624,6 +624,32 @@ impl<'db> WriteTxn<'db> {
         self.store(keyspace, key, value, heed::PutFlags::empty()).map_err(|error| self.note_error(error))
     }
 
+    /// [`WriteTxn::put_unlogged`] for a value of exactly `len` bytes that `write` writes
+    /// straight into LMDB's page (`MDB_RESERVE`), with its checksum after it: a large value is
+    /// not assembled in memory first. A `write` that writes another length is an error, and
+    /// the transaction then commits nothing.
+    pub(crate) fn put_unlogged_reserved<W>(&mut self, keyspace: &Keyspace, key: &[u8], len: usize, write: W) -> Result<()>
+    where
+        W: FnOnce(&mut heed::ReservedSpace<'_>) -> std::io::Result<()>,
+    {
+        Self::check_key(key)?;
+        let checksum_len = if keyspace.checksummed { checksum::CHECKSUM_LEN } else { 0 };
+        self.written_bytes += (key.len() + len + checksum_len) as u64;
+        let result = keyspace.handle.put_reserved(&mut self.txn, key, len + checksum_len, |space| {
+            write(space)?;
+            if space.written_mut().len() != len {
+                let message = format!("a reserved value of {len} bytes was written as {}", space.written_mut().len());
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message));
+            }
+            if keyspace.checksummed {
+                let sum = checksum::of(key, space.written_mut());
+                std::io::Write::write_all(space, &sum)?;
+            }
+            Ok(())
+        });
+        result.map_err(|error| self.note_error(error))
+    }
+
     /// [`WriteTxn::delete`] without recording the change (see [`WriteTxn::put_unlogged`]).
     pub(crate) fn delete_unlogged(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
