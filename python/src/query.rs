@@ -75,7 +75,8 @@ impl QueryResult {
 #[pymethods]
 impl Database {
     /// Runs a query on collection `name`: `text` in tessera's query syntax (None: every
-    /// record), then `offset` and `limit`, in primary-key order.
+    /// record), then `offset` and `limit`, in primary-key order unless the text has an
+    /// `order by`.
     #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
     fn query(
         &self,

@@ -96,12 +96,14 @@ fn order(a: &Operand<'_>, b: &Operand<'_>) -> Option<Ordering> {
     match (a, b) {
         (Operand::Int(x), Operand::Int(y)) => Some(x.cmp(y)),
         (Operand::Float(x), Operand::Float(y)) => x.partial_cmp(y),
-        (Operand::Float(x), other) if other.integer().is_some() => order_integer_float(other.integer()?, *x).map(Ordering::reverse),
-        (other, Operand::Float(y)) if other.integer().is_some() => order_integer_float(other.integer()?, *y),
-        (x, y) if x.integer().is_some() && y.integer().is_some() => Some(x.integer()?.cmp(&y.integer()?)),
         (Operand::Str(x), Operand::Str(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
         (Operand::Bool(x), Operand::Bool(y)) => Some(x.cmp(y)),
-        _ => None,
+        _ => match (a.integer(), b.integer(), a, b) {
+            (Some(x), Some(y), _, _) => Some(x.cmp(&y)),
+            (Some(x), None, _, Operand::Float(y)) => order_integer_float(x, *y),
+            (None, Some(y), Operand::Float(x), _) => order_integer_float(y, *x).map(Ordering::reverse),
+            _ => None,
+        },
     }
 }
 
