@@ -80,12 +80,15 @@ impl KeyPart for bool {
 impl KeyPart for [u8] {
     fn encode_key(&self, out: &mut Vec<u8>) {
         out.reserve(self.len() + 2);
-        for &byte in self {
-            out.push(byte);
-            if byte == 0 {
-                out.push(0xFF);
-            }
+        // The runs between zero bytes are copied whole (most keys have no zero byte: one search
+        // and one copy, instead of a push per byte); each zero is followed by 0xFF.
+        let mut rest = self;
+        while let Some(zero) = memchr::memchr(0, rest) {
+            out.extend_from_slice(&rest[..=zero]);
+            out.push(0xFF);
+            rest = &rest[zero + 1..];
         }
+        out.extend_from_slice(rest);
         out.extend_from_slice(&[0x00, 0x01]);
     }
 }
@@ -231,6 +234,15 @@ mod tests {
                 prop_assert!(key.starts_with(&part_prefix(&bytes[..cut])));
             }
         }
+    }
+
+    #[test]
+    fn byte_parts_keep_their_stored_bytes() {
+        // The stored form (docs/storage.md): each zero byte followed by 0xFF, then 00 01.
+        assert_eq!(encode(&b"ab".to_vec()), [b'a', b'b', 0x00, 0x01]);
+        assert_eq!(encode(&b"\0a\0\0".to_vec()), [0x00, 0xFF, b'a', 0x00, 0xFF, 0x00, 0xFF, 0x00, 0x01]);
+        assert_eq!(encode(&Vec::<u8>::new()), [0x00, 0x01]);
+        assert_eq!(encode(&"x\0"), [b'x', 0x00, 0xFF, 0x00, 0x01]);
     }
 
     #[test]
