@@ -17,6 +17,31 @@ use syn::{parse_macro_input, Data, DeriveInput, Error, Fields, LitInt, LitStr};
 /// `#[record(index)]`, `#[record(unique)]` or `#[record(index_elements)]` (a multi-entry index
 /// on an array's elements, for `tags contains "x"`; the same as `index = "tags[]"` on the
 /// struct). Each field also gets a typed query builder: `Type::field_name()`.
+///
+/// ```
+/// use tessera::collection::{Embed, Record};
+/// #[derive(Embed, Debug, PartialEq)]
+/// struct Address { city: String }
+/// #[derive(Record, Debug, PartialEq)]
+/// #[record(name = "people", index = "address.city")]
+/// struct Person {
+///     #[record(key)]
+///     id: u64,
+///     #[record(unique)]
+///     email: String,
+///     #[record(index_elements)]
+///     tags: Vec<String>,
+///     address: Address,
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let people = db.collection::<Person>()?;
+/// let ada = Person { id: 1, email: "ada@example.com".into(), tags: vec!["math".into()], address: Address { city: "London".into() } };
+/// db.write(|tx| people.insert(tx, &ada))?;
+/// assert_eq!(people.filter(Person::tags().contains("math")).count(&db)?, 1);
+/// assert_eq!(people.filter_text(r#"address.city == "London""#)?.first(&db)?, Some(ada));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[proc_macro_derive(Record, attributes(record))]
 pub fn derive_record(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -36,6 +61,25 @@ pub fn derive_record(input: TokenStream) -> TokenStream {
 /// `Field<Option<Address>>`, with one method per field: `Person::address().city()` is the typed
 /// field `address.city`. The trait must be in scope where it is used (it is in the struct's
 /// module; elsewhere, import it).
+///
+/// ```
+/// use tessera::collection::{Embed, Record};
+/// #[derive(Embed, Debug, PartialEq)]
+/// struct Address { city: String, zip: Option<String> }
+/// #[derive(Embed, Debug, PartialEq)]
+/// enum Contact { Email(String), Phone { number: String } }
+/// #[derive(Record, Debug, PartialEq)]
+/// struct Person { #[record(key)] id: u64, address: Address, contact: Contact }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let people = db.collection::<Person>()?;
+/// let paris = Person { id: 1, address: Address { city: "Paris".into(), zip: None }, contact: Contact::Phone { number: "1".into() } };
+/// db.write(|tx| people.insert(tx, &paris))?;
+/// // AddressFields (generated) gives the typed nested field address.city:
+/// assert_eq!(people.filter(Person::address().city().eq("Paris")).count(&db)?, 1);
+/// assert_eq!(people.filter(Person::contact().is_variant("Phone")).count(&db)?, 1);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[proc_macro_derive(Embed)]
 pub fn derive_embed(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

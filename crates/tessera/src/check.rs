@@ -39,12 +39,35 @@ pub struct CheckReport {
 }
 
 /// Most bytes of a key a [`Problem`] shows (as hex).
+///
+/// ```
+/// use tessera::{CheckReport, PROBLEM_KEY_BYTES_MAX};
+/// let report: CheckReport = Default::default();
+/// assert!(report.problems.iter().all(|problem| problem.key.len() <= 2 * PROBLEM_KEY_BYTES_MAX + '…'.len_utf8()));
+/// ```
 pub const PROBLEM_KEY_BYTES_MAX: usize = 64;
 
 /// Most problems a [`CheckReport`] lists.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let report = db.check()?;
+/// assert!(report.problems.len() <= tessera::CHECK_PROBLEMS_MAX);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const CHECK_PROBLEMS_MAX: usize = 1_000;
 
 /// One thing [`Db::check`] found wrong: where, and what.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// for problem in db.check()?.problems {
+///     eprintln!("{}: key {}: {}", problem.keyspace, problem.key, problem.what);
+/// }
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// The keyspace.
@@ -58,6 +81,15 @@ pub struct Problem {
 
 impl CheckReport {
     /// True when nothing was found wrong.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// assert!(db.check()?.is_ok());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty() && self.problems_not_listed == 0
     }
@@ -118,6 +150,14 @@ impl Db {
     /// damaged is reported by page and not read through LMDB (which trusts its pages and
     /// could crash the process), and damage to LMDB's main or free-page tree ends the check
     /// there.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let report = db.check()?;
+    /// assert!(report.is_ok(), "{:?}", report.problems);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn check(&self) -> Result<CheckReport> {
         let mut report = CheckReport::default();
         // LMDB's own structure first, from the file's bytes: LMDB trusts its pages, and a

@@ -3,6 +3,17 @@
 use std::path::PathBuf;
 
 /// Any error from tessera.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// match db.write(|tx| tx.put(&ks, &[7u8; 600], b"v")) {
+///     Err(tessera::Error::KeySize { len, max }) => assert!(len > max),
+///     other => panic!("expected KeySize, got {other:?}"),
+/// }
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -333,6 +344,14 @@ impl Error {
 }
 
 /// `Result` with [`Error`].
+///
+/// ```
+/// fn open_counter(path: &std::path::Path) -> tessera::Result<tessera::Dictionary> {
+///     tessera::Db::open(path)?.dictionary()
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// assert!(open_counter(&dir.path().join("db")).is_ok());
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// ENOSPC on Linux and macOS.

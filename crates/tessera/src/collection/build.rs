@@ -60,6 +60,19 @@ pub(crate) const ELEMENTS_SUFFIX: &str = "[]";
 
 /// Most entries one record may have in a multi-entry index: a write of a record whose array
 /// has more distinct elements is refused with [`Error::LimitExceeded`], before any change.
+///
+/// ```
+/// use tessera::collection::{Record, ELEMENT_ENTRIES_MAX};
+/// #[derive(Record)]
+/// struct Post { #[record(key)] id: u32, #[record(index_elements)] tags: Vec<u32> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let posts = db.collection::<Post>()?;
+/// let too_many = Post { id: 1, tags: (0..=ELEMENT_ENTRIES_MAX as u32).collect() };
+/// assert!(matches!(db.write(|tx| posts.insert(tx, &too_many)), Err(tessera::Error::LimitExceeded { .. })));
+/// assert_eq!(posts.all().count(&db)?, 0, "nothing written");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const ELEMENT_ENTRIES_MAX: usize = 4096;
 
 /// The array's path of a multi-entry index path (`tags[]` → `tags`); `None` for a plain index.

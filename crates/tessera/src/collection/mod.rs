@@ -89,11 +89,37 @@ use tessera_value::{Doc, Value};
 /// Keyspace holding every collection's stored schema.
 pub(crate) const SCHEMA_KEYSPACE: &str = "tessera.schema";
 /// Longest collection name.
+///
+/// ```
+/// use tessera::collection::{Record, COLLECTION_NAME_LEN_MAX};
+/// #[derive(Record)]
+/// #[record(name = "tasks")]
+/// struct Task { #[record(key)] id: u32 }
+/// assert!(Task::NAME.len() <= COLLECTION_NAME_LEN_MAX);
+/// ```
 pub const COLLECTION_NAME_LEN_MAX: usize = 200;
 
 /// A record type: what `#[derive(Record)]` generates. Records are written and read by the
 /// generated codec ([`Encode`], [`tessera_value::codec::Decode`]), with their field names as
 /// the collection's shared keys; serde is not needed.
+///
+/// ```
+/// use tessera::collection::Record;
+/// #[derive(Record, Debug, PartialEq)]
+/// #[record(name = "people")]
+/// struct Person {
+///     #[record(key)]
+///     id: u64,
+///     #[record(unique)]
+///     email: String,
+///     #[record(index)]
+///     age: u8,
+/// }
+/// assert_eq!((Person::NAME, Person::KEY_FIELDS), ("people", &["id"][..]));
+/// assert_eq!(Person::INDEXES.len(), 2);
+/// let ada = Person { id: 1, email: "ada@example.com".into(), age: 36 };
+/// assert_eq!(ada.key(), 1);
+/// ```
 pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     /// The primary key's type: one field's type, or a tuple for a composite key.
     type Key: KeyPart;
@@ -143,6 +169,14 @@ pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
 }
 
 /// Primary-key field types a query constant converts to (for key lookups from a query).
+///
+/// ```
+/// use tessera::collection::KeyLiteral;
+/// use tessera::query::Literal;
+/// assert_eq!(u8::from_literal(&Literal::Int(7)), Some(7));
+/// assert_eq!(u8::from_literal(&Literal::Int(300)), None, "does not fit");
+/// assert_eq!(String::from_literal(&Literal::Str("k".into())), Some("k".to_owned()));
+/// ```
 pub trait KeyLiteral: KeyPart + Sized {
     /// The constant as this type, if it converts exactly.
     fn from_literal(literal: &Literal) -> Option<Self>;
@@ -226,6 +260,22 @@ impl KeyLiteral for bool {
 }
 
 /// What a write did to a record.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+/// use tessera::WriteOutcome;
+/// assert_eq!(db.write(|tx| tasks.upsert(tx, &task(1, 5)))?, WriteOutcome::Inserted);
+/// assert_eq!(db.write(|tx| tasks.upsert(tx, &task(1, 5)))?, WriteOutcome::Unchanged);
+/// assert_eq!(db.write(|tx| tasks.upsert(tx, &task(1, 6)))?, WriteOutcome::Updated);
+/// assert_eq!(db.write(|tx| tasks.delete(tx, &1))?, WriteOutcome::Deleted);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WriteOutcome {
     /// The key did not exist; the record was stored.
@@ -239,6 +289,29 @@ pub enum WriteOutcome {
 }
 
 /// Options for [`Db::collection_with`].
+///
+/// ```
+/// use tessera::collection::{CollectionOptions, Record};
+/// #[derive(Record)]
+/// #[record(name = "notes")]
+/// struct NoteV1 { #[record(key)] id: u32, text: String }
+/// #[derive(Record)]
+/// #[record(name = "notes", version = 2)]
+/// struct Note { #[record(key)] id: u32, text: String, words: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let old = db.collection::<NoteV1>()?;
+/// db.write(|tx| old.insert(tx, &NoteV1 { id: 1, text: "two words".into() }).map(drop))?;
+/// drop(old);
+/// let migrate = |old: tessera::value::Value<'_>| {
+///     let text = old.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_owned();
+///     let id = old.get("id").and_then(|i| i.as_u64()).unwrap_or_default() as u32;
+///     Ok(Note { id, words: text.split_whitespace().count() as u32, text })
+/// };
+/// let notes = db.collection_with(CollectionOptions { migrate: Some(Box::new(migrate)) })?;
+/// assert_eq!(notes.get(&db, &1)?.map(|note| note.words), Some(2));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct CollectionOptions<T> {
     /// Converts a record stored under an older or incompatible schema to the current type. It
     /// runs over every record, once, in the transaction that opens the collection.
@@ -328,6 +401,23 @@ impl CollectionState {
 
 /// A typed collection of `T`: cheap to clone; reads take a [`ReadSource`] (a `Db` or a
 /// transaction), writes a [`WriteTxn`].
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+/// db.write(|tx| {
+///     tasks.insert(tx, &task(1, 5))?;
+///     tasks.insert(tx, &task(2, 9))
+/// })?;
+/// assert_eq!(tasks.get(&db, &2)?.map(|t| t.priority), Some(9));
+/// assert_eq!(tasks.filter(Task::priority().gt(6)).count(&db)?, 1);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct Collection<T: Record> {
     pub(crate) db: Db,
     pub(crate) state: Arc<CollectionState>,
@@ -349,11 +439,33 @@ impl<T: Record> std::fmt::Debug for Collection<T> {
 impl Db {
     /// The collection of `T`, registering or checking its schema (see the module docs).
     /// Call it outside write transactions: it may write the schema.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// struct Task { #[record(key)] id: u32, title: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let tasks = db.collection::<Task>()?;
+    /// assert_eq!(tasks.name(), "Task");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn collection<T: Record>(&self) -> Result<Collection<T>> {
         self.collection_with(CollectionOptions::default())
     }
 
     /// [`Db::collection`] with a migration for records stored under another schema.
+    ///
+    /// ```
+    /// use tessera::collection::{CollectionOptions, Record};
+    /// #[derive(Record)]
+    /// struct Task { #[record(key)] id: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let tasks = db.collection_with::<Task>(CollectionOptions::default())?; // no migration
+    /// assert_eq!(tasks.all().count(&db)?, 0);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn collection_with<T: Record>(&self, options: CollectionOptions<T>) -> Result<Collection<T>> {
         let registry_key = format!("collection:{}", T::NAME);
         let state = self.shared_state_or(
@@ -706,6 +818,17 @@ impl<T: Record> Collection<T> {
     }
 
     /// The collection's name.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// #[record(name = "todo")]
+    /// struct Task { #[record(key)] id: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert_eq!(db.collection::<Task>()?.name(), "todo");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.state.name
     }
@@ -762,6 +885,21 @@ impl<T: Record> Collection<T> {
 
     /// Inserts or replaces `record`: Inserted, Updated, or Unchanged when the stored bytes are
     /// identical (then nothing is written and no change is published).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// use tessera::WriteOutcome;
+    /// assert_eq!(db.write(|tx| tasks.upsert(tx, &task(1, 5)))?, WriteOutcome::Inserted);
+    /// assert_eq!(db.write(|tx| tasks.upsert(tx, &task(1, 7)))?, WriteOutcome::Updated);
+    /// assert_eq!(tasks.get(&db, &1)?.map(|t| t.priority), Some(7));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn upsert(&self, tx: &mut WriteTxn<'_>, record: &T) -> Result<WriteOutcome> {
         let mut key = Vec::with_capacity(32);
         record.encode_key(&mut key);
@@ -774,6 +912,24 @@ impl<T: Record> Collection<T> {
 
     /// Reads the record at `key`, lets `change` edit it, and writes it back;
     /// [`Error::NotFound`] if there is none. The closure may not change the primary key.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// db.write(|tx| tasks.update(tx, &1, |t| t.priority += 1))?;
+    /// assert_eq!(tasks.get(&db, &1)?.map(|t| t.priority), Some(6));
+    /// let missing = db.write(|tx| tasks.update(tx, &2, |t| t.priority += 1));
+    /// assert!(matches!(missing, Err(tessera::Error::NotFound { .. })));
+    /// let rekeyed = db.write(|tx| tasks.update(tx, &1, |t| t.id = 3));
+    /// assert!(matches!(rekeyed, Err(tessera::Error::KeyChanged { .. })));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn update<Q>(&self, tx: &mut WriteTxn<'_>, key: &Q, change: impl FnOnce(&mut T)) -> Result<WriteOutcome>
     where
         T::Key: Borrow<Q>,
@@ -861,6 +1017,21 @@ impl<T: Record> Collection<T> {
     }
 
     /// Deletes the record at `key`: Deleted, or Unchanged if there was none.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// use tessera::WriteOutcome;
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// assert_eq!(db.write(|tx| tasks.delete(tx, &1))?, WriteOutcome::Deleted);
+    /// assert_eq!(db.write(|tx| tasks.delete(tx, &1))?, WriteOutcome::Unchanged);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn delete<Q>(&self, tx: &mut WriteTxn<'_>, key: &Q) -> Result<WriteOutcome>
     where
         T::Key: Borrow<Q>,
@@ -874,6 +1045,21 @@ impl<T: Record> Collection<T> {
     }
 
     /// Deletes every record the query matches; returns how many.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| (1..=5).try_for_each(|id| tasks.insert(tx, &task(id, id as i32)).map(drop)))?;
+    /// let low = tasks.filter(Task::priority().lt(3));
+    /// assert_eq!(db.write(|tx| tasks.delete_where(tx, &low))?, 2);
+    /// assert_eq!(tasks.all().count(&db)?, 3);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn delete_where(&self, tx: &mut WriteTxn<'_>, query: &Query<T>) -> Result<usize> {
         let keys = query.matching_keys(&*tx)?;
         for key in &keys {
@@ -883,6 +1069,22 @@ impl<T: Record> Collection<T> {
     }
 
     /// The record at `key`.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// assert_eq!(tasks.get(&db, &1)?, Some(task(1, 5)));
+    /// assert_eq!(tasks.get(&db, &2)?, None);
+    /// let tx = db.read_txn()?; // or inside one snapshot
+    /// assert!(tasks.get(&tx, &1)?.is_some());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get<Q>(&self, source: &impl ReadSource, key: &Q) -> Result<Option<T>>
     where
         T::Key: Borrow<Q>,
@@ -895,6 +1097,22 @@ impl<T: Record> Collection<T> {
     /// The record at `key`, read in place from `snapshot` (a read or write transaction): no
     /// decode until a field is read, and the view cannot outlive the transaction. See
     /// [`RecordRef`].
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// let tx = db.read_txn()?;
+    /// let view = tasks.get_ref(&tx, &1)?.expect("stored");
+    /// let title: &str = view.title()?; // borrowed from the map: nothing decoded
+    /// assert_eq!((title, view.priority()?), ("task 1", 5));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get_ref<'t, Q>(&'t self, snapshot: &'t impl Snapshot, key: &Q) -> Result<Option<RecordRef<'t, T>>>
     where
         T::Key: Borrow<Q>,
@@ -919,6 +1137,20 @@ impl<T: Record> Collection<T> {
     }
 
     /// The records at `keys`, in order (`None` where missing), from one snapshot.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// let found = tasks.get_many(&db, &[1, 2])?;
+    /// assert_eq!(found, [Some(task(1, 5)), None]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get_many<'k, Q>(&self, source: &impl ReadSource, keys: impl IntoIterator<Item = &'k Q>) -> Result<Vec<Option<T>>>
     where
         T::Key: Borrow<Q>,
@@ -937,11 +1169,39 @@ impl<T: Record> Collection<T> {
     }
 
     /// Every record, in primary-key order, as a query to refine.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| [3, 1, 2].into_iter().try_for_each(|id| tasks.insert(tx, &task(id, 0)).map(drop)))?;
+    /// let ids: Vec<u32> = tasks.all().fetch(&db)?.into_iter().map(|t| t.id).collect();
+    /// assert_eq!(ids, [1, 2, 3], "primary-key order");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn all(&self) -> Query<T> {
         Query::new(self.clone(), None)
     }
 
     /// The records matching `predicate`, as a query to refine (order, limit, offset) and run.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| (1..=4).try_for_each(|id| tasks.insert(tx, &task(id, id as i32 * 10)).map(drop)))?;
+    /// let busy = tasks.filter(Task::priority().ge(20).and(Task::note().is_null()));
+    /// assert_eq!(busy.count(&db)?, 3);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn filter(&self, predicate: Expr) -> Query<T> {
         Query::new(self.clone(), Some(predicate))
     }
@@ -949,23 +1209,79 @@ impl<T: Record> Collection<T> {
     /// [`Collection::filter`] from the text syntax (see [`crate::query`]): a typed error with
     /// the column if it does not parse, or if it does not type-check against `T`. The same as
     /// [`Collection::query_text`]: the text may also have `order by`, `limit` and `offset`.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| (1..=4).try_for_each(|id| tasks.insert(tx, &task(id, id as i32)).map(drop)))?;
+    /// assert_eq!(tasks.filter_text("priority >= 3")?.count(&db)?, 2);
+    /// let error = tasks.filter_text("priority >=").unwrap_err();
+    /// assert!(error.to_string().contains("column"), "{error}");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn filter_text(&self, text: &str) -> Result<Query<T>> {
         self.query_text(text)
     }
 
     /// Whether every index has been built (new indexes build in the background).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// assert!(tasks.wait_for_indexes(std::time::Duration::from_secs(10)));
+    /// assert!(tasks.indexes_ready());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn indexes_ready(&self) -> bool {
         self.state.indexes.iter().all(|index| index.ready.load(Ordering::Acquire))
     }
 
     /// Why an index's background build stopped, if it did (for example an entry too long for
     /// an index key). Unique indexes never build in the background: see [`Db::collection`].
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// assert!(tasks.wait_for_indexes(std::time::Duration::from_secs(10)));
+    /// assert_eq!(tasks.index_failure("priority"), None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn index_failure(&self, path: &str) -> Option<String> {
         let index = self.state.indexes.iter().find(|index| index.path == path)?;
         index.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Waits until every index is built, or `timeout` passes; returns whether they are.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// if tasks.wait_for_indexes(std::time::Duration::from_secs(10)) {
+    ///     assert!(tasks.filter(Task::priority().eq(5)).explain()?.to_string().contains("index"));
+    /// }
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn wait_for_indexes(&self, timeout: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         while !self.indexes_ready() {

@@ -13,6 +13,21 @@ use std::fmt;
 use std::ops::Bound;
 
 /// How a query finds its candidate records.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+///
+/// use tessera::collection::Access;
+/// assert!(matches!(tasks.filter(Task::id().eq(1u32)).explain()?.access, Access::Keys(_)));
+/// assert!(matches!(tasks.filter(Task::title().eq("x")).explain()?.access, Access::Scan));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Access {
     /// Nothing can match (e.g. a comparison with the constant NULL).
@@ -39,6 +54,21 @@ pub enum Access {
 }
 
 /// How a query's results come out in order.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+///
+/// use tessera::collection::{Order, PlanOrdering};
+/// assert_eq!(tasks.all().order_by("id", Order::Desc).explain()?.ordering, PlanOrdering::Reversed);
+/// assert_eq!(tasks.all().order_by("title", Order::Asc).explain()?.ordering, PlanOrdering::Sort);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlanOrdering {
     /// The access path yields them in the requested order (primary key, or an index).
@@ -50,6 +80,21 @@ pub enum PlanOrdering {
 }
 
 /// A query's plan, as [`super::Query::explain`] and [`super::DynQuery::explain`] return it.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+///
+/// let plan = tasks.filter(Task::id().gt(10u32).and(Task::title().starts_with("a"))).explain()?;
+/// assert!(plan.filter.is_some(), "the title test runs on every candidate");
+/// println!("{plan}"); // the access path, the filter and the ordering, as text
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// Where candidates come from.

@@ -13,6 +13,21 @@ use std::sync::Arc;
 pub use crate::query::{Nulls, Order};
 
 /// A field to order by: a path, or a typed [`crate::query::Field`].
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+///
+/// use tessera::collection::{Order, OrderField};
+/// assert_eq!("priority".order_path(), "priority");
+/// assert_eq!(tasks.all().order_by("priority", Order::Asc).orders(), tasks.all().order_by(Task::priority(), Order::Asc).orders());
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub trait OrderField {
     /// The dotted path.
     fn order_path(&self) -> String;
@@ -125,6 +140,23 @@ impl<T: Record> Query<T> {
 
     /// Orders by `field` (after any earlier order), with NULLs where SQL puts them: last for
     /// [`Order::Asc`], first for [`Order::Desc`]. Ties are broken by primary key, ascending.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// use tessera::collection::Order;
+    /// db.write(|tx| [(1, 5), (2, 9), (3, 5)].into_iter().try_for_each(|(id, p)| tasks.insert(tx, &task(id, p)).map(drop)))?;
+    /// let query = tasks.all().order_by(Task::priority(), Order::Desc);
+    /// let ids: Vec<u32> = query.fetch(&db)?.into_iter().map(|t| t.id).collect();
+    /// assert_eq!(ids, [2, 1, 3], "ties by primary key");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn order_by(mut self, field: impl OrderField, order: Order) -> Self {
         self.orders.push(OrderKey::new(field.order_path(), order));
         self
@@ -176,33 +208,124 @@ impl<T: Record> Query<T> {
     }
 
     /// Skips the first `offset` results.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| (1..=5).try_for_each(|id| tasks.insert(tx, &task(id, 0)).map(drop)))?;
+    /// let ids: Vec<u32> = tasks.all().offset(3).fetch(&db)?.into_iter().map(|t| t.id).collect();
+    /// assert_eq!(ids, [4, 5]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn offset(mut self, offset: usize) -> Self {
         self.offset = offset;
         self
     }
 
     /// Returns at most `limit` results.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| (1..=5).try_for_each(|id| tasks.insert(tx, &task(id, 0)).map(drop)))?;
+    /// let page: Vec<u32> = tasks.all().offset(1).limit(2).fetch(&db)?.into_iter().map(|t| t.id).collect();
+    /// assert_eq!(page, [2, 3]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = Some(limit);
         self
     }
 
     /// The predicate, if any.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// use tessera::query::field;
+    /// assert_eq!(tasks.filter(Task::priority().gt(1)).predicate(), Some(&field("priority").gt(1)));
+    /// assert_eq!(tasks.all().predicate(), None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn predicate(&self) -> Option<&Expr> {
         self.predicate.as_deref()
     }
 
     /// The order keys, most significant first.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// use tessera::collection::Order;
+    /// let query = tasks.all().order_by("priority", Order::Desc).order_by("title", Order::Asc);
+    /// let paths: Vec<&str> = query.orders().iter().map(|key| key.path.as_str()).collect();
+    /// assert_eq!(paths, ["priority", "title"]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn orders(&self) -> &[OrderKey] {
         &self.orders
     }
 
     /// The offset and limit.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// assert_eq!(tasks.all().offset(20).limit(10).window(), (20, Some(10)));
+    /// assert_eq!(tasks.all().window(), (0, None));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn window(&self) -> (usize, Option<usize>) {
         (self.offset, self.limit)
     }
 
     /// Type-checks the query against the record type and plans it.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// let plan = tasks.filter(Task::id().eq(7u32)).explain()?;
+    /// assert!(plan.to_string().contains("primary key"), "{plan}");
+    /// let refused = tasks.filter_text("title > 3");
+    /// assert!(refused.is_err(), "a string compared with a number does not type-check");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn explain(&self) -> Result<Plan> {
         self.spec().explain()
     }
@@ -225,16 +348,63 @@ impl<T: Record> Query<T> {
     }
 
     /// Runs the query and decodes every result.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| (1..=3).try_for_each(|id| tasks.insert(tx, &task(id, id as i32)).map(drop)))?;
+    /// let found = tasks.filter(Task::priority().ge(2)).fetch(&db)?;
+    /// assert_eq!(found, [task(2, 2), task(3, 3)]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn fetch(&self, source: &impl ReadSource) -> Result<Vec<T>> {
         source.with_snapshot(|snapshot| self.run(snapshot)?.map(|c| c.and_then(|(key, bytes)| self.decode(&key, bytes))).collect())
     }
 
     /// The first result, if any.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// use tessera::collection::Order;
+    /// db.write(|tx| (1..=3).try_for_each(|id| tasks.insert(tx, &task(id, id as i32)).map(drop)))?;
+    /// let top = tasks.all().order_by(Task::priority(), Order::Desc).first(&db)?;
+    /// assert_eq!(top.map(|t| t.id), Some(3));
+    /// assert_eq!(tasks.filter(Task::priority().gt(9)).first(&db)?, None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn first(&self, source: &impl ReadSource) -> Result<Option<T>> {
         source.with_snapshot(|snapshot| self.run(snapshot)?.next().transpose()?.map(|(key, bytes)| self.decode(&key, bytes)).transpose())
     }
 
     /// How many records the query returns (offset and limit applied), decoding none.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| (1..=10).try_for_each(|id| tasks.insert(tx, &task(id, id as i32)).map(drop)))?;
+    /// assert_eq!(tasks.filter(Task::priority().gt(7)).count(&db)?, 3);
+    /// assert_eq!(tasks.all().limit(4).count(&db)?, 4);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn count(&self, source: &impl ReadSource) -> Result<usize> {
         source.with_snapshot(|snapshot| {
             let mut count = 0;
@@ -247,12 +417,46 @@ impl<T: Record> Query<T> {
     }
 
     /// Whether the query returns anything.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// assert!(tasks.filter(Task::priority().eq(5)).exists(&db)?);
+    /// assert!(!tasks.filter(Task::priority().eq(6)).exists(&db)?);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn exists(&self, source: &impl ReadSource) -> Result<bool> {
         source.with_snapshot(|snapshot| Ok(self.run(snapshot)?.next().transpose()?.is_some()))
     }
 
     /// Iterates the results lazily on an open transaction: each record is decoded when the
     /// iterator reaches it (a query that must sort in memory first collects its matches' keys).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| (1..=100).try_for_each(|id| tasks.insert(tx, &task(id, id as i32)).map(drop)))?;
+    /// let tx = db.read_txn()?;
+    /// let mut total = 0;
+    /// for task in tasks.all().iter(&tx)? {
+    ///     total += task?.priority; // decoded one at a time
+    /// }
+    /// assert_eq!(total, 5050);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn iter<'t>(&self, snapshot: &'t impl Snapshot) -> Result<Records<'t, T>> {
         let candidates = self.run(snapshot)?;
         Ok(Records { candidates, state: self.collection.state.clone(), _type: std::marker::PhantomData })
@@ -364,6 +568,22 @@ impl<T: Record> Collection<T> {
 }
 
 /// Query results decoded one at a time: see [`Query::iter`].
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+///
+/// db.write(|tx| (1..=3).try_for_each(|id| tasks.insert(tx, &task(id, 0)).map(drop)))?;
+/// let tx = db.read_txn()?;
+/// let first_two: Vec<u32> = tasks.all().iter(&tx)?.take(2).map(|t| t.map(|t| t.id)).collect::<tessera::Result<_>>()?;
+/// assert_eq!(first_two, [1, 2]);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct Records<'t, T> {
     candidates: Candidates<'t>,
     state: std::sync::Arc<super::CollectionState>,

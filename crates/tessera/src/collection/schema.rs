@@ -6,6 +6,16 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// The shape of a record's field, as far as storage and queries care.
+///
+/// ```
+/// use tessera::collection::{Describe, IntType, Record, TypeDesc};
+/// #[derive(Record)]
+/// struct Task { #[record(key)] id: u32, note: Option<String> }
+/// let shape = Task::describe();
+/// assert_eq!(shape.resolve("id"), Some(&TypeDesc::Integer(IntType::U32)));
+/// assert_eq!(shape.resolve("note"), Some(&TypeDesc::Option(Box::new(TypeDesc::String))));
+/// assert_eq!(shape.resolve("missing"), None);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TypeDesc {
     /// `bool`
@@ -91,6 +101,12 @@ pub enum IntType {
 
 impl IntType {
     /// The smallest and largest value of the type.
+    ///
+    /// ```
+    /// use tessera::collection::IntType;
+    /// assert_eq!(IntType::U8.range(), (0, 255));
+    /// assert_eq!(IntType::I16.range(), (-32_768, 32_767));
+    /// ```
     pub fn range(self) -> (i128, i128) {
         match self {
             IntType::I8 => (i8::MIN.into(), i8::MAX.into()),
@@ -105,6 +121,12 @@ impl IntType {
     }
 
     /// Whether `value` is in the type's range.
+    ///
+    /// ```
+    /// use tessera::collection::IntType;
+    /// assert!(IntType::U8.contains(255));
+    /// assert!(!IntType::U8.contains(-1));
+    /// ```
     pub fn contains(self, value: i128) -> bool {
         let (min, max) = self.range();
         (min..=max).contains(&value)
@@ -112,12 +134,23 @@ impl IntType {
 
     /// Whether every value of `other` is a value of this type (a change from `other` to
     /// `self` keeps every stored value readable).
+    ///
+    /// ```
+    /// use tessera::collection::IntType;
+    /// assert!(IntType::I64.holds_every(IntType::U32), "a widening keeps every value");
+    /// assert!(!IntType::U32.holds_every(IntType::I8), "negative values would not fit");
+    /// ```
     pub fn holds_every(self, other: IntType) -> bool {
         let ((min, max), (other_min, other_max)) = (self.range(), other.range());
         min <= other_min && other_max <= max
     }
 
     /// The Rust type's name.
+    ///
+    /// ```
+    /// use tessera::collection::IntType;
+    /// assert_eq!(IntType::U64.name(), "u64");
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             IntType::I8 => "i8",
@@ -238,6 +271,16 @@ impl Class {
 
 impl TypeDesc {
     /// The type at a dotted path; a step may also name an enum variant (`content.Image`).
+    ///
+    /// ```
+    /// use tessera::collection::{Describe, Embed, IntType, Record, TypeDesc};
+    /// #[derive(Embed)]
+    /// struct Place { x: f64 }
+    /// #[derive(Record)]
+    /// struct Shop { #[record(key)] id: u16, place: Place }
+    /// assert_eq!(Shop::describe().resolve("place.x"), Some(&TypeDesc::Float));
+    /// assert_eq!(Shop::describe().resolve("id"), Some(&TypeDesc::Integer(IntType::U16)));
+    /// ```
     pub fn resolve(&self, path: &str) -> Option<&TypeDesc> {
         let mut current = self;
         for step in path.split('.') {
@@ -492,6 +535,13 @@ fn mismatch(expr: &Expr, expected: &str, found: Class) -> QueryError {
 }
 
 /// One index of a record type, as `#[derive(Record)]` declares it.
+///
+/// ```
+/// use tessera::collection::{IndexDef, Record};
+/// #[derive(Record)]
+/// struct User { #[record(key)] id: u32, #[record(unique)] email: String, #[record(index)] age: u8 }
+/// assert_eq!(User::INDEXES, &[IndexDef { path: "email", unique: true }, IndexDef { path: "age", unique: false }][..]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexDef {
     /// Dotted path of the indexed field.

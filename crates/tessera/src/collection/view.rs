@@ -9,6 +9,24 @@ use tessera_value::{Dict, Value};
 
 /// What a generated record view reads from: the stored record's root dict, the collection's
 /// field ids, and the collection and key (for errors). Built by [`RecordRef`].
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+///
+/// use tessera::collection::RecordView;
+/// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+/// let tx = db.read_txn()?;
+/// let view = tasks.get_ref(&tx, &1)?.unwrap();
+/// let parts = view.parts();
+/// assert_eq!(parts.as_value().get("priority").and_then(|p| p.as_i64()), Some(5));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct ViewParts<'t> {
     dict: Dict<'t>,
@@ -34,6 +52,23 @@ impl<'t> ViewParts<'t> {
     }
 
     /// The record as a binary-format value, for reads the accessors do not cover.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// use tessera::collection::RecordView;
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// let tx = db.read_txn()?;
+    /// let view = tasks.get_ref(&tx, &1)?.unwrap();
+    /// assert_eq!(view.parts().as_value().get("title").and_then(|t| t.as_str()), Some("task 1"));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn as_value(&self) -> Value<'t> {
         self.dict.as_value()
     }
@@ -41,6 +76,25 @@ impl<'t> ViewParts<'t> {
 
 /// A record type's generated view: `#[derive(Record)]` makes `NameView<'t>` with one accessor
 /// per field.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+///
+/// use tessera::collection::RecordView;
+/// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+/// let tx = db.read_txn()?;
+/// let view = tasks.get_ref(&tx, &1)?.unwrap();
+/// // The generated TaskView has one accessor per field, and its parts for anything else.
+/// assert_eq!(view.priority()?, 5);
+/// assert!(view.parts().as_value().get("note").is_some_and(|note| note.is_null()));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub trait RecordView<'t>: Sized {
     /// Wraps the parts.
     fn from_parts(parts: ViewParts<'t>) -> Self;
@@ -50,6 +104,13 @@ pub trait RecordView<'t>: Sized {
 
 /// The view of a record type that has no generated accessors (a record with type
 /// parameters): [`ViewParts::as_value`] and [`RecordRef::decode`] still work.
+///
+/// ```
+/// use tessera::collection::{RecordView, PlainView};
+/// fn as_json(view: &PlainView<'_>) -> String {
+///     view.parts().as_value().to_json()
+/// }
+/// ```
 #[derive(Clone)]
 pub struct PlainView<'t>(ViewParts<'t>);
 
@@ -115,6 +176,22 @@ impl<'t, T: Record> RecordRef<'t, T> {
     }
 
     /// Decodes the whole record.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// let tx = db.read_txn()?;
+    /// let view = tasks.get_ref(&tx, &1)?.unwrap();
+    /// assert_eq!(view.decode()?, task(1, 5));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn decode(&self) -> Result<T> {
         let parts = self.view.parts();
         T::decode(parts.as_value(), parts.ids).map_err(|error| Error::RecordDecode {
@@ -127,6 +204,22 @@ impl<'t, T: Record> RecordRef<'t, T> {
 
     /// The record as a binary-format value. (Named `as_value`, not `value`, so that a record
     /// field called `value` keeps its accessor.)
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String, #[record(index)] priority: i32, note: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let task = |id: u32, priority: i32| Task { id, title: format!("task {id}"), priority, note: None };
+    ///
+    /// db.write(|tx| tasks.insert(tx, &task(1, 5)))?;
+    /// let tx = db.read_txn()?;
+    /// let view = tasks.get_ref(&tx, &1)?.unwrap();
+    /// assert_eq!(view.as_value().get("id").and_then(|id| id.as_u64()), Some(1));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn as_value(&self) -> Value<'t> {
         self.view.parts().as_value()
     }

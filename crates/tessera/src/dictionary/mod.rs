@@ -43,29 +43,79 @@ use tessera_value::{Doc, Value};
 /// inserting and reading 40,000 keys): against Dflat's 12, 32 shards read hot keys 10-15 %
 /// faster in every run, while inserts moved ±20 % either way from run to run; both beat a
 /// single lock by up to 3× on hot reads.
+///
+/// ```
+/// assert_eq!(tessera::DictionaryOptions::default().shards, tessera::dictionary::SHARDS_DEFAULT);
+/// ```
 pub const SHARDS_DEFAULT: usize = 32;
 /// Default write-behind interval.
+///
+/// ```
+/// use tessera::dictionary::FLUSH_INTERVAL_DEFAULT;
+/// assert_eq!(tessera::DictionaryOptions::default().flush_interval, FLUSH_INTERVAL_DEFAULT);
+/// assert!(FLUSH_INTERVAL_DEFAULT >= std::time::Duration::from_millis(1));
+/// ```
 pub const FLUSH_INTERVAL_DEFAULT: Duration = Duration::from_millis(20);
 /// Keys read from storage one at a time before an unbounded cache may load the whole
 /// dictionary in one scan.
+///
+/// ```
+/// use tessera::dictionary::{BULK_LOAD_ENTRIES_PER_MISS, BULK_LOAD_MISSES_MIN};
+/// // A dictionary of 1,000 stored entries is loaded in one scan after this many single reads:
+/// assert_eq!((1_000 / BULK_LOAD_ENTRIES_PER_MISS).max(BULK_LOAD_MISSES_MIN), 500);
+/// ```
 pub const BULK_LOAD_MISSES_MIN: u64 = 64;
 /// An unbounded cache loads the whole dictionary once it has read one key from storage for
 /// every this many stored entries (and at least [`BULK_LOAD_MISSES_MIN`]). Measured on the
 /// `dictionary` benchmark's 120,000 entries (2 cores): loading an entry in the scan costs about
 /// a quarter of a lookup, but the scan runs on one thread while lookups run on every core, so
 /// the scan only pays once about half the dictionary has been read key by key.
+///
+/// ```
+/// use tessera::dictionary::{BULK_LOAD_ENTRIES_PER_MISS, BULK_LOAD_MISSES_MIN};
+/// // A small dictionary waits for at least BULK_LOAD_MISSES_MIN single reads:
+/// assert_eq!((40 / BULK_LOAD_ENTRIES_PER_MISS).max(BULK_LOAD_MISSES_MIN), 64);
+/// ```
 pub const BULK_LOAD_ENTRIES_PER_MISS: u64 = 2;
 
 /// Prefix of a dictionary's keyspace.
 const DICTIONARY_KEYSPACE_PREFIX: &str = "tessera.dictionary.";
 /// Longest dictionary name: what fits a keyspace name after `tessera.dictionary.`.
+///
+/// ```
+/// use tessera::dictionary::DICTIONARY_NAME_LEN_MAX;
+/// use tessera::DictionaryOptions;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// assert!(db.dictionary_with(&"d".repeat(DICTIONARY_NAME_LEN_MAX), DictionaryOptions::default()).is_ok());
+/// let long = db.dictionary_with(&"d".repeat(DICTIONARY_NAME_LEN_MAX + 1), DictionaryOptions::default());
+/// assert!(matches!(long, Err(tessera::Error::InvalidName { .. })));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const DICTIONARY_NAME_LEN_MAX: usize = crate::store::names::len_max_after(DICTIONARY_KEYSPACE_PREFIX);
 
 /// Most bytes one stored entry can have: LMDB's largest value (`MDB_MAXDATASIZE`, a 32-bit
 /// length). [`Dictionary::set`] also refuses an entry larger than the map ceiling.
+///
+/// ```
+/// use tessera::dictionary::ENTRY_LEN_MAX;
+/// assert_eq!(ENTRY_LEN_MAX, 4_294_967_295);
+/// ```
 pub const ENTRY_LEN_MAX: u64 = u32::MAX as u64;
 
 /// Options for [`Db::dictionary_with`].
+///
+/// ```
+/// use std::time::Duration;
+/// use tessera::DictionaryOptions;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let options = DictionaryOptions { shards: 4, flush_interval: Duration::from_millis(5), entries_max: Some(1_000) };
+/// let cache = db.dictionary_with("cache", options)?;
+/// cache.set("answer", &42)?;
+/// assert_eq!(cache.get::<i32>("answer")?, Some(42));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct DictionaryOptions {
     /// Cache shards (each with its own lock); at least 1.
@@ -182,6 +232,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Db {
     /// The default dictionary.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// assert_eq!(settings.name(), "default");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn dictionary(&self) -> Result<Dictionary> {
         self.dictionary_with("default", DictionaryOptions::default())
     }
@@ -578,6 +636,17 @@ fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interva
 
 impl Dictionary {
     /// The value of `key` as a `T`; `None` if absent; an error if stored as another type.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("theme", "dark")?;
+    /// assert_eq!(settings.get::<String>("theme")?, Some("dark".to_owned()));
+    /// assert_eq!(settings.get::<String>("missing")?, None);
+    /// assert!(settings.get::<u32>("theme").is_err(), "a string is not a u32");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
         let inner = &self.inner;
         inner.with_bytes(key, |bytes| match bytes {
@@ -593,6 +662,16 @@ impl Dictionary {
     }
 
     /// Reads the stored value in place, as a binary-format [`Value`], without copying it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("sizes", &[1, 2, 3])?;
+    /// let count = settings.with_value("sizes", |value| value.and_then(|v| v.as_array()).map(|a| a.len()))?;
+    /// assert_eq!(count, Some(3));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn with_value<R>(&self, key: &str, read: impl FnOnce(Option<Value<'_>>) -> R) -> Result<R> {
         self.inner.with_bytes(key, |bytes| match bytes {
             None => Ok(read(None)),
@@ -605,6 +684,16 @@ impl Dictionary {
     }
 
     /// True if `key` has a value.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("volume", &7)?;
+    /// assert!(settings.contains("volume")?);
+    /// assert!(!settings.contains("brightness")?);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn contains(&self, key: &str) -> Result<bool> {
         self.inner.with_bytes(key, |bytes| Ok(bytes.is_some()))
     }
@@ -640,6 +729,16 @@ impl Dictionary {
 
     /// Removes `key`. Returns at once, like `set`, and reports a failed background write as
     /// `set` does.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("volume", &7)?;
+    /// settings.remove("volume")?;
+    /// assert_eq!(settings.get::<i32>("volume")?, None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn remove(&self, key: &str) -> Result<()> {
         self.inner.report_write_behind()?;
         self.inner.write(key, None);
@@ -647,6 +746,19 @@ impl Dictionary {
     }
 
     /// Every key with a value, from storage and pending writes, in order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("b", &2)?;
+    /// settings.set("a", &1)?;
+    /// settings.flush()?;
+    /// settings.set("c", &3)?; // pending writes count too
+    /// settings.remove("b")?;
+    /// assert_eq!(settings.keys()?, ["a", "c"]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn keys(&self) -> Result<Vec<String>> {
         let inner = &self.inner;
         let mut keys = inner.db.read(|tx| keys::all(tx, &inner.keyspace))?;
@@ -665,6 +777,17 @@ impl Dictionary {
     }
 
     /// Removes every key, pending writes included, in one transaction.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("a", &1)?;
+    /// settings.clear()?;
+    /// assert!(settings.keys()?.is_empty());
+    /// assert_eq!(settings.get::<i32>("a")?, None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn clear(&self) -> Result<()> {
         let inner = &self.inner;
         inner.db.write_with(Durability::Immediate, |tx| {
@@ -684,6 +807,20 @@ impl Dictionary {
     }
 
     /// Returns once everything set so far, by every thread, is written and durable.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// {
+    ///     let db = tessera::Db::open(&path)?;
+    ///     let settings = db.dictionary()?;
+    ///     settings.set("volume", &7)?;
+    ///     settings.flush()?; // durable now
+    /// }
+    /// let db = tessera::Db::open(&path)?;
+    /// assert_eq!(db.dictionary()?.get::<i32>("volume")?, Some(7));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn flush(&self) -> Result<()> {
         let inner = &self.inner;
         let target = inner.sequence.load(Ordering::SeqCst);
@@ -697,6 +834,16 @@ impl Dictionary {
 
     /// Flushes and reports the outcome; dropping the last handle flushes too, but can only
     /// report a failure on standard error.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("volume", &7)?;
+    /// settings.close()?; // flushed, and any failure reported here
+    /// assert_eq!(db.dictionary()?.get::<i32>("volume")?, Some(7));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn close(self) -> Result<()> {
         self.flush()
     }
@@ -727,6 +874,14 @@ impl Dictionary {
     }
 
     /// The dictionary's name.
+    ///
+    /// ```
+    /// use tessera::DictionaryOptions;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert_eq!(db.dictionary_with("settings", DictionaryOptions::default())?.name(), "settings");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -773,6 +928,19 @@ impl Drop for DictInner {
 }
 
 /// Dictionary writes inside a database transaction.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let settings = db.dictionary()?;
+/// let tasks = db.keyspace("tasks")?;
+/// db.write(|tx| {
+///     tx.put(&tasks, b"t1", b"write the docs")?;
+///     tx.dictionary(&settings).set("last_task", "t1") // commits with the put, or not at all
+/// })?;
+/// assert_eq!(settings.get::<String>("last_task")?, Some("t1".to_owned()));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct DictTxn<'t, 'db> {
     tx: &'t mut WriteTxn<'db>,
     dictionary: &'t Dictionary,
@@ -780,6 +948,15 @@ pub struct DictTxn<'t, 'db> {
 
 impl<'db> WriteTxn<'db> {
     /// `dictionary`'s writes inside this transaction: they commit with the rest of it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// db.write(|tx| tx.dictionary(&settings).set("volume", &7))?;
+    /// assert_eq!(settings.get::<i32>("volume")?, Some(7));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn dictionary<'t>(&'t mut self, dictionary: &'t Dictionary) -> DictTxn<'t, 'db> {
         DictTxn { tx: self, dictionary }
     }
@@ -787,6 +964,19 @@ impl<'db> WriteTxn<'db> {
 
 impl DictTxn<'_, '_> {
     /// Sets `key` in the transaction.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// let failed: tessera::Result<()> = db.write(|tx| {
+    ///     tx.dictionary(&settings).set("volume", &7)?;
+    ///     Err(tessera::Error::Corrupted("a later step fails".into()))
+    /// });
+    /// assert!(failed.is_err());
+    /// assert_eq!(settings.get::<i32>("volume")?, None, "rolled back with the transaction");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn set<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<()> {
         let bytes = tessera_value::to_vec(value)?;
         self.dictionary.inner.check_entry_len(key, &bytes)?;
@@ -797,6 +987,16 @@ impl DictTxn<'_, '_> {
     }
 
     /// Removes `key` in the transaction.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// db.write(|tx| tx.dictionary(&settings).set("volume", &7))?;
+    /// db.write(|tx| tx.dictionary(&settings).remove("volume"))?;
+    /// assert_eq!(settings.get::<i32>("volume")?, None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn remove(&mut self, key: &str) -> Result<()> {
         let inner = &self.dictionary.inner;
         keys::remove(self.tx, &inner.keyspace, &inner.long_key_hash, key)?;
@@ -805,6 +1005,20 @@ impl DictTxn<'_, '_> {
     }
 
     /// The value of `key` as this transaction sees it (pending writes of the cache included).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.dictionary()?;
+    /// settings.set("volume", &7)?; // pending in the cache: the transaction sees it
+    /// let seen = db.write(|tx| {
+    ///     let mut dict = tx.dictionary(&settings);
+    ///     dict.set("brightness", &3)?;
+    ///     Ok((dict.get::<i32>("volume")?, dict.get::<i32>("brightness")?))
+    /// })?;
+    /// assert_eq!(seen, (Some(7), Some(3)));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
         let inner = &self.dictionary.inner;
         let pending = {

@@ -35,6 +35,24 @@ const PATH_SEPARATOR: u8 = 0;
 
 /// A per-field bytes-in, bytes-out hook (encryption, compression), applied on every path that
 /// writes or reads a field.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tessera::documents::{DocumentsOptions, FieldTransform};
+/// /// Reverses each field's bytes (a stand-in for encryption).
+/// struct Reversed;
+/// impl FieldTransform for Reversed {
+///     fn encode(&self, _field: &str, mut bytes: Vec<u8>) -> Vec<u8> { bytes.reverse(); bytes }
+///     fn decode(&self, _field: &str, bytes: &[u8]) -> Result<Vec<u8>, String> { Ok(bytes.iter().rev().copied().collect()) }
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let options = DocumentsOptions { transform: Some(Arc::new(Reversed)), ..Default::default() };
+/// let notes = db.documents_with("notes", options)?.document::<std::collections::BTreeMap<String, String>>("n1");
+/// notes.set(&[("text".to_owned(), "secret".to_owned())].into())?;
+/// assert_eq!(notes.get()?.unwrap()["text"], "secret");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub trait FieldTransform: Send + Sync {
     /// Transforms a field's encoded value before it is stored.
     fn encode(&self, field: &str, bytes: Vec<u8>) -> Vec<u8>;
@@ -43,6 +61,23 @@ pub trait FieldTransform: Send + Sync {
 }
 
 /// Options for [`Db::documents_with`].
+///
+/// ```
+/// use tessera::documents::DocumentsOptions;
+/// use tessera::Durability;
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+/// struct Place { city: String }
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+/// struct Person { name: String, home: Place }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let options = DocumentsOptions { durability: Durability::Immediate, deep: true, transform: None };
+/// let ada = db.documents_with("people", options)?.document::<Person>("ada");
+/// ada.set(&Person { name: "Ada".into(), home: Place { city: "London".into() } })?;
+/// ada.update_field("home.city", "Paris")?; // deep: one key for the nested field
+/// assert_eq!(ada.get()?.unwrap().home.city, "Paris");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct DocumentsOptions {
     /// Durability of this collection's writes (MMKV-class `Buffered` by default).
@@ -101,6 +136,15 @@ pub struct Documents {
 const DOCUMENTS_KEYSPACE_PREFIX: &str = "tessera.documents.";
 
 /// Longest document collection name: what fits a keyspace name after `tessera.documents.`.
+///
+/// ```
+/// use tessera::documents::DOCUMENTS_NAME_LEN_MAX;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// assert!(db.documents(&"d".repeat(DOCUMENTS_NAME_LEN_MAX)).is_ok());
+/// assert!(matches!(db.documents(&"d".repeat(DOCUMENTS_NAME_LEN_MAX + 1)), Err(tessera::Error::InvalidName { .. })));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const DOCUMENTS_NAME_LEN_MAX: usize = crate::store::names::len_max_after(DOCUMENTS_KEYSPACE_PREFIX);
 
 impl Db {
@@ -119,6 +163,15 @@ impl Db {
     }
 
     /// The document collection `name`, with options.
+    ///
+    /// ```
+    /// use tessera::documents::DocumentsOptions;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let settings = db.documents_with("settings", DocumentsOptions { deep: true, ..Default::default() })?;
+    /// assert_eq!(settings.name(), "settings");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn documents_with(&self, name: &str, options: DocumentsOptions) -> Result<Documents> {
         crate::store::names::check("documents", name, DOCUMENTS_NAME_LEN_MAX)?;
         let keyspace = self.internal_keyspace(&format!("{DOCUMENTS_KEYSPACE_PREFIX}{name}"))?;
@@ -128,23 +181,62 @@ impl Db {
 
 impl Documents {
     /// A handle on the document `id` (which need not exist yet).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let counter = db.documents("counters")?.document::<std::collections::BTreeMap<String, u64>>("visits");
+    /// assert_eq!(counter.get()?, None, "a handle on a document that does not exist yet");
+    /// counter.set(&[("home".to_owned(), 1)].into())?;
+    /// assert!(counter.exists()?);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn document<T: Serialize + DeserializeOwned>(&self, id: &str) -> Document<T> {
         Document { collection: self.collection.clone(), id: id.into(), prefix: key::encode(id), _type: PhantomData }
     }
 
     /// Ids of the documents whose id starts with `prefix`, in order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let docs = db.documents("users")?;
+    /// for id in ["user:2", "user:1", "admin:1"] {
+    ///     docs.document::<std::collections::BTreeMap<String, u8>>(id).set(&[("n".to_owned(), 1)].into())?;
+    /// }
+    /// assert_eq!(docs.ids_with_prefix("user:")?, ["user:1", "user:2"]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn ids_with_prefix(&self, prefix: &str) -> Result<Vec<String>> {
         let raw = key::part_prefix(prefix.as_bytes());
         self.collection.db.read(|tx| collect_ids(tx.prefix(&self.collection.keyspace, &raw)?))
     }
 
     /// Ids of the documents with `start <= id < end`, in order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let days = db.documents("days")?;
+    /// for id in ["2026-11-23", "2026-11-24", "2026-11-25"] {
+    ///     days.document::<std::collections::BTreeMap<String, u8>>(id).set(&[("n".to_owned(), 1)].into())?;
+    /// }
+    /// assert_eq!(days.ids_in_range("2026-11-24", "2026-11-25")?, ["2026-11-24"]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn ids_in_range(&self, start: &str, end: &str) -> Result<Vec<String>> {
         let (from, to) = (key::encode(start), key::encode(end));
         self.collection.db.read(|tx| collect_ids(tx.range(&self.collection.keyspace, &from[..]..&to[..])?))
     }
 
     /// The collection's name.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert_eq!(db.documents("profiles")?.name(), "profiles");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.collection.name
     }
@@ -164,6 +256,18 @@ fn collect_ids(entries: Entries<'_>) -> Result<Vec<String>> {
 }
 
 /// One document of type `T`. Handles are cheap; two handles to one id are the same document.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq, Clone)]
+/// struct Profile { name: String, age: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let profiles = db.documents("profiles")?;
+/// let (one, other) = (profiles.document::<Profile>("ada"), profiles.document::<Profile>("ada"));
+/// one.set(&Profile { name: "Ada".into(), age: 36 })?;
+/// assert_eq!(other.get()?.map(|p| p.age), Some(36), "two handles on one id are one document");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct Document<T> {
     pub(crate) collection: Arc<Collection>,
     pub(crate) id: Arc<str>,
@@ -203,6 +307,13 @@ impl<T> Document<T> {
 
 impl<T: Serialize + DeserializeOwned> Document<T> {
     /// The document's id.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert_eq!(db.documents("profiles")?.document::<Vec<u8>>("ada").id(), "ada");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -212,27 +323,94 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     }
 
     /// The document, or `None` if it has no field stored.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// assert_eq!(ada.get()?, None);
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+    /// assert_eq!(ada.get()?, Some(Profile { name: "Ada".into(), age: 36 }));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get(&self) -> Result<Option<T>> {
         self.collection.db.read(|tx| self.get_in(tx))
     }
 
     /// [`Document::get`] inside a read transaction.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let profiles = db.documents("profiles")?;
+    /// let (ada, bob) = (profiles.document::<Profile>("ada"), profiles.document::<Profile>("bob"));
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+    /// // Both read from one snapshot.
+    /// let (a, b) = db.read(|tx| Ok((ada.get_in(tx)?, bob.get_in(tx)?)))?;
+    /// assert_eq!((a.map(|p| p.age), b), (Some(36), None));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get_in(&self, tx: &ReadTxn<'_>) -> Result<Option<T>> {
         fields::decode(self, tx.prefix(&self.collection.keyspace, &self.prefix)?)
     }
 
     /// [`Document::get`] inside a write transaction (sees its uncommitted writes).
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// let seen = db.write(|tx| {
+    ///     ada.set_in(tx, &Profile { name: "Ada".into(), age: 36 })?;
+    ///     ada.get_in_write(tx) // sees the uncommitted write
+    /// })?;
+    /// assert_eq!(seen.map(|p| p.age), Some(36));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get_in_write(&self, tx: &WriteTxn<'_>) -> Result<Option<T>> {
         fields::decode(self, tx.prefix(&self.collection.keyspace, &self.prefix)?)
     }
 
     /// Replaces the document: the old fields go and the new ones arrive in one transaction.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, nickname: Option<String> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// ada.set(&Profile { name: "Ada".into(), nickname: Some("A".into()) })?;
+    /// ada.set(&Profile { name: "Ada".into(), nickname: None })?; // replaces every field
+    /// assert_eq!(ada.get()?.unwrap().nickname, None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn set(&self, value: &T) -> Result<()> {
         let encoded = fields::encode(self, value)?;
         self.write(|tx| self.write_fields(tx, &encoded))
     }
 
     /// [`Document::set`] inside a caller's write transaction.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Account { balance: i64 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let accounts = db.documents("accounts")?;
+    /// let (a, b) = (accounts.document::<Account>("a"), accounts.document::<Account>("b"));
+    /// db.write(|tx| {
+    ///     a.set_in(tx, &Account { balance: 60 })?;
+    ///     b.set_in(tx, &Account { balance: 40 }) // both or neither
+    /// })?;
+    /// assert_eq!(a.get()?.unwrap().balance + b.get()?.unwrap().balance, 100);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn set_in(&self, tx: &mut WriteTxn<'_>, value: &T) -> Result<()> {
         let encoded = fields::encode(self, value)?;
         self.write_fields(tx, &encoded)
@@ -261,6 +439,18 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
 
     /// Atomic read-modify-write. Returns the new value, or `None` (nothing written) if the
     /// document does not exist.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Counter { hits: u64 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let counter = db.documents("counters")?.document::<Counter>("home");
+    /// assert_eq!(counter.update(|c| Counter { hits: c.hits + 1 })?, None, "no document: nothing written");
+    /// counter.set(&Counter { hits: 1 })?;
+    /// assert_eq!(counter.update(|c| Counter { hits: c.hits + 1 })?, Some(Counter { hits: 2 }));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn update(&self, mut change: impl FnMut(T) -> T) -> Result<Option<T>> {
         self.write(|tx| {
             let Some(current) = self.get_in_write(tx)? else { return Ok(None) };
@@ -298,6 +488,21 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     }
 
     /// [`Document::update_field`] inside a caller's write transaction.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+    /// db.write(|tx| {
+    ///     ada.update_field_in(tx, "age", &37u32)?;
+    ///     ada.update_field_in(tx, "name", "Ada L.")
+    /// })?;
+    /// assert_eq!(ada.get()?, Some(Profile { name: "Ada L.".into(), age: 37 }));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn update_field_in<V: Serialize + ?Sized>(&self, tx: &mut WriteTxn<'_>, name: &str, value: &V) -> Result<()> {
         let (field_key, bytes) = self.encode_field(name, value)?;
         self.put_field(tx, &field_key, &bytes)
@@ -337,16 +542,52 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     }
 
     /// A handle on one field, with `get` and `set`.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+    /// let age = ada.field::<u32>("age");
+    /// age.set(&37)?;
+    /// assert_eq!(age.get()?, Some(37));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn field<V: Serialize + DeserializeOwned>(&self, name: &str) -> FieldHandle<T, V> {
         FieldHandle { document: self.clone(), name: name.into(), _type: PhantomData }
     }
 
     /// Removes the document; returns whether it existed.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let doc = db.documents("notes")?.document::<std::collections::BTreeMap<String, String>>("n1");
+    /// doc.set(&[("text".to_owned(), "hi".to_owned())].into())?;
+    /// assert!(doc.delete()?);
+    /// assert!(!doc.delete()?, "already gone");
+    /// assert_eq!(doc.get()?, None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn delete(&self) -> Result<bool> {
         self.write(|tx| self.delete_in(tx))
     }
 
     /// [`Document::delete`] inside a caller's write transaction.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let notes = db.documents("notes")?;
+    /// type Note = std::collections::BTreeMap<String, u8>;
+    /// let (a, b) = (notes.document::<Note>("a"), notes.document::<Note>("b"));
+    /// a.set(&[("n".to_owned(), 1)].into())?;
+    /// let deleted = db.write(|tx| Ok((a.delete_in(tx)?, b.delete_in(tx)?)))?;
+    /// assert_eq!(deleted, (true, false));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn delete_in(&self, tx: &mut WriteTxn<'_>) -> Result<bool> {
         let keys: Vec<Vec<u8>> =
             tx.prefix(&self.collection.keyspace, &self.prefix)?.map(|entry| entry.map(|(k, _)| k.to_vec())).collect::<Result<_>>()?;
@@ -357,6 +598,16 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     }
 
     /// True if the document has at least one field stored.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let doc = db.documents("notes")?.document::<std::collections::BTreeMap<String, u8>>("n1");
+    /// assert!(!doc.exists()?);
+    /// doc.set(&[("n".to_owned(), 1)].into())?;
+    /// assert!(doc.exists()?);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn exists(&self) -> Result<bool> {
         self.collection.db.read(|tx| Ok(tx.prefix(&self.collection.keyspace, &self.prefix)?.next().transpose()?.is_some()))
     }
@@ -435,6 +686,17 @@ pub struct FieldHandle<T, V> {
 
 impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHandle<T, V> {
     /// The field's value, or `None` if it is not stored.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Profile { name: String, age: Option<u32> }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// ada.set(&Profile { name: "Ada".into(), age: None })?;
+    /// assert_eq!(ada.field::<String>("name").get()?, Some("Ada".to_owned()));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get(&self) -> Result<Option<V>> {
         let path = fields::path_of(&self.name, self.document.collection.options.deep)?;
         let field_key = self.document.field_key(&path)?;
@@ -445,6 +707,18 @@ impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHand
     }
 
     /// Writes the field (one key, no read).
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Profile { name: String, age: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ada = db.documents("profiles")?.document::<Profile>("ada");
+    /// ada.set(&Profile { name: "Ada".into(), age: 36 })?;
+    /// ada.field::<u32>("age").set(&37)?;
+    /// assert_eq!(ada.get()?.unwrap().age, 37);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn set(&self, value: &V) -> Result<()> {
         self.document.update_field(&self.name, value)
     }

@@ -185,6 +185,15 @@ fn float_arithmetic<'a>(x: f64, op: ArithOp, y: f64) -> Operand<'a> {
 
 impl Expr {
     /// The truth of this predicate for `record`. Only [`Truth::True`] matches.
+    ///
+    /// ```
+    /// use tessera::query::{field, Truth};
+    /// let bytes = tessera::value::from_json(br#"{"tags": ["a"], "n": null}"#).unwrap();
+    /// let root = tessera::value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(field("tags").contains("a").eval(root), Truth::True);
+    /// assert_eq!(field("n").eq(1).eval(root), Truth::Unknown);
+    /// assert_eq!(field("n").is_null().eval(root), Truth::True);
+    /// ```
     pub fn eval(&self, record: Value<'_>) -> Truth {
         match self {
             Expr::Compare(a, op, b) => match (&**a, &**b) {

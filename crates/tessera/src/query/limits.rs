@@ -18,6 +18,19 @@ use crate::error::{Error, Result};
 /// SQLite's 1,000: the recursive walks take up to 4 KiB of stack per level in a debug build
 /// (the type check's frame), and a query must run on a thread with Rust's default 2 MiB
 /// stack; 300 levels already overflowed one there.
+///
+/// ```
+/// use tessera::query::{field, EXPR_DEPTH_MAX};
+/// #[derive(serde::Serialize, serde::Deserialize, tessera::collection::Record)]
+/// struct Task { #[record(key)] id: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let tasks = db.collection::<Task>()?;
+/// let deep = (0..EXPR_DEPTH_MAX).fold(field("id").eq(0), |query, i| query.and(field("id").ne(i as i64)));
+/// let refused = tasks.filter(deep).count(&db).unwrap_err();
+/// assert!(matches!(refused, tessera::Error::QueryTooDeep { depth_max: EXPR_DEPTH_MAX, .. }), "{refused}");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const EXPR_DEPTH_MAX: usize = 128;
 
 /// The children of one node, borrowed.

@@ -46,6 +46,15 @@ pub struct QueryGuide;
 use std::fmt;
 
 /// A query's truth value under three-valued logic.
+///
+/// ```
+/// use tessera::query::{field, Truth};
+/// let bytes = tessera::value::from_json(br#"{"age": 30}"#).unwrap();
+/// let root = tessera::value::Doc::from_untrusted(&bytes).unwrap().root();
+/// assert_eq!(field("age").gt(18).eval(root), Truth::True);
+/// assert_eq!(field("age").gt(40).eval(root), Truth::False);
+/// assert_eq!(field("height").gt(1).eval(root), Truth::Unknown);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Truth {
     /// The predicate holds: the record matches.
@@ -71,6 +80,13 @@ impl std::ops::Not for Truth {
 
 impl Truth {
     /// Kleene conjunction.
+    ///
+    /// ```
+    /// use tessera::query::Truth;
+    /// assert_eq!(Truth::Unknown.and(Truth::False), Truth::False);
+    /// assert_eq!(Truth::Unknown.and(Truth::True), Truth::Unknown);
+    /// assert_eq!(Truth::True.and(Truth::True), Truth::True);
+    /// ```
     pub fn and(self, other: Truth) -> Truth {
         match (self, other) {
             (Truth::False, _) | (_, Truth::False) => Truth::False,
@@ -80,6 +96,13 @@ impl Truth {
     }
 
     /// Kleene disjunction.
+    ///
+    /// ```
+    /// use tessera::query::Truth;
+    /// assert_eq!(Truth::Unknown.or(Truth::True), Truth::True);
+    /// assert_eq!(Truth::Unknown.or(Truth::False), Truth::Unknown);
+    /// assert_eq!(Truth::False.or(Truth::False), Truth::False);
+    /// ```
     pub fn or(self, other: Truth) -> Truth {
         match (self, other) {
             (Truth::True, _) | (_, Truth::True) => Truth::True,
@@ -98,6 +121,14 @@ impl Truth {
 }
 
 /// A constant in a query.
+///
+/// ```
+/// use tessera::query::{field, Expr, Literal};
+/// assert_eq!(Literal::from(7u8), Literal::Int(7));
+/// assert_eq!(Literal::from(u64::MAX), Literal::UInt(u64::MAX));
+/// assert_eq!(Literal::from("x"), Literal::Str("x".into()));
+/// assert_eq!(field("n").eq(2.5), Expr::parse("n == 2.5").unwrap());
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Literal {
     /// NULL.
@@ -139,6 +170,12 @@ impl From<&str> for Literal {
 }
 
 /// A comparison operator.
+///
+/// ```
+/// use tessera::query::{field, CompareOp, Expr};
+/// let Expr::Compare(_, op, _) = field("age").ge(18) else { unreachable!() };
+/// assert_eq!(op, CompareOp::Ge);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CompareOp {
     /// `==`
@@ -157,6 +194,12 @@ pub enum CompareOp {
 
 impl CompareOp {
     /// The operator with its operands swapped: `a < b` is `b > a`.
+    ///
+    /// ```
+    /// use tessera::query::CompareOp;
+    /// assert_eq!(CompareOp::Lt.flipped(), CompareOp::Gt);
+    /// assert_eq!(CompareOp::Eq.flipped(), CompareOp::Eq);
+    /// ```
     pub fn flipped(self) -> CompareOp {
         match self {
             CompareOp::Lt => CompareOp::Gt,
@@ -169,6 +212,14 @@ impl CompareOp {
 }
 
 /// An arithmetic operator (Dflat's `+ - %`).
+///
+/// ```
+/// use tessera::query::{field, ArithOp, Expr};
+/// let query = (field("a") + 1).gt(2);
+/// let Expr::Compare(sum, _, _) = &query else { unreachable!() };
+/// assert!(matches!(&**sum, Expr::Arith(_, ArithOp::Add, _)));
+/// assert_eq!((field("a") % 2).eq(0), Expr::parse("a % 2 == 0").unwrap());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ArithOp {
     /// `+`
@@ -180,6 +231,12 @@ pub enum ArithOp {
 }
 
 /// A string test (`contains`, which applies to strings and arrays, is [`Expr::Contains`]).
+///
+/// ```
+/// use tessera::query::{field, Expr, StringOp};
+/// assert!(matches!(field("tag").starts_with("a"), Expr::Str(_, StringOp::StartsWith, _)));
+/// assert!(matches!(field("tag").ends_with("z"), Expr::Str(_, StringOp::EndsWith, _)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StringOp {
     /// `starts with`
@@ -190,6 +247,12 @@ pub enum StringOp {
 
 /// A query expression. Build it with [`field`] and the methods below, or parse it with
 /// [`Expr::parse`].
+///
+/// ```
+/// use tessera::query::{field, Expr};
+/// let built = field("priority").gt(2500).and(!field("tag").is_null());
+/// assert_eq!(built, Expr::parse("priority > 2500 and not tag is null").unwrap());
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
     /// A field's value, by dotted path (`pos.x`).
@@ -253,6 +316,15 @@ struct ResolvedSteps {
 
 impl FieldPath {
     /// The path `text` (steps separated by `.`).
+    ///
+    /// ```
+    /// use tessera::query::FieldPath;
+    /// let path = FieldPath::new("pos.x");
+    /// assert_eq!(&*path, "pos.x");
+    /// let bytes = tessera::value::from_json(br#"{"pos": {"x": 1.5}}"#).unwrap();
+    /// let root = tessera::value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(path.lookup(root).and_then(|x| x.as_f64()), Some(1.5));
+    /// ```
     pub fn new(text: &str) -> Self {
         FieldPath::from_text(std::borrow::Cow::Owned(text.to_owned()))
     }
@@ -262,6 +334,14 @@ impl FieldPath {
     }
 
     /// The value at this path in `record`; `None` when a step is missing.
+    ///
+    /// ```
+    /// use tessera::query::FieldPath;
+    /// let bytes = tessera::value::from_json(br#"{"user": {"name": "ada"}}"#).unwrap();
+    /// let root = tessera::value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(FieldPath::new("user.name").lookup(root).and_then(|v| v.as_str()), Some("ada"));
+    /// assert!(FieldPath::new("user.age").lookup(root).is_none());
+    /// ```
     #[inline]
     pub fn lookup<'a>(&self, record: tessera_value::Value<'a>) -> Option<tessera_value::Value<'a>> {
         if let Some(shared) = record.doc().shared_keys() {
@@ -322,6 +402,11 @@ impl fmt::Display for FieldPath {
 }
 
 /// The field at a dotted path, to build a query from.
+///
+/// ```
+/// use tessera::query::{field, Expr};
+/// assert_eq!(field("pos.x").lt(0), Expr::parse("pos.x < 0").unwrap());
+/// ```
 pub fn field(path: &str) -> Expr {
     Expr::Field(FieldPath::new(path))
 }
@@ -332,54 +417,120 @@ impl Expr {
     }
 
     /// `self == other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").eq(1), Expr::parse("a == 1").unwrap());
+    /// assert_eq!(field("a").eq(field("b")), Expr::parse("a == b").unwrap());
+    /// ```
     pub fn eq(self, other: impl Into<Expr>) -> Expr {
         self.compare(CompareOp::Eq, other)
     }
     /// `self != other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").ne("x"), Expr::parse(r#"a != "x""#).unwrap());
+    /// ```
     pub fn ne(self, other: impl Into<Expr>) -> Expr {
         self.compare(CompareOp::Ne, other)
     }
     /// `self < other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").lt(1), Expr::parse("a < 1").unwrap());
+    /// ```
     pub fn lt(self, other: impl Into<Expr>) -> Expr {
         self.compare(CompareOp::Lt, other)
     }
     /// `self <= other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").le(1), Expr::parse("a <= 1").unwrap());
+    /// ```
     pub fn le(self, other: impl Into<Expr>) -> Expr {
         self.compare(CompareOp::Le, other)
     }
     /// `self > other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").gt(1), Expr::parse("a > 1").unwrap());
+    /// ```
     pub fn gt(self, other: impl Into<Expr>) -> Expr {
         self.compare(CompareOp::Gt, other)
     }
     /// `self >= other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").ge(1), Expr::parse("a >= 1").unwrap());
+    /// ```
     pub fn ge(self, other: impl Into<Expr>) -> Expr {
         self.compare(CompareOp::Ge, other)
     }
     /// `low <= self <= high`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").between(1, 9), Expr::parse("a between 1 and 9").unwrap());
+    /// ```
     pub fn between(self, low: impl Into<Expr>, high: impl Into<Expr>) -> Expr {
         Expr::Between(Box::new(self), Box::new(low.into()), Box::new(high.into()))
     }
     /// `self in (values…)`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").is_in([1, 2]), Expr::parse("a in (1, 2)").unwrap());
+    /// ```
     pub fn is_in(self, values: impl IntoIterator<Item = impl Into<Literal>>) -> Expr {
         Expr::In(Box::new(self), values.into_iter().map(Into::into).collect(), false)
     }
     /// `self not in (values…)`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").not_in(["x"]), Expr::parse(r#"a not in ("x")"#).unwrap());
+    /// ```
     pub fn not_in(self, values: impl IntoIterator<Item = impl Into<Literal>>) -> Expr {
         Expr::In(Box::new(self), values.into_iter().map(Into::into).collect(), true)
     }
     /// `self is null` (missing or null)
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").is_null(), Expr::parse("a is null").unwrap());
+    /// ```
     pub fn is_null(self) -> Expr {
         Expr::IsNull(Box::new(self), false)
     }
     /// `self is not null`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").is_not_null(), Expr::parse("a is not null").unwrap());
+    /// ```
     pub fn is_not_null(self) -> Expr {
         Expr::IsNull(Box::new(self), true)
     }
     /// `self starts with prefix`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("tag").starts_with("a"), Expr::parse(r#"tag starts with "a""#).unwrap());
+    /// ```
     pub fn starts_with(self, prefix: &str) -> Expr {
         Expr::Str(Box::new(self), StringOp::StartsWith, prefix.to_owned())
     }
     /// `self ends with suffix`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("tag").ends_with("z"), Expr::parse(r#"tag ends with "z""#).unwrap());
+    /// ```
     pub fn ends_with(self, suffix: &str) -> Expr {
         Expr::Str(Box::new(self), StringOp::EndsWith, suffix.to_owned())
     }
@@ -400,6 +551,15 @@ impl Expr {
     }
     /// The field holds enum variant `variant` (a string, or a dict whose one key is it). On
     /// anything but a field the test is FALSE.
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr, Truth};
+    /// assert_eq!(field("content").is_variant("Image"), Expr::parse("content is Image").unwrap());
+    /// let bytes = tessera::value::from_json(br#"{"content": {"Image": {"images": []}}}"#).unwrap();
+    /// let root = tessera::value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(field("content").is_variant("Image").eval(root), Truth::True);
+    /// assert_eq!(field("content").is_variant("Text").eval(root), Truth::False);
+    /// ```
     pub fn is_variant(self, variant: &str) -> Expr {
         match &self {
             Expr::Field(path) => Expr::Variant(path.clone(), variant.to_owned()),
@@ -407,10 +567,20 @@ impl Expr {
         }
     }
     /// Kleene `self and other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").eq(1).and(field("b").eq(2)), Expr::parse("a == 1 and b == 2").unwrap());
+    /// ```
     pub fn and(self, other: Expr) -> Expr {
         Expr::And(Box::new(self), Box::new(other))
     }
     /// Kleene `self or other`
+    ///
+    /// ```
+    /// use tessera::query::{field, Expr};
+    /// assert_eq!(field("a").eq(1).or(field("b").eq(2)), Expr::parse("a == 1 or b == 2").unwrap());
+    /// ```
     pub fn or(self, other: Expr) -> Expr {
         Expr::Or(Box::new(self), Box::new(other))
     }
@@ -641,6 +811,17 @@ impl fmt::Display for Expr {
 
 /// A query that cannot run against a collection: it does not parse, names a field the record
 /// does not have, compares values of different types, or orders by a field that has no order.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize, tessera::collection::Record)]
+/// struct Task { #[record(key)] id: u32, priority: i32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let tasks = db.collection::<Task>()?;
+/// let error = tasks.query_text("colour == 1").unwrap_err();
+/// assert!(matches!(error, tessera::Error::Query(tessera::query::QueryError::UnknownField { ref path }) if path == "colour"), "{error}");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum QueryError {
@@ -688,6 +869,13 @@ pub enum QueryError {
 }
 
 /// Most steps a typed field's path may have: `Person::address().city()` has two.
+///
+/// ```
+/// use tessera::query::{Field, FIELD_STEPS_MAX};
+/// let deep: Field<i32> = Field::<()>::new("a").child::<()>("b").child("c");
+/// assert_eq!(deep.path(), "a.b.c");
+/// assert!(3 <= FIELD_STEPS_MAX);
+/// ```
 pub const FIELD_STEPS_MAX: usize = 8;
 
 /// A record field with its Rust type, for queries that are type-checked by the compiler.
@@ -725,6 +913,13 @@ impl<T> fmt::Debug for Field<T> {
 }
 
 /// A value that can be compared with a field of type `T` in a typed query.
+///
+/// ```
+/// use tessera::query::{Literal, QueryArg};
+/// assert_eq!(QueryArg::<i64>::into_literal(5u8), Literal::Int(5));
+/// assert_eq!(QueryArg::<String>::into_literal("x"), Literal::Str("x".into()));
+/// assert_eq!(QueryArg::<Option<bool>>::into_literal(true), Literal::Bool(true));
+/// ```
 pub trait QueryArg<T> {
     /// The value as a query constant.
     fn into_literal(self) -> Literal;
@@ -791,12 +986,25 @@ impl<T, A: QueryArg<T>> QueryArg<Option<T>> for A {
 }
 
 /// Field types the string tests apply to.
+///
+/// ```
+/// use tessera::query::{field, Field};
+/// let tag: Field<Option<String>> = Field::new("tag");
+/// assert_eq!(tag.starts_with("a"), field("tag").starts_with("a"));
+/// // Field::<i32>::new("n").starts_with("a") does not compile: i32 is not Textual.
+/// ```
 pub trait Textual {}
 impl Textual for String {}
 impl<T: Textual> Textual for Option<T> {}
 
 impl<T> Field<T> {
     /// The field at `path` (dotted for nested fields).
+    ///
+    /// ```
+    /// use tessera::query::Field;
+    /// const PRIORITY: Field<i32> = Field::new("priority");
+    /// assert_eq!(PRIORITY.path(), "priority");
+    /// ```
     pub const fn new(path: &'static str) -> Self {
         let mut steps = [""; FIELD_STEPS_MAX];
         steps[0] = path;
@@ -810,6 +1018,12 @@ impl<T> Field<T> {
     ///
     /// When the path would have more than [`FIELD_STEPS_MAX`] steps (a programming error:
     /// typed nesting that deep does not occur in a record type of reasonable size).
+    ///
+    /// ```
+    /// use tessera::query::Field;
+    /// let city: Field<String> = Field::<()>::new("address").child("city");
+    /// assert_eq!(city.path(), "address.city");
+    /// ```
     pub fn child<U>(self, name: &'static str) -> Field<U> {
         assert!(self.step_count < FIELD_STEPS_MAX, "a typed field path has at most {FIELD_STEPS_MAX} steps");
         let mut steps = self.steps;
@@ -818,6 +1032,11 @@ impl<T> Field<T> {
     }
 
     /// The field's dotted path.
+    ///
+    /// ```
+    /// use tessera::query::Field;
+    /// assert_eq!(Field::<i32>::new("pos.x").path(), "pos.x");
+    /// ```
     pub fn path(&self) -> std::borrow::Cow<'static, str> {
         match &self.steps[..self.step_count] {
             [one] => std::borrow::Cow::Borrowed(one),
@@ -830,50 +1049,112 @@ impl<T> Field<T> {
     }
 
     /// `self == value`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<String>::new("title").eq("a"), field("title").eq("a"));
+    /// ```
     pub fn eq(self, value: impl QueryArg<T>) -> Expr {
         self.expr().eq(Expr::Literal(value.into_literal()))
     }
     /// `self != value`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<i32>::new("n").ne(1), field("n").ne(1));
+    /// ```
     pub fn ne(self, value: impl QueryArg<T>) -> Expr {
         self.expr().ne(Expr::Literal(value.into_literal()))
     }
     /// `self < value`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<i32>::new("n").lt(1), field("n").lt(1));
+    /// ```
     pub fn lt(self, value: impl QueryArg<T>) -> Expr {
         self.expr().lt(Expr::Literal(value.into_literal()))
     }
     /// `self <= value`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<f64>::new("x").le(0.5), field("x").le(0.5));
+    /// ```
     pub fn le(self, value: impl QueryArg<T>) -> Expr {
         self.expr().le(Expr::Literal(value.into_literal()))
     }
     /// `self > value`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<i32>::new("n").gt(1), field("n").gt(1));
+    /// ```
     pub fn gt(self, value: impl QueryArg<T>) -> Expr {
         self.expr().gt(Expr::Literal(value.into_literal()))
     }
     /// `self >= value`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<u32>::new("n").ge(1u32), field("n").ge(1));
+    /// ```
     pub fn ge(self, value: impl QueryArg<T>) -> Expr {
         self.expr().ge(Expr::Literal(value.into_literal()))
     }
     /// `low <= self <= high`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<i32>::new("n").between(1, 5), field("n").between(1, 5));
+    /// ```
     pub fn between(self, low: impl QueryArg<T>, high: impl QueryArg<T>) -> Expr {
         self.expr().between(Expr::Literal(low.into_literal()), Expr::Literal(high.into_literal()))
     }
     /// `self in (values…)`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<String>::new("tag").is_in(["a", "b"]), field("tag").is_in(["a", "b"]));
+    /// ```
     pub fn is_in<A: QueryArg<T>>(self, values: impl IntoIterator<Item = A>) -> Expr {
         Expr::In(Box::new(self.expr()), values.into_iter().map(QueryArg::into_literal).collect(), false)
     }
     /// `self not in (values…)`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<i32>::new("n").not_in([3]), field("n").not_in([3]));
+    /// ```
     pub fn not_in<A: QueryArg<T>>(self, values: impl IntoIterator<Item = A>) -> Expr {
         Expr::In(Box::new(self.expr()), values.into_iter().map(QueryArg::into_literal).collect(), true)
     }
     /// `self is null` (missing or null)
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<Option<String>>::new("note").is_null(), field("note").is_null());
+    /// ```
     pub fn is_null(self) -> Expr {
         self.expr().is_null()
     }
     /// `self is not null`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<Option<String>>::new("note").is_not_null(), field("note").is_not_null());
+    /// ```
     pub fn is_not_null(self) -> Expr {
         self.expr().is_not_null()
     }
     /// The field holds enum variant `variant`.
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// #[derive(serde::Serialize)]
+    /// enum Content { Text(String), Image(Vec<String>) }
+    /// assert_eq!(Field::<Content>::new("content").is_variant("Image"), field("content").is_variant("Image"));
+    /// ```
     pub fn is_variant(self, variant: &str) -> Expr {
         self.expr().is_variant(variant)
     }
@@ -881,14 +1162,29 @@ impl<T> Field<T> {
 
 impl<T: Textual> Field<T> {
     /// `self starts with prefix`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<String>::new("tag").starts_with("a"), field("tag").starts_with("a"));
+    /// ```
     pub fn starts_with(self, prefix: &str) -> Expr {
         self.expr().starts_with(prefix)
     }
     /// `self ends with suffix`
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<String>::new("tag").ends_with("z"), field("tag").ends_with("z"));
+    /// ```
     pub fn ends_with(self, suffix: &str) -> Expr {
         self.expr().ends_with(suffix)
     }
     /// `self contains part`: `part` occurs in the string.
+    ///
+    /// ```
+    /// use tessera::query::{field, Field};
+    /// assert_eq!(Field::<String>::new("title").contains("ab"), field("title").contains("ab"));
+    /// ```
     pub fn contains(self, part: &str) -> Expr {
         self.expr().contains(part)
     }

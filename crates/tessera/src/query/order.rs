@@ -24,6 +24,12 @@ pub enum Order {
 impl Order {
     /// Where NULLs go when the order does not say: SQL's rule, as if NULL were larger than
     /// every value.
+    ///
+    /// ```
+    /// use tessera::query::{Nulls, Order};
+    /// assert_eq!(Order::Asc.default_nulls(), Nulls::Last);
+    /// assert_eq!(Order::Desc.default_nulls(), Nulls::First);
+    /// ```
     pub fn default_nulls(self) -> Nulls {
         match self {
             Order::Asc => Nulls::Last,
@@ -68,22 +74,46 @@ pub struct OrderKey {
 impl OrderKey {
     /// A key on `path` in direction `order`, with NULLs where SQL puts them
     /// ([`Order::default_nulls`]).
+    ///
+    /// ```
+    /// use tessera::query::{Nulls, Order, OrderKey};
+    /// let key = OrderKey::new("price", Order::Asc);
+    /// assert_eq!((key.path.as_str(), key.order, key.nulls), ("price", Order::Asc, Nulls::Last));
+    /// ```
     pub fn new(path: impl Into<String>, order: Order) -> OrderKey {
         OrderKey { path: path.into(), order, nulls: order.default_nulls() }
     }
 
     /// The key with NULLs put where `nulls` says.
+    ///
+    /// ```
+    /// use tessera::query::{Nulls, Order, OrderKey};
+    /// let key = OrderKey::new("price", Order::Desc).nulls(Nulls::Last);
+    /// assert_eq!(key.to_string(), "price desc nulls last");
+    /// ```
     pub fn nulls(mut self, nulls: Nulls) -> OrderKey {
         self.nulls = nulls;
         self
     }
 
     /// Whether the key sorts largest first.
+    ///
+    /// ```
+    /// use tessera::query::{Order, OrderKey};
+    /// assert!(OrderKey::new("price", Order::Desc).is_descending());
+    /// assert!(!OrderKey::new("price", Order::Asc).is_descending());
+    /// ```
     pub fn is_descending(&self) -> bool {
         self.order == Order::Desc
     }
 
     /// Whether NULLs sort after every value.
+    ///
+    /// ```
+    /// use tessera::query::{Nulls, Order, OrderKey};
+    /// assert!(OrderKey::new("price", Order::Asc).is_nulls_last());
+    /// assert!(!OrderKey::new("price", Order::Asc).nulls(Nulls::First).is_nulls_last());
+    /// ```
     pub fn is_nulls_last(&self) -> bool {
         self.nulls == Nulls::Last
     }

@@ -26,10 +26,23 @@ use super::order::{Nulls, Order, OrderKey};
 use super::{ArithOp, CompareOp, Expr, Literal, Statement, StringOp};
 
 /// Longest query text accepted, in bytes.
+///
+/// ```
+/// use tessera::query::{Expr, QUERY_LEN_MAX};
+/// let long = format!("name == \"{}\"", "x".repeat(QUERY_LEN_MAX));
+/// assert!(Expr::parse(&long).is_err());
+/// ```
 pub const QUERY_LEN_MAX: usize = 64 * 1024;
 /// Deepest nesting of parentheses and `not`s the parser follows.
 const NESTING_MAX: usize = 128;
 /// Most keys an `order by` may have.
+///
+/// ```
+/// use tessera::query::{Statement, ORDER_KEYS_MAX};
+/// let keys: Vec<String> = (0..=ORDER_KEYS_MAX).map(|i| format!("f{i}")).collect();
+/// assert!(Statement::parse(&format!("a == 1 order by {}", keys.join(", "))).is_err());
+/// assert!(Statement::parse(&format!("a == 1 order by {}", keys[..ORDER_KEYS_MAX].join(", "))).is_ok());
+/// ```
 pub const ORDER_KEYS_MAX: usize = 16;
 
 /// A query that does not parse: where and why.

@@ -27,6 +27,16 @@ pub(crate) const OLDS_KEYSPACE: &str = "tessera.feed.old";
 pub(crate) const META_FEED_KEY: &[u8] = b"durable_feed";
 
 /// Longest consumer name, in bytes.
+///
+/// ```
+/// use tessera::store::CONSUMER_NAME_LEN_MAX;
+/// use tessera::{Db, DbOptions};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+/// assert!(db.consumer(&"c".repeat(CONSUMER_NAME_LEN_MAX)).is_ok());
+/// assert!(db.consumer(&"c".repeat(CONSUMER_NAME_LEN_MAX + 1)).is_err());
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const CONSUMER_NAME_LEN_MAX: usize = 128;
 
 /// How much of the feed is kept: at most this many commits. Older ones are removed at the

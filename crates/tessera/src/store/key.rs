@@ -26,6 +26,13 @@ pub trait KeyPart {
 }
 
 /// Encodes a key.
+///
+/// ```
+/// use tessera::store::key::encode;
+/// assert!(encode(&-1i32) < encode(&0i32), "keys sort as their values");
+/// assert!(encode(&("a", 2u8)) < encode(&("b", 1u8)));
+/// assert_eq!(encode("ab"), [b'a', b'b', 0x00, 0x01]);
+/// ```
 pub fn encode<K: KeyPart + ?Sized>(key: &K) -> Vec<u8> {
     let mut out = Vec::with_capacity(16);
     key.encode_key(&mut out);
@@ -153,6 +160,13 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// The bytes every key whose first part starts with `prefix` begins with: the escaped prefix
 /// without its terminator.
+///
+/// ```
+/// use tessera::store::key::{encode, part_prefix};
+/// let prefix = part_prefix(b"user:");
+/// assert!(encode(&("user:42", 7u32)).starts_with(&prefix));
+/// assert!(!encode(&("usex", 7u32)).starts_with(&prefix));
+/// ```
 pub fn part_prefix(prefix: &[u8]) -> Vec<u8> {
     let mut out = encode(prefix);
     out.truncate(out.len() - 2);

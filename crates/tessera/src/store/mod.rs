@@ -88,6 +88,15 @@ const HASH_KEY_LEN: usize = 16;
 /// Prefix of keyspaces tessera keeps for itself.
 const INTERNAL_PREFIX: &str = "tessera.";
 /// Longest keyspace name.
+///
+/// ```
+/// use tessera::store::KEYSPACE_NAME_LEN_MAX;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// assert!(db.keyspace(&"k".repeat(KEYSPACE_NAME_LEN_MAX)).is_ok());
+/// assert!(matches!(db.keyspace(&"k".repeat(KEYSPACE_NAME_LEN_MAX + 1)), Err(tessera::Error::InvalidName { .. })));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const KEYSPACE_NAME_LEN_MAX: usize = 255;
 
 /// Options for [`Db::open_with`]. Every field has a default; build with struct update syntax.
@@ -263,6 +272,16 @@ pub struct FileInfo {
 }
 
 /// A named keyspace: an ordered map from byte keys to byte values inside the database.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let sessions = db.keyspace("sessions")?;
+/// db.write(|tx| tx.put(&sessions, b"s1", b"alice"))?;
+/// let user = db.read(|tx| Ok(tx.get(&sessions, b"s1")?.map(<[u8]>::to_vec)))?;
+/// assert_eq!(user.as_deref(), Some(&b"alice"[..]));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Keyspace {
     pub(crate) name: Arc<str>,
@@ -280,6 +299,13 @@ impl Keyspace {
 
 impl Keyspace {
     /// The keyspace's name.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert_eq!(db.keyspace("sessions")?.name(), "sessions");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -365,11 +391,31 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Db {
     /// Opens the database at `path` (one file, plus `path-lock`), creating it if missing. A
     /// file this process has open already (by any name) gives the same database.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("app.tessera");
+    /// let db = tessera::Db::open(&path)?;
+    /// let again = tessera::Db::open(&path)?; // the same database
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// assert!(again.read(|tx| Ok(tx.get(&again.keyspace("ks")?, b"k")?.is_some()))?);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>) -> Result<Db> {
         Db::open_with(path, DbOptions::default())
     }
 
     /// Opens the database with options.
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions, Durability};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let options = DbOptions { durability: Durability::Immediate, ..DbOptions::default() };
+    /// let db = Db::open_with(dir.path().join("db"), options)?;
+    /// assert!(!db.is_read_only());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn open_with(path: impl AsRef<Path>, options: DbOptions) -> Result<Db> {
         // heed resolves the file's directory, which a bare relative file name does not have.
         let path = std::path::absolute(path.as_ref())?;
@@ -488,6 +534,13 @@ impl Db {
     }
 
     /// The file's path.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// assert_eq!(db.path(), dir.path().join("db"));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -808,6 +861,16 @@ impl Db {
     }
 
     /// Runs `read` on a consistent snapshot (MVCC: writers are never blocked).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| { tx.put(&ks, b"a", b"1")?; tx.put(&ks, b"b", b"2") })?;
+    /// let count = db.read(|tx| Ok(tx.range(&ks, &b"a"[..]..&b"z"[..])?.count()))?;
+    /// assert_eq!(count, 2);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn read<T>(&self, read: impl FnOnce(&ReadTxn<'_>) -> Result<T>) -> Result<T> {
         let txn = txn::ReadTxn::begin_reused(&self.inner)?;
         let result = read(&txn);
@@ -817,6 +880,17 @@ impl Db {
 
     /// Opens a read transaction; it may be moved to another thread. Long-lived read
     /// transactions keep old pages alive (the file grows) and delay map resizes: keep them short.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"old"))?;
+    /// let snapshot = db.read_txn()?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"new"))?;
+    /// assert_eq!(snapshot.get(&ks, b"k")?, Some(&b"old"[..]), "a snapshot does not move");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn read_txn(&self) -> Result<ReadTxn<'_>> {
         ReadTxn::begin(&self.inner)
     }
@@ -857,6 +931,15 @@ impl Db {
     }
 
     /// [`Db::write`] with the given durability for this transaction.
+    ///
+    /// ```
+    /// use tessera::Durability;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("payments")?;
+    /// db.write_with(Durability::Immediate, |tx| tx.put(&ks, b"p1", b"paid"))?; // on disk before it returns
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn write_with<T>(&self, durability: Durability, write: impl FnMut(&mut WriteTxn<'_>) -> Result<T>) -> Result<T> {
         if self.inner.options.read_only {
             return Err(Error::ReadOnly { path: self.inner.path.clone(), refused: "a write transaction".to_owned() });
@@ -894,6 +977,15 @@ impl Db {
     }
 
     /// Flushes every commit so far to stable storage.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?; // Buffered by default
+    /// db.sync()?; // now on stable storage
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn sync(&self) -> Result<()> {
         self.inner.syncer.sync_all().map_err(Error::NotDurable)
     }
@@ -923,12 +1015,37 @@ impl Db {
     }
 
     /// Subscribes to the change feed: one event per commit from now on.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera::store::FeedEvent;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let feed = db.subscribe();
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// assert!(matches!(feed.recv_timeout(Duration::from_secs(5)), Some(FeedEvent::Batch(_))));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn subscribe(&self) -> ChangeStream {
         self.inner.feed.subscribe()
     }
 
     /// Calls `listener` on a thread of its own for each commit from now on. A panicking
     /// listener is removed; writers and other listeners are not affected.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let (sender, commits) = mpsc::channel();
+    /// db.on_commit(move |_event| drop(sender.send(())))?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// assert!(commits.recv_timeout(Duration::from_secs(5)).is_ok());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn on_commit(&self, mut listener: impl FnMut(&FeedEvent) + Send + 'static) -> Result<()> {
         let stream = self.subscribe();
         std::thread::Builder::new().name("tessera-listener".into()).spawn(move || {

@@ -73,9 +73,30 @@ use crate::error::{Error, Result};
 use std::path::Path;
 
 /// Most levels a B-tree may have: LMDB's cursor stack (`CURSOR_STACK`) holds 32 pages.
+///
+/// ```
+/// use tessera::store::structure::{verify, StructureDamage, TREE_DEPTH_MAX};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("db");
+/// # tessera::Db::open(&path)?.keyspace("notes")?;
+/// let report = verify(&path)?;
+/// assert!(!report.problems.iter().any(|p| matches!(p.damage, StructureDamage::DepthOutOfRange { .. })));
+/// assert_eq!(TREE_DEPTH_MAX, 32);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const TREE_DEPTH_MAX: u16 = 32;
 
 /// Most problems a [`StructureReport`] lists; more are counted.
+///
+/// ```
+/// use tessera::store::structure::{verify, STRUCTURE_PROBLEMS_MAX};
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("db");
+/// # tessera::Db::open(&path)?.keyspace("notes")?;
+/// let report = verify(&path)?;
+/// assert!(report.problems.len() <= STRUCTURE_PROBLEMS_MAX);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const STRUCTURE_PROBLEMS_MAX: usize = 1_000;
 
 /// Bytes of a page header.
@@ -98,6 +119,12 @@ const NODE_SUB_DATABASE: u16 = 0x02;
 const NODE_DUPLICATES: u16 = 0x04;
 
 /// Which B-tree a page was reached from.
+///
+/// ```
+/// use tessera::store::structure::Tree;
+/// assert_eq!(Tree::Keyspace("notes".into()).to_string(), "keyspace \"notes\"");
+/// assert_eq!(Tree::FreePages.to_string(), "(free pages)");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Tree {
     /// LMDB's free-page tree (its pages, not the free pages it lists).
@@ -136,6 +163,12 @@ impl std::fmt::Display for Tree {
 }
 
 /// A kind of page, as a page's flags or a tree's record say.
+///
+/// ```
+/// use tessera::store::structure::PageKind;
+/// assert_eq!(PageKind::Leaf.to_string(), "leaf");
+/// assert_eq!(PageKind::Overflow.to_string(), "overflow");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PageKind {
     /// A branch page: keys and child page numbers.
@@ -157,6 +190,24 @@ impl std::fmt::Display for PageKind {
 }
 
 /// What is wrong with a page or a tree.
+///
+/// ```
+/// use tessera::store::structure::{verify, StructureDamage};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("db");
+/// let db = tessera::Db::open(&path)?;
+/// let notes = db.keyspace("notes")?;
+/// db.write(|tx| (0..500u32).try_for_each(|i| tx.put(&notes, &i.to_be_bytes(), &[7; 100])))?;
+/// let page_bytes = db.file_info()?.page_bytes as usize;
+/// db.close()?;
+/// // Every page after the two meta pages gets a header that names another page.
+/// let mut bytes = std::fs::read(&path)?;
+/// bytes.chunks_mut(page_bytes).skip(2).for_each(|page| page[..8].fill(0xEE));
+/// std::fs::write(&path, bytes)?;
+/// let report = verify(&path)?;
+/// assert!(report.problems.iter().any(|p| matches!(p.damage, StructureDamage::WrongPageNumber { .. })), "{report}");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StructureDamage {
@@ -309,6 +360,13 @@ impl std::fmt::Display for StructureDamage {
 }
 
 /// One thing the walk found wrong: in which tree, at which page, and what.
+///
+/// ```
+/// use tessera::store::structure::{PageKind, StructureDamage, StructureProblem, Tree};
+/// let problem = StructureProblem { tree: Tree::Main, page: 7, damage: StructureDamage::WrongPageNumber { found: 9 } };
+/// assert!(problem.to_string().starts_with("(main tree), page 7: "), "{problem}");
+/// let _ = PageKind::Branch;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StructureProblem {
     /// The tree the page was reached from.
@@ -354,6 +412,14 @@ pub struct StructureReport {
 
 impl StructureReport {
     /// True when nothing was found wrong.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("db");
+    /// tessera::Db::open(&path)?.keyspace("notes")?;
+    /// assert!(tessera::store::structure::verify(&path)?.is_ok());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty() && self.problems_not_listed == 0
     }

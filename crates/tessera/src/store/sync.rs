@@ -16,6 +16,18 @@ use std::time::{Duration, Instant};
 
 /// How durable a commit is before `write` returns. See `docs/storage.md` for what each level
 /// guarantees on a process kill and on power loss.
+///
+/// ```
+/// use std::time::Duration;
+/// use tessera::{DbOptions, Durability};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let buffered = Durability::Buffered { max_delay: Duration::from_millis(20) };
+/// let db = tessera::Db::open_with(dir.path().join("db"), DbOptions { durability: buffered, ..DbOptions::default() })?;
+/// let ks = db.keyspace("ks")?;
+/// db.write(|tx| tx.put(&ks, b"k", b"v"))?; // flushed within 20 ms
+/// db.write_with(Durability::Immediate, |tx| tx.put(&ks, b"k", b"w"))?; // flushed now
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
     /// Flushed to stable storage before `write` returns. Concurrent committers share flushes.
@@ -30,6 +42,12 @@ pub enum Durability {
 
 impl Durability {
     /// `Buffered` with the default delay of 100 ms.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tessera::Durability;
+    /// assert_eq!(Durability::BUFFERED, Durability::Buffered { max_delay: Duration::from_millis(100) });
+    /// ```
     pub const BUFFERED: Durability = Durability::Buffered { max_delay: Duration::from_millis(100) };
 }
 

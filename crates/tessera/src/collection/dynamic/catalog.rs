@@ -35,6 +35,19 @@ pub struct Catalog {
 
 impl Db {
     /// Lists what the file holds (see [`Catalog`]). Works on a read-only handle.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// struct Task { #[record(key)] id: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// db.collection::<Task>()?;
+    /// db.keyspace("sessions")?;
+    /// let catalog = db.catalog()?;
+    /// assert_eq!((catalog.collections, catalog.keyspaces), (vec!["Task".to_owned()], vec!["sessions".to_owned()]));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn catalog(&self) -> Result<Catalog> {
         let mut catalog = Catalog::default();
         for name in self.keyspace_names()? {
