@@ -135,15 +135,53 @@ pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     /// Secondary and unique indexes.
     const INDEXES: &'static [IndexDef];
     /// This record's primary key.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// struct Event { #[record(key)] day: u16, #[record(key)] name: String, note: String }
+    /// let event = Event { day: 3, name: "launch".into(), note: String::new() };
+    /// assert_eq!(event.key(), (3, "launch".to_owned()));
+    /// ```
     fn key(&self) -> Self::Key;
     /// Appends the primary key's order-preserving encoding.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// let mut key = Vec::new();
+    /// Event { day: 3, name: "launch".into() }.encode_key(&mut key);
+    /// assert_eq!(key, tessera::store::key::encode(&(3u16, "launch")));
+    /// ```
     fn encode_key(&self, out: &mut Vec<u8>);
     /// Encodes a primary key given as query constants, one per key field; `false` when a
     /// constant does not convert exactly to the field's type.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// use tessera::query::Literal;
+    /// #[derive(Record)]
+    /// struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// let mut key = Vec::new();
+    /// assert!(Event::encode_key_literals(&[Literal::Int(3), Literal::Str("launch".into())], &mut key));
+    /// assert_eq!(key, tessera::store::key::encode(&(3u16, "launch")));
+    /// assert!(!Event::encode_key_literals(&[Literal::Int(70_000), Literal::Str("x".into())], &mut Vec::new()), "not a u16");
+    /// ```
     fn encode_key_literals(literals: &[Literal], out: &mut Vec<u8>) -> bool;
     /// Encodes the leading key fields given as query constants (at most one per key field, in
     /// key order): a prefix of every key whose leading fields equal them. `false` when a
     /// constant does not convert exactly, or there are more constants than key fields.
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// use tessera::query::Literal;
+    /// #[derive(Record)]
+    /// struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// let mut prefix = Vec::new();
+    /// assert!(Event::encode_key_prefix(&[Literal::Int(3)], &mut prefix));
+    /// assert!(tessera::store::key::encode(&(3u16, "launch")).starts_with(&prefix));
+    /// ```
     fn encode_key_prefix(literals: &[Literal], out: &mut Vec<u8>) -> bool;
     /// The stored primary key `key` as text for errors and `explain`: `42`, `k1`, or
     /// `(2, "k1")` for a composite key. `None` if the bytes are not a key of this type.
@@ -179,6 +217,14 @@ pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
 /// ```
 pub trait KeyLiteral: KeyPart + Sized {
     /// The constant as this type, if it converts exactly.
+    ///
+    /// ```
+    /// use tessera::collection::KeyLiteral;
+    /// use tessera::query::Literal;
+    /// assert_eq!(i64::from_literal(&Literal::Int(-3)), Some(-3));
+    /// assert_eq!(u64::from_literal(&Literal::Int(-3)), None);
+    /// assert_eq!(String::from_literal(&Literal::Int(3)), None);
+    /// ```
     fn from_literal(literal: &Literal) -> Option<Self>;
 
     /// Reads one encoded part of this type from the start of `encoded`, as text (strings

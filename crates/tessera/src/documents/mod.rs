@@ -55,8 +55,37 @@ const PATH_SEPARATOR: u8 = 0;
 /// ```
 pub trait FieldTransform: Send + Sync {
     /// Transforms a field's encoded value before it is stored.
+    ///
+    /// ```
+    /// use tessera::documents::FieldTransform;
+    /// struct Xor(u8);
+    /// impl FieldTransform for Xor {
+    ///     fn encode(&self, _field: &str, bytes: Vec<u8>) -> Vec<u8> { bytes.into_iter().map(|b| b ^ self.0).collect() }
+    ///     fn decode(&self, _field: &str, bytes: &[u8]) -> Result<Vec<u8>, String> { Ok(bytes.iter().map(|b| b ^ self.0).collect()) }
+    /// }
+    /// let stored = Xor(0x5A).encode("name", b"Ada".to_vec());
+    /// assert_ne!(stored, b"Ada");
+    /// assert_eq!(Xor(0x5A).decode("name", &stored).unwrap(), b"Ada");
+    /// ```
     fn encode(&self, field: &str, bytes: Vec<u8>) -> Vec<u8>;
     /// Reverses [`FieldTransform::encode`]; an `Err` becomes a decode error for that field.
+    ///
+    /// ```
+    /// use tessera::documents::FieldTransform;
+    /// /// Refuses what it did not write: a decode error names the field.
+    /// struct Tagged;
+    /// impl FieldTransform for Tagged {
+    ///     fn encode(&self, _field: &str, mut bytes: Vec<u8>) -> Vec<u8> { bytes.insert(0, 0xA5); bytes }
+    ///     fn decode(&self, field: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    ///         match bytes.split_first() {
+    ///             Some((0xA5, rest)) => Ok(rest.to_vec()),
+    ///             _ => Err(format!("field {field}: not written by this transform")),
+    ///         }
+    ///     }
+    /// }
+    /// assert_eq!(Tagged.decode("age", &Tagged.encode("age", vec![1, 2])).unwrap(), [1, 2]);
+    /// assert!(Tagged.decode("age", &[1, 2]).is_err());
+    /// ```
     fn decode(&self, field: &str, bytes: &[u8]) -> std::result::Result<Vec<u8>, String>;
 }
 

@@ -922,6 +922,12 @@ impl<T> fmt::Debug for Field<T> {
 /// ```
 pub trait QueryArg<T> {
     /// The value as a query constant.
+    ///
+    /// ```
+    /// use tessera::query::{Literal, QueryArg};
+    /// assert_eq!(QueryArg::<f64>::into_literal(2i32), Literal::Int(2));
+    /// assert_eq!(QueryArg::<f64>::into_literal(0.5f32), Literal::Float(0.5));
+    /// ```
     fn into_literal(self) -> Literal;
 }
 

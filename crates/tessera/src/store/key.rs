@@ -22,6 +22,14 @@
 /// ```
 pub trait KeyPart {
     /// Appends this part's encoding.
+    ///
+    /// ```
+    /// use tessera::store::key::KeyPart;
+    /// let mut key = Vec::new();
+    /// 7u16.encode_key(&mut key);
+    /// "a".encode_key(&mut key);
+    /// assert_eq!(key, [0x00, 0x07, b'a', 0x00, 0x01]);
+    /// ```
     fn encode_key(&self, out: &mut Vec<u8>);
 }
 
