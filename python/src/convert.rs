@@ -24,12 +24,13 @@ pub struct ConvertError {
 }
 
 impl ConvertError {
-    fn new(problem: impl Into<String>) -> ConvertError {
+    /// An error at the value itself (empty path).
+    pub fn new(problem: impl Into<String>) -> ConvertError {
         ConvertError { path: String::new(), problem: problem.into() }
     }
 
     /// Prepends a dict key to the path, on the way out of the recursion.
-    fn in_field(mut self, name: &str) -> ConvertError {
+    pub fn in_field(mut self, name: &str) -> ConvertError {
         self.path = if self.path.is_empty() || self.path.starts_with('[') {
             format!("{name}{}", self.path)
         } else {
@@ -39,7 +40,7 @@ impl ConvertError {
     }
 
     /// Prepends a list index to the path.
-    fn in_item(mut self, index: usize) -> ConvertError {
+    pub fn in_item(mut self, index: usize) -> ConvertError {
         self.path = if self.path.is_empty() || self.path.starts_with('[') {
             format!("[{index}]{}", self.path)
         } else {
@@ -61,7 +62,7 @@ fn encode_error(error: tessera_value::EncodeError) -> ConvertError {
 }
 
 /// Pushes `object` onto `encoder`; `depth` is the number of lists and dicts around it.
-fn push(object: &Bound<'_, PyAny>, encoder: &mut Encoder, depth: usize) -> Result<(), ConvertError> {
+pub fn push(object: &Bound<'_, PyAny>, encoder: &mut Encoder, depth: usize) -> Result<(), ConvertError> {
     if object.is_none() {
         return encoder.push_null().map_err(encode_error);
     }
