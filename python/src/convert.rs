@@ -8,6 +8,8 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::cell::RefCell;
+use tessera_value::codec::{self, Encode, FieldIds};
 use tessera_value::{Encoder, Kind, Value};
 
 /// Deepest nesting of lists and dicts a Python value may have (the binary format's own
@@ -52,9 +54,32 @@ impl ConvertError {
 
 /// Encodes `object` as one complete document.
 pub fn to_document(object: &Bound<'_, PyAny>) -> Result<Vec<u8>, ConvertError> {
-    let mut encoder = Encoder::new();
-    push(object, &mut encoder, 0)?;
-    encoder.finish().map_err(|error| ConvertError::new(error.to_string()))
+    let source = Source { object, failure: RefCell::new(None) };
+    let mut bytes = Vec::new();
+    // A per-thread encoder whose buffers are reused (a key or a small value is encoded per
+    // call: a fresh encoder's allocations were most of the work).
+    let written = codec::encode_into(&source, None, &FieldIds::default(), &mut bytes);
+    match (source.failure.into_inner(), written) {
+        (Some(failure), _) => Err(failure),
+        (None, Err(error)) => Err(encode_error(error)),
+        (None, Ok(())) => Ok(bytes),
+    }
+}
+
+/// A value being encoded through [`codec::encode_into`], with the failure the [`Encode`]
+/// trait cannot carry kept aside.
+struct Source<'a, 'py> {
+    object: &'a Bound<'py, PyAny>,
+    failure: RefCell<Option<ConvertError>>,
+}
+
+impl Encode for Source<'_, '_> {
+    fn encode(&self, out: &mut Encoder<'_>, _ids: &FieldIds) -> Result<(), tessera_value::EncodeError> {
+        push(self.object, out, 0).map_err(|failure| {
+            *self.failure.borrow_mut() = Some(failure);
+            tessera_value::EncodeError::Message("the value could not be encoded".into())
+        })
+    }
 }
 
 fn encode_error(error: tessera_value::EncodeError) -> ConvertError {

@@ -326,14 +326,16 @@ impl Database {
     }
 
     /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
+    /// Built straight from the stored bytes, with the GIL held for the read (a key lookup).
     #[pyo3(signature = (name, key, plan = None))]
     fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let db = self.shared.db(py)?;
-        let found = py.allow_threads(|| collection.get(&db, Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
-        match found {
-            Some(record) => plan::object(py, record.value(), plan.as_ref()),
+        let key = Doc::from_trusted(&key).map_err(|error| errors::to_py(py, error.into()))?;
+        let found = collection.get_with(&db, key.root(), |record| plan::object(py, record, plan.as_ref()));
+        match found.map_err(|error| errors::to_py(py, error))? {
+            Some(record) => record,
             None => Ok(py.None()),
         }
     }
@@ -348,18 +350,15 @@ impl Database {
             encoded.push(convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?);
         }
         let db = self.shared.db(py)?;
-        let found = py
-            .allow_threads(|| {
-                db.read(|txn| encoded.iter().map(|key| collection.get(txn, Doc::from_trusted(key)?.root())).collect::<Result<Vec<_>, _>>())
-            })
-            .map_err(|error| errors::to_py(py, error))?;
-        found
-            .into_iter()
-            .map(|record| match record {
-                Some(record) => plan::object(py, record.value(), plan.as_ref()),
-                None => Ok(py.None()),
-            })
-            .collect()
+        let found = db.read(|txn| {
+            let mut records = Vec::with_capacity(encoded.len());
+            for key in &encoded {
+                let built = collection.get_with(txn, Doc::from_trusted(key)?.root(), |record| plan::object(py, record, plan.as_ref()))?;
+                records.push(built.unwrap_or_else(|| Ok(py.None())));
+            }
+            Ok(records)
+        });
+        found.map_err(|error| errors::to_py(py, error))?.into_iter().collect()
     }
 
     /// Flushes every commit so far to stable storage.

@@ -60,6 +60,7 @@ mod catalog;
 mod conform;
 mod key_kind;
 mod salvage;
+mod stored;
 
 pub use catalog::Catalog;
 pub use key_kind::KeyKind;
