@@ -325,6 +325,20 @@ impl Database {
         self.apply(py, &queued)
     }
 
+    /// Deletes the records of collection `name` at each of `keys` in one transaction, as
+    /// `commit` would with a "delete" for each (all or nothing). Returns each outcome
+    /// ("deleted", or "unchanged" where there was none).
+    fn delete_keys(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>) -> PyResult<Vec<&'static str>> {
+        check_operations(py, keys.len())?;
+        let collection = self.shared.collection(py, name)?;
+        let mut queued = Vec::with_capacity(keys.len());
+        for key in keys.iter() {
+            let key = convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?;
+            queued.push(Operation::Delete { collection: collection.clone(), key });
+        }
+        self.apply(py, &queued)
+    }
+
     /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
     /// Built straight from the stored bytes, with the GIL held for the read (a key lookup).
     #[pyo3(signature = (name, key, plan = None))]

@@ -312,11 +312,10 @@ class Collection(Generic[T]):
             for key in keys:
                 transaction._queue_delete(self, native_key(key))
             return
-        name = self.name
         if len(self._spec.key) == 1:
-            self._db._native.commit([("delete", name, key) for key in keys])
+            self._db._native.delete_keys(self.name, keys if type(keys) is list else list(keys))
         else:
-            self._db._native.commit([("delete", name, native_key(key)) for key in keys])
+            self._db._native.delete_keys(self.name, [native_key(key) for key in keys])
 
     def patch(self, key: Any, **changes: Any) -> T:
         """Changes some fields of the record at ``key`` and stores it; returns the new record.
