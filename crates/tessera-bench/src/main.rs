@@ -231,11 +231,7 @@ fn report(from_json: bool, results_dir: Option<PathBuf>, docs_dir: PathBuf, tabl
             run_table(table).map_err(|error| format!("{name}: {error}"))?;
         }
     }
-    let options = report::ReportOptions {
-        results_directory,
-        docs_directory: docs_dir,
-        tables,
-    };
+    let options = report::ReportOptions { results_directory, docs_directory: docs_dir, tables };
     let files = report::write_report(&options).map_err(|error| error.to_string())?;
     for path in files.charts.iter().chain([&files.markdown]) {
         println!("written {}", path.canonicalize().unwrap_or_else(|_| path.clone()).display());

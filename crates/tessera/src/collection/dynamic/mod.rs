@@ -725,7 +725,7 @@ impl DynCollection {
     }
 
     /// Checks `record` against the schema and encodes it with the shared keys; returns its
-    /// key and its key as text.
+    /// key and its bytes (the key's text is formatted only for an error).
     fn prepare(&self, record: Value<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
         let bytes = match conform_into::conform_into(record, &self.state.shape, &self.state.keys.shared) {
             Ok(bytes) => bytes,
