@@ -8,6 +8,8 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use std::cell::RefCell;
+use tessera_value::codec::{self, Encode, FieldIds};
 use tessera_value::{Encoder, Kind, Value};
 
 /// Deepest nesting of lists and dicts a Python value may have (the binary format's own
@@ -24,12 +26,13 @@ pub struct ConvertError {
 }
 
 impl ConvertError {
-    fn new(problem: impl Into<String>) -> ConvertError {
+    /// An error at the value itself (empty path).
+    pub fn new(problem: impl Into<String>) -> ConvertError {
         ConvertError { path: String::new(), problem: problem.into() }
     }
 
     /// Prepends a dict key to the path, on the way out of the recursion.
-    fn in_field(mut self, name: &str) -> ConvertError {
+    pub fn in_field(mut self, name: &str) -> ConvertError {
         self.path = if self.path.is_empty() || self.path.starts_with('[') {
             format!("{name}{}", self.path)
         } else {
@@ -39,7 +42,7 @@ impl ConvertError {
     }
 
     /// Prepends a list index to the path.
-    fn in_item(mut self, index: usize) -> ConvertError {
+    pub fn in_item(mut self, index: usize) -> ConvertError {
         self.path = if self.path.is_empty() || self.path.starts_with('[') {
             format!("[{index}]{}", self.path)
         } else {
@@ -51,9 +54,32 @@ impl ConvertError {
 
 /// Encodes `object` as one complete document.
 pub fn to_document(object: &Bound<'_, PyAny>) -> Result<Vec<u8>, ConvertError> {
-    let mut encoder = Encoder::new();
-    push(object, &mut encoder, 0)?;
-    encoder.finish().map_err(|error| ConvertError::new(error.to_string()))
+    let source = Source { object, failure: RefCell::new(None) };
+    let mut bytes = Vec::new();
+    // A per-thread encoder whose buffers are reused (a key or a small value is encoded per
+    // call: a fresh encoder's allocations were most of the work).
+    let written = codec::encode_into(&source, None, &FieldIds::default(), &mut bytes);
+    match (source.failure.into_inner(), written) {
+        (Some(failure), _) => Err(failure),
+        (None, Err(error)) => Err(encode_error(error)),
+        (None, Ok(())) => Ok(bytes),
+    }
+}
+
+/// A value being encoded through [`codec::encode_into`], with the failure the [`Encode`]
+/// trait cannot carry kept aside.
+struct Source<'a, 'py> {
+    object: &'a Bound<'py, PyAny>,
+    failure: RefCell<Option<ConvertError>>,
+}
+
+impl Encode for Source<'_, '_> {
+    fn encode(&self, out: &mut Encoder<'_>, _ids: &FieldIds) -> Result<(), tessera_value::EncodeError> {
+        push(self.object, out, 0).map_err(|failure| {
+            *self.failure.borrow_mut() = Some(failure);
+            tessera_value::EncodeError::Message("the value could not be encoded".into())
+        })
+    }
 }
 
 fn encode_error(error: tessera_value::EncodeError) -> ConvertError {
@@ -61,7 +87,7 @@ fn encode_error(error: tessera_value::EncodeError) -> ConvertError {
 }
 
 /// Pushes `object` onto `encoder`; `depth` is the number of lists and dicts around it.
-fn push(object: &Bound<'_, PyAny>, encoder: &mut Encoder, depth: usize) -> Result<(), ConvertError> {
+pub fn push(object: &Bound<'_, PyAny>, encoder: &mut Encoder, depth: usize) -> Result<(), ConvertError> {
     if object.is_none() {
         return encoder.push_null().map_err(encode_error);
     }

@@ -5,10 +5,11 @@
 //! at once, and any later call raises `tessera.Closed` instead of reaching a closed file.
 
 use crate::convert;
+use crate::encode::{self, EncodedRecord, RecordEncoder};
 use crate::errors;
 use crate::plan::{self, Plan};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyList, PyString, PyTuple};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -86,6 +87,43 @@ enum Operation {
     Insert { collection: DynCollection, record: Vec<u8> },
     Upsert { collection: DynCollection, record: Vec<u8> },
     Delete { collection: DynCollection, key: Vec<u8> },
+}
+
+/// `tessera.LimitExceeded` when a transaction would hold more than
+/// [`TRANSACTION_OPERATIONS_MAX`] operations.
+fn check_operations(py: Python<'_>, count: usize) -> PyResult<()> {
+    if count > TRANSACTION_OPERATIONS_MAX {
+        return Err(errors::raise(
+            py,
+            "LimitExceeded",
+            format!("a transaction of {count} operations (at most {TRANSACTION_OPERATIONS_MAX})"),
+            &[],
+        ));
+    }
+    Ok(())
+}
+
+impl Database {
+    /// Applies `queued` in one write transaction with the GIL released: each operation's
+    /// outcome, or the first failure (and nothing written).
+    fn apply(&self, py: Python<'_>, queued: &[Operation]) -> PyResult<Vec<&'static str>> {
+        let db = self.shared.db(py)?;
+        py.allow_threads(|| {
+            db.write(|tx| {
+                let mut outcomes = Vec::with_capacity(queued.len());
+                for operation in queued {
+                    let outcome = match operation {
+                        Operation::Insert { collection, record } => collection.insert(tx, Doc::from_trusted(record)?.root())?,
+                        Operation::Upsert { collection, record } => collection.upsert(tx, Doc::from_trusted(record)?.root())?,
+                        Operation::Delete { collection, key } => collection.delete(tx, Doc::from_trusted(key)?.root())?,
+                    };
+                    outcomes.push(outcome_name(outcome));
+                }
+                Ok(outcomes)
+            })
+        })
+        .map_err(|error| errors::to_py(py, error))
+    }
 }
 
 fn outcome_name(outcome: WriteOutcome) -> &'static str {
@@ -222,60 +260,96 @@ impl Database {
     }
 
     /// Commits `operations` in one transaction: each a tuple (kind, collection, value) with
-    /// kind "insert", "upsert" (value: the record) or "delete" (value: the key). All or
+    /// kind "insert", "upsert" (value: the record, a dict or an `EncodedRecord`) or "delete" (value: the key). All or
     /// nothing: the first failure rolls everything back and is raised. Returns each
     /// operation's outcome ("inserted", "updated", "unchanged", "deleted").
     fn commit(&self, py: Python<'_>, operations: &Bound<'_, PyList>) -> PyResult<Vec<&'static str>> {
-        if operations.len() > TRANSACTION_OPERATIONS_MAX {
-            return Err(errors::raise(
-                py,
-                "LimitExceeded",
-                format!("a transaction of {} operations (at most {TRANSACTION_OPERATIONS_MAX})", operations.len()),
-                &[],
-            ));
-        }
+        check_operations(py, operations.len())?;
         let mut queued = Vec::with_capacity(operations.len());
+        // The collection of the previous operation: a batch names one collection again and again.
+        let mut last: Option<(String, DynCollection)> = None;
         for operation in operations.iter() {
             let operation = operation.downcast::<PyTuple>()?;
-            let kind: String = operation.get_item(0)?.extract()?;
-            let name: String = operation.get_item(1)?.extract()?;
-            let collection = self.shared.collection(py, &name)?;
+            let kind = operation.get_item(0)?;
+            let kind = kind.downcast::<PyString>()?.to_cow()?;
+            let name = operation.get_item(1)?;
+            let name = name.downcast::<PyString>()?.to_cow()?;
+            let collection = match &last {
+                Some((cached, collection)) if *cached == *name => collection.clone(),
+                _ => {
+                    let collection = self.shared.collection(py, &name)?;
+                    last = Some((name.clone().into_owned(), collection.clone()));
+                    collection
+                }
+            };
             let value = operation.get_item(2)?;
-            let bytes = convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?;
-            queued.push(match kind.as_str() {
+            let bytes = match value.downcast::<EncodedRecord>() {
+                // Encoded by a RecordEncoder: a record, never a key.
+                Ok(encoded) if kind != "delete" => encoded.get().bytes.clone(),
+                _ => convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?,
+            };
+            queued.push(match &*kind {
                 "insert" => Operation::Insert { collection, record: bytes },
                 "upsert" => Operation::Upsert { collection, record: bytes },
                 "delete" => Operation::Delete { collection, key: bytes },
                 other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
             });
         }
-        let db = self.shared.db(py)?;
-        py.allow_threads(|| {
-            db.write(|tx| {
-                let mut outcomes = Vec::with_capacity(queued.len());
-                for operation in &queued {
-                    let outcome = match operation {
-                        Operation::Insert { collection, record } => collection.insert(tx, Doc::from_trusted(record)?.root())?,
-                        Operation::Upsert { collection, record } => collection.upsert(tx, Doc::from_trusted(record)?.root())?,
-                        Operation::Delete { collection, key } => collection.delete(tx, Doc::from_trusted(key)?.root())?,
-                    };
-                    outcomes.push(outcome_name(outcome));
-                }
-                Ok(outcomes)
-            })
-        })
-        .map_err(|error| errors::to_py(py, error))
+        self.apply(py, &queued)
+    }
+
+    /// Encodes each of `objects` (instances of the record type of `encoder`) and commits them
+    /// to collection `name` in one transaction, as `commit` would with `kind` ("insert" or
+    /// "upsert") for each: all or nothing. Returns each record's outcome.
+    fn write_records(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        name: &str,
+        encoder: PyRef<'_, RecordEncoder>,
+        objects: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<&'static str>> {
+        let collection = self.shared.collection(py, name)?;
+        let objects = objects.try_iter()?;
+        let mut queued = Vec::new();
+        for object in objects {
+            check_operations(py, queued.len() + 1)?;
+            let record = encoder.encode(&object?).map_err(|failure| encode::failure_to_py(py, name, failure))?;
+            let collection = collection.clone();
+            queued.push(match kind {
+                "insert" => Operation::Insert { collection, record },
+                "upsert" => Operation::Upsert { collection, record },
+                other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown record write {other:?}"))),
+            });
+        }
+        self.apply(py, &queued)
+    }
+
+    /// Deletes the records of collection `name` at each of `keys` in one transaction, as
+    /// `commit` would with a "delete" for each (all or nothing). Returns each outcome
+    /// ("deleted", or "unchanged" where there was none).
+    fn delete_keys(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>) -> PyResult<Vec<&'static str>> {
+        check_operations(py, keys.len())?;
+        let collection = self.shared.collection(py, name)?;
+        let mut queued = Vec::with_capacity(keys.len());
+        for key in keys.iter() {
+            let key = convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?;
+            queued.push(Operation::Delete { collection: collection.clone(), key });
+        }
+        self.apply(py, &queued)
     }
 
     /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
+    /// Built straight from the stored bytes, with the GIL held for the read (a key lookup).
     #[pyo3(signature = (name, key, plan = None))]
     fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let db = self.shared.db(py)?;
-        let found = py.allow_threads(|| collection.get(&db, Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
-        match found {
-            Some(record) => plan::object(py, record.value(), plan.as_ref()),
+        let key = Doc::from_trusted(&key).map_err(|error| errors::to_py(py, error.into()))?;
+        let found = collection.get_with(&db, key.root(), |record| plan::object(py, record, plan.as_ref()));
+        match found.map_err(|error| errors::to_py(py, error))? {
+            Some(record) => record,
             None => Ok(py.None()),
         }
     }
@@ -290,18 +364,15 @@ impl Database {
             encoded.push(convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?);
         }
         let db = self.shared.db(py)?;
-        let found = py
-            .allow_threads(|| {
-                db.read(|txn| encoded.iter().map(|key| collection.get(txn, Doc::from_trusted(key)?.root())).collect::<Result<Vec<_>, _>>())
-            })
-            .map_err(|error| errors::to_py(py, error))?;
-        found
-            .into_iter()
-            .map(|record| match record {
-                Some(record) => plan::object(py, record.value(), plan.as_ref()),
-                None => Ok(py.None()),
-            })
-            .collect()
+        let found = db.read(|txn| {
+            let mut records = Vec::with_capacity(encoded.len());
+            for key in &encoded {
+                let built = collection.get_with(txn, Doc::from_trusted(key)?.root(), |record| plan::object(py, record, plan.as_ref()))?;
+                records.push(built.unwrap_or_else(|| Ok(py.None())));
+            }
+            Ok(records)
+        });
+        found.map_err(|error| errors::to_py(py, error))?.into_iter().collect()
     }
 
     /// Flushes every commit so far to stable storage.

@@ -11,6 +11,7 @@
 //! - [`dictionary`]: the dictionary;
 //! - [`documents`]: field-decomposed documents;
 //! - [`plan`]: records built as dataclasses straight from stored values;
+//! - [`encode`]: records encoded straight from dataclass instances;
 //! - [`format`](mod@format): `dumps`, `loads`, JSON and the `Value` view.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ pub mod convert;
 pub mod database;
 pub mod dictionary;
 pub mod documents;
+pub mod encode;
 pub mod errors;
 pub mod format;
 pub mod plan;
@@ -39,6 +41,8 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<documents::DocumentSubscription>()?;
     module.add_class::<format::ValueView>()?;
     module.add_class::<plan::Plan>()?;
+    module.add_class::<encode::RecordEncoder>()?;
+    module.add_class::<encode::EncodedRecord>()?;
     module.add_function(wrap_pyfunction!(format::dumps, module)?)?;
     module.add_function(wrap_pyfunction!(format::loads, module)?)?;
     module.add_function(wrap_pyfunction!(format::from_json, module)?)?;

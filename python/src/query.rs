@@ -46,10 +46,11 @@ fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: O
     Ok(query)
 }
 
-/// The matches of a query, read in one snapshot, turned into dicts one by one.
+/// The matches of a query, copied as stored from one snapshot, built one by one.
 #[pyclass(module = "tessera._native")]
 pub struct QueryResult {
-    records: std::vec::IntoIter<DynRecord>,
+    collection: DynCollection,
+    records: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
     plan: Option<Py<Plan>>,
 }
 
@@ -60,10 +61,9 @@ impl QueryResult {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        match self.records.next() {
-            Some(record) => Ok(Some(plan::object(py, record.value(), self.plan.as_ref())?)),
-            None => Ok(None),
-        }
+        let Some((key, stored)) = self.records.next() else { return Ok(None) };
+        let built = self.collection.read_stored(&key, &stored, |record| plan::object(py, record, self.plan.as_ref()));
+        Ok(Some(built.map_err(|error| errors::to_py(py, error))??))
     }
 
     /// Matches not yet iterated.
@@ -89,8 +89,9 @@ impl Database {
     ) -> PyResult<QueryResult> {
         let collection = self.shared.collection(py, name)?;
         let db = self.shared.db(py)?;
-        let records = py.allow_threads(|| build(&collection, text, offset, limit)?.fetch(&db)).map_err(|error| errors::to_py(py, error))?;
-        Ok(QueryResult { records: records.into_iter(), plan })
+        let records =
+            py.allow_threads(|| build(&collection, text, offset, limit)?.fetch_stored(&db)).map_err(|error| errors::to_py(py, error))?;
+        Ok(QueryResult { collection, records: records.into_iter(), plan })
     }
 
     /// How many records of collection `name` match `text`.
@@ -310,8 +311,9 @@ impl Snapshot {
         plan: Option<Py<Plan>>,
     ) -> PyResult<QueryResult> {
         let collection = self.shared.collection(py, name)?;
-        let records = self.run(py, move |txn| build(&collection, text.as_deref(), offset, limit)?.fetch(txn))?;
-        Ok(QueryResult { records: records.into_iter(), plan })
+        let query = build(&collection, text.as_deref(), offset, limit).map_err(|error| errors::to_py(py, error))?;
+        let records = self.run(py, move |txn| query.fetch_stored(txn))?;
+        Ok(QueryResult { collection, records: records.into_iter(), plan })
     }
 
     /// As `Database.count`, in this snapshot.

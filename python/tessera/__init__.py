@@ -249,9 +249,9 @@ class Collection(Generic[T]):
         self.name = self._spec.name
         native = db._native
         native.create_collection(self.name, json.dumps(self._spec.schema))
-        self._build = self._spec.type.from_stored
-        self._to_stored = self._spec.type.to_stored
-        # Records read through the extension are built by it along this plan.
+        # Records are encoded by the extension along this encoder (attributes read by the
+        # stored schema), and read records are built by it along this plan.
+        self._encoder = self._spec.type.native_encoder
         self._plan = self._spec.type.native_plan
         db._collections[cls] = self
 
@@ -260,23 +260,23 @@ class Collection(Generic[T]):
 
     # Writes -----------------------------------------------------------------------------
 
-    def _write(self, kind: str, value: Any) -> Optional[str]:
+    def _write(self, kind: str, obj: Any) -> Optional[str]:
         transaction = self._db._transaction()
         if transaction is not None:
-            transaction._queue(kind, self, value)
+            transaction._queue_record(kind, self, obj)
             return None
-        return self._db._native.commit([(kind, self.name, value)])[0]
+        return self._db._native.write_records(kind, self.name, self._encoder, (obj,))[0]
 
     def insert(self, obj: T) -> None:
         """Stores a new record: :class:`tessera.DuplicateKey` if its key exists,
         :class:`tessera.SchemaViolation` (with the field path) if a value has the wrong type,
         :class:`tessera.UniqueViolation` for a taken unique value. Nothing is written then."""
-        self._write("insert", self._to_stored(obj))
+        self._write("insert", obj)
 
     def upsert(self, obj: T) -> Optional[str]:
         """Stores the record, replacing one with its key: "inserted", "updated" or
         "unchanged" (None inside ``db.write()``, where it is known at the commit)."""
-        return self._write("upsert", self._to_stored(obj))
+        return self._write("upsert", obj)
 
     def insert_many(self, objs: Sequence[T]) -> None:
         """Inserts every record in one transaction (all or nothing)."""
@@ -287,20 +287,22 @@ class Collection(Generic[T]):
         self._many("upsert", objs)
 
     def _many(self, kind: str, objs: Sequence[T]) -> None:
-        to_stored = self._to_stored
         transaction = self._db._transaction()
         if transaction is not None:
             for obj in objs:
-                transaction._queue(kind, self, to_stored(obj))
+                transaction._queue_record(kind, self, obj)
             return
-        name = self.name
-        self._db._native.commit([(kind, name, to_stored(obj)) for obj in objs])
+        self._db._native.write_records(kind, self.name, self._encoder, objs)
 
     def delete(self, key: Any) -> bool:
         """Deletes the record at ``key`` (a tuple for a composite key): whether one was there
         (True inside ``db.write()``, where it is known at the commit)."""
-        outcome = self._write("delete", self._spec.native_key(key))
-        return outcome != "unchanged"
+        key = self._spec.native_key(key)
+        transaction = self._db._transaction()
+        if transaction is not None:
+            transaction._queue_delete(self, key)
+            return True
+        return self._db._native.commit([("delete", self.name, key)])[0] != "unchanged"
 
     def delete_many(self, keys: Sequence[Any]) -> None:
         """Deletes the records at ``keys`` in one transaction."""
@@ -308,9 +310,12 @@ class Collection(Generic[T]):
         transaction = self._db._transaction()
         if transaction is not None:
             for key in keys:
-                transaction._queue("delete", self, native_key(key))
+                transaction._queue_delete(self, native_key(key))
             return
-        self._db._native.commit([("delete", self.name, native_key(key)) for key in keys])
+        if len(self._spec.key) == 1:
+            self._db._native.delete_keys(self.name, keys if type(keys) is list else list(keys))
+        else:
+            self._db._native.delete_keys(self.name, [native_key(key) for key in keys])
 
     def patch(self, key: Any, **changes: Any) -> T:
         """Changes some fields of the record at ``key`` and stores it; returns the new record.
@@ -331,7 +336,7 @@ class Collection(Generic[T]):
         if transaction is not None:
             pending = transaction._pending(self, key)
             if pending is not _ABSENT:
-                return None if pending is None else self._build(dict(pending))
+                return None if pending is None else pending.build(self._plan)
         return self._db._native.get(self.name, self._spec.native_key(key), self._plan)
 
     def get_many(self, keys: Sequence[Any]) -> List[Optional[T]]:
@@ -468,7 +473,8 @@ class Transaction:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._operations: List[tuple] = []
-        # (collection name, key as JSON) -> stored dict, or None for a delete.
+        # (collection name, key as `_overlay_key` makes it) -> the encoded record, or None for
+        # a delete.
         self._overlay: Dict[tuple, Any] = {}
         self._active = False
 
@@ -491,23 +497,24 @@ class Transaction:
         self._db._native.commit(operations)
         return None
 
-    def _queue(self, kind: str, collection: Collection[Any], value: Any) -> None:
+    def _queue_record(self, kind: str, collection: Collection[Any], obj: Any) -> None:
+        """Queues an insert or upsert of ``obj``, encoded now: changing the object later does
+        not change what commits, and an unstorable value raises at the call."""
         if not self._active:
             raise Error("the transaction has ended")
-        if kind == "delete":
-            self._overlay[(collection.name, _overlay_key(value))] = None
-        else:
-            if kind == "insert":
-                key = _overlay_key(collection._spec.key_of(_Row(value)))
-                if self._overlay.get((collection.name, key), _ABSENT) not in (_ABSENT, None):
-                    raise DuplicateKey(
-                        f"collection {collection.name!r}: a record with key {key} exists",
-                        collection=collection.name,
-                        key=key,
-                    )
-            value = _detached(collection, value)
-            self._overlay[(collection.name, _overlay_key(collection._spec.key_of(_Row(value))))] = value
-        self._operations.append((kind, collection.name, value))
+        encoded = collection._encoder.encode_record(collection.name, obj)
+        key = (collection.name, _overlay_key(collection._spec.key_of(obj)))
+        if kind == "insert" and self._overlay.get(key, _ABSENT) not in (_ABSENT, None):
+            shown = _shown_key(key[1])
+            raise DuplicateKey(f"collection {collection.name!r}: a record with key {shown} exists", collection=collection.name, key=shown)
+        self._overlay[key] = encoded
+        self._operations.append((kind, collection.name, encoded))
+
+    def _queue_delete(self, collection: Collection[Any], key: Any) -> None:
+        if not self._active:
+            raise Error("the transaction has ended")
+        self._overlay[(collection.name, _overlay_key(key))] = None
+        self._operations.append(("delete", collection.name, key))
 
     def _pending(self, collection: Collection[Any], key: Any) -> Any:
         return self._overlay.get((collection.name, _overlay_key(collection._spec.native_key(key))), _ABSENT)
@@ -529,37 +536,23 @@ class Transaction:
         return self._db.collection(cls).get(key)
 
 
-def _detached(collection: Collection[Any], value: dict) -> dict:
-    """A deep copy of a stored dict (through the binary format), so that changing the object
-    after it was queued does not change what commits; an unstorable value raises now."""
-    try:
-        return _native.loads(_native.dumps(value))
-    except errors.EncodeError as error:
-        raise SchemaViolation(
-            f"collection {collection.name!r}, field `{error.path}`: {error.problem}",
-            collection=collection.name,
-            key="",
-            path=error.path,
-            problem=error.problem,
-        ) from None
-
-
-class _Row:
-    """Attribute access to a stored dict, for key extraction."""
-
-    __slots__ = ("_values",)
-
-    def __init__(self, values: dict) -> None:
-        self._values = values
-
-    def __getattr__(self, name: str) -> Any:
-        return self._values.get(name)
-
-
-def _overlay_key(key: Any) -> str:
+def _overlay_key(key: Any) -> Any:
+    """A key as the transaction's overlay holds it: a str or int key as it is (the common
+    case, without a JSON dump per write), any other as JSON text tagged so that it cannot
+    equal a str key."""
+    kind = type(key)
+    if kind is str or kind is int:
+        return key
     if isinstance(key, (list, tuple)):
-        return json.dumps([_plain(part) for part in key])
-    return json.dumps(_plain(key))
+        return ("json", json.dumps([_plain(part) for part in key]))
+    return ("json", json.dumps(_plain(key)))
+
+
+def _shown_key(key: Any) -> str:
+    """An overlay key as an error shows it (JSON text)."""
+    if isinstance(key, tuple):
+        return key[1]
+    return json.dumps(key)
 
 
 def _plain(part: Any) -> Any:

@@ -66,14 +66,16 @@ class Field:
     """How one type hint is stored: its shape, and converters to and from stored values
     (``None`` where the value is stored as it is)."""
 
-    __slots__ = ("shape", "encode", "decode", "plan")
+    __slots__ = ("shape", "encode", "decode", "plan", "encoding")
 
-    def __init__(self, shape: Any, encode: Callable | None, decode: Callable | None, plan: Any = None) -> None:
+    def __init__(self, shape: Any, encode: Callable | None, decode: Callable | None, plan: Any = None, encoding: Any = None) -> None:
         self.shape = shape
         self.encode = encode
         self.decode = decode
         # How the extension builds the value (see python/src/plan.rs); None: as stored.
         self.plan = plan
+        # How the extension encodes the value (see python/src/encode.rs); None: as it is.
+        self.encoding = encoding
 
 
 def describe(hint: Any, path: str, depth: int = 0) -> Field:
@@ -88,13 +90,14 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
     if hint is int:
         return Field("Int", None, None)
     if hint is float:
-        return Field("Float", _float_in, None)
+        return Field("Float", _float_in, None, None, ("float",))
     if hint is str:
         return Field("String", None, None)
     if hint is bytes:
         return Field("Bytes", None, None)
     if hint is datetime.datetime:
-        return Field("String", _datetime_in(path), datetime.datetime.fromisoformat, ("call", datetime.datetime.fromisoformat))
+        plan = ("call", datetime.datetime.fromisoformat)
+        return Field("String", _datetime_in(path), datetime.datetime.fromisoformat, plan, ("datetime", datetime.datetime))
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum_field(hint, path)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
@@ -105,7 +108,8 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         encode = None if field.encode is None else (lambda value, f=field.encode: None if value is None else f(value))
         decode = None if field.decode is None else (lambda value, f=field.decode: None if value is None else f(value))
         plan = None if field.plan is None else ("optional", field.plan)
-        return Field({"Option": field.shape}, encode, decode, plan)
+        encoding = None if field.encoding is None else ("optional", field.encoding)
+        return Field({"Option": field.shape}, encode, decode, plan, encoding)
     variants = _variants(hint)
     if variants is not None:
         return _union_field(variants, path, depth)
@@ -115,12 +119,14 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         item = describe(arguments[0], f"{path}[]", depth + 1)
         encode = None if item.encode is None else (lambda values, f=item.encode: [f(value) for value in values])
         decode = None if item.decode is None else (lambda values, f=item.decode: [f(value) for value in values])
-        return Field({"List": item.shape}, encode, decode, None if item.plan is None else ("list", item.plan))
+        plan = None if item.plan is None else ("list", item.plan)
+        return Field({"List": item.shape}, encode, decode, plan, None if item.encoding is None else ("list", item.encoding))
     if origin in (dict, typing.Dict) and len(arguments) == 2 and arguments[0] is str:
         item = describe(arguments[1], f"{path}{{}}", depth + 1)
         encode = None if item.encode is None else (lambda values, f=item.encode: {k: f(v) for k, v in values.items()})
         decode = None if item.decode is None else (lambda values, f=item.decode: {k: f(v) for k, v in values.items()})
-        return Field({"Map": item.shape}, encode, decode, None if item.plan is None else ("map", item.plan))
+        plan = None if item.plan is None else ("map", item.plan)
+        return Field({"Map": item.shape}, encode, decode, plan, None if item.encoding is None else ("map", item.encoding))
     raise UnsupportedType(
         f"field `{path}`: tessera cannot store {hint!r} (int, float, str, bytes, bool, Optional, "
         "list, dict[str, T], nested dataclasses, a Union of dataclasses, Enum and datetime can be stored)",
@@ -153,7 +159,8 @@ def _enum_field(cls: type, path: str) -> Field:
     def decode(value: Any) -> Any:
         return by_name[value]
 
-    return Field({"Enum": [[name, None] for name in members]}, encode, decode, ("members", dict(by_name)))
+    plan = ("members", dict(by_name))
+    return Field({"Enum": [[name, None] for name in members]}, encode, decode, plan, plan)
 
 
 class RecordType:
@@ -169,6 +176,7 @@ class RecordType:
         self.encoders: list[tuple[str, Callable]] = []
         self.decoders: list[tuple[str, Callable]] = []
         plans: list[tuple[str, Any]] = []
+        encodings: list[tuple[str, Any]] = []
         for field in dataclasses.fields(cls):
             name = field.name
             full = f"{path}.{name}" if path else name
@@ -180,9 +188,14 @@ class RecordType:
             if described.decode is not None:
                 self.decoders.append((name, described.decode))
             plans.append((name, described.plan))
+            encodings.append((name, described.encoding))
         self.shape = {"Struct": fields}
         self.plan = ("struct", cls, plans)
+        # How the extension encodes an instance: each field read by name and written along
+        # its node, in declaration order.
+        self.encoding = ("struct", cls, encodings)
         self._native_plan: Any = None
+        self._native_encoder: Any = None
         self.plain = not self.encoders and not self.decoders and not hasattr(cls, "__slots__")
 
     def to_stored(self, obj: Any) -> dict:
@@ -206,6 +219,15 @@ class RecordType:
 
             self._native_plan = _native.Plan(self.plan)
         return self._native_plan
+
+    @property
+    def native_encoder(self) -> Any:
+        """The compiled encoder the extension writes records with (made on first use)."""
+        if self._native_encoder is None:
+            from . import _native
+
+            self._native_encoder = _native.RecordEncoder(self.encoding)
+        return self._native_encoder
 
     def from_stored(self, values: dict) -> Any:
         """The dataclass from a stored dict (missing optional fields become None). The dict
@@ -231,7 +253,7 @@ def _struct_field(cls: type, path: str, depth: int) -> Field:
     def decode(value: Any) -> Any:
         return nested.from_stored(value) if isinstance(value, dict) else value
 
-    return Field(nested.shape, encode, decode, nested.plan)
+    return Field(nested.shape, encode, decode, nested.plan, nested.encoding)
 
 
 def _union_field(variants: tuple, path: str, depth: int) -> Field:
@@ -258,4 +280,5 @@ def _union_field(variants: tuple, path: str, depth: int) -> Field:
 
     shape = {"Enum": [[cls.__name__, records[cls].shape] for cls in variants]}
     plan = ("variants", {name: record.plan for name, record in by_name.items()})
-    return Field(shape, encode, decode, plan)
+    encoding = ("variants", [(name, record.encoding) for name, record in by_name.items()])
+    return Field(shape, encode, decode, plan, encoding)

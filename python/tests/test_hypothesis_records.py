@@ -32,3 +32,19 @@ def test_person_round_trips(db, value):
     collection = db.collection(Person)
     collection.upsert(value)
     assert collection.get(value.name) == value
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(people, max_size=5, unique_by=lambda person: person.name))
+def test_people_round_trip_through_a_transaction_and_a_batch(db, values):
+    """The extension's encoder and decoder on the batch path and on a transaction's own reads
+    (records queued encoded, read back before the commit)."""
+    collection = db.collection(Person)
+    collection.delete_many([value.name for value in collection.query()])
+    with db.write():
+        collection.upsert_many(values)
+        assert [collection.get(value.name) for value in values] == values
+    assert collection.get_many([value.name for value in values]) == values
+    assert sorted((p.name for p in collection.query()), key=lambda name: name.encode()) == sorted(
+        (value.name for value in values), key=lambda name: name.encode()
+    )

@@ -25,7 +25,7 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tessera_bench::report::{self, TABLE_NAMES};
+use tessera_bench::report::{self, EXTERNAL_TABLE_NAMES, REPORT_TABLE_NAMES, TABLE_NAMES};
 
 #[derive(Parser)]
 #[command(about = "tessera's benchmarks, with peers measured side by side in the same run")]
@@ -158,8 +158,10 @@ enum TableName {
         /// The directory that receives benchmarks.md and bench/*.svg.
         #[arg(long, default_value_os_t = default_docs_directory())]
         docs_dir: PathBuf,
-        /// The tables to report, comma-separated (default: all eight, in the README's order).
-        #[arg(long, value_delimiter = ',', default_values_t = TABLE_NAMES.map(String::from))]
+        /// The tables to report, comma-separated (default: the eight tessera-bench tables in the
+        /// README's order, then `python` if python/bench.py has written its results file; it is
+        /// read, never run).
+        #[arg(long, value_delimiter = ',')]
         tables: Vec<String>,
     },
 }
@@ -207,11 +209,17 @@ fn run_table(table: TableName) -> std::io::Result<()> {
 
 /// Runs the tables unless `from_json`, then writes the charts and the markdown.
 fn report(from_json: bool, results_dir: Option<PathBuf>, docs_dir: PathBuf, tables: Vec<String>) -> Result<(), String> {
-    if let Some(unknown) = tables.iter().find(|name| !TABLE_NAMES.contains(&name.as_str())) {
-        return Err(format!("no benchmark table named `{unknown}` (the tables: {})", TABLE_NAMES.join(", ")));
+    let results_directory = results_dir.unwrap_or_else(harness::results_directory);
+    let tables = if tables.is_empty() { default_tables(&results_directory) } else { tables };
+    if let Some(unknown) = tables.iter().find(|name| !REPORT_TABLE_NAMES.contains(&name.as_str())) {
+        return Err(format!("no benchmark table named `{unknown}` (the tables: {})", REPORT_TABLE_NAMES.join(", ")));
     }
     if !from_json {
         for name in &tables {
+            if EXTERNAL_TABLE_NAMES.contains(&name.as_str()) {
+                eprintln!("== {name}: read from its results file (written by `{}`)", report::producer_command(name));
+                continue;
+            }
             // Each table with its defaults: the same arguments as `tessera-bench <table>`, so the
             // defaults stay in one place (the clap attributes above).
             let table =
@@ -223,16 +231,28 @@ fn report(from_json: bool, results_dir: Option<PathBuf>, docs_dir: PathBuf, tabl
             run_table(table).map_err(|error| format!("{name}: {error}"))?;
         }
     }
-    let options = report::ReportOptions {
-        results_directory: results_dir.unwrap_or_else(harness::results_directory),
-        docs_directory: docs_dir,
-        tables,
-    };
+    let options = report::ReportOptions { results_directory, docs_directory: docs_dir, tables };
     let files = report::write_report(&options).map_err(|error| error.to_string())?;
     for path in files.charts.iter().chain([&files.markdown]) {
         println!("written {}", path.canonicalize().unwrap_or_else(|_| path.clone()).display());
     }
     Ok(())
+}
+
+/// Every tessera-bench table, then each table another program writes whose results file is in
+/// `results_directory` (one that is not is left out, with a notice: it is not this program's
+/// to run). Named with --tables, a missing file is an error.
+fn default_tables(results_directory: &Path) -> Vec<String> {
+    let mut tables: Vec<String> = TABLE_NAMES.map(String::from).to_vec();
+    for name in EXTERNAL_TABLE_NAMES {
+        let path = report::results_path(results_directory, name);
+        if path.exists() {
+            tables.push(name.to_owned());
+        } else {
+            eprintln!("notice: no {} (written by `{}`): the `{name}` table is left out", path.display(), report::producer_command(name));
+        }
+    }
+    tables
 }
 
 #[cfg(test)]
@@ -259,7 +279,16 @@ mod tests {
         assert!(!from_json);
         assert_eq!(results_dir, None);
         assert!(docs_dir.ends_with("../../docs"), "{}", docs_dir.display());
-        assert_eq!(tables, TABLE_NAMES);
+        assert!(tables.is_empty(), "the default list is made when the results directory is known");
+        assert!(TABLE_NAMES.iter().chain(&EXTERNAL_TABLE_NAMES).eq(REPORT_TABLE_NAMES.iter()));
+    }
+
+    #[test]
+    fn the_python_table_is_a_default_once_its_results_file_exists() {
+        let results = tempfile::tempdir().unwrap();
+        assert_eq!(default_tables(results.path()), TABLE_NAMES);
+        std::fs::write(report::results_path(results.path(), "python"), "{}").unwrap();
+        assert_eq!(default_tables(results.path()), REPORT_TABLE_NAMES);
     }
 
     #[test]

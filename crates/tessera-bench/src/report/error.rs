@@ -7,13 +7,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// A table name that is not one of the benchmark tables.
-    #[error("no benchmark table named `{table}` (the tables: format, store, documents, dictionary, crud, live)")]
+    #[error("no benchmark table named `{table}` (the tables: {})", super::REPORT_TABLE_NAMES.join(", "))]
     UnknownTable {
         /// The name given.
         table: String,
     },
     /// A results file that the report needs does not exist.
-    #[error("no results file {path} (run `cargo run --release -p tessera-bench -- {table}` first)")]
+    #[error("no results file {path} (run `{}` first)", super::producer_command(.table))]
     Missing {
         /// The file looked for.
         path: PathBuf,

@@ -17,7 +17,10 @@ mod seed_figures;
 pub use chart::{render_svg, Bar, ChartPlan, ReferenceLine, RowGroup, SYSTEMS_COUNT_MAX, WIDTH_PX};
 pub use error::ReportError;
 pub use markdown::{format_figure, markdown_document, markdown_section, peer_names};
-pub use results::{read_table, results_path, ResultsRow, ResultsTable, PEERS_COUNT_MAX, ROWS_COUNT_MAX, TABLE_NAMES};
+pub use results::{
+    producer_command, read_table, results_path, ResultsRow, ResultsTable, EXTERNAL_TABLE_NAMES, PEERS_COUNT_MAX, REPORT_TABLE_NAMES,
+    ROWS_COUNT_MAX, TABLE_NAMES,
+};
 pub use seed_figures::{seed_figures_for, SeedFigure, SEED_FIGURES};
 
 use std::path::{Path, PathBuf};
@@ -29,7 +32,7 @@ pub struct ReportOptions {
     pub results_directory: PathBuf,
     /// The directory that receives `benchmarks.md` and `bench/<table>.svg`.
     pub docs_directory: PathBuf,
-    /// The tables to report, each one of [`TABLE_NAMES`], in this order.
+    /// The tables to report, each one of [`REPORT_TABLE_NAMES`], in this order.
     pub tables: Vec<String>,
 }
 
@@ -46,7 +49,7 @@ pub struct ReportFiles {
 /// unless every table reads and checks.
 ///
 /// # Errors
-/// [`ReportError::UnknownTable`] for a name not in [`TABLE_NAMES`]; the errors of
+/// [`ReportError::UnknownTable`] for a name not in [`REPORT_TABLE_NAMES`]; the errors of
 /// [`read_table`]; [`ReportError::Invalid`] when a seed figure's row is missing from its table
 /// (a renamed row would silently lose its reference line); [`ReportError::Draw`] and
 /// [`ReportError::Write`] while writing.
@@ -73,7 +76,7 @@ pub struct ReportFiles {
 /// assert!(std::fs::read_to_string(&files.charts[0]).unwrap().contains("range scan (µs)"));
 /// ```
 pub fn write_report(options: &ReportOptions) -> Result<ReportFiles, ReportError> {
-    if let Some(unknown) = options.tables.iter().find(|name| !TABLE_NAMES.contains(&name.as_str())) {
+    if let Some(unknown) = options.tables.iter().find(|name| !REPORT_TABLE_NAMES.contains(&name.as_str())) {
         return Err(ReportError::UnknownTable { table: unknown.clone() });
     }
     let mut tables = Vec::with_capacity(options.tables.len());

@@ -8,6 +8,37 @@ use std::path::{Path, PathBuf};
 /// The benchmark tables, one per seed table, in the report's order.
 pub const TABLE_NAMES: [&str; 8] = ["format", "store", "documents", "dictionary", "crud", "live", "commit", "replicate"];
 
+/// Tables another program measures (`python`: `python/bench.py`, the Python package against
+/// Python's stores): the report reads their results files and never runs them.
+pub const EXTERNAL_TABLE_NAMES: [&str; 1] = ["python"];
+
+/// Every table the report shows, in its order: [`TABLE_NAMES`], then [`EXTERNAL_TABLE_NAMES`].
+///
+/// # Example
+/// ```
+/// use tessera_bench::report::{REPORT_TABLE_NAMES, TABLE_NAMES};
+///
+/// assert_eq!(REPORT_TABLE_NAMES[..TABLE_NAMES.len()], TABLE_NAMES);
+/// assert_eq!(REPORT_TABLE_NAMES.last(), Some(&"python"));
+/// ```
+pub const REPORT_TABLE_NAMES: [&str; 9] = ["format", "store", "documents", "dictionary", "crud", "live", "commit", "replicate", "python"];
+
+/// The command that writes `table`'s results file.
+///
+/// # Example
+/// ```
+/// use tessera_bench::report::producer_command;
+///
+/// assert_eq!(producer_command("crud"), "cargo run --release -p tessera-bench -- crud");
+/// assert_eq!(producer_command("python"), "python python/bench.py");
+/// ```
+pub fn producer_command(table: &str) -> String {
+    match table {
+        "python" => "python python/bench.py".to_owned(),
+        other => format!("cargo run --release -p tessera-bench -- {other}"),
+    }
+}
+
 /// Rows per table, at most: a larger file is refused rather than drawn as an unreadable chart.
 pub const ROWS_COUNT_MAX: usize = 200;
 

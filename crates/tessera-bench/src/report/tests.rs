@@ -317,6 +317,36 @@ fn a_missing_table_fails_the_report_before_anything_is_written() {
     assert!(!docs.path().join("bench/crud.svg").exists());
 }
 
+/// A results file as python/bench.py writes it (peers sorted by name, a row in µs).
+const PYTHON_JSON: &str = r#"{
+  "table": "python",
+  "machine": "AMD EPYC, 2 cores, linux, Python 3.11.7",
+  "rows": [
+    {"row": "crud: insert 10000 (one transaction)", "unit": "ms", "tessera": 62.1,
+     "peers": {"diskcache": 420.0, "lmdb": 150.0, "shelve": 490.0, "sqlite3": 85.0}, "target": "<= 0.5 x sqlite3 (42.5)", "met": false},
+    {"row": "live: the 10-object commit alone (median)", "unit": "us", "tessera": 80.0, "peers": {}, "target": null, "met": null}
+  ]
+}"#;
+
+#[test]
+fn the_python_table_is_read_from_its_file_and_drawn() {
+    let (results, docs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_results(results.path(), "python", PYTHON_JSON);
+    let files = write_report(&options(results.path(), docs.path(), &["python"])).unwrap();
+    assert_eq!(files.charts, [docs.path().join("bench/python.svg")]);
+    let markdown = std::fs::read_to_string(&files.markdown).unwrap();
+    assert!(markdown.contains("## `python`") && markdown.contains("crud: insert 10000"), "{markdown}");
+    assert!(std::fs::read_to_string(&files.charts[0]).unwrap().contains("sqlite3"));
+}
+
+#[test]
+fn a_missing_python_table_says_which_program_writes_it() {
+    let (results, docs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let error = write_report(&options(results.path(), docs.path(), &["python"])).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("python.json") && message.contains("python python/bench.py"), "{message}");
+}
+
 #[test]
 fn an_unknown_table_is_refused() {
     let (results, docs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

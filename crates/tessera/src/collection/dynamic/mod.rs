@@ -58,8 +58,10 @@
 
 mod catalog;
 mod conform;
+mod conform_into;
 mod key_kind;
 mod salvage;
+mod stored;
 
 pub use catalog::Catalog;
 pub use key_kind::KeyKind;
@@ -723,27 +725,25 @@ impl DynCollection {
     }
 
     /// Checks `record` against the schema and encodes it with the shared keys; returns its
-    /// key and its key as text.
-    fn prepare(&self, record: Value<'_>) -> Result<(Vec<u8>, Vec<u8>, String)> {
-        let mut encoder = Encoder::with_shared_keys(&self.state.keys.shared);
-        let key_text = self.key_text(record);
-        match conform::conform(&mut encoder, record, &self.state.shape) {
-            Ok(()) => {}
-            Err(ConformError::Misfit(misfit)) => return Err(self.violation(&key_text, misfit)),
+    /// key and its bytes (the key's text is formatted only for an error).
+    fn prepare(&self, record: Value<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
+        let bytes = match conform_into::conform_into(record, &self.state.shape, &self.state.keys.shared) {
+            Ok(bytes) => bytes,
+            Err(ConformError::Misfit(misfit)) => return Err(self.violation(&self.key_text(record), misfit)),
             Err(ConformError::Encode(error)) => return Err(error.into()),
-        }
-        let bytes = encoder.finish()?;
+        };
+        let key_text = || self.key_text(record);
         let kinds = self.key_kinds()?;
         let mut key = Vec::with_capacity(32);
         let doc = Doc::from_trusted_with_keys(&bytes, &self.state.keys.shared)?;
         for (path, kind) in self.schema.key_fields.iter().zip(kinds) {
             let part = crate::query::lookup(doc.root(), path).filter(|value| !value.is_null());
             let part = part.ok_or_else(|| {
-                self.violation(&key_text, Misfit { path: path.clone(), problem: "missing: a key field is required".into() })
+                self.violation(&key_text(), Misfit { path: path.clone(), problem: "missing: a key field is required".into() })
             })?;
-            kind.encode(part, &mut key).map_err(|problem| self.violation(&key_text, Misfit { path: path.clone(), problem }))?;
+            kind.encode(part, &mut key).map_err(|problem| self.violation(&key_text(), Misfit { path: path.clone(), problem }))?;
         }
-        Ok((key, bytes, key_text))
+        Ok((key, bytes))
     }
 
     /// A stored key as JSON text (the key field's value, or an array for a composite key),
@@ -798,9 +798,9 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn insert(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
-        let (key, bytes, key_text) = self.prepare(record)?;
+        let (key, bytes) = self.prepare(record)?;
         if tx.get(&self.state.records, &key)?.is_some() {
-            return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: key_text });
+            return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: self.key_text(record) });
         }
         self.state.store(tx, &key, None, &bytes)
     }
@@ -823,7 +823,7 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn upsert(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
-        let (key, bytes, _) = self.prepare(record)?;
+        let (key, bytes) = self.prepare(record)?;
         let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
         self.state.store(tx, &key, old.as_deref(), &bytes)
     }

@@ -1,0 +1,313 @@
+//! Records encoded straight from dataclass instances, along the record type's schema.
+//!
+//! The Python side describes each record type once as nested tuples (see
+//! `tessera/_schema.py`, `RecordType.encode_plan`); compiling a [`RecordEncoder`] resolves the
+//! field names to interned strings, the enum members and the dataclasses of each node, so
+//! encoding a record reads its attributes and writes the binary format in one pass, with no
+//! dict per record and no Python code per field.
+//!
+//! The encoder is lenient where the Python converters were: a value that is not what its
+//! field declares (a `str` for an `int`, a dict for a nested dataclass) is written as the plain
+//! value it is, and the collection's check against the stored shape
+//! (`tessera::collection::DynCollection::insert`) refuses it with the field's path. A value
+//! that no document can hold (an `object()`) fails here, with its path.
+
+use crate::convert::{self, ConvertError};
+use pyo3::exceptions::PyAttributeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use std::cell::RefCell;
+use tessera_value::codec::{self, Encode, FieldIds};
+use tessera_value::Encoder;
+
+/// How to write one value.
+enum Node {
+    /// As the plain value it is (`int`, `str`, `bytes`, `bool`, and anything unexpected).
+    Plain,
+    /// A float field: an `int` is written as a float, as Python would compute with it.
+    Float,
+    /// An `enum.Enum` member by its name: (member, name) pairs.
+    Members(Vec<(PyObject, String)>),
+    /// A `datetime` as its ISO 8601 text: the `datetime` class.
+    Datetime(Py<PyType>),
+    /// A nested dataclass.
+    Struct(Struct),
+    /// A Union of dataclasses: `{ClassName: {fields}}`, each variant's class and struct.
+    Variants(Vec<(String, Struct)>),
+    /// None, or the inner node.
+    Optional(Box<Node>),
+    /// A list (or tuple) of the inner node.
+    List(Box<Node>),
+    /// A dict of str to the inner node.
+    Map(Box<Node>),
+}
+
+/// A dataclass: its class and each field's interned name, text and node.
+struct Struct {
+    class: Py<PyType>,
+    fields: Vec<(Py<PyString>, String, Node)>,
+}
+
+/// Why a record could not be encoded: a value no document holds, or an exception raised by
+/// the object (a property's getter, `isoformat`), which propagates unchanged.
+pub enum EncodeFailure {
+    /// The value at the error's path cannot be stored.
+    Unstorable(ConvertError),
+    /// A Python exception raised while reading the object.
+    Python(PyErr),
+}
+
+impl EncodeFailure {
+    fn in_field(self, name: &str) -> EncodeFailure {
+        match self {
+            EncodeFailure::Unstorable(error) => EncodeFailure::Unstorable(error.in_field(name)),
+            other => other,
+        }
+    }
+
+    fn in_item(self, index: usize) -> EncodeFailure {
+        match self {
+            EncodeFailure::Unstorable(error) => EncodeFailure::Unstorable(error.in_item(index)),
+            other => other,
+        }
+    }
+}
+
+impl From<ConvertError> for EncodeFailure {
+    fn from(error: ConvertError) -> Self {
+        EncodeFailure::Unstorable(error)
+    }
+}
+
+impl From<tessera_value::EncodeError> for EncodeFailure {
+    fn from(error: tessera_value::EncodeError) -> Self {
+        EncodeFailure::Unstorable(ConvertError::new(error.to_string()))
+    }
+}
+
+type Encoded = Result<(), EncodeFailure>;
+
+/// A compiled record encoder (the extension's side of `RecordType.encode_plan`).
+#[pyclass(module = "tessera._native", frozen)]
+pub struct RecordEncoder {
+    root: Struct,
+}
+
+fn compile_struct(description: &Bound<'_, PyTuple>) -> PyResult<Struct> {
+    let py = description.py();
+    let class = description.get_item(1)?.downcast_into::<PyType>()?.unbind();
+    let mut fields = Vec::new();
+    for field in description.get_item(2)?.downcast::<PyList>()?.iter() {
+        let field = field.downcast::<PyTuple>()?;
+        let name: String = field.get_item(0)?.extract()?;
+        let key = PyString::intern(py, &name).unbind();
+        fields.push((key, name, compile(&field.get_item(1)?)?));
+    }
+    Ok(Struct { class, fields })
+}
+
+fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
+    if description.is_none() {
+        return Ok(Node::Plain);
+    }
+    let tuple = description.downcast::<PyTuple>()?;
+    let kind: String = tuple.get_item(0)?.extract()?;
+    Ok(match kind.as_str() {
+        "float" => Node::Float,
+        "struct" => Node::Struct(compile_struct(tuple)?),
+        "members" => {
+            let mut members = Vec::new();
+            for (name, member) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
+                members.push((member.unbind(), name.extract::<String>()?));
+            }
+            Node::Members(members)
+        }
+        "datetime" => Node::Datetime(tuple.get_item(1)?.downcast_into::<PyType>()?.unbind()),
+        "variants" => {
+            let mut variants = Vec::new();
+            for variant in tuple.get_item(1)?.downcast::<PyList>()?.iter() {
+                let variant = variant.downcast::<PyTuple>()?;
+                let name: String = variant.get_item(0)?.extract()?;
+                variants.push((name, compile_struct(variant.get_item(1)?.downcast::<PyTuple>()?)?));
+            }
+            Node::Variants(variants)
+        }
+        "optional" => Node::Optional(Box::new(compile(&tuple.get_item(1)?)?)),
+        "list" => Node::List(Box::new(compile(&tuple.get_item(1)?)?)),
+        "map" => Node::Map(Box::new(compile(&tuple.get_item(1)?)?)),
+        other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown encode node {other:?}"))),
+    })
+}
+
+#[pymethods]
+impl RecordEncoder {
+    /// Compiles an encoder described by nested tuples: `("struct", cls, [(name, node), ...])`.
+    #[new]
+    fn new(description: &Bound<'_, PyTuple>) -> PyResult<RecordEncoder> {
+        Ok(RecordEncoder { root: compile_struct(description)? })
+    }
+}
+
+impl RecordEncoder {
+    /// The record `object` (an instance of exactly the record type) as one document.
+    pub fn encode(&self, object: &Bound<'_, PyAny>) -> Result<Vec<u8>, EncodeFailure> {
+        let py = object.py();
+        if !object.get_type().is(self.root.class.bind(py)) {
+            let expected = self.root.class.bind(py).name().map(|name| name.to_string()).unwrap_or_default();
+            let found = object.get_type().name().map(|name| name.to_string()).unwrap_or_default();
+            return Err(EncodeFailure::Unstorable(ConvertError::new(format!("expected a {expected}, got {found}"))));
+        }
+        let source = Source { root: &self.root, object, failure: RefCell::new(None) };
+        let mut bytes = Vec::new();
+        // A per-thread encoder whose buffers are reused: encoding allocates little per record.
+        let written = codec::encode_into(&source, None, &FieldIds::default(), &mut bytes);
+        match (source.failure.into_inner(), written) {
+            (Some(failure), _) => Err(failure),
+            (None, Err(error)) => Err(error.into()),
+            (None, Ok(())) => Ok(bytes),
+        }
+    }
+}
+
+/// A record being encoded through [`codec::encode_into`]: the failure the [`Encode`] trait
+/// cannot carry is kept aside.
+struct Source<'a, 'py> {
+    root: &'a Struct,
+    object: &'a Bound<'py, PyAny>,
+    failure: RefCell<Option<EncodeFailure>>,
+}
+
+impl Encode for Source<'_, '_> {
+    fn encode(&self, out: &mut Encoder<'_>, _ids: &FieldIds) -> Result<(), tessera_value::EncodeError> {
+        write_struct(self.root, self.object, out).map_err(|failure| {
+            *self.failure.borrow_mut() = Some(failure);
+            tessera_value::EncodeError::Message("the record could not be encoded".into())
+        })
+    }
+}
+
+fn write_struct(node: &Struct, object: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encoded {
+    let py = object.py();
+    out.begin_dict()?;
+    for (key, name, field) in &node.fields {
+        let value = match object.getattr(key.bind(py)) {
+            Ok(value) => value,
+            // A missing attribute is a missing field: the shape check says whether it may be.
+            Err(error) if error.is_instance_of::<PyAttributeError>(py) => continue,
+            Err(error) => return Err(EncodeFailure::Python(error)),
+        };
+        out.key(name).map_err(|error| EncodeFailure::from(error).in_field(name))?;
+        write(field, &value, out).map_err(|error| error.in_field(name))?;
+    }
+    Ok(out.end_dict()?)
+}
+
+fn plain(value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encoded {
+    Ok(convert::push(value, out, 0)?)
+}
+
+fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encoded {
+    let py = value.py();
+    match node {
+        Node::Plain => plain(value, out),
+        Node::Float => match value.downcast_exact::<pyo3::types::PyInt>() {
+            Ok(int) => match int.extract::<f64>() {
+                Ok(float) => Ok(out.push_f64(float)?),
+                Err(_) => plain(value, out),
+            },
+            Err(_) => plain(value, out),
+        },
+        Node::Members(members) => match members.iter().find(|(member, _)| member.bind(py).is(value)) {
+            Some((_, name)) => Ok(out.push_str(name)?),
+            None => plain(value, out),
+        },
+        Node::Datetime(class) => {
+            if value.is_instance(class.bind(py)).map_err(EncodeFailure::Python)? {
+                let text = value.call_method0("isoformat").map_err(EncodeFailure::Python)?;
+                return plain(&text, out);
+            }
+            plain(value, out)
+        }
+        Node::Struct(node) => {
+            if value.is_instance(node.class.bind(py)).map_err(EncodeFailure::Python)? {
+                return write_struct(node, value, out);
+            }
+            plain(value, out)
+        }
+        Node::Variants(variants) => {
+            let class = value.get_type();
+            match variants.iter().find(|(_, node)| class.is(node.class.bind(py))) {
+                Some((name, node)) => {
+                    out.begin_dict()?;
+                    out.key(name)?;
+                    write_struct(node, value, out).map_err(|error| error.in_field(name))?;
+                    Ok(out.end_dict()?)
+                }
+                None => plain(value, out),
+            }
+        }
+        Node::Optional(_) if value.is_none() => Ok(out.push_null()?),
+        Node::Optional(inner) => write(inner, value, out),
+        Node::List(inner) => {
+            if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
+                return plain(value, out);
+            }
+            out.begin_array()?;
+            let items = value.try_iter().map_err(EncodeFailure::Python)?;
+            for (index, item) in items.enumerate() {
+                let item = item.map_err(EncodeFailure::Python)?;
+                write(inner, &item, out).map_err(|error| error.in_item(index))?;
+            }
+            Ok(out.end_array()?)
+        }
+        Node::Map(inner) => {
+            let Ok(dict) = value.downcast::<PyDict>() else { return plain(value, out) };
+            out.begin_dict()?;
+            for (key, item) in dict.iter() {
+                let key = key.downcast::<PyString>().map_err(|_| ConvertError::new("a dict key that is not a str"))?;
+                let key = key.to_cow().map_err(|_| ConvertError::new("a dict key that is not valid UTF-8"))?;
+                out.key(&key).map_err(|error| EncodeFailure::from(error).in_field(&key))?;
+                write(inner, &item, out).map_err(|error| error.in_field(&key))?;
+            }
+            Ok(out.end_dict()?)
+        }
+    }
+}
+
+/// A record encoded by a [`RecordEncoder`], queued for a commit (opaque to Python; `build`
+/// reads it back, for a transaction's own reads).
+#[pyclass(module = "tessera._native", frozen)]
+pub struct EncodedRecord {
+    /// The document.
+    pub bytes: Vec<u8>,
+}
+
+#[pymethods]
+impl EncodedRecord {
+    /// The record built along `plan` (a `Plan`), or as plain Python values without one.
+    #[pyo3(signature = (plan = None))]
+    fn build(&self, py: Python<'_>, plan: Option<Py<crate::plan::Plan>>) -> PyResult<PyObject> {
+        let doc = tessera::value::Doc::from_trusted(&self.bytes).map_err(|error| crate::errors::to_py(py, error.into()))?;
+        crate::plan::object(py, doc.root(), plan.as_ref())
+    }
+}
+
+#[pymethods]
+impl RecordEncoder {
+    /// `object` encoded for collection `collection` (named in errors): a SchemaViolation with
+    /// the field path for a value no document holds.
+    fn encode_record(&self, py: Python<'_>, collection: &str, object: &Bound<'_, PyAny>) -> PyResult<EncodedRecord> {
+        match self.encode(object) {
+            Ok(bytes) => Ok(EncodedRecord { bytes }),
+            Err(failure) => Err(failure_to_py(py, collection, failure)),
+        }
+    }
+}
+
+/// The Python exception for an encode failure in `collection`.
+pub fn failure_to_py(py: Python<'_>, collection: &str, failure: EncodeFailure) -> PyErr {
+    match failure {
+        EncodeFailure::Unstorable(error) => crate::errors::unstorable(py, collection, error),
+        EncodeFailure::Python(error) => error,
+    }
+}
