@@ -806,3 +806,30 @@ fn a_string_key_that_starts_with_the_empty_string_is_every_record() {
     assert!(read(Unbounded, Excluded(b"")).unwrap().is_empty(), "no key is below the empty key");
     assert!(read(Unbounded, Included(b"")).unwrap().is_empty());
 }
+
+/// `key == literal` is read with one get (`Query::first` and `fetch` skip the engine), which
+/// must still honour what else the query says: an offset past the one match, a limit of 0, and
+/// a key that is absent.
+#[test]
+fn a_key_equality_query_keeps_its_offset_and_limit() {
+    let (_dir, db) = open();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| (0..3).try_for_each(|i| docs.insert(tx, &bench_doc(i)).map(drop))).unwrap();
+    let by_key = docs.filter(BenchDoc::title().eq("title1"));
+    assert_eq!(by_key.first(&db).unwrap(), Some(bench_doc(1)));
+    assert_eq!(by_key.fetch(&db).unwrap(), vec![bench_doc(1)]);
+    assert_eq!(by_key.clone().limit(1).fetch(&db).unwrap(), vec![bench_doc(1)]);
+    assert_eq!(by_key.clone().limit(0).first(&db).unwrap(), None);
+    assert_eq!(by_key.clone().limit(0).fetch(&db).unwrap(), vec![]);
+    assert_eq!(by_key.clone().offset(1).first(&db).unwrap(), None);
+    assert_eq!(by_key.clone().offset(1).fetch(&db).unwrap(), vec![]);
+    assert_eq!(docs.filter(BenchDoc::title().eq("absent")).first(&db).unwrap(), None);
+    assert_eq!(docs.filter(BenchDoc::title().eq("absent")).fetch(&db).unwrap(), vec![]);
+    // Inside a write transaction, the query sees that transaction's own writes.
+    db.write(|tx| {
+        docs.insert(tx, &bench_doc(7))?;
+        assert_eq!(docs.filter(BenchDoc::title().eq("title7")).first(&*tx)?, Some(bench_doc(7)));
+        Ok(())
+    })
+    .unwrap();
+}

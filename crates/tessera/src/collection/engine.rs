@@ -114,6 +114,16 @@ impl QuerySpec<'_> {
     /// written as a query), found before the type check, the depth check and the planner: a
     /// comparison of the one key field with a literal of its type is well typed and two levels
     /// deep, and its plan is one key lookup with no filter. Any other query returns `None`.
+    /// The one key a query reads when it is exactly `key == literal` with no offset and room
+    /// for a result (see [`QuerySpec::exact_key_plan`]): its whole result is that key's
+    /// record, if any, so a caller may read it with one get instead of running the engine.
+    pub(crate) fn single_key(&self) -> Option<Vec<u8>> {
+        if !self.orders.is_empty() || self.offset > 0 || self.limit == Some(0) {
+            return None;
+        }
+        plan::exact_key(self.state, self.key, self.predicate?)
+    }
+
     fn exact_key_plan(&self) -> Option<Plan> {
         if !self.orders.is_empty() {
             return None; // order paths are type-checked by the full path

@@ -364,6 +364,9 @@ impl<T: Record> Query<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn fetch(&self, source: &impl ReadSource) -> Result<Vec<T>> {
+        if let Some(key) = self.spec().single_key() {
+            return Ok(source.with_snapshot(|snapshot| self.collection.get_encoded(snapshot, &key))?.into_iter().collect());
+        }
         source.with_snapshot(|snapshot| self.run(snapshot)?.map(|c| c.and_then(|(key, bytes)| self.decode(&key, bytes))).collect())
     }
 
@@ -386,6 +389,10 @@ impl<T: Record> Query<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn first(&self, source: &impl ReadSource) -> Result<Option<T>> {
+        if let Some(key) = self.spec().single_key() {
+            // `key == literal`: one get, without the engine's plan and candidate iterators.
+            return source.with_snapshot(|snapshot| self.collection.get_encoded(snapshot, &key));
+        }
         source.with_snapshot(|snapshot| self.run(snapshot)?.next().transpose()?.map(|(key, bytes)| self.decode(&key, bytes)).transpose())
     }
 
