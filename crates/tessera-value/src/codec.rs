@@ -69,13 +69,30 @@ pub trait Encode {
     /// recursive types end).
     ///
     /// ```
-    /// use tessera_value::codec::Encode;
-    /// let mut lists = 0;
-    /// <Vec<String> as Encode>::field_names(&mut |_| {
-    ///     lists += 1;
+    /// # use tessera_value::codec::{write_field_key, Encode, FieldIds, FieldNames};
+    /// # use tessera_value::{EncodeError, Encoder};
+    /// # static POINT: FieldNames = &["x", "y"];
+    /// struct Point { x: i64, y: i64 }
+    /// impl Encode for Point {
+    ///     // encode: a dict of `x` and `y` (see `FieldIds::lists_of`)
+    /// #     fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+    /// #         out.begin_dict()?;
+    /// #         write_field_key(out, ids.get(POINT), POINT, 0)?;
+    /// #         out.push_i64(self.x)?;
+    /// #         write_field_key(out, ids.get(POINT), POINT, 1)?;
+    /// #         out.push_i64(self.y)?;
+    /// #         out.end_dict()
+    /// #     }
+    ///     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+    ///         visit(POINT);
+    ///     }
+    /// }
+    /// let mut seen = Vec::new();
+    /// <Vec<Option<Point>> as Encode>::field_names(&mut |list| {
+    ///     seen.push(list);
     ///     true
     /// });
-    /// assert_eq!(lists, 0); // standard types have no field names
+    /// assert_eq!(seen, [POINT]); // containers pass on their elements' lists
     /// ```
     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
         let _ = visit;
@@ -260,9 +277,28 @@ impl FieldIds {
     /// Every [`FieldNames`] list reachable from `T`, each once.
     ///
     /// ```
-    /// use tessera_value::codec::FieldIds;
-    /// // Standard containers of scalars carry no field names; derived types list theirs.
-    /// assert!(FieldIds::lists_of::<Vec<Option<u64>>>().is_empty());
+    /// use tessera_value::codec::{write_field_key, Encode, FieldIds, FieldNames};
+    /// use tessera_value::{EncodeError, Encoder};
+    /// static POINT: FieldNames = &["x", "y"];
+    /// struct Point { x: i64, y: i64 }
+    /// impl Encode for Point {
+    ///     fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+    ///         out.begin_dict()?;
+    ///         write_field_key(out, ids.get(POINT), POINT, 0)?;
+    ///         out.push_i64(self.x)?;
+    ///         write_field_key(out, ids.get(POINT), POINT, 1)?;
+    ///         out.push_i64(self.y)?;
+    ///         out.end_dict()
+    ///     }
+    ///     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+    ///         visit(POINT);
+    ///     }
+    /// }
+    /// assert_eq!(FieldIds::lists_of::<Vec<Point>>(), [POINT]);
+    /// assert!(FieldIds::lists_of::<Vec<Option<u64>>>().is_empty()); // scalars have none
+    /// let bytes = tessera_value::codec::encode(&Point { x: 1, y: 2 }, &FieldIds::default())?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"{"x":1,"y":2}"#);
+    /// # Ok::<(), EncodeError>(())
     /// ```
     pub fn lists_of<T: Encode + ?Sized>() -> Vec<FieldNames> {
         let mut lists: Vec<FieldNames> = Vec::new();

@@ -955,13 +955,19 @@ impl<'k> Encoder<'k> {
     /// Pushes a UTF-8 string (de-duplicated against earlier strings of the document).
     ///
     /// ```
-    /// let mut out = tessera_value::Encoder::new();
-    /// out.begin_array()?;
-    /// out.push_str("same")?;
-    /// out.push_str("same")?; // stored once
-    /// out.end_array()?;
-    /// let bytes = out.finish()?;
-    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"["same","same"]"#);
+    /// let encode = |strings: &[&str]| {
+    ///     let mut out = tessera_value::Encoder::new();
+    ///     out.begin_array()?;
+    ///     for text in strings {
+    ///         out.push_str(text)?;
+    ///     }
+    ///     out.end_array()?;
+    ///     out.finish()
+    /// };
+    /// let long = "a string long enough to be worth sharing";
+    /// let repeated = encode(&[long, long])?;
+    /// assert!(repeated.len() < encode(&[long, "another string of the very same length!!"])?.len()); // stored once
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&repeated).unwrap().root().index(1).unwrap().as_str(), Some(long));
     /// # Ok::<(), tessera_value::EncodeError>(())
     /// ```
     pub fn push_str(&mut self, value: &str) -> Result<(), EncodeError> {

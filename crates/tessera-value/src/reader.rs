@@ -556,7 +556,7 @@ impl<'a> Value<'a> {
     /// let bytes = tessera_value::from_json(br#"{"a": [1]}"#).unwrap();
     /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
     /// let inner = doc.root().get("a").unwrap();
-    /// assert_eq!(inner.doc().bytes().len(), bytes.len());
+    /// assert_eq!(inner.doc().bytes(), &bytes[..]);
     /// ```
     pub fn doc(&self) -> Doc<'a> {
         self.doc
