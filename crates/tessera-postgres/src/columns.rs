@@ -13,14 +13,15 @@ use tessera::collection::{DynSchema, IntType, KeyKind, TypeDesc};
 /// The primary-key column: the stored key's bytes.
 ///
 /// ```
-/// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
-/// let schema = |key: &str| DynSchema {
-///     version: 1,
-///     key_fields: vec![key.into()],
-///     key_kinds: vec![KeyKind::String],
-///     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
-///     indexes: vec![],
-/// };
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
 /// use tessera_postgres::{ReplicateError, TableShape, KEY_COLUMN};
 /// assert_eq!(KEY_COLUMN, "tessera_key");
 /// // A field may not take the key column's name.
@@ -30,14 +31,15 @@ pub const KEY_COLUMN: &str = "tessera_key";
 /// The whole record as `jsonb`.
 ///
 /// ```
-/// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
-/// let schema = |key: &str| DynSchema {
-///     version: 1,
-///     key_fields: vec![key.into()],
-///     key_kinds: vec![KeyKind::String],
-///     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
-///     indexes: vec![],
-/// };
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
 /// use tessera_postgres::{ReplicateError, TableShape, RECORD_COLUMN};
 /// assert_eq!(RECORD_COLUMN, "record");
 /// assert!(matches!(TableShape::of("t", &schema(RECORD_COLUMN)), Err(ReplicateError::Name { what: "column", .. })));

@@ -114,14 +114,15 @@ impl From<tessera::Error> for ReplicateError {
 /// fn table_of(collection: &str, schema: &tessera::collection::DynSchema) -> Result<String> {
 ///     Ok(TableShape::of(collection, schema)?.table)
 /// }
-/// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
-/// let schema = |key: &str| DynSchema {
-///     version: 1,
-///     key_fields: vec![key.into()],
-///     key_kinds: vec![KeyKind::String],
-///     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
-///     indexes: vec![],
-/// };
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
 /// assert_eq!(table_of("people", &schema("id")).unwrap(), "people");
 /// assert!(matches!(table_of("", &schema("id")), Err(ReplicateError::Name { problem: "empty", .. })));
 /// ```

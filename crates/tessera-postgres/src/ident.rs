@@ -6,14 +6,15 @@ use crate::error::{ReplicateError, Result};
 /// Longest identifier PostgreSQL keeps whole, in bytes (NAMEDATALEN - 1).
 ///
 /// ```
-/// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
-/// let schema = |key: &str| DynSchema {
-///     version: 1,
-///     key_fields: vec![key.into()],
-///     key_kinds: vec![KeyKind::String],
-///     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
-///     indexes: vec![],
-/// };
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
 /// use tessera_postgres::{ReplicateError, TableShape, IDENTIFIER_LEN_MAX};
 /// assert!(TableShape::of(&"t".repeat(IDENTIFIER_LEN_MAX), &schema("id")).is_ok());
 /// let error = TableShape::of(&"t".repeat(IDENTIFIER_LEN_MAX + 1), &schema("id")).unwrap_err();
