@@ -11,8 +11,39 @@ use crate::ident;
 use tessera::collection::{DynSchema, IntType, KeyKind, TypeDesc};
 
 /// The primary-key column: the stored key's bytes.
+///
+/// ```
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
+/// use tessera_postgres::{ReplicateError, TableShape, KEY_COLUMN};
+/// assert_eq!(KEY_COLUMN, "tessera_key");
+/// // A field may not take the key column's name.
+/// assert!(matches!(TableShape::of("t", &schema(KEY_COLUMN)), Err(ReplicateError::Name { problem: "the replicator reserves it", .. })));
+/// ```
 pub const KEY_COLUMN: &str = "tessera_key";
 /// The whole record as `jsonb`.
+///
+/// ```
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
+/// use tessera_postgres::{ReplicateError, TableShape, RECORD_COLUMN};
+/// assert_eq!(RECORD_COLUMN, "record");
+/// assert!(matches!(TableShape::of("t", &schema(RECORD_COLUMN)), Err(ReplicateError::Name { what: "column", .. })));
+/// ```
 pub const RECORD_COLUMN: &str = "record";
 
 /// A column's PostgreSQL type.
@@ -43,6 +74,12 @@ pub enum ColumnType {
 
 impl ColumnType {
     /// The type's name as `information_schema.columns.data_type` shows it.
+    ///
+    /// ```
+    /// use tessera_postgres::ColumnType;
+    /// assert_eq!(ColumnType::BigInt.sql(), "bigint");
+    /// assert_eq!(ColumnType::Jsonb.sql(), "jsonb");
+    /// ```
     pub fn sql(self) -> &'static str {
         match self {
             ColumnType::BigInt => "bigint",
@@ -58,6 +95,13 @@ impl ColumnType {
     /// Whether an existing column of type `found` serves: an integer column may be either
     /// `bigint` or `numeric` (a key width learned later must not make the replicator refuse
     /// its own table).
+    ///
+    /// ```
+    /// use tessera_postgres::ColumnType;
+    /// assert!(ColumnType::Numeric.accepts("bigint")); // either integer type serves
+    /// assert!(ColumnType::Text.accepts("text"));
+    /// assert!(!ColumnType::Text.accepts("character varying"));
+    /// ```
     pub fn accepts(self, found: &str) -> bool {
         match self {
             ColumnType::BigInt | ColumnType::Numeric => found == "bigint" || found == "numeric",
@@ -98,6 +142,21 @@ impl ColumnType {
 }
 
 /// One field column.
+///
+/// ```
+/// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// let schema = |key: &str| DynSchema {
+///     version: 1,
+///     key_fields: vec![key.into()],
+///     key_kinds: vec![KeyKind::String],
+///     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+///     indexes: vec![],
+/// };
+/// use tessera_postgres::{ColumnType, FieldColumn, TableShape};
+/// let shape = TableShape::of("people", &schema("email"))?;
+/// assert_eq!(shape.columns, [FieldColumn { name: "email".into(), path: "email".into(), column_type: ColumnType::Text, key: true }]);
+/// # Ok::<(), tessera_postgres::ReplicateError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldColumn {
     /// Column name: the field's dotted path.
@@ -138,6 +197,23 @@ pub struct TableShape {
 impl TableShape {
     /// The shape of collection `collection`'s table; an error if a name cannot be a
     /// PostgreSQL name or a field would take a reserved column's name.
+    ///
+    /// ```
+    /// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+    /// let schema = |key: &str| DynSchema {
+    ///     version: 1,
+    ///     key_fields: vec![key.into()],
+    ///     key_kinds: vec![KeyKind::String],
+    ///     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+    ///     indexes: vec![],
+    /// };
+    /// use tessera_postgres::TableShape;
+    /// let shape = TableShape::of("people", &schema("id"))?;
+    /// assert_eq!(shape.table, "people");
+    /// assert_eq!(shape.columns.len(), 1);
+    /// assert!(TableShape::of("with\0nul", &schema("id")).is_err());
+    /// # Ok::<(), tessera_postgres::ReplicateError>(())
+    /// ```
     pub fn of(collection: &str, schema: &DynSchema) -> Result<TableShape> {
         ident::quoted("table", collection)?;
         let mut columns: Vec<FieldColumn> = Vec::with_capacity(schema.key_fields.len() + schema.indexes.len());

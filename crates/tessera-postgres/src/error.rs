@@ -108,4 +108,22 @@ impl From<tessera::Error> for ReplicateError {
 }
 
 /// The replicator's result.
+///
+/// ```
+/// use tessera_postgres::{ReplicateError, Result, TableShape};
+/// fn table_of(collection: &str, schema: &tessera::collection::DynSchema) -> Result<String> {
+///     Ok(TableShape::of(collection, schema)?.table)
+/// }
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
+/// assert_eq!(table_of("people", &schema("id")).unwrap(), "people");
+/// assert!(matches!(table_of("", &schema("id")), Err(ReplicateError::Name { problem: "empty", .. })));
+/// ```
 pub type Result<T, E = ReplicateError> = std::result::Result<T, E>;

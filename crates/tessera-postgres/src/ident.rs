@@ -4,6 +4,22 @@
 use crate::error::{ReplicateError, Result};
 
 /// Longest identifier PostgreSQL keeps whole, in bytes (NAMEDATALEN - 1).
+///
+/// ```
+/// # use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+/// # // A schema of one string key field named `key`.
+/// # let schema = |key: &str| DynSchema {
+/// #     version: 1,
+/// #     key_fields: vec![key.into()],
+/// #     key_kinds: vec![KeyKind::String],
+/// #     shape: TypeDesc::Struct(vec![(key.into(), TypeDesc::String)]),
+/// #     indexes: vec![],
+/// # };
+/// use tessera_postgres::{ReplicateError, TableShape, IDENTIFIER_LEN_MAX};
+/// assert!(TableShape::of(&"t".repeat(IDENTIFIER_LEN_MAX), &schema("id")).is_ok());
+/// let error = TableShape::of(&"t".repeat(IDENTIFIER_LEN_MAX + 1), &schema("id")).unwrap_err();
+/// assert!(matches!(error, ReplicateError::Name { what: "table", problem: "longer than 63 bytes", .. }));
+/// ```
 pub const IDENTIFIER_LEN_MAX: usize = 63;
 
 /// `name` as a quoted PostgreSQL identifier, if PostgreSQL keeps it as it is.

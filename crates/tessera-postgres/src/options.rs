@@ -3,8 +3,30 @@
 use crate::error::{ReplicateError, Result};
 
 /// Most commits one PostgreSQL transaction applies (`batches_per_transaction`).
+///
+/// ```
+/// use tessera_postgres::{ReplicateError, Replicator, ReplicatorOptions, BATCHES_PER_TRANSACTION_MAX};
+/// # let dir = tempfile::tempdir()?;
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let mut options = ReplicatorOptions::new("host=127.0.0.1 user=postgres");
+/// options.batches_per_transaction = BATCHES_PER_TRANSACTION_MAX + 1;
+/// let error = Replicator::start(&db, options).unwrap_err();
+/// assert!(matches!(error, ReplicateError::Options { option: "batches_per_transaction", .. }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const BATCHES_PER_TRANSACTION_MAX: usize = 10_000;
 /// Most retries of a connection failure ([`RetryPolicy::attempts_max`]).
+///
+/// ```
+/// use tessera_postgres::{ReplicateError, Replicator, ReplicatorOptions, RETRY_ATTEMPTS_MAX};
+/// # let dir = tempfile::tempdir()?;
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let mut options = ReplicatorOptions::new("host=127.0.0.1 user=postgres");
+/// options.retry.attempts_max = RETRY_ATTEMPTS_MAX + 1;
+/// let error = Replicator::start(&db, options).unwrap_err();
+/// assert_eq!(error.to_string(), "option retry.attempts_max: 1001 is not in 1..=1000");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const RETRY_ATTEMPTS_MAX: u32 = 1_000;
 
 /// How a connection failure is retried: waits doubling from `delay_initial_ms` up to
@@ -34,6 +56,12 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The wait before retry number `attempt` (0 for the first).
+    ///
+    /// ```
+    /// let retry = tessera_postgres::RetryPolicy { delay_initial_ms: 10, delay_max_ms: 100, attempts_max: 5 };
+    /// assert_eq!([0, 1, 2, 3, 4].map(|attempt| retry.delay_ms(attempt)), [10, 20, 40, 80, 100]);
+    /// assert_eq!(retry.delay_ms(u32::MAX), 100); // no overflow
+    /// ```
     pub fn delay_ms(&self, attempt: u32) -> u64 {
         self.delay_initial_ms.saturating_mul(1u64 << attempt.min(32)).min(self.delay_max_ms)
     }
@@ -70,6 +98,13 @@ pub struct ReplicatorOptions {
 impl ReplicatorOptions {
     /// Defaults for `postgres_url`: consumer `postgres`, every collection, no resync, up to
     /// 256 commits and 20,000 changes a transaction.
+    ///
+    /// ```
+    /// let options = tessera_postgres::ReplicatorOptions::new("postgresql://postgres@127.0.0.1/app");
+    /// assert_eq!(options.postgres_url, "postgresql://postgres@127.0.0.1/app");
+    /// assert_eq!((options.batches_per_transaction, options.changes_per_transaction), (256, 20_000));
+    /// assert!(!options.resync);
+    /// ```
     pub fn new(postgres_url: &str) -> ReplicatorOptions {
         ReplicatorOptions {
             postgres_url: postgres_url.to_owned(),

@@ -22,6 +22,13 @@ use tessera::Db;
 /// Longest time between two acknowledgements to tessera's consumer while the replicator is
 /// busy (it also acknowledges whenever it has caught up). The acknowledgement only lets
 /// tessera trim its feed; PostgreSQL's cursor is what resumes.
+///
+/// ```
+/// use tessera_postgres::{RetryPolicy, ACK_INTERVAL_MS_MAX};
+/// // A busy replicator lets tessera trim its feed at least once a second.
+/// assert_eq!(ACK_INTERVAL_MS_MAX, 1_000);
+/// assert!(ACK_INTERVAL_MS_MAX <= RetryPolicy::default().delay_max_ms);
+/// ```
 pub const ACK_INTERVAL_MS_MAX: u64 = 1_000;
 
 /// What a replicator has done so far.
@@ -107,6 +114,17 @@ impl Replicator {
     /// Registers the consumer in tessera, connects to PostgreSQL (retrying), makes the cursor
     /// table, and reads the replica's cursor; a replica without one (the first run) gets a
     /// full copy of every replicated collection from one snapshot.
+    ///
+    /// ```
+    /// use tessera_postgres::{ReplicateError, Replicator, ReplicatorOptions};
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let mut options = ReplicatorOptions::new("host=127.0.0.1 user=postgres");
+    /// options.changes_per_transaction = 0; // options are checked before anything connects
+    /// let error = Replicator::start(&db, options).unwrap_err();
+    /// assert!(matches!(error, ReplicateError::Options { option: "changes_per_transaction", .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn start(db: &Db, options: ReplicatorOptions) -> Result<Replicator> {
         options.check()?;
         // Registered before the snapshot of a full copy: the feed keeps what comes after it.
@@ -130,16 +148,45 @@ impl Replicator {
     }
 
     /// The last tessera commit the replica holds.
+    ///
+    /// ```no_run
+    /// use tessera_postgres::{Replicator, ReplicatorOptions};
+    /// let db = tessera::Db::open("app.tessera")?;
+    /// let mut replicator = Replicator::start(&db, ReplicatorOptions::new("host=127.0.0.1 user=postgres"))?;
+    /// replicator.catch_up()?;
+    /// // Every commit up to the cursor is in PostgreSQL.
+    /// assert!(replicator.cursor() >= replicator.stats().commits);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cursor(&self) -> u64 {
         self.cursor
     }
 
     /// What the replicator has done since it started.
+    ///
+    /// ```no_run
+    /// use tessera_postgres::{Replicator, ReplicatorOptions};
+    /// let db = tessera::Db::open("app.tessera")?;
+    /// let mut replicator = Replicator::start(&db, ReplicatorOptions::new("host=127.0.0.1 user=postgres"))?;
+    /// let totals = replicator.catch_up()?;
+    /// assert_eq!(replicator.stats(), totals);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> ReplicationStats {
         self.stats
     }
 
     /// Applies every commit in the feed now, then acknowledges; returns the totals.
+    ///
+    /// ```no_run
+    /// use tessera_postgres::{Replicator, ReplicatorOptions};
+    /// let db = tessera::Db::open("app.tessera")?;
+    /// let mut replicator = Replicator::start(&db, ReplicatorOptions::new("host=127.0.0.1 user=postgres"))?;
+    /// let first = replicator.catch_up()?;
+    /// let second = replicator.catch_up()?; // nothing new: the totals stay
+    /// assert_eq!(first.commits, second.commits);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn catch_up(&mut self) -> Result<ReplicationStats> {
         while self.step()? == Progress::Applied {}
         self.acknowledge(true)?;
@@ -148,6 +195,24 @@ impl Replicator {
 
     /// Keeps applying commits as they come, waiting with `wait` whenever the feed is empty,
     /// until `stop` is set; returns the totals.
+    ///
+    /// ```no_run
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use tessera_postgres::{FeedWait, Replicator, ReplicatorOptions};
+    /// let db = tessera::Db::open("app.tessera")?;
+    /// let mut replicator = Replicator::start(&db, ReplicatorOptions::new("host=127.0.0.1 user=postgres"))?;
+    /// let stop = AtomicBool::new(false);
+    /// std::thread::scope(|scope| {
+    ///     scope.spawn(|| {
+    ///         std::thread::sleep(std::time::Duration::from_secs(10));
+    ///         stop.store(true, Ordering::Release);
+    ///     });
+    ///     let stats = replicator.follow(&mut FeedWait::new(&db, 1_000), &stop)?;
+    ///     assert!(replicator.cursor() >= stats.commits);
+    ///     Ok::<(), tessera_postgres::ReplicateError>(())
+    /// })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn follow(&mut self, wait: &mut dyn Wait, stop: &AtomicBool) -> Result<ReplicationStats> {
         while !stop.load(Ordering::Acquire) {
             match self.step()? {

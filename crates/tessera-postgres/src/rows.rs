@@ -10,6 +10,12 @@ use postgres::types::ToSql;
 use postgres::Transaction;
 
 /// Most rows one statement carries.
+///
+/// ```
+/// use tessera_postgres::ROWS_PER_STATEMENT_MAX;
+/// // A group of 4,500 upserts to one table goes out as three statements.
+/// assert_eq!(4_500usize.div_ceil(ROWS_PER_STATEMENT_MAX), 3);
+/// ```
 pub const ROWS_PER_STATEMENT_MAX: usize = 2_000;
 
 /// `INSERT … SELECT … FROM unnest(…) ON CONFLICT (tessera_key) DO UPDATE` for `shape`.

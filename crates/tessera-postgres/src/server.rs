@@ -96,11 +96,25 @@ fn free_port() -> Result<u16, ServerError> {
 
 impl TempPostgres {
     /// Makes and starts a server (fsync off: a test's data need not survive a power loss).
+    ///
+    /// ```no_run
+    /// let server = tessera_postgres::TempPostgres::start()?;
+    /// let mut client = postgres::Client::connect(&server.url(), postgres::NoTls)?;
+    /// assert_eq!(client.query_one("SHOW fsync", &[])?.get::<_, String>(0), "off");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn start() -> Result<TempPostgres, ServerError> {
         TempPostgres::start_with(false)
     }
 
     /// Makes and starts a server; `fsync`: whether it syncs its writes (on for benchmarks).
+    ///
+    /// ```no_run
+    /// let server = tessera_postgres::TempPostgres::start_with(true)?; // for a benchmark
+    /// let mut client = postgres::Client::connect(&server.url(), postgres::NoTls)?;
+    /// assert_eq!(client.query_one("SHOW fsync", &[])?.get::<_, String>(0), "on");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn start_with(fsync: bool) -> Result<TempPostgres, ServerError> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let bin = bin_dir()?;
@@ -165,6 +179,15 @@ impl TempPostgres {
     }
 
     /// Starts the server again after [`TempPostgres::stop`] (same port and data).
+    ///
+    /// ```no_run
+    /// let mut server = tessera_postgres::TempPostgres::start()?;
+    /// server.stop()?;
+    /// server.start_again()?;
+    /// let mut client = postgres::Client::connect(&server.url(), postgres::NoTls)?;
+    /// assert_eq!(client.query_one("SELECT 1", &[])?.get::<_, i32>(0), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn start_again(&mut self) -> Result<(), ServerError> {
         let mut pg_ctl = self.tool("pg_ctl");
         pg_ctl.arg("-D").arg(self.data_dir()).arg("-l").arg(self.log_file()).args(["-w", "-t", "30", "start"]);
@@ -174,6 +197,13 @@ impl TempPostgres {
     }
 
     /// Stops the server at once (`-m immediate`: as a crash would).
+    ///
+    /// ```no_run
+    /// let mut server = tessera_postgres::TempPostgres::start()?;
+    /// server.stop()?;
+    /// assert!(postgres::Client::connect(&server.url(), postgres::NoTls).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stop(&mut self) -> Result<(), ServerError> {
         let mut pg_ctl = self.tool("pg_ctl");
         pg_ctl.arg("-D").arg(self.data_dir()).args(["-m", "immediate", "-w", "stop"]);
@@ -183,16 +213,39 @@ impl TempPostgres {
     }
 
     /// The loopback port.
+    ///
+    /// ```no_run
+    /// let server = tessera_postgres::TempPostgres::start()?;
+    /// assert!(server.url().contains(&format!("port={}", server.port())));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn port(&self) -> u16 {
         self.port
     }
 
     /// The directory of the data, the socket and the log.
+    ///
+    /// ```no_run
+    /// let server = tessera_postgres::TempPostgres::start()?;
+    /// let dir = server.dir().to_path_buf();
+    /// assert!(dir.is_dir());
+    /// drop(server);
+    /// assert!(!dir.exists()); // removed on drop
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// A connection string for the `postgres` database as user `postgres` (trust auth).
+    ///
+    /// ```no_run
+    /// let server = tessera_postgres::TempPostgres::start()?;
+    /// assert!(server.url().starts_with("host=127.0.0.1 port="));
+    /// let mut client = postgres::Client::connect(&server.url(), postgres::NoTls)?;
+    /// assert_eq!(client.query_one("SELECT current_user::text", &[])?.get::<_, String>(0), "postgres");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn url(&self) -> String {
         format!("host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=5", self.port)
     }

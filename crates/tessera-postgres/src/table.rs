@@ -8,6 +8,15 @@ use crate::ident;
 use postgres::Transaction;
 
 /// The table of consumers' cursors: the last tessera commit each consumer's replica holds.
+///
+/// ```no_run
+/// use tessera_postgres::CURSOR_TABLE;
+/// let mut client = postgres::Client::connect("host=127.0.0.1 user=postgres", postgres::NoTls)?;
+/// let sql = format!("SELECT cursor FROM {CURSOR_TABLE} WHERE consumer = $1");
+/// let cursor: i64 = client.query_one(&sql, &[&"postgres"])?.get(0);
+/// assert!(cursor >= 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const CURSOR_TABLE: &str = "tessera_replication";
 
 /// Creates the cursor table if missing.

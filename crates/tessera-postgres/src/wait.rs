@@ -15,8 +15,27 @@ use std::time::Duration;
 pub trait Wait {
     /// The feed had nothing after `cursor`: return when it may have (or after a while; the
     /// replicator simply looks again).
+    ///
+    /// ```
+    /// use tessera_postgres::{PollWait, Wait};
+    /// let mut wait = PollWait::new(1, 2);
+    /// let start = std::time::Instant::now();
+    /// wait.idle(0); // sleeps 1 ms, then 2 ms at most each time
+    /// assert!(start.elapsed() >= std::time::Duration::from_millis(1));
+    /// ```
     fn idle(&mut self, cursor: u64);
     /// The last look found commits.
+    ///
+    /// ```
+    /// use tessera_postgres::{PollWait, Wait};
+    /// let mut wait = PollWait::new(1, 1_000);
+    /// wait.idle(0);
+    /// wait.idle(0); // the next sleep has doubled to 4 ms
+    /// wait.busy(); // and is back to 1 ms
+    /// let start = std::time::Instant::now();
+    /// wait.idle(0);
+    /// assert!(start.elapsed() < std::time::Duration::from_millis(500));
+    /// ```
     fn busy(&mut self) {}
 }
 
@@ -38,6 +57,14 @@ pub struct PollWait {
 
 impl PollWait {
     /// Polling between `interval_min_ms` and `interval_max_ms` (the minimum at least 1).
+    ///
+    /// ```
+    /// use tessera_postgres::PollWait;
+    /// let wait = PollWait::new(10, 100);
+    /// assert_eq!((wait.interval_min_ms, wait.interval_max_ms), (10, 100));
+    /// let clamped = PollWait::new(0, 0);
+    /// assert_eq!((clamped.interval_min_ms, clamped.interval_max_ms), (1, 1));
+    /// ```
     pub fn new(interval_min_ms: u64, interval_max_ms: u64) -> PollWait {
         let interval_min_ms = interval_min_ms.max(1);
         let interval_max_ms = interval_max_ms.max(interval_min_ms);
@@ -87,6 +114,14 @@ pub struct FeedWait {
 
 impl FeedWait {
     /// Subscribes to `db`'s change feed; waits last at most `interval_max_ms` (at least 1).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let wait = tessera_postgres::FeedWait::new(&db, 0);
+    /// assert_eq!(wait.interval_max_ms, 1); // at least 1
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(db: &tessera::Db, interval_max_ms: u64) -> FeedWait {
         FeedWait { stream: db.subscribe(), interval_max_ms: interval_max_ms.max(1) }
     }

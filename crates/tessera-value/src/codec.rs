@@ -32,6 +32,16 @@ use std::fmt;
 
 /// The field names of a derived struct (or the variant names of a derived enum), in
 /// declaration order.
+///
+/// ```
+/// use tessera_value::codec::{FieldIds, FieldNames};
+/// use tessera_value::SharedKeys;
+/// static POINT: FieldNames = &["x", "y"];
+/// let mut keys = SharedKeys::new();
+/// keys.add("x").unwrap();
+/// keys.add("y").unwrap();
+/// assert_eq!(FieldIds::resolve(&keys, [POINT]).get(POINT), Some(&[0, 1][..]));
+/// ```
 pub type FieldNames = &'static [&'static str];
 
 /// A type that writes itself into an [`Encoder`].
@@ -43,33 +53,107 @@ pub type FieldNames = &'static [&'static str];
 /// ```
 pub trait Encode {
     /// Pushes this value (one value: a scalar or a whole container) into `out`.
+    ///
+    /// ```
+    /// use tessera_value::codec::{Encode, FieldIds};
+    /// use tessera_value::{Doc, Encoder};
+    /// let mut out = Encoder::new();
+    /// (-7i32).encode(&mut out, &FieldIds::default()).unwrap();
+    /// let bytes = out.finish().unwrap();
+    /// assert_eq!(Doc::from_untrusted(&bytes).unwrap().root().as_i64(), Some(-7));
+    /// ```
     fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError>;
 
     /// Calls `visit` with every [`FieldNames`] list this type and the types inside it use.
     /// `visit` returns false for a list it has seen, and the type then stops there (so that
     /// recursive types end).
+    ///
+    /// ```
+    /// # use tessera_value::codec::{write_field_key, Encode, FieldIds, FieldNames};
+    /// # use tessera_value::{EncodeError, Encoder};
+    /// # static POINT: FieldNames = &["x", "y"];
+    /// struct Point { x: i64, y: i64 }
+    /// impl Encode for Point {
+    ///     // encode: a dict of `x` and `y` (see `FieldIds::lists_of`)
+    /// #     fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+    /// #         out.begin_dict()?;
+    /// #         write_field_key(out, ids.get(POINT), POINT, 0)?;
+    /// #         out.push_i64(self.x)?;
+    /// #         write_field_key(out, ids.get(POINT), POINT, 1)?;
+    /// #         out.push_i64(self.y)?;
+    /// #         out.end_dict()
+    /// #     }
+    ///     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+    ///         visit(POINT);
+    ///     }
+    /// }
+    /// let mut seen = Vec::new();
+    /// <Vec<Option<Point>> as Encode>::field_names(&mut |list| {
+    ///     seen.push(list);
+    ///     true
+    /// });
+    /// assert_eq!(seen, [POINT]); // containers pass on their elements' lists
+    /// ```
     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
         let _ = visit;
     }
 }
 
 /// A type that reads itself from a [`Value`], borrowing from the document where it can.
+///
+/// ```
+/// use tessera_value::codec::{Decode, FieldIds};
+/// let bytes = tessera_value::from_json(br#"{"a": 1, "b": 2}"#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let map = std::collections::BTreeMap::<String, u8>::decode(doc.root(), &FieldIds::default()).unwrap();
+/// assert_eq!(map["b"], 2);
+/// ```
 pub trait Decode<'a>: Sized {
     /// Reads a value of this type.
+    ///
+    /// ```
+    /// use tessera_value::codec::{Decode, FieldIds};
+    /// let bytes = tessera_value::from_json(b"true").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// assert_eq!(bool::decode(doc.root(), &FieldIds::default()), Ok(true));
+    /// ```
     fn decode(value: Value<'a>, ids: &FieldIds) -> Result<Self, FieldError>;
 
     /// The value of a missing field of this type: `Some(None)` for an `Option`, `None` (an
     /// error) for every other type.
+    ///
+    /// ```
+    /// use tessera_value::codec::Decode;
+    /// assert_eq!(<Option<u32> as Decode>::missing(), Some(None));
+    /// assert_eq!(<u32 as Decode>::missing(), None);
+    /// ```
     fn missing() -> Option<Self> {
         None
     }
 }
 
 /// Types that decode from any document without borrowing from it.
+///
+/// ```
+/// use tessera_value::codec::{decode, DecodeOwned, FieldIds};
+/// fn first<T: DecodeOwned>(bytes: &[u8]) -> T {
+///     let doc = tessera_value::Doc::from_untrusted(bytes).unwrap();
+///     decode(doc.root().index(0).unwrap(), &FieldIds::default()).unwrap()
+/// }
+/// let bytes = tessera_value::from_json(br#"["owned"]"#).unwrap();
+/// assert_eq!(first::<String>(&bytes), "owned");
+/// ```
 pub trait DecodeOwned: for<'a> Decode<'a> {}
 impl<T: for<'a> Decode<'a>> DecodeOwned for T {}
 
 /// Encodes `value` as a document of its own.
+///
+/// ```
+/// use tessera_value::codec::{encode, FieldIds};
+/// let bytes = encode(&vec![Some("one"), None], &FieldIds::default()).unwrap();
+/// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+/// assert_eq!(root.to_json(), r#"["one",null]"#);
+/// ```
 pub fn encode<T: Encode + ?Sized>(value: &T, ids: &FieldIds) -> Result<Vec<u8>, EncodeError> {
     let mut out = Encoder::new();
     value.encode(&mut out, ids)?;
@@ -108,6 +192,14 @@ pub fn encode_into<T: Encode + ?Sized>(
 }
 
 /// Decodes a `T` from `value`.
+///
+/// ```
+/// use tessera_value::codec::{decode, FieldIds};
+/// let bytes = tessera_value::from_json(br#"["a", "b"]"#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let names: Vec<&str> = decode(doc.root(), &FieldIds::default()).unwrap();
+/// assert_eq!(names, ["a", "b"]);
+/// ```
 pub fn decode<'a, T: Decode<'a>>(value: Value<'a>, ids: &FieldIds) -> Result<T, FieldError> {
     T::decode(value, ids)
 }
@@ -158,6 +250,17 @@ pub struct ResolvedFields<'i> {
 impl FieldIds {
     /// Resolves each list whose names are all in `shared`; other lists are written and read
     /// by name.
+    ///
+    /// ```
+    /// use tessera_value::codec::FieldIds;
+    /// use tessera_value::SharedKeys;
+    /// static RESOLVED: &[&str] = &["id"];
+    /// static BY_NAME: &[&str] = &["id", "note"]; // "note" is not a shared key
+    /// let mut keys = SharedKeys::new();
+    /// keys.add("id").unwrap();
+    /// let ids = FieldIds::resolve(&keys, [RESOLVED, BY_NAME]);
+    /// assert_eq!((ids.get(RESOLVED), ids.get(BY_NAME)), (Some(&[0][..]), None));
+    /// ```
     pub fn resolve(shared: &SharedKeys, lists: impl IntoIterator<Item = FieldNames>) -> Self {
         let mut ids = FieldIds::default();
         for list in lists {
@@ -172,6 +275,31 @@ impl FieldIds {
     }
 
     /// Every [`FieldNames`] list reachable from `T`, each once.
+    ///
+    /// ```
+    /// use tessera_value::codec::{write_field_key, Encode, FieldIds, FieldNames};
+    /// use tessera_value::{EncodeError, Encoder};
+    /// static POINT: FieldNames = &["x", "y"];
+    /// struct Point { x: i64, y: i64 }
+    /// impl Encode for Point {
+    ///     fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+    ///         out.begin_dict()?;
+    ///         write_field_key(out, ids.get(POINT), POINT, 0)?;
+    ///         out.push_i64(self.x)?;
+    ///         write_field_key(out, ids.get(POINT), POINT, 1)?;
+    ///         out.push_i64(self.y)?;
+    ///         out.end_dict()
+    ///     }
+    ///     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
+    ///         visit(POINT);
+    ///     }
+    /// }
+    /// assert_eq!(FieldIds::lists_of::<Vec<Point>>(), [POINT]);
+    /// assert!(FieldIds::lists_of::<Vec<Option<u64>>>().is_empty()); // scalars have none
+    /// let bytes = tessera_value::codec::encode(&Point { x: 1, y: 2 }, &FieldIds::default())?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"{"x":1,"y":2}"#);
+    /// # Ok::<(), EncodeError>(())
+    /// ```
     pub fn lists_of<T: Encode + ?Sized>() -> Vec<FieldNames> {
         let mut lists: Vec<FieldNames> = Vec::new();
         T::field_names(&mut |list| {
@@ -185,6 +313,16 @@ impl FieldIds {
     }
 
     /// The ids of `list`, if it was resolved.
+    ///
+    /// ```
+    /// use tessera_value::codec::FieldIds;
+    /// use tessera_value::SharedKeys;
+    /// static NAMES: &[&str] = &["name"];
+    /// let mut keys = SharedKeys::new();
+    /// keys.add("name").unwrap();
+    /// assert_eq!(FieldIds::resolve(&keys, [NAMES]).get(NAMES), Some(&[0][..]));
+    /// assert_eq!(FieldIds::default().get(NAMES), None);
+    /// ```
     #[inline]
     pub fn get(&self, list: FieldNames) -> Option<&[u32]> {
         if self.by_list.is_empty() {
@@ -237,6 +375,15 @@ pub struct FieldError {
 }
 
 /// What is wrong with a stored value, in a [`FieldError`].
+///
+/// ```
+/// use tessera_value::codec::{decode, FieldIds, FieldProblem};
+/// let bytes = tessera_value::from_json(b"300").unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let error = decode::<u8>(doc.root(), &FieldIds::default()).unwrap_err();
+/// assert_eq!(error.problem, FieldProblem::OutOfRange { expected: "u8" });
+/// assert_eq!(error.problem.to_string(), "number out of range for u8");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldProblem {
     /// A required field is absent.
@@ -274,21 +421,47 @@ impl fmt::Display for FieldProblem {
 
 impl FieldError {
     /// A value of the wrong type.
+    ///
+    /// ```
+    /// use tessera_value::codec::{FieldError, FieldProblem};
+    /// use tessera_value::Kind;
+    /// let bytes = tessera_value::from_json(b"null").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let error = FieldError::wrong_type("a string", doc.root());
+    /// assert_eq!(error.problem, FieldProblem::WrongType { expected: "a string", found: Kind::Null });
+    /// ```
     pub fn wrong_type(expected: &'static str, found: Value<'_>) -> Self {
         FieldError { path: String::new(), problem: FieldProblem::WrongType { expected, found: found.kind() } }
     }
 
     /// A required field that is absent.
+    ///
+    /// ```
+    /// use tessera_value::codec::FieldError;
+    /// assert_eq!(FieldError::missing().in_field("age").to_string(), "at `age`: missing required field");
+    /// ```
     pub fn missing() -> Self {
         FieldError { path: String::new(), problem: FieldProblem::Missing }
     }
 
     /// An enum variant the type does not have.
+    ///
+    /// ```
+    /// use tessera_value::codec::FieldError;
+    /// let error = FieldError::unknown_variant("Purple").in_field("colour");
+    /// assert_eq!(error.to_string(), r#"at `colour`: unknown variant "Purple""#);
+    /// ```
     pub fn unknown_variant(name: &str) -> Self {
         FieldError { path: String::new(), problem: FieldProblem::UnknownVariant(name.to_owned()) }
     }
 
     /// The same error, seen from the struct that holds field `name`.
+    ///
+    /// ```
+    /// use tessera_value::codec::FieldError;
+    /// let error = FieldError::missing().in_field("city").in_element(2).in_field("addresses");
+    /// assert_eq!(error.path, "addresses[2].city");
+    /// ```
     #[cold]
     pub fn in_field(mut self, name: &str) -> Self {
         self.path = match self.path.as_str() {
@@ -300,6 +473,11 @@ impl FieldError {
     }
 
     /// The same error, seen from the array that holds element `index`.
+    ///
+    /// ```
+    /// use tessera_value::codec::FieldError;
+    /// assert_eq!(FieldError::missing().in_element(0).in_element(3).path, "[3][0]");
+    /// ```
     #[cold]
     pub fn in_element(mut self, index: usize) -> Self {
         self.path = match self.path.as_str() {
@@ -315,6 +493,20 @@ impl FieldError {
 
 /// Writes the key of field `index` of `names`: its shared id when `ids` resolved the list,
 /// else its name. Called by derived code between `begin_dict` and the field's value.
+///
+/// ```
+/// use tessera_value::codec::write_field_key;
+/// use tessera_value::{Doc, Encoder};
+/// static NAMES: &[&str] = &["x", "y"];
+/// let mut out = Encoder::new();
+/// out.begin_dict()?;
+/// write_field_key(&mut out, None, NAMES, 1)?; // no ids: the key is written by name
+/// out.push_i64(5)?;
+/// out.end_dict()?;
+/// let bytes = out.finish()?;
+/// assert_eq!(Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"{"y":5}"#);
+/// # Ok::<(), tessera_value::EncodeError>(())
+/// ```
 #[inline]
 pub fn write_field_key(out: &mut Encoder<'_>, ids: Option<&[u32]>, names: FieldNames, index: usize) -> Result<(), EncodeError> {
     match ids {
@@ -324,6 +516,16 @@ pub fn write_field_key(out: &mut Encoder<'_>, ids: Option<&[u32]>, names: FieldN
 }
 
 /// The value of field `index` of `names` in `dict`, if present.
+///
+/// ```
+/// use tessera_value::codec::field_value;
+/// static NAMES: &[&str] = &["x", "y"];
+/// let bytes = tessera_value::from_json(br#"{"y": 2}"#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let dict = doc.root().as_dict().unwrap();
+/// assert_eq!(field_value(&dict, None, NAMES, 1).and_then(|v| v.as_i64()), Some(2));
+/// assert!(field_value(&dict, None, NAMES, 0).is_none());
+/// ```
 #[inline]
 pub fn field_value<'a>(dict: &Dict<'a>, fields: Option<ResolvedFields<'_>>, names: FieldNames, index: usize) -> Option<Value<'a>> {
     match fields {
@@ -334,6 +536,18 @@ pub fn field_value<'a>(dict: &Dict<'a>, fields: Option<ResolvedFields<'_>>, name
 
 /// Decodes field `index` of `names` from `dict`: a missing field takes [`Decode::missing`],
 /// and errors carry the field's name.
+///
+/// ```
+/// use tessera_value::codec::{decode_field, FieldIds};
+/// static NAMES: &[&str] = &["name", "age"];
+/// let bytes = tessera_value::from_json(br#"{"name": "Ada"}"#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let dict = doc.root().as_dict().unwrap();
+/// let none = FieldIds::default();
+/// assert_eq!(decode_field::<String>(&dict, None, NAMES, 0, &none).unwrap(), "Ada");
+/// assert_eq!(decode_field::<Option<u8>>(&dict, None, NAMES, 1, &none).unwrap(), None);
+/// assert_eq!(decode_field::<u8>(&dict, None, NAMES, 1, &none).unwrap_err().path, "age");
+/// ```
 #[inline]
 pub fn decode_field<'a, T: Decode<'a>>(
     dict: &Dict<'a>,
@@ -350,6 +564,16 @@ pub fn decode_field<'a, T: Decode<'a>>(
 
 /// An enum's value split into its variant name and payload: a string is a unit variant, a
 /// one-entry dict a variant with a payload.
+///
+/// ```
+/// use tessera_value::codec::variant_of;
+/// let bytes = tessera_value::from_json(br#"["Empty", {"Circle": 2.5}]"#).unwrap();
+/// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+/// let (name, payload) = variant_of(root.index(0).unwrap()).unwrap();
+/// assert_eq!((name, payload.is_none()), ("Empty", true));
+/// let (name, payload) = variant_of(root.index(1).unwrap()).unwrap();
+/// assert_eq!((name, payload.unwrap().as_f64()), ("Circle", Some(2.5)));
+/// ```
 pub fn variant_of<'a>(value: Value<'a>) -> Result<(&'a str, Option<Value<'a>>), FieldError> {
     if let Some(name) = value.as_str() {
         return Ok((name, None));
@@ -365,12 +589,29 @@ pub fn variant_of<'a>(value: Value<'a>) -> Result<(&'a str, Option<Value<'a>>), 
 
 /// Writes `value` through serde: for a hand-written [`Encode`] of a type that only implements
 /// `Serialize`.
+///
+/// ```
+/// use tessera_value::codec::encode_with_serde;
+/// let mut out = tessera_value::Encoder::new();
+/// encode_with_serde(&("a", 1), &mut out)?;
+/// let bytes = out.finish()?;
+/// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"["a",1]"#);
+/// # Ok::<(), tessera_value::EncodeError>(())
+/// ```
 pub fn encode_with_serde<T: serde::Serialize + ?Sized>(value: &T, out: &mut Encoder<'_>) -> Result<(), EncodeError> {
     value.serialize(&mut *out)
 }
 
 /// Reads a `T` through serde: for a hand-written [`Decode`] of a type that only implements
 /// `Deserialize`.
+///
+/// ```
+/// use tessera_value::codec::decode_with_serde;
+/// let bytes = tessera_value::from_json(b"[1, 2]").unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let pair: (u8, u8) = decode_with_serde(doc.root()).unwrap();
+/// assert_eq!(pair, (1, 2));
+/// ```
 pub fn decode_with_serde<'a, T: serde::Deserialize<'a>>(value: Value<'a>) -> Result<T, FieldError> {
     crate::from_value(value).map_err(|error| FieldError { path: String::new(), problem: FieldProblem::Invalid(error.message) })
 }
@@ -670,10 +911,30 @@ impl Decode<'_> for () {
 /// ```
 pub trait View<'a> {
     /// What a view of this type gives.
+    ///
+    /// ```
+    /// use tessera_value::codec::View;
+    /// let text: <String as View<'_>>::Out = "borrowed"; // a view of a String is a &str
+    /// assert_eq!(text.len(), 8);
+    /// ```
     type Out;
     /// Reads the value in place.
+    ///
+    /// ```
+    /// use tessera_value::codec::{FieldIds, View};
+    /// let bytes = tessera_value::from_json(br#"["a", null]"#).unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let items = <Vec<Option<String>> as View>::view(doc.root(), &FieldIds::default()).unwrap();
+    /// assert_eq!(items, [Some("a"), None]);
+    /// ```
     fn view(value: Value<'a>, ids: &FieldIds) -> Result<Self::Out, FieldError>;
     /// The view of a missing field: `Some(None)` for an `Option`, `None` (an error) otherwise.
+    ///
+    /// ```
+    /// use tessera_value::codec::View;
+    /// assert_eq!(<Option<String> as View>::view_missing(), Some(None));
+    /// assert!(<String as View>::view_missing().is_none());
+    /// ```
     fn view_missing() -> Option<Self::Out> {
         None
     }
@@ -764,6 +1025,16 @@ impl<'a, T: View<'a>> View<'a> for BTreeMap<String, T> {
 }
 
 /// Views field `index` of `names` in `dict` (see [`decode_field`]).
+///
+/// ```
+/// use tessera_value::codec::{view_field, FieldIds};
+/// static NAMES: &[&str] = &["name"];
+/// let bytes = tessera_value::from_json(br#"{"name": "Ada"}"#).unwrap();
+/// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+/// let dict = doc.root().as_dict().unwrap();
+/// let name: &str = view_field::<String>(&dict, None, NAMES, 0, &FieldIds::default()).unwrap();
+/// assert_eq!(name, "Ada");
+/// ```
 #[inline]
 pub fn view_field<'a, T: View<'a>>(
     dict: &Dict<'a>,

@@ -30,6 +30,18 @@ pub fn from_value<'de, T: de::Deserialize<'de>>(value: Value<'de>) -> Result<T, 
 }
 
 /// Validates `bytes` and decodes a `T` from the root.
+///
+/// ```
+/// let bytes = tessera_value::from_json(br#"{"x": 1, "y": [true]}"#).unwrap();
+/// let (x, y): (u8, Vec<bool>) = {
+///     #[derive(serde::Deserialize)]
+///     struct Shape { x: u8, y: Vec<bool> }
+///     let shape: Shape = tessera_value::from_slice(&bytes).unwrap();
+///     (shape.x, shape.y)
+/// };
+/// assert_eq!((x, y), (1, vec![true]));
+/// assert!(tessera_value::from_slice::<u8>(&bytes[1..]).is_err()); // not a document
+/// ```
 pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, DecodeError> {
     let doc = Doc::from_untrusted(bytes).map_err(|error| DecodeError { message: error.to_string() })?;
     from_value(doc.root())

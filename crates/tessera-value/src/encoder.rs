@@ -294,6 +294,14 @@ impl Default for Encoder<'static> {
 
 impl Encoder<'static> {
     /// An encoder without shared keys.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_bool(true)?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"true"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn new() -> Self {
         Encoder::build(None)
     }
@@ -301,6 +309,20 @@ impl Encoder<'static> {
 
 impl<'k> Encoder<'k> {
     /// An encoder that stores the keys found in `shared` as their ids.
+    ///
+    /// ```
+    /// use tessera_value::{Doc, Encoder, SharedKeys};
+    /// let mut keys = SharedKeys::new();
+    /// keys.add("id").unwrap();
+    /// let mut out = Encoder::with_shared_keys(&keys);
+    /// out.begin_dict()?;
+    /// out.key("id")?; // found in `keys`: stored as its id
+    /// out.push_i64(1)?;
+    /// out.end_dict()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root().to_json(), r#"{"id":1}"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn with_shared_keys(shared: &'k SharedKeys) -> Self {
         Encoder::build(Some(shared))
     }
@@ -332,6 +354,15 @@ impl<'k> Encoder<'k> {
     }
 
     /// Reserves output capacity, e.g. for the size of the JSON being converted.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.reserve(64);
+    /// out.push_str("reserved")?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#""reserved""#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn reserve(&mut self, bytes: usize) {
         self.out.reserve(bytes);
         // About one distinct string per 32 bytes of output, in JSON-like data.
@@ -363,11 +394,33 @@ impl<'k> Encoder<'k> {
     // ---------------------------------------------------------------- containers
 
     /// Opens an array.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.begin_array()?;
+    /// out.push_null()?;
+    /// out.push_str("x")?;
+    /// out.end_array()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"[null,"x"]"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn begin_array(&mut self) -> Result<(), EncodeError> {
         self.open(false)
     }
 
     /// Opens a dict.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.begin_dict()?;
+    /// out.key("a")?;
+    /// out.push_i64(1)?;
+    /// out.end_dict()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"{"a":1}"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn begin_dict(&mut self) -> Result<(), EncodeError> {
         self.open(true)
     }
@@ -389,6 +442,17 @@ impl<'k> Encoder<'k> {
     }
 
     /// Closes the innermost array.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.begin_array()?;
+    /// out.begin_array()?;
+    /// out.end_array()?;
+    /// out.end_array()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"[[]]"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn end_array(&mut self) -> Result<(), EncodeError> {
         match self.frames.last() {
             Some(frame) if !frame.is_dict => {}
@@ -402,6 +466,19 @@ impl<'k> Encoder<'k> {
     }
 
     /// Closes the innermost dict. If a key was given twice, the last value wins.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.begin_dict()?;
+    /// out.key("a")?;
+    /// out.push_i64(1)?;
+    /// out.key("a")?;
+    /// out.push_i64(2)?; // the last value wins
+    /// out.end_dict()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"{"a":2}"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn end_dict(&mut self) -> Result<(), EncodeError> {
         match self.frames.last() {
             Some(frame) if frame.is_dict && frame.pending_key.is_none() => {}
@@ -538,6 +615,17 @@ impl<'k> Encoder<'k> {
     // ---------------------------------------------------------------- keys
 
     /// Gives the key of the next value in the innermost dict.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.begin_dict()?;
+    /// out.key("name")?;
+    /// out.push_str("Ada")?;
+    /// out.end_dict()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"{"name":"Ada"}"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn key(&mut self, name: &str) -> Result<(), EncodeError> {
         match self.frames.last() {
             Some(frame) if frame.is_dict && frame.pending_key.is_none() => {}
@@ -685,16 +773,43 @@ impl<'k> Encoder<'k> {
     }
 
     /// Pushes null.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_null()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"null"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_null(&mut self) -> Result<(), EncodeError> {
         self.push_slot(Slot::special(SPECIAL_NULL))
     }
 
     /// Pushes a boolean.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.begin_array()?;
+    /// out.push_bool(true)?;
+    /// out.push_bool(false)?;
+    /// out.end_array()?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"[true,false]"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_bool(&mut self, value: bool) -> Result<(), EncodeError> {
         self.push_slot(Slot::special(if value { SPECIAL_TRUE } else { SPECIAL_FALSE }))
     }
 
     /// Pushes a signed integer.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_i64(i64::MIN)?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"-9223372036854775808"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_i64(&mut self, value: i64) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
         let slot = self.int_slot(value);
@@ -713,6 +828,14 @@ impl<'k> Encoder<'k> {
     }
 
     /// Pushes an unsigned integer (stored as a signed one when it fits).
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_u64(u64::MAX)?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"18446744073709551615"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_u64(&mut self, value: u64) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
         let slot = self.uint_slot(value);
@@ -731,6 +854,14 @@ impl<'k> Encoder<'k> {
     }
 
     /// Pushes a double; stored as a float when that is lossless.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_f64(0.1)?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"0.1"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_f64(&mut self, value: f64) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
         let slot = self.float_slot(value);
@@ -752,6 +883,14 @@ impl<'k> Encoder<'k> {
     }
 
     /// Pushes a float.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_f32(1.5)?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"1.5"#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_f32(&mut self, value: f32) -> Result<(), EncodeError> {
         self.push_f64(value as f64)
     }
@@ -814,6 +953,23 @@ impl<'k> Encoder<'k> {
     }
 
     /// Pushes a UTF-8 string (de-duplicated against earlier strings of the document).
+    ///
+    /// ```
+    /// let encode = |strings: &[&str]| {
+    ///     let mut out = tessera_value::Encoder::new();
+    ///     out.begin_array()?;
+    ///     for text in strings {
+    ///         out.push_str(text)?;
+    ///     }
+    ///     out.end_array()?;
+    ///     out.finish()
+    /// };
+    /// let long = "a string long enough to be worth sharing";
+    /// let repeated = encode(&[long, long])?;
+    /// assert!(repeated.len() < encode(&[long, "another string of the very same length!!"])?.len()); // stored once
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&repeated).unwrap().root().index(1).unwrap().as_str(), Some(long));
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_str(&mut self, value: &str) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
         let slot = self.string_slot(value.as_bytes());
@@ -822,6 +978,14 @@ impl<'k> Encoder<'k> {
     }
 
     /// Pushes binary data.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_bytes(b"hi")?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#""aGk=""#);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     pub fn push_bytes(&mut self, value: &[u8]) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
         let pos = self.out.len();
@@ -876,6 +1040,18 @@ impl<'k> Encoder<'k> {
     // ---------------------------------------------------------------- finish
 
     /// Writes the tail (tables and footer) and returns the document's bytes.
+    ///
+    /// ```
+    /// use tessera_value::{EncodeError, Encoder};
+    /// let mut out = Encoder::new();
+    /// out.push_i64(42)?;
+    /// let bytes = out.finish()?;
+    /// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_i64(), Some(42));
+    /// let mut open = Encoder::new();
+    /// open.begin_array()?;
+    /// assert!(matches!(open.finish(), Err(EncodeError::Incomplete(_))));
+    /// # Ok::<(), EncodeError>(())
+    /// ```
     pub fn finish(mut self) -> Result<Vec<u8>, EncodeError> {
         self.finish_reuse()
     }

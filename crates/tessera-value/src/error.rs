@@ -3,6 +3,13 @@
 use std::fmt;
 
 /// What went wrong while reading JSON text.
+///
+/// ```
+/// use tessera_value::{from_json, JsonErrorKind};
+/// assert_eq!(from_json(b"[1,").unwrap_err().kind, JsonErrorKind::UnexpectedEnd);
+/// assert_eq!(from_json(b"01").unwrap_err().kind, JsonErrorKind::InvalidNumber);
+/// assert_eq!(JsonErrorKind::UnexpectedByte(b'x').to_string(), "unexpected character 'x'");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonErrorKind {
     /// The input ended inside a value.
@@ -49,6 +56,14 @@ impl fmt::Display for JsonErrorKind {
 }
 
 /// Malformed JSON: what, and where (byte offset, 1-based line and column).
+///
+/// ```
+/// use tessera_value::{from_json, JsonErrorKind};
+/// let error = from_json(b"{\n  \"a\": tru\n}").unwrap_err();
+/// assert_eq!(error.kind, JsonErrorKind::UnexpectedByte(b'\n'));
+/// assert_eq!((error.line, error.column, error.offset), (2, 11, 12));
+/// assert_eq!(error.to_string(), "unexpected byte 0x0a at line 2 column 11 (byte 12)");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} at line {line} column {column} (byte {offset})")]
 pub struct JsonError {
@@ -74,6 +89,14 @@ impl JsonError {
 }
 
 /// Bytes that are not a valid document, found by [`crate::Doc::from_untrusted`].
+///
+/// ```
+/// use tessera_value::{Doc, FormatError};
+/// let bytes = tessera_value::from_json(br#"{"name": "Ada"}"#).unwrap();
+/// assert!(matches!(Doc::from_untrusted(&[]), Err(FormatError::BadFooter { reason: "empty input" })));
+/// // Every strict prefix of a document is refused, never read out of bounds.
+/// assert!((0..bytes.len()).all(|len| Doc::from_untrusted(&bytes[..len]).is_err()));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
     /// The input is shorter than its structure says.
@@ -170,6 +193,14 @@ pub enum FormatError {
 }
 
 /// Misuse of the [`crate::Encoder`] or a value the format cannot hold.
+///
+/// ```
+/// use tessera_value::{EncodeError, Encoder};
+/// let mut out = Encoder::new();
+/// assert!(matches!(out.end_array(), Err(EncodeError::Unbalanced(_))));
+/// let out = Encoder::new();
+/// assert!(matches!(out.finish(), Err(EncodeError::Incomplete(_))));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
     /// `end_array`/`end_dict` without a matching `begin`, or the wrong kind.
@@ -196,6 +227,12 @@ impl serde::ser::Error for EncodeError {
 }
 
 /// A document that does not fit the Rust type it is decoded into.
+///
+/// ```
+/// let bytes = tessera_value::from_json(br#""text""#).unwrap();
+/// let error = tessera_value::from_slice::<u32>(&bytes).unwrap_err();
+/// assert!(error.message.contains("invalid type"), "{error}");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct DecodeError {
@@ -210,6 +247,14 @@ impl serde::de::Error for DecodeError {
 }
 
 /// A key path (`friends[0].name`) that does not parse.
+///
+/// ```
+/// let bytes = tessera_value::from_json(br#"{"a": [1]}"#).unwrap();
+/// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+/// let error = root.path("a[x]").unwrap_err();
+/// assert_eq!(error.column, 3);
+/// assert!(error.to_string().starts_with("bad key path at column 3"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("bad key path at column {column}: {reason}")]
 pub struct PathError {

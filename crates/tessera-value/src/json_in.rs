@@ -18,6 +18,13 @@ use crate::packed::PackedValue;
 use crate::shared_keys::SharedKeys;
 
 /// Options for [`from_json_with`].
+///
+/// ```
+/// use tessera_value::{from_json_with, JsonErrorKind, JsonOptions};
+/// let options = JsonOptions { depth_max: 2, ..JsonOptions::default() };
+/// assert!(from_json_with(b"[[1]]", &options).is_ok());
+/// assert_eq!(from_json_with(b"[[[1]]]", &options).unwrap_err().kind, JsonErrorKind::TooDeep);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct JsonOptions<'k> {
     /// Deepest nesting of arrays and objects accepted (at most 254).
@@ -47,6 +54,16 @@ pub fn from_json(input: &[u8]) -> Result<Vec<u8>, JsonError> {
 }
 
 /// Converts JSON text to a document, with options.
+///
+/// ```
+/// use tessera_value::{from_json_with, Doc, JsonOptions, SharedKeys};
+/// let mut keys = SharedKeys::new();
+/// keys.add("name").unwrap();
+/// let options = JsonOptions { shared_keys: Some(&keys), ..JsonOptions::default() };
+/// let bytes = from_json_with(br#"{"name": "Ada"}"#, &options).unwrap();
+/// assert_eq!(Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root().get("name").unwrap().as_str(), Some("Ada"));
+/// assert!(Doc::from_untrusted(&bytes).is_err()); // it needs the table
+/// ```
 pub fn from_json_with(input: &[u8], options: &JsonOptions<'_>) -> Result<Vec<u8>, JsonError> {
     let mut encoder = match options.shared_keys {
         Some(shared) => Encoder::with_shared_keys(shared),

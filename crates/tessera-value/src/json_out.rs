@@ -9,6 +9,15 @@ use crate::reader::{Array, Dict, Kind, Value};
 use base64::Engine as _;
 
 /// How [`Value::write_json`] lays out its output.
+///
+/// ```
+/// use tessera_value::JsonStyle;
+/// let bytes = tessera_value::from_json(br#"{"b": 1, "a": 2}"#).unwrap();
+/// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+/// let mut out = Vec::new();
+/// root.write_json(&mut out, JsonStyle::Canonical);
+/// assert_eq!(out, br#"{"a":2,"b":1}"#);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonStyle {
     /// No whitespace; dict entries in storage order.
@@ -38,11 +47,25 @@ impl<'a> Value<'a> {
     }
 
     /// Pretty JSON, laid out as `serde_json::to_string_pretty` does.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"a": [1]}"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.to_json_pretty(), "{\n  \"a\": [\n    1\n  ]\n}");
+    /// ```
     pub fn to_json_pretty(&self) -> String {
         self.json_string(JsonStyle::Pretty)
     }
 
     /// Canonical JSON: compact, with dict keys sorted by their UTF-8 bytes.
+    ///
+    /// ```
+    /// let one = tessera_value::from_json(br#"{"y": 1, "x": 2}"#).unwrap();
+    /// let two = tessera_value::from_json(br#"{"x": 2, "y": 1}"#).unwrap();
+    /// let canonical = |bytes: &[u8]| tessera_value::Doc::from_untrusted(bytes).unwrap().root().to_json_canonical();
+    /// assert_eq!(canonical(&one), canonical(&two));
+    /// assert_eq!(canonical(&one), r#"{"x":2,"y":1}"#);
+    /// ```
     pub fn to_json_canonical(&self) -> String {
         self.json_string(JsonStyle::Canonical)
     }
@@ -55,6 +78,14 @@ impl<'a> Value<'a> {
     }
 
     /// Appends this value as JSON text to `out`.
+    ///
+    /// ```
+    /// use tessera_value::JsonStyle;
+    /// let bytes = tessera_value::from_json(b"[1.5, null]").unwrap();
+    /// let mut out = b"value: ".to_vec();
+    /// tessera_value::Doc::from_untrusted(&bytes).unwrap().root().write_json(&mut out, JsonStyle::Compact);
+    /// assert_eq!(out, b"value: [1.5,null]");
+    /// ```
     pub fn write_json(&self, out: &mut Vec<u8>, style: JsonStyle) {
         let mut stack: Vec<Frame<'a>> = Vec::new();
         let mut current = Some(*self);

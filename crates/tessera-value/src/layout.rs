@@ -9,93 +9,316 @@
 /// Version 3 adds packed numeric arrays (tags `0x30..=0x3D`, see [`PackedNumber`]).
 /// Version 2 places keys by XXH3-64 and may store a sorted key index (see
 /// [`KEY_INDEX_SORTED`]); version 1 placed them by [`key_hash_v1`]. Readers accept all three.
+///
+/// ```
+/// use tessera_value::layout::FORMAT_VERSION;
+/// let bytes = tessera_value::from_json(br#"{"a": 1}"#).unwrap();
+/// assert_eq!(bytes.last().unwrap() >> 4, FORMAT_VERSION);
+/// ```
 pub const FORMAT_VERSION: u8 = 3;
 
 /// First format version whose documents may hold packed numeric arrays.
+///
+/// ```
+/// use tessera_value::layout::{FORMAT_VERSION, FORMAT_VERSION_PACKED};
+/// assert!(FORMAT_VERSION >= FORMAT_VERSION_PACKED);
+/// let bytes = tessera_value::to_vec(&vec![1.5f64, 2.5]).unwrap();
+/// assert!(bytes.last().unwrap() >> 4 >= FORMAT_VERSION_PACKED);
+/// ```
 pub const FORMAT_VERSION_PACKED: u8 = 3;
 
 /// Oldest format version readers accept.
+///
+/// ```
+/// use tessera_value::layout::{FORMAT_VERSION_MIN, FORMAT_VERSION};
+/// use tessera_value::{Doc, FormatError};
+/// let mut bytes = tessera_value::from_json(b"true").unwrap();
+/// *bytes.last_mut().unwrap() &= 0x0F; // version 0, older than FORMAT_VERSION_MIN
+/// assert_eq!(FORMAT_VERSION_MIN, 1);
+/// assert!(matches!(Doc::from_untrusted(&bytes), Err(FormatError::UnsupportedVersion { found: 0, supported: FORMAT_VERSION })));
+/// ```
 pub const FORMAT_VERSION_MIN: u8 = 1;
 
 /// Hard limit on container nesting: the height of a container is stored in one byte.
+///
+/// ```
+/// use tessera_value::layout::HEIGHT_MAX;
+/// use tessera_value::{EncodeError, Encoder};
+/// let mut out = Encoder::new();
+/// for _ in 0..HEIGHT_MAX {
+///     out.begin_array().unwrap();
+/// }
+/// assert!(matches!(out.begin_array(), Err(EncodeError::TooDeep(HEIGHT_MAX))));
+/// ```
 pub const HEIGHT_MAX: u8 = 255;
 
 /// Default nesting limit for validation and for JSON input (serde_json uses 128 as well).
+///
+/// ```
+/// use tessera_value::layout::DEPTH_DEFAULT;
+/// assert_eq!(tessera_value::JsonOptions::default().depth_max, DEPTH_DEFAULT);
+/// let deep = "[".repeat(DEPTH_DEFAULT as usize + 1) + &"]".repeat(DEPTH_DEFAULT as usize + 1);
+/// assert!(tessera_value::from_json(deep.as_bytes()).is_err());
+/// ```
 pub const DEPTH_DEFAULT: u8 = 128;
 
 // ---- item tags (first byte of every item in the value region) ----
 
 /// Signed integer, `(tag & 7) + 1` little-endian two's-complement bytes follow.
+///
+/// ```
+/// use tessera_value::layout::TAG_INT;
+/// let tag = TAG_INT | 3; // a 4-byte signed integer follows
+/// assert_eq!(tag & 0xF8, TAG_INT);
+/// assert_eq!((tag & 7) + 1, 4);
+/// ```
 pub const TAG_INT: u8 = 0x10;
 /// Unsigned integer, `(tag & 7) + 1` little-endian bytes follow.
+///
+/// ```
+/// use tessera_value::layout::TAG_UINT;
+/// let tag = TAG_UINT | 7; // an 8-byte unsigned integer follows
+/// assert_eq!(tag & 0xF8, TAG_UINT);
+/// assert_eq!((tag & 7) + 1, 8);
+/// ```
 pub const TAG_UINT: u8 = 0x18;
 /// IEEE-754 binary32, 4 little-endian bytes follow.
+///
+/// ```
+/// use tessera_value::layout::{TAG_F32, TAG_F64};
+/// assert_eq!(TAG_F32 + 1, TAG_F64);
+/// assert_eq!(TAG_F32 & 0xF0, 0x20);
+/// ```
 pub const TAG_F32: u8 = 0x20;
 /// IEEE-754 binary64, 8 little-endian bytes follow.
+///
+/// ```
+/// use tessera_value::layout::TAG_F64;
+/// let bytes = tessera_value::from_json(b"0.1").unwrap();
+/// assert_eq!(bytes[0], TAG_F64); // the root item, first in the value region
+/// ```
 pub const TAG_F64: u8 = 0x21;
 /// Binary data: tags `0x40..=0x4E` carry the length `tag - 0x40`; `0x4F` is followed by a varint length.
+///
+/// ```
+/// use tessera_value::layout::{write_blob_header, TAG_BINARY};
+/// let mut out = Vec::new();
+/// write_blob_header(&mut out, 3, false);
+/// assert_eq!(out, [TAG_BINARY + 3]);
+/// ```
 pub const TAG_BINARY: u8 = 0x40;
 /// Largest binary length stored in the tag itself.
+///
+/// ```
+/// use tessera_value::layout::{write_blob_header, BINARY_INLINE_LEN_MAX, TAG_BINARY};
+/// let mut out = Vec::new();
+/// write_blob_header(&mut out, BINARY_INLINE_LEN_MAX + 1, false);
+/// assert_eq!(out, [TAG_BINARY + 15, 15]); // escape tag, then a varint length
+/// ```
 pub const BINARY_INLINE_LEN_MAX: usize = 14;
 /// Array: `0x50 | width_code`.
+///
+/// ```
+/// use tessera_value::layout::{width_of, TAG_ARRAY};
+/// let tag = TAG_ARRAY | 1; // an array of 2-byte slots
+/// assert_eq!(tag & 0xF0, TAG_ARRAY);
+/// assert_eq!(width_of(tag & 3), 2);
+/// ```
 pub const TAG_ARRAY: u8 = 0x50;
 /// Dict: `0x60 | width_code | key_width_code << 2`.
+///
+/// ```
+/// use tessera_value::layout::{width_of, TAG_DICT};
+/// let tag = TAG_DICT | 2 | (1 << 2); // 4-byte value slots, 2-byte keys
+/// assert_eq!(tag & 0xF0, TAG_DICT);
+/// assert_eq!((width_of(tag & 3), width_of(tag >> 2)), (4, 2));
+/// ```
 pub const TAG_DICT: u8 = 0x60;
 /// Tail item (tables and footer): `0x70 | flags`.
+///
+/// ```
+/// use tessera_value::layout::{TAG_TAIL, TAIL_HAS_KEYS};
+/// let tag = TAG_TAIL | TAIL_HAS_KEYS;
+/// assert_eq!(tag & 0xF0, TAG_TAIL);
+/// assert_eq!(tag & TAIL_HAS_KEYS, TAIL_HAS_KEYS);
+/// ```
 pub const TAG_TAIL: u8 = 0x70;
 /// UTF-8 string: tags `0x80..=0xBE` carry the length `tag - 0x80`; `0xBF` is followed by a varint length.
+///
+/// ```
+/// use tessera_value::layout::{write_blob_header, TAG_STRING};
+/// let mut out = Vec::new();
+/// write_blob_header(&mut out, 5, true);
+/// assert_eq!(out, [TAG_STRING + 5]);
+/// ```
 pub const TAG_STRING: u8 = 0x80;
 /// Largest string length stored in the tag itself.
+///
+/// ```
+/// use tessera_value::layout::{write_blob_header, STRING_INLINE_LEN_MAX, TAG_STRING};
+/// let mut out = Vec::new();
+/// write_blob_header(&mut out, STRING_INLINE_LEN_MAX, true);
+/// assert_eq!(out, [0xBE]);
+/// out.clear();
+/// write_blob_header(&mut out, STRING_INLINE_LEN_MAX + 1, true);
+/// assert_eq!(out, [TAG_STRING + 0x3F, 63]);
+/// ```
 pub const STRING_INLINE_LEN_MAX: usize = 62;
 
 /// Packed numeric array: `0x30 | number code` is a *vector* (`count` varint, padding, the
 /// numbers); `0x38 | number code` is a *matrix*, an array of equally long vectors (`rows` and
 /// `columns` varints, padding, the numbers row after row). See [`PackedNumber`].
+///
+/// ```
+/// use tessera_value::layout::{PackedNumber, PACKED_MATRIX, TAG_PACKED};
+/// let tag = TAG_PACKED | PackedNumber::F64.code();
+/// assert_eq!(tag & 0xF0, TAG_PACKED);
+/// assert_eq!(tag & PACKED_MATRIX, 0); // a vector
+/// assert_eq!(PackedNumber::from_code(tag), Some(PackedNumber::F64));
+/// ```
 pub const TAG_PACKED: u8 = 0x30;
 /// Bit of a packed tag that marks a matrix.
+///
+/// ```
+/// use tessera_value::layout::{PackedNumber, PACKED_MATRIX, TAG_PACKED};
+/// let tag = TAG_PACKED | PACKED_MATRIX | PackedNumber::I32.code();
+/// assert_ne!(tag & PACKED_MATRIX, 0);
+/// assert_eq!(PackedNumber::from_code(tag), Some(PackedNumber::I32));
+/// ```
 pub const PACKED_MATRIX: u8 = 0x08;
 
 /// Tail flag: a key table follows.
+///
+/// ```
+/// use tessera_value::layout::{TAIL_HAS_ATOMS, TAIL_HAS_KEYS, TAIL_HAS_SHARED};
+/// let flags = TAIL_HAS_KEYS | TAIL_HAS_SHARED;
+/// assert_ne!(flags & TAIL_HAS_KEYS, 0);
+/// assert_eq!(flags & TAIL_HAS_ATOMS, 0);
+/// ```
 pub const TAIL_HAS_KEYS: u8 = 1;
 /// Tail flag: an atom table follows.
+///
+/// ```
+/// use tessera_value::layout::{TAIL_HAS_ATOMS, TAIL_HAS_KEYS, TAIL_HAS_SHARED};
+/// assert_eq!(TAIL_HAS_KEYS | TAIL_HAS_ATOMS | TAIL_HAS_SHARED, 0b111);
+/// assert_ne!(TAIL_HAS_ATOMS & 0b010, 0);
+/// ```
 pub const TAIL_HAS_ATOMS: u8 = 2;
 /// Tail flag: a shared-key count follows.
+///
+/// ```
+/// use tessera_value::layout::{TAG_TAIL, TAIL_HAS_SHARED};
+/// let tag = TAG_TAIL | TAIL_HAS_SHARED;
+/// assert_eq!(tag, 0x74);
+/// ```
 pub const TAIL_HAS_SHARED: u8 = 4;
 
 // ---- slot tags (low bits of a slot) ----
 
 /// `slot & 1 == 0`: a pointer; the distance back from the container's first byte is `slot >> 1`.
+///
+/// ```
+/// use tessera_value::layout::SLOT_POINTER_MASK;
+/// let slot: u64 = 40 << 1; // a pointer 40 bytes back
+/// assert_eq!(slot & SLOT_POINTER_MASK, 0);
+/// assert_eq!(slot >> 1, 40);
+/// ```
 pub const SLOT_POINTER_MASK: u64 = 1;
 /// `slot & 7 == 1`: a small signed integer in `slot >> 3` (arithmetic shift).
+///
+/// ```
+/// use tessera_value::layout::SLOT_INT;
+/// let slot: u64 = ((-5i64 << 3) as u64) | SLOT_INT;
+/// assert_eq!(slot & 7, SLOT_INT);
+/// assert_eq!((slot as i64) >> 3, -5);
+/// ```
 pub const SLOT_INT: u64 = 0b001;
 /// `slot & 7 == 3`: a special value in `slot >> 3`.
+///
+/// ```
+/// use tessera_value::layout::{SLOT_SPECIAL, SPECIAL_TRUE};
+/// let slot = (SPECIAL_TRUE << 3) | SLOT_SPECIAL;
+/// assert_eq!(slot & 7, SLOT_SPECIAL);
+/// assert_eq!(slot >> 3, SPECIAL_TRUE);
+/// ```
 pub const SLOT_SPECIAL: u64 = 0b011;
 /// `slot & 7 == 5`: a reference to atom number `slot >> 3`.
+///
+/// ```
+/// use tessera_value::layout::SLOT_ATOM;
+/// let slot = (7 << 3) | SLOT_ATOM; // atom number 7
+/// assert_eq!(slot & 7, SLOT_ATOM);
+/// assert_eq!(slot >> 3, 7);
+/// ```
 pub const SLOT_ATOM: u64 = 0b101;
 
 /// Special payloads.
+///
+/// ```
+/// use tessera_value::layout::{SLOT_SPECIAL, SPECIAL_NULL};
+/// let slot = (SPECIAL_NULL << 3) | SLOT_SPECIAL;
+/// assert_eq!(slot, 0b011);
+/// ```
 pub const SPECIAL_NULL: u64 = 0;
 /// Special payload for `false`.
+///
+/// ```
+/// use tessera_value::layout::{SLOT_SPECIAL, SPECIAL_FALSE};
+/// assert_eq!((SPECIAL_FALSE << 3) | SLOT_SPECIAL, 0b1011);
+/// ```
 pub const SPECIAL_FALSE: u64 = 1;
 /// Special payload for `true`.
+///
+/// ```
+/// use tessera_value::layout::{SLOT_SPECIAL, SPECIAL_TRUE};
+/// assert_eq!((SPECIAL_TRUE << 3) | SLOT_SPECIAL, 0b10011);
+/// ```
 pub const SPECIAL_TRUE: u64 = 2;
 
 /// Longest probe sequence in a key table's hash index. The encoder grows the index until every
 /// key is found within this many slots, so a lookup and validation are bounded.
+///
+/// ```
+/// use tessera_value::layout::{key_hash, key_index_slots, KEY_PROBE_MAX};
+/// let slots = key_index_slots(3, 0);
+/// let home = key_hash(b"name") & (slots - 1);
+/// // A lookup of "name" looks at most at these slots.
+/// let probed: Vec<u64> = (0..KEY_PROBE_MAX as u64).map(|step| (home + step) & (slots - 1)).collect();
+/// assert_eq!(probed.len(), 8);
+/// ```
 pub const KEY_PROBE_MAX: usize = 8;
 
 /// Largest growth exponent of a key hash index: the index has at most 16 slots per key.
 /// Key sets that still do not fit within [`KEY_PROBE_MAX`] probes (only crafted ones) are
 /// stored with a sorted index instead.
+///
+/// ```
+/// use tessera_value::layout::{key_index_slots, KEY_INDEX_GROWTH_MAX};
+/// assert_eq!(key_index_slots(4, KEY_INDEX_GROWTH_MAX), 64); // 16 slots per key
+/// ```
 pub const KEY_INDEX_GROWTH_MAX: u8 = 3;
 
 /// Value of the growth nibble (bits 4-7 of the footer's widths byte) that marks a *sorted* key
 /// index: one entry per local key, in ascending byte order of the key strings, searched by
 /// bisection. Version 2 only.
+///
+/// ```
+/// use tessera_value::layout::{KEY_INDEX_GROWTH_MAX, KEY_INDEX_SORTED};
+/// // The nibble is never a growth exponent.
+/// assert!(KEY_INDEX_SORTED > KEY_INDEX_GROWTH_MAX);
+/// assert_eq!(KEY_INDEX_SORTED, 0b1111);
+/// ```
 pub const KEY_INDEX_SORTED: u8 = 0xF;
 
 /// Number of slots of a key hash index for `key_count` keys and growth exponent `growth`:
 /// the next power of two at or above twice the key count, shifted left by `growth`.
+///
+/// ```
+/// use tessera_value::layout::key_index_slots;
+/// assert_eq!(key_index_slots(3, 0), 8);
+/// assert_eq!(key_index_slots(3, 1), 16);
+/// assert_eq!(key_index_slots(4, 0), 8);
+/// ```
 #[inline]
 pub const fn key_index_slots(key_count: u64, growth: u8) -> u64 {
     (2 * key_count).next_power_of_two() << growth
@@ -123,6 +346,12 @@ pub fn key_hash(bytes: &[u8]) -> u64 {
 ///
 /// It does not carry high input bits down to the low bits that pick the home slot, which is
 /// why version 2 replaced it.
+///
+/// ```
+/// use tessera_value::layout::{key_hash, key_hash_v1};
+/// assert_eq!(key_hash_v1(b"name"), key_hash_v1(b"name"));
+/// assert_ne!(key_hash_v1(b"name"), key_hash(b"name"));
+/// ```
 #[inline]
 pub fn key_hash_v1(bytes: &[u8]) -> u64 {
     const MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
@@ -142,6 +371,12 @@ pub fn key_hash_v1(bytes: &[u8]) -> u64 {
 }
 
 /// How a document's key index is searched, from its format version and growth nibble.
+///
+/// ```
+/// use tessera_value::layout::{key_hash, key_hash_v1, KeyIndexKind};
+/// assert_eq!(KeyIndexKind::Hashed.hash(b"id"), key_hash(b"id"));
+/// assert_eq!(KeyIndexKind::HashedV1.hash(b"id"), key_hash_v1(b"id"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyIndexKind {
     /// Linear probing from `key_hash(name) & (H - 1)`, at most [`KEY_PROBE_MAX`] slots (v2).
@@ -154,6 +389,11 @@ pub enum KeyIndexKind {
 
 impl KeyIndexKind {
     /// The home-slot hash of `name` for a hashed index.
+    ///
+    /// ```
+    /// use tessera_value::layout::{key_hash_v1, KeyIndexKind};
+    /// assert_eq!(KeyIndexKind::HashedV1.hash(b"name"), key_hash_v1(b"name"));
+    /// ```
     #[inline(always)]
     pub fn hash(self, name: &[u8]) -> u64 {
         match self {
@@ -193,6 +433,13 @@ pub enum PackedNumber {
 
 impl PackedNumber {
     /// The type with this code (the low three bits of a packed tag), if it is defined.
+    ///
+    /// ```
+    /// use tessera_value::layout::PackedNumber;
+    /// assert_eq!(PackedNumber::from_code(2), Some(PackedNumber::I32));
+    /// assert_eq!(PackedNumber::from_code(0x3D), Some(PackedNumber::F64)); // low three bits of a tag
+    /// assert_eq!(PackedNumber::from_code(7), None);
+    /// ```
     #[inline(always)]
     pub const fn from_code(code: u8) -> Option<PackedNumber> {
         match code & 7 {
@@ -207,12 +454,24 @@ impl PackedNumber {
     }
 
     /// The code stored in the tag.
+    ///
+    /// ```
+    /// use tessera_value::layout::PackedNumber;
+    /// assert_eq!(PackedNumber::I16.code(), 1);
+    /// assert_eq!(PackedNumber::from_code(PackedNumber::F32.code()), Some(PackedNumber::F32));
+    /// ```
     #[inline(always)]
     pub const fn code(self) -> u8 {
         self as u8
     }
 
     /// Bytes per element: 1, 2, 4 or 8.
+    ///
+    /// ```
+    /// use tessera_value::layout::PackedNumber;
+    /// assert_eq!(PackedNumber::I8.size(), 1);
+    /// assert_eq!(PackedNumber::F32.size(), 4);
+    /// ```
     #[inline(always)]
     pub const fn size(self) -> usize {
         match self {
@@ -224,12 +483,25 @@ impl PackedNumber {
     }
 
     /// True for `F32` and `F64`.
+    ///
+    /// ```
+    /// use tessera_value::layout::PackedNumber;
+    /// assert!(PackedNumber::F32.is_float());
+    /// assert!(!PackedNumber::I64.is_float());
+    /// ```
     #[inline(always)]
     pub const fn is_float(self) -> bool {
         matches!(self, PackedNumber::F32 | PackedNumber::F64)
     }
 
     /// The narrowest integer type that holds every integer in `min..=max`.
+    ///
+    /// ```
+    /// use tessera_value::layout::PackedNumber;
+    /// assert_eq!(PackedNumber::for_int_range(-128, 127), PackedNumber::I8);
+    /// assert_eq!(PackedNumber::for_int_range(0, 128), PackedNumber::I16);
+    /// assert_eq!(PackedNumber::for_int_range(i64::MIN, 0), PackedNumber::I64);
+    /// ```
     #[inline]
     pub const fn for_int_range(min: i64, max: i64) -> PackedNumber {
         if min >= i8::MIN as i64 && max <= i8::MAX as i64 {
@@ -246,6 +518,13 @@ impl PackedNumber {
 
 /// Where the numbers of a packed array whose header ends at `header_end` start: the first
 /// position at or after it that is a multiple of the element size. The bytes skipped are zero.
+///
+/// ```
+/// use tessera_value::layout::{packed_data_start, PackedNumber};
+/// assert_eq!(packed_data_start(3, PackedNumber::F64), 8);
+/// assert_eq!(packed_data_start(8, PackedNumber::F64), 8);
+/// assert_eq!(packed_data_start(3, PackedNumber::I8), 3);
+/// ```
 #[inline(always)]
 pub const fn packed_data_start(header_end: usize, number: PackedNumber) -> usize {
     let size = number.size();
@@ -253,12 +532,24 @@ pub const fn packed_data_start(header_end: usize, number: PackedNumber) -> usize
 }
 
 /// Width in bytes of a width code (0..=3 → 1, 2, 4, 8).
+///
+/// ```
+/// use tessera_value::layout::width_of;
+/// assert_eq!([0, 1, 2, 3].map(width_of), [1, 2, 4, 8]);
+/// ```
 #[inline(always)]
 pub const fn width_of(code: u8) -> usize {
     1 << (code & 3)
 }
 
 /// The smallest width code whose width holds `value` as an unsigned integer.
+///
+/// ```
+/// use tessera_value::layout::{width_code_for_unsigned, width_of};
+/// assert_eq!(width_code_for_unsigned(255), 0);
+/// assert_eq!(width_code_for_unsigned(256), 1);
+/// assert_eq!(width_of(width_code_for_unsigned(1 << 40)), 8);
+/// ```
 #[inline]
 pub const fn width_code_for_unsigned(value: u64) -> u8 {
     if value <= 0xFF {
@@ -273,6 +564,13 @@ pub const fn width_code_for_unsigned(value: u64) -> u8 {
 }
 
 /// Reads `width` (1, 2, 4 or 8) little-endian bytes at `pos`. Panics if out of bounds.
+///
+/// ```
+/// use tessera_value::layout::read_uint;
+/// let bytes = [0xFF, 0x34, 0x12, 0x00];
+/// assert_eq!(read_uint(&bytes, 1, 2), 0x1234);
+/// assert_eq!(read_uint(&bytes, 0, 4), 0x0012_34FF);
+/// ```
 #[inline(always)]
 pub fn read_uint(bytes: &[u8], pos: usize, width: usize) -> u64 {
     match width {
@@ -284,12 +582,27 @@ pub fn read_uint(bytes: &[u8], pos: usize, width: usize) -> u64 {
 }
 
 /// Writes the low `width` bytes of `value`, little-endian.
+///
+/// ```
+/// use tessera_value::layout::{read_uint, write_uint};
+/// let mut out = Vec::new();
+/// write_uint(&mut out, 0x0102_0304, 2);
+/// assert_eq!(out, [0x04, 0x03]);
+/// assert_eq!(read_uint(&out, 0, 2), 0x0304);
+/// ```
 #[inline(always)]
 pub fn write_uint(out: &mut Vec<u8>, value: u64, width: usize) {
     out.extend_from_slice(&value.to_le_bytes()[..width]);
 }
 
 /// Sign-extends the low `width` bytes of `raw`.
+///
+/// ```
+/// use tessera_value::layout::sign_extend;
+/// assert_eq!(sign_extend(0xFF, 1), -1);
+/// assert_eq!(sign_extend(0x7F, 1), 127);
+/// assert_eq!(sign_extend(0xFFFE, 2), -2);
+/// ```
 #[inline(always)]
 pub fn sign_extend(raw: u64, width: usize) -> i64 {
     let shift = 64 - 8 * width as u32;
@@ -297,9 +610,24 @@ pub fn sign_extend(raw: u64, width: usize) -> i64 {
 }
 
 /// Largest number of bytes an LEB128 varint for a u64 may take.
+///
+/// ```
+/// use tessera_value::layout::{varint_len, write_varint, VARINT_LEN_MAX};
+/// let mut out = Vec::new();
+/// write_varint(&mut out, u64::MAX);
+/// assert_eq!(out.len(), VARINT_LEN_MAX);
+/// assert_eq!(varint_len(u64::MAX), VARINT_LEN_MAX);
+/// ```
 pub const VARINT_LEN_MAX: usize = 10;
 
 /// Appends `value` as an unsigned LEB128 varint.
+///
+/// ```
+/// use tessera_value::layout::write_varint;
+/// let mut out = Vec::new();
+/// write_varint(&mut out, 300);
+/// assert_eq!(out, [0xAC, 0x02]);
+/// ```
 #[inline]
 pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
@@ -310,6 +638,13 @@ pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// Number of bytes `write_varint` uses for `value`.
+///
+/// ```
+/// use tessera_value::layout::varint_len;
+/// assert_eq!(varint_len(0), 1);
+/// assert_eq!(varint_len(127), 1);
+/// assert_eq!(varint_len(128), 2);
+/// ```
 #[inline]
 pub const fn varint_len(value: u64) -> usize {
     let bits = 64 - (value | 1).leading_zeros() as usize;
@@ -318,6 +653,13 @@ pub const fn varint_len(value: u64) -> usize {
 
 /// Reads a varint at `pos`; returns `(value, length)`, or `None` if it runs past `end` or
 /// overflows 64 bits.
+///
+/// ```
+/// use tessera_value::layout::read_varint;
+/// let bytes = [0xAC, 0x02, 0x05];
+/// assert_eq!(read_varint(&bytes, 0, bytes.len()), Some((300, 2)));
+/// assert_eq!(read_varint(&bytes, 0, 1), None); // runs past `end`
+/// ```
 #[inline]
 pub fn read_varint(bytes: &[u8], pos: usize, end: usize) -> Option<(u64, usize)> {
     let first = *bytes.get(pos)?;
@@ -348,6 +690,12 @@ pub fn read_varint(bytes: &[u8], pos: usize, end: usize) -> Option<(u64, usize)>
 }
 
 /// Reads a varint that the document's validation has already checked.
+///
+/// ```
+/// use tessera_value::layout::read_varint_trusted;
+/// assert_eq!(read_varint_trusted(&[0x05], 0), (5, 1));
+/// assert_eq!(read_varint_trusted(&[0x00, 0xAC, 0x02], 1), (300, 2));
+/// ```
 #[inline(always)]
 pub fn read_varint_trusted(bytes: &[u8], pos: usize) -> (u64, usize) {
     let first = bytes[pos];
@@ -361,6 +709,13 @@ pub fn read_varint_trusted(bytes: &[u8], pos: usize) -> (u64, usize) {
 }
 
 /// Writes the header of a string (`is_string`) or binary item of `len` bytes.
+///
+/// ```
+/// use tessera_value::layout::{write_blob_header, TAG_STRING};
+/// let mut out = Vec::new();
+/// write_blob_header(&mut out, 100, true);
+/// assert_eq!(out, [TAG_STRING + 0x3F, 100]); // escape tag, then a varint length
+/// ```
 #[inline]
 pub fn write_blob_header(out: &mut Vec<u8>, len: usize, is_string: bool) {
     let (base, inline_max) = if is_string { (TAG_STRING, STRING_INLINE_LEN_MAX) } else { (TAG_BINARY, BINARY_INLINE_LEN_MAX) };
@@ -374,6 +729,14 @@ pub fn write_blob_header(out: &mut Vec<u8>, len: usize, is_string: bool) {
 
 /// Bytes needed by a slot for an inline signed integer of this value, or `None` if no slot
 /// width can hold it (it must then be written as an item).
+///
+/// ```
+/// use tessera_value::layout::int_slot_width;
+/// assert_eq!(int_slot_width(15), Some(1));
+/// assert_eq!(int_slot_width(16), Some(2));
+/// assert_eq!(int_slot_width(-(1 << 28)), Some(4));
+/// assert_eq!(int_slot_width(i64::MAX), None);
+/// ```
 #[inline]
 pub const fn int_slot_width(value: i64) -> Option<usize> {
     // payload bits = 8 * width - 3, signed.
@@ -391,6 +754,13 @@ pub const fn int_slot_width(value: i64) -> Option<usize> {
 }
 
 /// Bytes needed by a slot for an unsigned payload shifted left by `shift` bits.
+///
+/// ```
+/// use tessera_value::layout::payload_width;
+/// assert_eq!(payload_width(31, 3), 1); // 5 bits + 3 tag bits
+/// assert_eq!(payload_width(32, 3), 2);
+/// assert_eq!(payload_width(1 << 40, 1), 8);
+/// ```
 #[inline]
 pub const fn payload_width(payload: u64, shift: u32) -> usize {
     let bits = 64 - payload.leading_zeros() + shift;
@@ -406,6 +776,12 @@ pub const fn payload_width(payload: u64, shift: u32) -> usize {
 }
 
 /// Code (0..=3) for a width of 1, 2, 4 or 8 bytes.
+///
+/// ```
+/// use tessera_value::layout::{code_of_width, width_of};
+/// assert_eq!(code_of_width(4), 2);
+/// assert_eq!(width_of(code_of_width(8)), 8);
+/// ```
 #[inline(always)]
 pub const fn code_of_width(width: usize) -> u8 {
     match width {

@@ -12,6 +12,18 @@ use crate::error::{EncodeError, PathError};
 use crate::reader::{Doc, Kind, Value};
 
 /// A value being edited: an untouched original, a new scalar, or a materialized container.
+///
+/// ```
+/// use tessera_value::{from_json, Doc, MutableDoc};
+/// let bytes = from_json(br#"{"n": 1}"#)?;
+/// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+/// let root = edit.root_mut();
+/// root.set("n", tessera_value::Mutable::Null)?;
+/// root.set("list", tessera_value::Mutable::Array(vec![2i64.into(), "x".into()]))?;
+/// let edited = edit.encode()?;
+/// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"{"n":null,"list":[2,"x"]}"#);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub enum Mutable<'a> {
     /// A value of the original document, unchanged.
@@ -37,6 +49,18 @@ pub enum Mutable<'a> {
 }
 
 /// Why an edit could not be made.
+///
+/// ```
+/// use tessera_value::{from_json, Doc, MutableDoc, MutateError};
+/// let bytes = from_json(br#"{"tags": ["a"]}"#).unwrap();
+/// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes).unwrap());
+/// let root = edit.root_mut();
+/// assert_eq!(root.push(1i64), Err(MutateError::NotAnArray));
+/// assert_eq!(root.path_mut("tags")?.set_index(3, "b"), Err(MutateError::IndexOutOfRange { index: 3, len: 1 }));
+/// assert_eq!(root.path_mut("tags[0].x").unwrap_err(), MutateError::NotADict);
+/// assert_eq!(root.path_mut("missing").unwrap_err(), MutateError::MissingStep { step: 0 });
+/// # Ok::<(), MutateError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MutateError {
     /// A dict operation on something that is not a dict.
@@ -123,16 +147,50 @@ impl<'a> Mutable<'a> {
     }
 
     /// The dict entry `key`, editable.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"{"a": {"b": 1}}"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// let inner = edit.root_mut().get_mut("a")?.expect("a exists");
+    /// inner.set("b", 2i64)?;
+    /// assert!(edit.root_mut().get_mut("z")?.is_none());
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"{"a":{"b":2}}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get_mut(&mut self, key: &str) -> Result<Option<&mut Mutable<'a>>, MutateError> {
         Ok(self.dict_entries()?.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v))
     }
 
     /// The array element `index`, editable.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"[[1], [2]]"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// edit.root_mut().index_mut(1)?.expect("element 1").push(3i64)?;
+    /// assert!(edit.root_mut().index_mut(2)?.is_none());
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"[[1],[2,3]]"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn index_mut(&mut self, index: usize) -> Result<Option<&mut Mutable<'a>>, MutateError> {
         Ok(self.array_items()?.get_mut(index))
     }
 
     /// Sets dict entry `key`, replacing any value it had.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"{"a": 1}"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// edit.root_mut().set("a", "replaced")?;
+    /// edit.root_mut().set("b", true)?;
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"{"a":"replaced","b":true}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set(&mut self, key: &str, value: impl Into<Mutable<'a>>) -> Result<(), MutateError> {
         let value = value.into();
         let entries = self.dict_entries()?;
@@ -144,18 +202,50 @@ impl<'a> Mutable<'a> {
     }
 
     /// Removes dict entry `key`, returning its value.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"{"a": 1, "b": 2}"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// let removed = edit.root_mut().remove("a")?;
+    /// assert!(matches!(removed, Some(tessera_value::Mutable::Original(value)) if value.as_i64() == Some(1)));
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"{"b":2}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn remove(&mut self, key: &str) -> Result<Option<Mutable<'a>>, MutateError> {
         let entries = self.dict_entries()?;
         Ok(entries.iter().position(|(k, _)| k == key).map(|index| entries.remove(index).1))
     }
 
     /// Appends to an array.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"["a"]"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// edit.root_mut().push("b")?;
+    /// edit.root_mut().push(3i64)?;
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"["a","b",3]"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn push(&mut self, value: impl Into<Mutable<'a>>) -> Result<(), MutateError> {
         self.array_items()?.push(value.into());
         Ok(())
     }
 
     /// Replaces array element `index`.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"[1, 2]"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// edit.root_mut().set_index(0, 10.5)?;
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"[10.5,2]"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn set_index(&mut self, index: usize, value: impl Into<Mutable<'a>>) -> Result<(), MutateError> {
         let items = self.array_items()?;
         let len = items.len();
@@ -165,6 +255,17 @@ impl<'a> Mutable<'a> {
     }
 
     /// Removes array element `index`, shifting the rest down.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"["a", "b", "c"]"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// let removed = edit.root_mut().remove_index(1)?;
+    /// assert!(matches!(removed, tessera_value::Mutable::Original(value) if value.as_str() == Some("b")));
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"["a","c"]"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn remove_index(&mut self, index: usize) -> Result<Mutable<'a>, MutateError> {
         let items = self.array_items()?;
         let len = items.len();
@@ -175,6 +276,16 @@ impl<'a> Mutable<'a> {
     }
 
     /// Follows a key path (see [`Value::path`]) to an editable value.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"{"people": [{"name": "Ada"}]}"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// edit.root_mut().path_mut("people[0]")?.set("age", 36i64)?;
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"{"people":[{"name":"Ada","age":36}]}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn path_mut(&mut self, path: &str) -> Result<&mut Mutable<'a>, MutateError> {
         let mut current = self;
         for (number, step) in crate::path::parse(path)?.into_iter().enumerate() {
@@ -243,16 +354,47 @@ pub struct MutableDoc<'a> {
 
 impl<'a> MutableDoc<'a> {
     /// Starts editing `doc`; nothing is copied until a container is changed.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"{"a": 1}"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// // Nothing changed: the encoding holds the same value.
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"{"a":1}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn new(doc: Doc<'a>) -> Self {
         MutableDoc { doc, root: Mutable::Original(doc.root()) }
     }
 
     /// The root, editable.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#""old""#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// *edit.root_mut() = "new".into();
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#""new""#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn root_mut(&mut self) -> &mut Mutable<'a> {
         &mut self.root
     }
 
     /// Encodes the edited document as a new, self-contained document.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"{"a": [1, 2]}"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// edit.root_mut().remove("a")?;
+    /// assert!(edit.encode()?.len() < bytes.len());
+    /// let edited = edit.encode()?;
+    /// assert_eq!(Doc::from_untrusted(&edited)?.root().to_json(), r#"{}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut encoder = match self.doc.shared_keys() {
             Some(shared) => Encoder::with_shared_keys(shared),
@@ -264,6 +406,17 @@ impl<'a> MutableDoc<'a> {
 
     /// Encodes the edited document as the original bytes followed by an appended part that
     /// points back at every unchanged subtree. The result starts with the original bytes.
+    ///
+    /// ```
+    /// use tessera_value::{from_json, Doc, MutableDoc};
+    /// let bytes = from_json(br#"{"big": "a string long enough to be worth keeping", "n": 1}"#)?;
+    /// let mut edit = MutableDoc::new(Doc::from_untrusted(&bytes)?);
+    /// edit.root_mut().set("n", 2i64)?;
+    /// let amended = edit.amend()?;
+    /// assert_eq!(&amended[..bytes.len()], &bytes[..]); // the original bytes, then the changes
+    /// assert_eq!(Doc::from_untrusted(&amended)?.root().get("n").unwrap().as_i64(), Some(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn amend(&self) -> Result<Vec<u8>, EncodeError> {
         let mut encoder = Encoder::amend(self.doc);
         self.root.encode_into(&mut encoder, 0)?;

@@ -10,6 +10,15 @@ use crate::error::FormatError;
 use crate::layout::{packed_data_start, read_varint, read_varint_trusted, write_varint, PackedNumber, PACKED_MATRIX, TAG_PACKED};
 
 /// Most rows a matrix may have (a row is addressed with a `u32`).
+///
+/// ```
+/// use tessera_value::MATRIX_ROWS_MAX;
+/// assert_eq!(MATRIX_ROWS_MAX, u32::MAX as u64);
+/// let bytes = tessera_value::from_json(b"[[1, 2], [3, 4], [5, 6]]").unwrap();
+/// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+/// assert!(root.len() as u64 <= MATRIX_ROWS_MAX);
+/// assert_eq!(root.index(2).unwrap().as_array().unwrap().numbers().unwrap().to_i64_vec(), Some(vec![5, 6]));
+/// ```
 pub const MATRIX_ROWS_MAX: u64 = u32::MAX as u64;
 
 /// A packed item's header, read from its tag onwards.
@@ -167,24 +176,54 @@ impl<'a> Numbers<'a> {
     }
 
     /// The type every element has.
+    ///
+    /// ```
+    /// use tessera_value::layout::PackedNumber;
+    /// let bytes = tessera_value::from_json(b"[1, 70000]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.number_type(), PackedNumber::I32);
+    /// ```
     #[inline]
     pub fn number_type(&self) -> PackedNumber {
         self.number
     }
 
     /// Number of elements.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1, 2, 3]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.len(), 3);
+    /// ```
     #[inline]
     pub fn len(&self) -> usize {
         self.data.len() / self.number.size()
     }
 
     /// True if there are no elements.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[0.5]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert!(!numbers.is_empty());
+    /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }
 
     /// Element `index` as an integer (`None` past the end, or for a float type).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[-5, 300]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.get_i64(1), Some(300));
+    /// assert_eq!(numbers.get_i64(2), None);
+    /// ```
     #[inline]
     pub fn get_i64(&self, index: usize) -> Option<i64> {
         match self.element(index)? {
@@ -194,6 +233,14 @@ impl<'a> Numbers<'a> {
     }
 
     /// Element `index` as a double (integers converted, possibly rounded beyond 2^53).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[7, 8]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.get_f64(0), Some(7.0)); // integers are converted
+    /// assert_eq!(numbers.get_f64(2), None);
+    /// ```
     #[inline]
     pub fn get_f64(&self, index: usize) -> Option<f64> {
         Some(match self.element(index)? {
@@ -218,12 +265,26 @@ impl<'a> Numbers<'a> {
     }
 
     /// Every element as a double.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1.5, 2.5]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.iter_f64().sum::<f64>(), 4.0);
+    /// ```
     pub fn iter_f64(&self) -> impl ExactSizeIterator<Item = f64> + 'a {
         let numbers = *self;
         (0..numbers.len()).map(move |index| numbers.get_f64(index).expect("index below len"))
     }
 
     /// Every element as a double, copied into a new vector.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[0.25, 4.5]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.to_f64_vec(), [0.25, 4.5]);
+    /// ```
     pub fn to_f64_vec(&self) -> Vec<f64> {
         if let Some(slice) = self.as_f64s() {
             return slice.to_vec();
@@ -232,6 +293,13 @@ impl<'a> Numbers<'a> {
     }
 
     /// Every element as an integer, or `None` for a float type.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[-1, 1]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.to_i64_vec(), Some(vec![-1, 1]));
+    /// ```
     pub fn to_i64_vec(&self) -> Option<Vec<i64>> {
         if self.number.is_float() {
             return None;
@@ -240,6 +308,13 @@ impl<'a> Numbers<'a> {
     }
 
     /// The raw little-endian bytes of the elements.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1, 258]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.as_bytes(), [1, 0, 2, 1]); // two little-endian i16s
+    /// ```
     #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.data
@@ -247,36 +322,80 @@ impl<'a> Numbers<'a> {
 
     /// The elements as `&[f64]`, with no copy, if they are `F64` and their address is aligned
     /// (and the machine is little-endian).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[0.1, 0.2]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.as_f64s(), Some(&[0.1, 0.2][..]));
+    /// assert_eq!(numbers.as_f32s(), None);
+    /// ```
     #[inline]
     pub fn as_f64s(&self) -> Option<&'a [f64]> {
         self.cast(PackedNumber::F64)
     }
 
     /// The elements as `&[f32]` in place; see [`Numbers::as_f64s`].
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[0.5, 1.5]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.as_f32s(), Some(&[0.5f32, 1.5][..]));
+    /// ```
     #[inline]
     pub fn as_f32s(&self) -> Option<&'a [f32]> {
         self.cast(PackedNumber::F32)
     }
 
     /// The elements as `&[i32]` in place; see [`Numbers::as_f64s`].
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[70000, -70000]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.as_i32s(), Some(&[70000, -70000][..]));
+    /// ```
     #[inline]
     pub fn as_i32s(&self) -> Option<&'a [i32]> {
         self.cast(PackedNumber::I32)
     }
 
     /// The elements as `&[i64]` in place; see [`Numbers::as_f64s`].
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1099511627776, 1]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.as_i64s(), Some(&[1 << 40, 1][..]));
+    /// ```
     #[inline]
     pub fn as_i64s(&self) -> Option<&'a [i64]> {
         self.cast(PackedNumber::I64)
     }
 
     /// The elements as `&[i16]` in place; see [`Numbers::as_f64s`].
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1000, 2000]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.as_i16s(), Some(&[1000i16, 2000][..]));
+    /// ```
     #[inline]
     pub fn as_i16s(&self) -> Option<&'a [i16]> {
         self.cast(PackedNumber::I16)
     }
 
     /// The elements as `&[i8]` (always possible for `I8`).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1, -2]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
+    /// assert_eq!(numbers.as_i8s(), Some(&[1i8, -2][..]));
+    /// assert_eq!(numbers.as_i16s(), None);
+    /// ```
     #[inline]
     pub fn as_i8s(&self) -> Option<&'a [i8]> {
         self.cast(PackedNumber::I8)

@@ -17,6 +17,15 @@ use crate::shared_keys::SharedKeys;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What kind of value a [`Value`] is.
+///
+/// ```
+/// use tessera_value::{from_json, Doc, Kind};
+/// let bytes = from_json(br#"[null, true, -1, 18446744073709551615, 0.5, "s", [], {}]"#).unwrap();
+/// let root = Doc::from_untrusted(&bytes).unwrap().root();
+/// let kinds: Vec<Kind> = root.as_array().unwrap().iter().map(|value| value.kind()).collect();
+/// use Kind::*;
+/// assert_eq!(kinds, [Null, Bool, Int, UInt, Float, String, Array, Dict]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// `null`.
@@ -204,12 +213,27 @@ impl<'a> Doc<'a> {
     }
 
     /// [`Doc::from_trusted`] for a document encoded with shared keys.
+    ///
+    /// ```
+    /// use tessera_value::{to_vec_with_keys, Doc, SharedKeys};
+    /// let mut keys = SharedKeys::new();
+    /// keys.add("id").unwrap();
+    /// let bytes = to_vec_with_keys(&std::collections::BTreeMap::from([("id", 7)]), &keys).unwrap();
+    /// let doc = Doc::from_trusted_with_keys(&bytes, &keys).unwrap();
+    /// assert_eq!(doc.root().get("id").unwrap().as_i64(), Some(7));
+    /// ```
     #[inline]
     pub fn from_trusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
         Ok(Doc::from_footer(bytes, Some(shared), &read_footer(bytes)?, false))
     }
 
     /// The root value.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#""root""#).unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// assert_eq!(doc.root().as_str(), Some("root"));
+    /// ```
     #[inline(always)]
     pub fn root(&self) -> Value<'a> {
         // The footer was checked when the document was opened: T, tail offset, root slot.
@@ -222,12 +246,25 @@ impl<'a> Doc<'a> {
     }
 
     /// The document's bytes.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1, 2]").unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// assert_eq!(doc.bytes(), &bytes[..]);
+    /// ```
     #[inline]
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
     /// True if the document was opened with [`Doc::from_untrusted`].
+    ///
+    /// ```
+    /// use tessera_value::Doc;
+    /// let bytes = tessera_value::from_json(b"1").unwrap();
+    /// assert!(Doc::from_untrusted(&bytes).unwrap().is_validated());
+    /// assert!(!Doc::from_trusted(&bytes).unwrap().is_validated());
+    /// ```
     pub fn is_validated(&self) -> bool {
         self.small.validated()
     }
@@ -254,6 +291,14 @@ impl<'a> Doc<'a> {
     }
 
     /// The shared-key table the document was opened with.
+    ///
+    /// ```
+    /// use tessera_value::{Doc, SharedKeys};
+    /// let keys = SharedKeys::new();
+    /// let bytes = tessera_value::from_json(b"1").unwrap();
+    /// assert!(Doc::from_trusted(&bytes).unwrap().shared_keys().is_none());
+    /// assert!(Doc::from_trusted_with_keys(&bytes, &keys).unwrap().shared_keys().is_some());
+    /// ```
     pub fn shared_keys(&self) -> Option<&'a SharedKeys> {
         self.shared
     }
@@ -506,11 +551,26 @@ impl<'a> Value<'a> {
     }
 
     /// The document this value belongs to.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"a": [1]}"#).unwrap();
+    /// let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+    /// let inner = doc.root().get("a").unwrap();
+    /// assert_eq!(inner.doc().bytes(), &bytes[..]);
+    /// ```
     pub fn doc(&self) -> Doc<'a> {
         self.doc
     }
 
     /// The kind of value.
+    ///
+    /// ```
+    /// use tessera_value::Kind;
+    /// let bytes = tessera_value::from_json(br#"{"a": "x"}"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.kind(), Kind::Dict);
+    /// assert_eq!(root.get("a").unwrap().kind(), Kind::String);
+    /// ```
     #[inline]
     pub fn kind(&self) -> Kind {
         match self.repr {
@@ -552,12 +612,26 @@ impl<'a> Value<'a> {
     }
 
     /// True for `null`.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[null, 0]").unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert!(root.index(0).unwrap().is_null());
+    /// assert!(!root.index(1).unwrap().is_null());
+    /// ```
     #[inline]
     pub fn is_null(&self) -> bool {
         self.kind() == Kind::Null
     }
 
     /// The boolean, if this is one.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[false, 0]").unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_bool(), Some(false));
+    /// assert_eq!(root.index(1).unwrap().as_bool(), None);
+    /// ```
     #[inline]
     pub fn as_bool(&self) -> Option<bool> {
         match self.repr {
@@ -567,6 +641,14 @@ impl<'a> Value<'a> {
     }
 
     /// The integer, if this is an integer that fits in i64.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[-3, 18446744073709551615, 2.0]").unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_i64(), Some(-3));
+    /// assert_eq!(root.index(1).unwrap().as_i64(), None); // above i64::MAX
+    /// assert_eq!(root.index(2).unwrap().as_i64(), None); // a float
+    /// ```
     #[inline]
     pub fn as_i64(&self) -> Option<i64> {
         match self.repr {
@@ -581,6 +663,13 @@ impl<'a> Value<'a> {
     }
 
     /// The integer, if this is a non-negative integer.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[18446744073709551615, -1]").unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_u64(), Some(u64::MAX));
+    /// assert_eq!(root.index(1).unwrap().as_u64(), None);
+    /// ```
     #[inline]
     pub fn as_u64(&self) -> Option<u64> {
         match self.repr {
@@ -595,6 +684,14 @@ impl<'a> Value<'a> {
     }
 
     /// The number as f64, for floats and (possibly rounded) integers.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[1.25, 3, "4"]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_f64(), Some(1.25));
+    /// assert_eq!(root.index(1).unwrap().as_f64(), Some(3.0));
+    /// assert_eq!(root.index(2).unwrap().as_f64(), None);
+    /// ```
     #[inline]
     pub fn as_f64(&self) -> Option<f64> {
         match self.repr {
@@ -612,6 +709,13 @@ impl<'a> Value<'a> {
     }
 
     /// True if the value is stored as a float (as opposed to an integer).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[1.0, 1, "x"]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert!(root.index(0).unwrap().is_float());
+    /// assert!(!root.index(1).unwrap().is_float());
+    /// ```
     #[inline]
     pub fn is_float(&self) -> bool {
         match self.repr {
@@ -622,6 +726,13 @@ impl<'a> Value<'a> {
     }
 
     /// The string, borrowed from the document.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(r#"["héllo", 1]"#.as_bytes()).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_str(), Some("héllo"));
+    /// assert_eq!(root.index(1).unwrap().as_str(), None);
+    /// ```
     #[inline]
     pub fn as_str(&self) -> Option<&'a str> {
         match self.repr {
@@ -631,6 +742,16 @@ impl<'a> Value<'a> {
     }
 
     /// The binary data, borrowed from the document.
+    ///
+    /// ```
+    /// let mut out = tessera_value::Encoder::new();
+    /// out.push_bytes(&[0, 159, 146])?;
+    /// let bytes = out.finish()?;
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.as_bytes(), Some(&[0, 159, 146][..]));
+    /// assert_eq!(root.as_str(), None);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
     #[inline]
     pub fn as_bytes(&self) -> Option<&'a [u8]> {
         match self.repr {
@@ -643,6 +764,13 @@ impl<'a> Value<'a> {
     }
 
     /// The array, if this is one.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[["a", "b"], {}]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_array().map(|array| array.len()), Some(2));
+    /// assert!(root.index(1).unwrap().as_array().is_none());
+    /// ```
     #[inline]
     pub fn as_array(&self) -> Option<Array<'a>> {
         match self.repr {
@@ -657,6 +785,13 @@ impl<'a> Value<'a> {
     }
 
     /// The dict, if this is one.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[{"a": 1}, []]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_dict().map(|dict| dict.len()), Some(1));
+    /// assert!(root.index(1).unwrap().as_dict().is_none());
+    /// ```
     #[inline]
     pub fn as_dict(&self) -> Option<Dict<'a>> {
         match self.repr {
@@ -666,12 +801,26 @@ impl<'a> Value<'a> {
     }
 
     /// The dict entry `key`, if this is a dict that has it.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"a": 1}"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.get("a").and_then(|v| v.as_i64()), Some(1));
+    /// assert!(root.get("b").is_none());
+    /// ```
     #[inline]
     pub fn get(&self, key: &str) -> Option<Value<'a>> {
         self.as_dict()?.get(key)
     }
 
     /// The array element `index`, if this is an array that long.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"["a", "b"]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(1).unwrap().as_str(), Some("b"));
+    /// assert!(root.index(2).is_none());
+    /// ```
     #[inline(always)]
     pub fn index(&self, index: usize) -> Option<Value<'a>> {
         self.as_array()?.get(index)
@@ -681,6 +830,15 @@ impl<'a> Value<'a> {
     ///
     /// Segments are dict keys separated by `.` and array indexes in brackets. Returns
     /// `Ok(None)` when a step does not exist.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"friends": [{"name": "Ada"}]}"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.path("friends[0].name")?.and_then(|v| v.as_str()), Some("Ada"));
+    /// assert!(root.path("friends[1].name")?.is_none());
+    /// assert!(root.path("friends[").is_err());
+    /// # Ok::<(), tessera_value::PathError>(())
+    /// ```
     pub fn path(&self, path: &str) -> Result<Option<Value<'a>>, crate::PathError> {
         let mut current = Some(*self);
         for step in crate::path::Steps::new(path) {
@@ -695,6 +853,14 @@ impl<'a> Value<'a> {
     }
 
     /// Number of elements or entries of a container, 0 for a scalar.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[[1, 2, 3], {"a": 1}, "text"]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.len(), 3);
+    /// assert_eq!(root.index(1).unwrap().len(), 1);
+    /// assert_eq!(root.index(2).unwrap().len(), 0); // a scalar
+    /// ```
     pub fn len(&self) -> usize {
         if let Some(array) = self.as_array() {
             array.len()
@@ -706,6 +872,13 @@ impl<'a> Value<'a> {
     }
 
     /// True for an empty container or a scalar.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[[], {}, 5]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert!(!root.is_empty());
+    /// assert!(root.as_array().unwrap().iter().all(|value| value.is_empty()));
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -757,6 +930,14 @@ impl Doc<'_> {
 }
 
 /// An array inside a document: a container of slots, or a packed numeric array.
+///
+/// ```
+/// let bytes = tessera_value::from_json(br#"["a", true, null]"#).unwrap();
+/// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+/// let array = root.as_array().unwrap();
+/// assert_eq!(array.len(), 3);
+/// assert_eq!(array.get(0).unwrap().as_str(), Some("a"));
+/// ```
 #[derive(Clone, Copy)]
 pub struct Array<'a> {
     doc: Doc<'a>,
@@ -804,6 +985,13 @@ impl<'a> Array<'a> {
     }
 
     /// Number of elements.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[[1.5, 2.5], []]").unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert_eq!(root.index(0).unwrap().as_array().unwrap().len(), 2);
+    /// assert_eq!(root.index(1).unwrap().as_array().unwrap().len(), 0);
+    /// ```
     #[inline]
     pub fn len(&self) -> usize {
         match self.body {
@@ -814,12 +1002,26 @@ impl<'a> Array<'a> {
     }
 
     /// True if the array has no elements.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[[], [0]]").unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert!(root.index(0).unwrap().as_array().unwrap().is_empty());
+    /// assert!(!root.index(1).unwrap().as_array().unwrap().is_empty());
+    /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Element `index`, in O(1).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[10, "x"]"#).unwrap();
+    /// let array = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_array().unwrap();
+    /// assert_eq!(array.get(0).unwrap().as_i64(), Some(10));
+    /// assert!(array.get(2).is_none());
+    /// ```
     #[inline(always)]
     pub fn get(&self, index: usize) -> Option<Value<'a>> {
         let repr = match self.body {
@@ -845,6 +1047,13 @@ impl<'a> Array<'a> {
     }
 
     /// The elements in order.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1, 2, 3]").unwrap();
+    /// let array = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_array().unwrap();
+    /// let doubled: Vec<i64> = array.iter().map(|value| 2 * value.as_i64().unwrap()).collect();
+    /// assert_eq!(doubled, [2, 4, 6]);
+    /// ```
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Value<'a>> + 'a {
         let array = *self;
         (0..array.len()).map(move |index| array.get(index).expect("index below len"))
@@ -874,12 +1083,25 @@ impl<'a> Array<'a> {
     }
 
     /// The array as a [`Value`].
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(b"[1, 2]").unwrap();
+    /// let array = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_array().unwrap();
+    /// assert_eq!(array.as_value().to_json(), "[1,2]");
+    /// ```
     pub fn as_value(&self) -> Value<'a> {
         Value::new(self.doc, self.origin)
     }
 }
 
 /// A dict inside a document. Entries are sorted by key id, which gives O(log n) lookup.
+///
+/// ```
+/// let bytes = tessera_value::from_json(br#"{"name": "Ada", "age": 36}"#).unwrap();
+/// let dict = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap();
+/// assert_eq!(dict.len(), 2);
+/// assert_eq!(dict.get("age").unwrap().as_i64(), Some(36));
+/// ```
 #[derive(Clone, Copy)]
 pub struct Dict<'a> {
     doc: Doc<'a>,
@@ -894,18 +1116,38 @@ impl<'a> Dict<'a> {
     }
 
     /// Number of entries.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"a": 1, "b": 2}"#).unwrap();
+    /// let dict = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap();
+    /// assert_eq!(dict.len(), 2);
+    /// ```
     #[inline]
     pub fn len(&self) -> usize {
         self.shape.len
     }
 
     /// True if the dict has no entries.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"[{}, {"a": 1}]"#).unwrap();
+    /// let root = tessera_value::Doc::from_untrusted(&bytes).unwrap().root();
+    /// assert!(root.index(0).unwrap().as_dict().unwrap().is_empty());
+    /// assert!(!root.index(1).unwrap().as_dict().unwrap().is_empty());
+    /// ```
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.shape.len == 0
     }
 
     /// The value of `key`, in O(log n).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"a": true}"#).unwrap();
+    /// let dict = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap();
+    /// assert_eq!(dict.get("a").unwrap().as_bool(), Some(true));
+    /// assert!(dict.get("b").is_none());
+    /// ```
     #[inline]
     pub fn get(&self, key: &str) -> Option<Value<'a>> {
         self.get_id(self.doc.key_id(key)?)
@@ -1015,6 +1257,14 @@ impl<'a> Dict<'a> {
     }
 
     /// Entry `index` as (key, value), in storage order.
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"b": 1, "a": 2}"#).unwrap();
+    /// let dict = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap();
+    /// let (key, value) = dict.entry(0).unwrap();
+    /// assert_eq!((key, value.as_i64()), ("b", Some(1))); // first seen first
+    /// assert!(dict.entry(2).is_none());
+    /// ```
     #[inline]
     pub fn entry(&self, index: usize) -> Option<(&'a str, Value<'a>)> {
         if index >= self.shape.len {
@@ -1025,12 +1275,25 @@ impl<'a> Dict<'a> {
 
     /// The entries in storage order (key-id order, which for JSON input is the order in which
     /// each key was first seen in the document).
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"x": 1, "y": 2}"#).unwrap();
+    /// let dict = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap();
+    /// let entries: Vec<(&str, i64)> = dict.iter().map(|(key, value)| (key, value.as_i64().unwrap())).collect();
+    /// assert_eq!(entries, [("x", 1), ("y", 2)]);
+    /// ```
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'a str, Value<'a>)> + 'a {
         let dict = *self;
         (0..dict.shape.len).map(move |index| dict.entry(index).expect("index below len"))
     }
 
     /// The dict as a [`Value`].
+    ///
+    /// ```
+    /// let bytes = tessera_value::from_json(br#"{"x": 1}"#).unwrap();
+    /// let dict = tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap();
+    /// assert_eq!(dict.as_value().to_json(), r#"{"x":1}"#);
+    /// ```
     pub fn as_value(&self) -> Value<'a> {
         Value::new(self.doc, Repr::Item(self.pos))
     }
@@ -1041,6 +1304,16 @@ impl<'a> Dict<'a> {
 /// It remembers the key id it found last and checks, with one comparison, that the id still
 /// names this key in the document at hand, so one `DictKey` works across documents. It is
 /// `Send` and `Sync`.
+///
+/// ```
+/// use tessera_value::{from_json, Doc, DictKey};
+/// let id = DictKey::new("id");
+/// for json in [&br#"{"id": 1}"#[..], br#"{"other": 0, "id": 2}"#] {
+///     let bytes = from_json(json).unwrap();
+///     let dict = Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap();
+///     assert!(dict.get_key(&id).unwrap().as_i64().unwrap() > 0); // one key, many documents
+/// }
+/// ```
 #[derive(Debug)]
 pub struct DictKey {
     name: Box<str>,
@@ -1051,11 +1324,20 @@ impl DictKey {
     const UNRESOLVED: u64 = u64::MAX;
 
     /// A key for `name`.
+    ///
+    /// ```
+    /// let key = tessera_value::DictKey::new("name");
+    /// assert_eq!(key.name(), "name");
+    /// ```
     pub fn new(name: &str) -> Self {
         DictKey { name: name.into(), cached_id: AtomicU64::new(Self::UNRESOLVED) }
     }
 
     /// The key's name.
+    ///
+    /// ```
+    /// assert_eq!(tessera_value::DictKey::new("age").name(), "age");
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }

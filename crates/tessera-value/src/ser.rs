@@ -41,6 +41,17 @@ pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> 
 }
 
 /// [`to_vec`] with dict keys taken from a shared-key table where possible.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use tessera_value::{to_vec, to_vec_with_keys, Doc, SharedKeys};
+/// let mut keys = SharedKeys::new();
+/// keys.add("a_rather_long_field_name").unwrap();
+/// let value = BTreeMap::from([("a_rather_long_field_name", 1)]);
+/// let bytes = to_vec_with_keys(&value, &keys).unwrap();
+/// assert!(bytes.len() < to_vec(&value).unwrap().len()); // the key is stored as an id
+/// assert_eq!(Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root().to_json(), r#"{"a_rather_long_field_name":1}"#);
+/// ```
 pub fn to_vec_with_keys<T: Serialize + ?Sized>(value: &T, shared: &SharedKeys) -> Result<Vec<u8>, EncodeError> {
     let mut encoder = Encoder::with_shared_keys(shared);
     value.serialize(&mut encoder)?;
@@ -48,6 +59,18 @@ pub fn to_vec_with_keys<T: Serialize + ?Sized>(value: &T, shared: &SharedKeys) -
 }
 
 /// The state of an open sequence, map or struct.
+///
+/// ```
+/// use serde::ser::{SerializeSeq, Serializer};
+/// let mut out = tessera_value::Encoder::new();
+/// let mut seq = (&mut out).serialize_seq(Some(2))?; // a `Compound`
+/// seq.serialize_element(&1)?;
+/// seq.serialize_element("two")?;
+/// seq.end()?;
+/// let bytes = out.finish()?;
+/// assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"[1,"two"]"#);
+/// # Ok::<(), tessera_value::EncodeError>(())
+/// ```
 pub struct Compound<'e, 'k> {
     encoder: &'e mut Encoder<'k>,
     /// The container sits inside a one-entry variant dict that must be closed too.

@@ -5,8 +5,25 @@
 //! document encoded against the first `n` keys reads correctly with any later table.
 
 /// Most keys a table may hold.
+///
+/// ```
+/// use tessera_value::{SharedKeys, SharedKeysError, SHARED_KEYS_COUNT_MAX};
+/// let mut keys = SharedKeys::new();
+/// for id in 0..SHARED_KEYS_COUNT_MAX {
+///     keys.add(&id.to_string()).unwrap();
+/// }
+/// assert_eq!(keys.add("one more"), Err(SharedKeysError::Full));
+/// assert_eq!(keys.add("7"), Ok(7)); // a key already there is still found
+/// ```
 pub const SHARED_KEYS_COUNT_MAX: usize = 1 << 20;
 /// Longest key a table accepts.
+///
+/// ```
+/// use tessera_value::{SharedKeys, SharedKeysError, SHARED_KEY_LEN_MAX};
+/// let mut keys = SharedKeys::new();
+/// assert_eq!(keys.add(&"k".repeat(SHARED_KEY_LEN_MAX)), Ok(0));
+/// assert_eq!(keys.add(&"k".repeat(SHARED_KEY_LEN_MAX + 1)), Err(SharedKeysError::KeyTooLong));
+/// ```
 pub const SHARED_KEY_LEN_MAX: usize = 4096;
 
 /// An append-only table of dict keys.
@@ -61,6 +78,12 @@ impl PartialEq for SharedKeys {
 impl Eq for SharedKeys {}
 
 /// Why a key was not added to a [`SharedKeys`] table.
+///
+/// ```
+/// use tessera_value::{SharedKeys, SharedKeysError};
+/// assert_eq!(SharedKeys::from_bytes(&[5]), Err(SharedKeysError::Malformed)); // 5 keys promised, none there
+/// assert_eq!(SharedKeysError::Malformed.to_string(), "malformed shared-key table bytes");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SharedKeysError {
     /// The table holds [`SHARED_KEYS_COUNT_MAX`] keys already.
@@ -76,21 +99,48 @@ pub enum SharedKeysError {
 
 impl SharedKeys {
     /// An empty table.
+    ///
+    /// ```
+    /// let keys = tessera_value::SharedKeys::new();
+    /// assert!(keys.is_empty());
+    /// assert_eq!(keys.id("name"), None);
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Number of keys.
+    ///
+    /// ```
+    /// let mut keys = tessera_value::SharedKeys::new();
+    /// keys.add("a").unwrap();
+    /// keys.add("a").unwrap();
+    /// assert_eq!(keys.len(), 1);
+    /// ```
     pub fn len(&self) -> usize {
         self.names.len()
     }
 
     /// True if the table has no keys.
+    ///
+    /// ```
+    /// let mut keys = tessera_value::SharedKeys::new();
+    /// assert!(keys.is_empty());
+    /// keys.add("a").unwrap();
+    /// assert!(!keys.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
 
     /// Adds `name` if absent and returns its id.
+    ///
+    /// ```
+    /// let mut keys = tessera_value::SharedKeys::new();
+    /// assert_eq!(keys.add("name"), Ok(0));
+    /// assert_eq!(keys.add("age"), Ok(1));
+    /// assert_eq!(keys.add("name"), Ok(0)); // already there
+    /// ```
     pub fn add(&mut self, name: &str) -> Result<u32, SharedKeysError> {
         if let Some(&id) = self.ids.get(name) {
             return Ok(id);
@@ -108,6 +158,13 @@ impl SharedKeys {
     }
 
     /// The id of `name`, if present.
+    ///
+    /// ```
+    /// let mut keys = tessera_value::SharedKeys::new();
+    /// keys.add("name").unwrap();
+    /// assert_eq!(keys.id("name"), Some(0));
+    /// assert_eq!(keys.id("age"), None);
+    /// ```
     #[inline]
     pub fn id(&self, name: &str) -> Option<u32> {
         self.ids.get(name).copied()
@@ -138,12 +195,25 @@ impl SharedKeys {
     }
 
     /// The key with this id.
+    ///
+    /// ```
+    /// let mut keys = tessera_value::SharedKeys::new();
+    /// let id = keys.add("name").unwrap();
+    /// assert_eq!(keys.name(id), Some("name"));
+    /// assert_eq!(keys.name(id + 1), None);
+    /// ```
     #[inline]
     pub fn name(&self, id: u32) -> Option<&str> {
         self.names.get(id as usize).map(|s| &**s)
     }
 
     /// Serializes the table: a varint count, then each key as a varint length and UTF-8 bytes.
+    ///
+    /// ```
+    /// let mut keys = tessera_value::SharedKeys::new();
+    /// keys.add("ab").unwrap();
+    /// assert_eq!(keys.to_bytes(), [1, 2, b'a', b'b']);
+    /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         crate::layout::write_varint(&mut out, self.names.len() as u64);
@@ -155,6 +225,16 @@ impl SharedKeys {
     }
 
     /// Reads a table written by [`SharedKeys::to_bytes`].
+    ///
+    /// ```
+    /// use tessera_value::SharedKeys;
+    /// let mut keys = SharedKeys::new();
+    /// keys.add("name").unwrap();
+    /// keys.add("age").unwrap();
+    /// let back = SharedKeys::from_bytes(&keys.to_bytes()).unwrap();
+    /// assert_eq!(back, keys);
+    /// assert_eq!(back.id("age"), Some(1));
+    /// ```
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, SharedKeysError> {
         use crate::layout::read_varint;
         let (count, mut pos) = read_varint(bytes, 0, bytes.len()).ok_or(SharedKeysError::Malformed)?;

@@ -39,6 +39,14 @@ use crate::repr::Repr;
 use crate::shared_keys::SharedKeys;
 
 /// Options for [`crate::Doc::validate`].
+///
+/// ```
+/// use tessera_value::{Doc, FormatError, ValidateOptions};
+/// let bytes = tessera_value::from_json(br#"[[["deep"]]]"#).unwrap();
+/// let shallow = ValidateOptions { depth_max: 2 };
+/// assert!(matches!(Doc::validate(&bytes, None, &shallow), Err(FormatError::TooDeep { limit: 2, .. })));
+/// assert!(Doc::validate(&bytes, None, &ValidateOptions::default()).is_ok());
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct ValidateOptions {
     /// Deepest nesting accepted (containers inside containers), at most 255.
@@ -422,16 +430,44 @@ impl<'a> Doc<'a> {
     ///
     /// After this succeeds, every accessor on the document's values is infallible. Documents
     /// that refer to shared keys need [`Doc::from_untrusted_with_keys`].
+    ///
+    /// ```
+    /// use tessera_value::{Doc, FormatError};
+    /// let bytes = tessera_value::from_json(br#"{"a": [1, 2]}"#).unwrap();
+    /// assert_eq!(Doc::from_untrusted(&bytes)?.root().path("a[1]").unwrap().unwrap().as_i64(), Some(2));
+    /// let mut corrupt = bytes.clone();
+    /// corrupt.truncate(bytes.len() - 1);
+    /// assert!(Doc::from_untrusted(&corrupt).is_err());
+    /// # Ok::<(), FormatError>(())
+    /// ```
     pub fn from_untrusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
         Self::validate(bytes, None, &crate::ValidateOptions::default())
     }
 
     /// [`Doc::from_untrusted`] for a document encoded with shared keys.
+    ///
+    /// ```
+    /// use tessera_value::{to_vec_with_keys, Doc, FormatError, SharedKeys};
+    /// let mut keys = SharedKeys::new();
+    /// keys.add("id").unwrap();
+    /// let bytes = to_vec_with_keys(&std::collections::BTreeMap::from([("id", 1)]), &keys).unwrap();
+    /// assert_eq!(Doc::from_untrusted_with_keys(&bytes, &keys)?.root().get("id").unwrap().as_i64(), Some(1));
+    /// assert!(matches!(Doc::from_untrusted(&bytes), Err(FormatError::MissingSharedKeys { needed: 1, available: 0 })));
+    /// # Ok::<(), FormatError>(())
+    /// ```
     pub fn from_untrusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
         Self::validate(bytes, Some(shared), &crate::ValidateOptions::default())
     }
 
     /// [`Doc::from_untrusted`] with explicit options (depth limit, shared keys).
+    ///
+    /// ```
+    /// use tessera_value::{Doc, ValidateOptions};
+    /// let bytes = tessera_value::from_json(b"[[1]]").unwrap();
+    /// let doc = Doc::validate(&bytes, None, &ValidateOptions { depth_max: 8 }).unwrap();
+    /// assert!(doc.is_validated());
+    /// assert_eq!(doc.root().to_json(), "[[1]]");
+    /// ```
     pub fn validate(bytes: &'a [u8], shared: Option<&'a SharedKeys>, options: &crate::ValidateOptions) -> Result<Doc<'a>, FormatError> {
         let footer = validate(bytes, shared, options)?;
         Ok(Doc::from_footer(bytes, shared, &footer, true))
