@@ -682,9 +682,25 @@ impl Encode for f32 {
 impl Decode<'_> for f32 {
     #[inline]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
-        // As serde does: a stored double narrows to the nearest f32.
-        value.as_f64().map(|float| float as f32).ok_or_else(|| FieldError::wrong_type("a number", value))
+        // A stored double narrows to the nearest f32; one beyond f32's range is an error, not
+        // an infinity (infinities and NaN stored as such stay what they are).
+        let float = value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))?;
+        narrow_to_f32(float).ok_or_else(|| out_of_range("f32"))
     }
+}
+
+/// `value` as the nearest `f32`, or `None` when a finite `value` lies beyond `f32`'s range (the
+/// cast would make it an infinity).
+///
+/// ```
+/// use tessera_value::codec::narrow_to_f32;
+/// assert_eq!(narrow_to_f32(0.1), Some(0.1f32));
+/// assert_eq!(narrow_to_f32(1e300), None);
+/// assert_eq!(narrow_to_f32(f64::INFINITY), Some(f32::INFINITY));
+/// ```
+pub fn narrow_to_f32(value: f64) -> Option<f32> {
+    let narrowed = value as f32;
+    (narrowed.is_finite() || !value.is_finite()).then_some(narrowed)
 }
 
 impl Encode for bool {

@@ -74,8 +74,13 @@ impl<'de> de::Deserializer<'de> for Value<'de> {
         visitor.visit_newtype_struct(self)
     }
 
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let doc = self.doc();
+        de::Deserializer::deserialize_f32(Reader { doc: &doc, repr: self.repr() }, visitor)
+    }
+
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f64 char str string
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
     }
 }
@@ -185,8 +190,20 @@ impl<'s, 'de> de::Deserializer<'de> for Reader<'s, 'de> {
         visitor.visit_unit()
     }
 
+    /// A number as the nearest `f32`; a finite double beyond `f32`'s range is refused rather
+    /// than narrowed to an infinity (serde's own `f32` would take the infinity).
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.value().as_f64() {
+            Some(float) => match crate::codec::narrow_to_f32(float) {
+                Some(narrowed) => visitor.visit_f32(narrowed),
+                None => Err(de::Error::custom(format_args!("number {float} out of range for f32"))),
+            },
+            None => self.deserialize_any(visitor),
+        }
+    }
+
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f64 char str string
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
     }
 }

@@ -32,7 +32,14 @@ pub enum JsonErrorKind {
     TooDeep,
     /// An object key that is not a string.
     KeyMustBeString,
-    /// A value larger than the format can hold.
+    /// A value larger than the format can hold: a document past its size limits, or a number
+    /// beyond the range of an `f64` (such as `1e400`).
+    ///
+    /// ```
+    /// use tessera_value::{from_json, JsonErrorKind};
+    /// assert_eq!(from_json(b"[1e400]").unwrap_err().kind, JsonErrorKind::TooLarge);
+    /// assert!(from_json(b"[1e300]").is_ok());
+    /// ```
     TooLarge,
 }
 

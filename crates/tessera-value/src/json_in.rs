@@ -564,7 +564,13 @@ impl<'i, 'k> Parser<'i, 'k> {
     #[cold]
     fn parse_float(&self, start: usize, end: usize) -> Result<f64, JsonError> {
         let text = std::str::from_utf8(&self.input[start..end]).map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))?;
-        text.parse().map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))
+        let value: f64 = text.parse().map_err(|_| self.error_at(JsonErrorKind::InvalidNumber, start))?;
+        // Rust's parse rounds a number beyond f64's range to infinity, which JSON cannot
+        // write back (it would come out as null): refused, as serde_json refuses it.
+        if value.is_infinite() {
+            return Err(self.error_at(JsonErrorKind::TooLarge, start));
+        }
+        Ok(value)
     }
 }
 
