@@ -8,6 +8,7 @@ use crate::convert;
 use crate::encode::{self, EncodedRecord, RecordEncoder};
 use crate::errors;
 use crate::plan::{self, Plan};
+use crate::reads::ReadSet;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 use std::collections::HashMap;
@@ -106,10 +107,15 @@ fn check_operations(py: Python<'_>, count: usize) -> PyResult<()> {
 impl Database {
     /// Applies `queued` in one write transaction with the GIL released: each operation's
     /// outcome, or the first failure (and nothing written).
-    fn apply(&self, py: Python<'_>, queued: &[Operation]) -> PyResult<Vec<&'static str>> {
+    fn apply(&self, py: Python<'_>, queued: &[Operation], reads: Option<&ReadSet>) -> PyResult<Vec<&'static str>> {
         let db = self.shared.db(py)?;
+        let open = |name: &str| db.dyn_collection(name);
         py.allow_threads(|| {
             db.write(|tx| {
+                // What the block read must still hold, before any of its writes (reads.rs).
+                if let Some(reads) = reads {
+                    reads.validate(tx, &open)?;
+                }
                 let mut outcomes = Vec::with_capacity(queued.len());
                 for operation in queued {
                     let outcome = match operation {
@@ -263,7 +269,8 @@ impl Database {
     /// kind "insert", "upsert" (value: the record, a dict or an `EncodedRecord`) or "delete" (value: the key). All or
     /// nothing: the first failure rolls everything back and is raised. Returns each
     /// operation's outcome ("inserted", "updated", "unchanged", "deleted").
-    fn commit(&self, py: Python<'_>, operations: &Bound<'_, PyList>) -> PyResult<Vec<&'static str>> {
+    #[pyo3(signature = (operations, reads = None))]
+    fn commit(&self, py: Python<'_>, operations: &Bound<'_, PyList>, reads: Option<Py<ReadSet>>) -> PyResult<Vec<&'static str>> {
         check_operations(py, operations.len())?;
         let mut queued = Vec::with_capacity(operations.len());
         // The collection of the previous operation: a batch names one collection again and again.
@@ -295,7 +302,7 @@ impl Database {
                 other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
             });
         }
-        self.apply(py, &queued)
+        self.apply(py, &queued, reads.as_ref().map(Py::get))
     }
 
     /// Encodes each of `objects` (instances of the record type of `encoder`) and commits them
@@ -322,7 +329,7 @@ impl Database {
                 other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown record write {other:?}"))),
             });
         }
-        self.apply(py, &queued)
+        self.apply(py, &queued, None)
     }
 
     /// Deletes the records of collection `name` at each of `keys` in one transaction, as
@@ -336,18 +343,34 @@ impl Database {
             let key = convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?;
             queued.push(Operation::Delete { collection: collection.clone(), key });
         }
-        self.apply(py, &queued)
+        self.apply(py, &queued, None)
     }
 
     /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
     /// Built straight from the stored bytes, with the GIL held for the read (a key lookup).
-    #[pyo3(signature = (name, key, plan = None))]
-    fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
+    /// Inside a write block, `reads` records what was read, for the block's commit to check.
+    #[pyo3(signature = (name, key, plan = None, reads = None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        key: &Bound<'_, PyAny>,
+        plan: Option<Py<Plan>>,
+        reads: Option<Py<ReadSet>>,
+    ) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
-        let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
+        let key_bytes = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let db = self.shared.db(py)?;
-        let key = Doc::from_trusted(&key).map_err(|error| errors::to_py(py, error.into()))?;
-        let found = collection.get_with(&db, key.root(), |record| plan::object(py, record, plan.as_ref()));
+        let key = Doc::from_trusted(&key_bytes).map_err(|error| errors::to_py(py, error.into()))?;
+        let found = match &reads {
+            Some(reads) => collection
+                .get_with(&db, key.root(), |record| (plan::object(py, record, plan.as_ref()), record.doc().bytes().to_vec()))
+                .and_then(|found| {
+                    reads.get().record_get(name, &key_bytes, found.as_ref().map(|(_, stored)| stored.as_slice()))?;
+                    Ok(found.map(|(record, _)| record))
+                }),
+            None => collection.get_with(&db, key.root(), |record| plan::object(py, record, plan.as_ref())),
+        };
         match found.map_err(|error| errors::to_py(py, error))? {
             Some(record) => record,
             None => Ok(py.None()),
@@ -356,8 +379,15 @@ impl Database {
 
     /// The records of collection `name` at each of `keys` (built along `plan`, or dicts;
     /// None where absent), read in one snapshot.
-    #[pyo3(signature = (name, keys, plan = None))]
-    fn get_many(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>, plan: Option<Py<Plan>>) -> PyResult<Vec<PyObject>> {
+    #[pyo3(signature = (name, keys, plan = None, reads = None))]
+    fn get_many(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        keys: &Bound<'_, PyList>,
+        plan: Option<Py<Plan>>,
+        reads: Option<Py<ReadSet>>,
+    ) -> PyResult<Vec<PyObject>> {
         let collection = self.shared.collection(py, name)?;
         let mut encoded = Vec::with_capacity(keys.len());
         for key in keys.iter() {
@@ -367,8 +397,13 @@ impl Database {
         let found = db.read(|txn| {
             let mut records = Vec::with_capacity(encoded.len());
             for key in &encoded {
-                let built = collection.get_with(txn, Doc::from_trusted(key)?.root(), |record| plan::object(py, record, plan.as_ref()))?;
-                records.push(built.unwrap_or_else(|| Ok(py.None())));
+                let built = collection.get_with(txn, Doc::from_trusted(key)?.root(), |record| {
+                    (plan::object(py, record, plan.as_ref()), reads.as_ref().map(|_| record.doc().bytes().to_vec()))
+                })?;
+                if let Some(reads) = &reads {
+                    reads.get().record_get(name, key, built.as_ref().and_then(|(_, stored)| stored.as_deref()))?;
+                }
+                records.push(built.map(|(record, _)| record).unwrap_or_else(|| Ok(py.None())));
             }
             Ok(records)
         });

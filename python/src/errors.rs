@@ -86,6 +86,10 @@ pub fn to_py(py: Python<'_>, error: tessera::Error) -> PyErr {
             raise(py, "Error", message, &[("dictionary", text(py, &dictionary)), ("key", text(py, &key))])
         }
         E::WriteBehind { dictionary, .. } => raise(py, "Error", message, &[("dictionary", text(py, &dictionary))]),
+        E::Aborted(inner) if inner.is::<crate::reads::Conflict>() => {
+            let conflict = inner.downcast::<crate::reads::Conflict>().expect("checked by is");
+            raise(py, "TransactionConflict", message, &[("collection", text(py, &conflict.collection)), ("read", text(py, conflict.read))])
+        }
         _ => raise(py, "Error", message, &[]),
     }
 }

@@ -25,6 +25,7 @@ pub mod errors;
 pub mod format;
 pub mod plan;
 pub mod query;
+pub mod reads;
 
 use pyo3::prelude::*;
 
@@ -43,6 +44,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<plan::Plan>()?;
     module.add_class::<encode::RecordEncoder>()?;
     module.add_class::<encode::EncodedRecord>()?;
+    module.add_class::<reads::ReadSet>()?;
     module.add_function(wrap_pyfunction!(format::dumps, module)?)?;
     module.add_function(wrap_pyfunction!(format::loads, module)?)?;
     module.add_function(wrap_pyfunction!(format::from_json, module)?)?;

@@ -10,6 +10,7 @@ use crate::convert;
 use crate::database::{Database, Shared};
 use crate::errors;
 use crate::plan::{self, Plan};
+use crate::reads::ReadSet;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use std::sync::mpsc;
@@ -34,7 +35,7 @@ pub fn wait_slice(deadline: Option<std::time::Instant>) -> Duration {
 }
 
 /// The query `text` (None: every record) with `offset` and `limit`.
-fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: Option<usize>) -> tessera::Result<DynQuery> {
+pub(crate) fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: Option<usize>) -> tessera::Result<DynQuery> {
     let mut query = match text {
         Some(text) if !text.trim().is_empty() => collection.filter_text(text)?,
         _ => collection.all(),
@@ -77,7 +78,11 @@ impl Database {
     /// Runs a query on collection `name`: `text` in tessera's query syntax (None: every
     /// record), then `offset` and `limit`, in primary-key order unless the text has an
     /// `order by`.
-    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None))]
+    ///
+    /// Inside a write block, `reads` records what the query matched, for the block's commit
+    /// to check again (see `reads.rs`).
+    #[pyo3(signature = (name, text = None, offset = 0, limit = None, plan = None, reads = None))]
+    #[allow(clippy::too_many_arguments)]
     fn query(
         &self,
         py: Python<'_>,
@@ -86,20 +91,36 @@ impl Database {
         offset: usize,
         limit: Option<usize>,
         plan: Option<Py<Plan>>,
+        reads: Option<Py<ReadSet>>,
     ) -> PyResult<QueryResult> {
         let collection = self.shared.collection(py, name)?;
         let db = self.shared.db(py)?;
-        let records =
-            py.allow_threads(|| build(&collection, text, offset, limit)?.fetch_stored(&db)).map_err(|error| errors::to_py(py, error))?;
+        let records = py
+            .allow_threads(|| {
+                let records = build(&collection, text, offset, limit)?.fetch_stored(&db)?;
+                if let Some(reads) = &reads {
+                    reads.get().record_query(name, text, offset, limit, &records)?;
+                }
+                Ok(records)
+            })
+            .map_err(|error| errors::to_py(py, error))?;
         Ok(QueryResult { collection, records: records.into_iter(), plan })
     }
 
-    /// How many records of collection `name` match `text`.
-    #[pyo3(signature = (name, text = None))]
-    fn count(&self, py: Python<'_>, name: &str, text: Option<&str>) -> PyResult<usize> {
+    /// How many records of collection `name` match `text` (recorded in `reads` inside a
+    /// write block).
+    #[pyo3(signature = (name, text = None, reads = None))]
+    fn count(&self, py: Python<'_>, name: &str, text: Option<&str>, reads: Option<Py<ReadSet>>) -> PyResult<usize> {
         let collection = self.shared.collection(py, name)?;
         let db = self.shared.db(py)?;
-        py.allow_threads(|| build(&collection, text, 0, None)?.count(&db)).map_err(|error| errors::to_py(py, error))
+        py.allow_threads(|| {
+            let count = build(&collection, text, 0, None)?.count(&db)?;
+            if let Some(reads) = &reads {
+                reads.get().record_count(name, text, count)?;
+            }
+            Ok(count)
+        })
+        .map_err(|error| errors::to_py(py, error))
     }
 
     /// What running the query does (the plan, in words).

@@ -337,12 +337,16 @@ class Collection(Generic[T]):
             pending = transaction._pending(self, key)
             if pending is not _ABSENT:
                 return None if pending is None else pending.build(self._plan)
+            # Recorded, for the commit to check that it still holds.
+            return self._db._native.get(self.name, self._spec.native_key(key), self._plan, transaction._reads)
         return self._db._native.get(self.name, self._spec.native_key(key), self._plan)
 
     def get_many(self, keys: Sequence[Any]) -> List[Optional[T]]:
         """The records at ``keys`` (None where absent), read in one snapshot."""
         native_key = self._spec.native_key
-        return self._db._native.get_many(self.name, [native_key(key) for key in keys], self._plan)
+        transaction = self._db._transaction()
+        reads = transaction._reads if transaction is not None else None
+        return self._db._native.get_many(self.name, [native_key(key) for key in keys], self._plan, reads)
 
     def __getitem__(self, key: Any) -> T:
         found = self.get(key)
@@ -374,7 +378,7 @@ class Collection(Generic[T]):
 
     def count(self, query: Query = None) -> int:
         """How many records match ``query``."""
-        return self._db._native.count(self.name, _query_text(query))
+        return self._db._native.count(self.name, _query_text(query), _reads_of(self._db))
 
     def explain(self, query: Query = None) -> str:
         """How ``query`` would run."""
@@ -399,6 +403,12 @@ class Collection(Generic[T]):
 
 
 _ABSENT = object()
+
+
+def _reads_of(db: Database) -> Any:
+    """The read set of the write block open on this thread, if any (see :class:`Transaction`)."""
+    transaction = db._transaction()
+    return transaction._reads if transaction is not None else None
 
 
 def _built(record: Any) -> Any:
@@ -426,8 +436,10 @@ class Results(Generic[T]):
         self._snapshot = snapshot
 
     def __iter__(self) -> Iterator[T]:
-        source = self._snapshot if self._snapshot is not None else self._collection._db._native
-        return source.query(self._collection.name, self._text, self._offset, self._limit, self._collection._plan)
+        if self._snapshot is not None:
+            return self._snapshot.query(self._collection.name, self._text, self._offset, self._limit, self._collection._plan)
+        db = self._collection._db
+        return db._native.query(self._collection.name, self._text, self._offset, self._limit, self._collection._plan, _reads_of(db))
 
     def first(self) -> Optional[T]:
         """The first match, or None."""
@@ -435,8 +447,11 @@ class Results(Generic[T]):
 
     def count(self) -> int:
         """How many records match (offset and limit applied)."""
-        source = self._snapshot if self._snapshot is not None else self._collection._db._native
-        total = source.count(self._collection.name, self._text)
+        if self._snapshot is not None:
+            total = self._snapshot.count(self._collection.name, self._text)
+        else:
+            db = self._collection._db
+            total = db._native.count(self._collection.name, self._text, _reads_of(db))
         total = max(0, total - self._offset)
         return total if self._limit is None else min(total, self._limit)
 
@@ -466,9 +481,15 @@ class Transaction:
 
     Writes are checked and queued as they are made and applied at the end: a key or
     uniqueness conflict raises there (:class:`tessera.DuplicateKey`,
-    :class:`tessera.UniqueViolation`) and nothing is written. Reads in the block see the
-    committed data and the block's own writes. An exception in the block discards the queue
-    and propagates unchanged."""
+    :class:`tessera.UniqueViolation`) and nothing is written. An exception in the block
+    discards the queue and propagates unchanged.
+
+    Reads in the block (``get``, ``get_many``, queries and counts) see the committed data; a
+    ``get`` also sees the block's own writes, a query does not. The block is serializable:
+    each read is recorded with what it saw and checked again inside the commit, before any
+    write, and if another writer changed any of it in between, the commit writes nothing and
+    raises :class:`tessera.TransactionConflict` (run the block again). So a read-modify-write
+    such as ``c.upsert(replace(c.get(k), n=c.get(k).n + 1))`` never loses an update."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -476,6 +497,8 @@ class Transaction:
         # (collection name, key as `_overlay_key` makes it) -> the encoded record, or None for
         # a delete.
         self._overlay: Dict[tuple, Any] = {}
+        # What the block read, checked again by the commit (the extension's ReadSet).
+        self._reads = _native.ReadSet()
         self._active = False
 
     def __enter__(self) -> "Transaction":
@@ -494,7 +517,8 @@ class Transaction:
         self._overlay = {}
         if exc_type is not None or not operations:
             return None  # the exception propagates as it is
-        self._db._native.commit(operations)
+        reads, self._reads = self._reads, _native.ReadSet()
+        self._db._native.commit(operations, reads)
         return None
 
     def _queue_record(self, kind: str, collection: Collection[Any], obj: Any) -> None:

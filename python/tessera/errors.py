@@ -24,6 +24,7 @@ __all__ = [
     "DuplicateKey",
     "UniqueViolation",
     "NotFound",
+    "TransactionConflict",
     "QueryError",
     "QuerySyntaxError",
     "InvalidName",
@@ -73,6 +74,13 @@ class ReadOnly(Error):
 
 class Closed(Error):
     """The database (or snapshot) was closed before this call."""
+
+
+class TransactionConflict(Error):
+    """A ``with db.write()`` block read data (``read``: a get, a query or a count, in
+    ``collection``) that another writer changed before the block committed. Nothing was
+    written: run the block again, as with SQLite's ``SQLITE_BUSY`` or a serialization failure
+    in PostgreSQL."""
 
 
 class NoSuchCollection(Error):
