@@ -109,7 +109,11 @@ impl Database {
     /// outcome, or the first failure (and nothing written).
     fn apply(&self, py: Python<'_>, queued: &[Operation], reads: Option<&ReadSet>) -> PyResult<Vec<&'static str>> {
         let db = self.shared.db(py)?;
-        let open = |name: &str| db.dyn_collection(name);
+        // The handles this database has open already (no GIL needed for the cache's lock).
+        let open = |name: &str| match lock(&self.shared.collections).get(name) {
+            Some(collection) => Ok(collection.clone()),
+            None => db.dyn_collection(name),
+        };
         py.allow_threads(|| {
             db.write(|tx| {
                 // What the block read must still hold, before any of its writes (reads.rs).

@@ -14,6 +14,7 @@
 //! bytes, not a hash, so that a conflict is never missed.
 
 use pyo3::prelude::*;
+use std::collections::HashMap;
 use std::sync::Mutex;
 use tessera::collection::DynCollection;
 use tessera::store::WriteTxn;
@@ -121,24 +122,35 @@ impl ReadSet {
     /// a [`Conflict`] if anything differs. `open` gives a collection's handle.
     pub fn validate(&self, tx: &WriteTxn<'_>, open: &dyn Fn(&str) -> tessera::Result<DynCollection>) -> tessera::Result<()> {
         let conflict = |collection: &str, read| tessera::Error::other(Conflict { collection: collection.to_owned(), read });
-        for read in self.lock().iter() {
+        // One handle per collection: opening one reads its schema and shared keys.
+        let mut handles: HashMap<String, DynCollection> = HashMap::new();
+        let reads = self.lock();
+        let mut handle = |name: &str| -> tessera::Result<DynCollection> {
+            if let Some(found) = handles.get(name) {
+                return Ok(found.clone());
+            }
+            let opened = open(name)?;
+            handles.insert(name.to_owned(), opened.clone());
+            Ok(opened)
+        };
+        for read in reads.iter() {
             match read {
                 Read::Get { collection, key, stored } => {
-                    let handle = open(collection)?;
+                    let handle = handle(collection)?;
                     let now = handle.get_with(tx, Doc::from_trusted(key)?.root(), |record| record.doc().bytes().to_vec())?;
                     if now.as_deref() != stored.as_deref() {
                         return Err(conflict(collection, "get"));
                     }
                 }
                 Read::Query { collection, text, offset, limit, matches } => {
-                    let handle = open(collection)?;
+                    let handle = handle(collection)?;
                     let now = crate::query::build(&handle, text.as_deref(), *offset, *limit)?.fetch_stored(tx)?;
                     if now != *matches {
                         return Err(conflict(collection, "query"));
                     }
                 }
                 Read::Count { collection, text, count } => {
-                    let handle = open(collection)?;
+                    let handle = handle(collection)?;
                     if crate::query::build(&handle, text.as_deref(), 0, None)?.count(tx)? != *count {
                         return Err(conflict(collection, "count"));
                     }
