@@ -137,10 +137,13 @@ impl ReadSet {
             match read {
                 Read::Get { collection, key, stored } => {
                     let handle = handle(collection)?;
-                    let now = handle.get_with(tx, Doc::from_trusted(key)?.root(), |record| record.doc().bytes().to_vec())?;
-                    if now.as_deref() != stored.as_deref() {
-                        return Err(conflict(collection, "get"));
+                    // Compared in place: `Some(true)` when the record is still the bytes read.
+                    let same =
+                        handle.get_with(tx, Doc::from_trusted(key)?.root(), |record| Some(record.doc().bytes()) == stored.as_deref())?;
+                    if same.unwrap_or(stored.is_none()) {
+                        continue;
                     }
+                    return Err(conflict(collection, "get"));
                 }
                 Read::Query { collection, text, offset, limit, matches } => {
                     let handle = handle(collection)?;
