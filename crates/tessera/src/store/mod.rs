@@ -11,6 +11,7 @@
 //!
 //! See `docs/storage.md` for the durability guarantees and the multi-process rules.
 
+mod change_log;
 pub(crate) mod checksum;
 mod cross_process;
 mod durable_feed;
