@@ -264,13 +264,12 @@ mod tests {
     /// (what the transaction reads), and the value after (`None`: a delete).
     type Write = (usize, Vec<u8>, Option<Vec<u8>>);
 
+    /// A change as the tests compare it: keyspace, key, kind, old and new value.
+    type Owned = (String, Vec<u8>, ChangeKind, Option<Vec<u8>>, Option<Vec<u8>>);
+
     /// The naive oracle: replays the writes over the state before, then compares each touched
     /// key's value before and after the whole transaction.
-    fn oracle(
-        names: &[Arc<str>],
-        before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>,
-        writes: &[Write],
-    ) -> Vec<(String, Vec<u8>, ChangeKind, Option<Vec<u8>>, Option<Vec<u8>>)> {
+    fn oracle(names: &[Arc<str>], before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>, writes: &[Write]) -> Vec<Owned> {
         let mut after = before.clone();
         let mut order: Vec<(usize, Vec<u8>)> = Vec::new();
         for (keyspace, key, new) in writes {
@@ -338,7 +337,7 @@ mod tests {
                 .map(|_| (rng.usize(0..3), key(&mut rng), if rng.u8(0..4) == 0 { None } else { Some(value(&mut rng)) }))
                 .collect();
             let log = logged(&names, &before, &writes);
-            let got: Vec<_> = log
+            let got: Vec<Owned> = log
                 .changes()
                 .map(|c| (c.keyspace.to_string(), c.key.to_vec(), c.kind, c.old.map(<[u8]>::to_vec), c.new.map(<[u8]>::to_vec)))
                 .collect();

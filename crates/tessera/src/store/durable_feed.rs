@@ -6,6 +6,13 @@
 //! Opt-in per file: [`DbOptions::durable_feed`](super::DbOptions::durable_feed) turns it on,
 //! and from then on every writer of the file appends (the mark is in `tessera.meta`, and a
 //! process that opened the file before looks for it at each of its writes).
+//!
+//! [`DbOptions::cross_process_notify`](super::DbOptions::cross_process_notify) is kept the same
+//! way: once one opener turns it on, the file has the mark [`META_NOTIFY_KEY`], and every
+//! writer from then on records old values in `tessera.feed.old` and wakes the other processes,
+//! whatever its own options say; a process that opened the file before finds the mark at its
+//! next write. So no writer can leave the others' subscriptions with a gap by having opened the
+//! file without the option.
 
 use super::change_log::{ChangeLog, ChangeView};
 use super::feed::{Change, ChangeBatch, ChangeKind};
@@ -26,6 +33,9 @@ pub(crate) const OLDS_KEYSPACE: &str = "tessera.feed.old";
 /// In `tessera.meta`: present once the feed is on; its value is the highest sequence that
 /// retention has removed (8 bytes, big-endian; 0 for none).
 pub(crate) const META_FEED_KEY: &[u8] = b"durable_feed";
+/// In `tessera.meta`: present once cross-process notification is on for the file (an empty
+/// value); every writer then records old values and wakes the others (see the module docs).
+pub(crate) const META_NOTIFY_KEY: &[u8] = b"cross_process_notify";
 
 /// Longest consumer name, in bytes.
 pub const CONSUMER_NAME_LEN_MAX: usize = 128;
@@ -67,9 +77,24 @@ pub(crate) struct FeedState {
     meta: OnceLock<Keyspace>,
     /// `tessera.feed`, once this process has it open.
     feed: OnceLock<Keyspace>,
-    /// `tessera.feed.old`, when this process has cross-process notification on: its commits
-    /// record their old values there too.
+    /// `tessera.feed.old`, when the file had cross-process notification on at open: this
+    /// process's commits record their old values there too.
     pub(crate) olds: OnceLock<Keyspace>,
+    /// The side file that wakes the other processes, for a process that found the file's
+    /// notification mark after it opened the file (it has no watcher of its own).
+    late_signal: OnceLock<super::wake::Signal>,
+}
+
+/// What a write transaction appends to: the feed's keyspaces as the file has them when the
+/// transaction begins (see [`enabled_for_write`]).
+pub(crate) struct FeedWrite {
+    pub(crate) feed: Keyspace,
+    pub(crate) meta: Keyspace,
+    /// `tessera.feed.old`, when the file has cross-process notification on.
+    pub(crate) olds: Option<Keyspace>,
+    /// The file turned notification on after this process opened it: after the commit, wake
+    /// the other processes through [`FeedState::late_signal`].
+    pub(crate) late_notify: bool,
 }
 
 impl FeedState {
@@ -80,6 +105,7 @@ impl FeedState {
             meta: OnceLock::new(),
             feed: OnceLock::new(),
             olds: OnceLock::new(),
+            late_signal: OnceLock::new(),
         }
     }
 
@@ -274,11 +300,12 @@ pub(crate) const META_LAST_EMPTY_KEY: &[u8] = b"cross_process_empty_commit";
 
 /// Appends the commit `sequence`'s changes (the recorded ones) and applies the retention: in
 /// the committing transaction, under the writer lock.
-pub(crate) fn append(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequence: u64, log: &ChangeLog) -> Result<()> {
+pub(crate) fn append(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequence: u64, log: &ChangeLog) -> Result<()> {
+    let (feed, meta) = (&target.feed, &target.meta);
     let recorded_changes = log.changes().filter(|change| recorded(change.keyspace));
     let (count, entry_len) = entry_size(recorded_changes.clone());
     if count == 0 {
-        if tx.inner().feed_state.olds.get().is_some() {
+        if target.olds.is_some() {
             tx.put_unlogged(meta, META_LAST_EMPTY_KEY, &sequence.to_be_bytes())?;
         }
         return Ok(());
@@ -290,19 +317,19 @@ pub(crate) fn append(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, se
         write_entry(recorded_changes.clone(), count, out)
     };
     tx.put_unlogged_reserved(feed, &sequence.to_be_bytes(), entry_len, writer)?;
-    if let Some(olds) = tx.inner().feed_state.olds.get().cloned() {
+    if let Some(olds) = &target.olds {
         let mut entry = Vec::new();
         encode_olds(recorded_changes, count, &mut entry);
-        tx.put_unlogged(&olds, &sequence.to_be_bytes(), &entry)?;
+        tx.put_unlogged(olds, &sequence.to_be_bytes(), &entry)?;
         // A writer without cross-process notification trims the feed and leaves the old
         // values of the commits it removed: take them away here.
         let trimmed = trimmed_through(tx, meta)?;
         let mut orphans = Vec::new();
-        for entry in tx.range(&olds, ..=&trimmed.to_be_bytes()[..])? {
+        for entry in tx.range(olds, ..=&trimmed.to_be_bytes()[..])? {
             orphans.push(sequence_of(entry?.0)?);
         }
         for orphan in orphans {
-            tx.delete_unlogged(&olds, &orphan.to_be_bytes())?;
+            tx.delete_unlogged(olds, &orphan.to_be_bytes())?;
         }
     }
     let commits_max = tx.inner().feed_state.retention.commits_max;
@@ -312,7 +339,7 @@ pub(crate) fn append(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, se
         for entry in tx.range(feed, ..)?.take((entries - commits_max) as usize) {
             oldest.push(sequence_of(entry?.0)?);
         }
-        trim_through(tx, feed, meta, &oldest)?;
+        trim_through(tx, target, &oldest)?;
     }
     Ok(())
 }
@@ -357,12 +384,12 @@ fn page_bytes() -> usize {
 
 /// Removes the feed entries `sequences` (the oldest ones, in order) and records the last as
 /// trimmed in `tessera.meta`.
-fn trim_through(tx: &mut WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace, sequences: &[u64]) -> Result<()> {
+fn trim_through(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequences: &[u64]) -> Result<()> {
     let Some(&last) = sequences.last() else { return Ok(()) };
-    let olds = tx.inner().feed_state.olds.get().cloned();
+    let (feed, meta) = (&target.feed, &target.meta);
     for sequence in sequences {
         tx.delete_unlogged(feed, &sequence.to_be_bytes())?;
-        if let Some(olds) = &olds {
+        if let Some(olds) = &target.olds {
             tx.delete_unlogged(olds, &sequence.to_be_bytes())?;
         }
     }
@@ -401,20 +428,31 @@ pub(crate) fn open(db: &Db) -> Result<()> {
         let _ = state.feed.set(feed);
         state.enabled.store(true, Ordering::Release);
     }
-    if db.inner.options.cross_process_notify {
-        if !state.is_enabled() {
-            return Err(Error::FeedDisabled { path: db.inner.path.clone() });
-        }
-        // Before this process's first commit that records old values.
+    let notify_on = db.read(|tx| Ok(tx.get(&meta, META_NOTIFY_KEY)?.is_some()))?;
+    if db.inner.options.cross_process_notify && !state.is_enabled() {
+        return Err(Error::FeedDisabled { path: db.inner.path.clone() });
+    }
+    if notify_on || db.inner.options.cross_process_notify {
+        // Before this process's first commit that records old values, and before the mark
+        // that makes other writers record them.
         let _ = state.olds.set(db.internal_keyspace(OLDS_KEYSPACE)?);
+        if !notify_on {
+            db.write(|tx| tx.put_unlogged(&meta, META_NOTIFY_KEY, &[]))?;
+        }
     }
     Ok(())
+}
+
+/// Whether this process has cross-process notification on: the file had it at open, or this
+/// opener turned it on (see the module docs).
+pub(crate) fn notify_at_open(db: &Db) -> bool {
+    db.inner.feed_state.olds.get().is_some()
 }
 
 /// For a write transaction that has just begun: the feed's and the meta keyspace if the file
 /// has the feed on. A process that opened the file before another turned the feed on finds the
 /// mark here, at its next write, and from then on appends too.
-pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> Result<Option<(Keyspace, Keyspace)>> {
+pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> Result<Option<FeedWrite>> {
     let state = &inner.feed_state;
     let Some(meta) = state.meta.get() else { return Ok(None) }; // the file is being created
     let ceiling = inner.options.map_size_max_bytes;
@@ -429,13 +467,42 @@ pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> 
         Some(feed) => feed.clone(),
         // Made by the other process before its mark: open it in this transaction (the handle
         // is this transaction's until it commits).
-        None => match inner.env.open_database::<heed::types::Bytes, heed::types::Bytes>(txn, Some(FEED_KEYSPACE)) {
-            Ok(Some(handle)) => Keyspace::new(FEED_KEYSPACE.into(), handle),
-            Ok(None) => return Err(Error::Corrupted(format!("the durable feed is on but the file has no keyspace {FEED_KEYSPACE}"))),
-            Err(error) => return Err(Error::from_heed(error, ceiling)),
+        None => opened_in(inner, txn, FEED_KEYSPACE)?,
+    };
+    let (olds, late_notify) = match state.olds.get() {
+        Some(olds) => (Some(olds.clone()), false),
+        // Another process may have turned notification on since this one opened the file.
+        None => match meta.handle.get(txn, META_NOTIFY_KEY).map_err(|e| Error::from_heed(e, ceiling))? {
+            Some(_) => (Some(opened_in(inner, txn, OLDS_KEYSPACE)?), true),
+            None => (None, false),
         },
     };
-    Ok(Some((feed, meta.clone())))
+    Ok(Some(FeedWrite { feed, meta: meta.clone(), olds, late_notify }))
+}
+
+/// A feed keyspace another process made, opened in the write transaction `txn`.
+fn opened_in(inner: &super::Inner, txn: &heed::RwTxn<'_>, name: &str) -> Result<Keyspace> {
+    let ceiling = inner.options.map_size_max_bytes;
+    match inner.env.open_database::<heed::types::Bytes, heed::types::Bytes>(txn, Some(name)) {
+        Ok(Some(handle)) => Ok(Keyspace::new(name.into(), handle)),
+        Ok(None) => Err(Error::Corrupted(format!("the durable feed is on but the file has no keyspace {name}"))),
+        Err(error) => Err(Error::from_heed(error, ceiling)),
+    }
+}
+
+/// After a commit made with [`FeedWrite::late_notify`]: wakes the other processes, as their
+/// watchers expect of every writer once the file has notification on. Best effort, like
+/// their own wake-ups: a watcher looks anyway every 100 ms.
+pub(crate) fn wake_others_late(inner: &super::Inner, sequence: u64) {
+    let state = &inner.feed_state;
+    if state.late_signal.get().is_none() {
+        if let Ok(signal) = super::wake::Signal::open(&super::wake::notify_path_of(&inner.path)) {
+            let _ = state.late_signal.set(signal);
+        }
+    }
+    if let Some(signal) = state.late_signal.get() {
+        let _ = signal.raise(sequence);
+    }
 }
 
 // ------------------------------------------------------------------------------ reading
@@ -653,7 +720,10 @@ impl Consumer {
             for entry in tx.range(&feed, ..=&handled.to_be_bytes()[..])? {
                 done.push(sequence_of(entry?.0)?);
             }
-            trim_through(tx, &feed, &meta, &done)
+            // The old values too, if this process knows the file has them (a writer that
+            // finds them left over removes them: see `append`).
+            let olds = self.db.inner.feed_state.olds.get().cloned();
+            trim_through(tx, &FeedWrite { feed: feed.clone(), meta: meta.clone(), olds, late_notify: false }, &done)
         })
     }
 

@@ -717,9 +717,9 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         let value = result?; // on Err, dropping `txn` rolls back
         let sequence = txn.txn.id() as u64;
         let changes = txn.log.take().map(ChangeLog::finish);
-        if let (Some((feed, meta)), Some(changes)) = (&durable_feed, &changes) {
+        if let (Some(target), Some(changes)) = (&durable_feed, &changes) {
             // In this transaction: the commit and its feed entry are one.
-            if let Err(error) = durable_feed::append(&mut txn, feed, meta, sequence, changes) {
+            if let Err(error) = durable_feed::append(&mut txn, target, sequence, changes) {
                 if txn.map_full {
                     let written = txn.written_bytes;
                     drop(txn); // rolls back
@@ -763,6 +763,9 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         }
         if let Some(committing) = committing {
             committing.committed(sequence);
+        }
+        if durable_feed.as_ref().is_some_and(|target| target.late_notify) {
+            durable_feed::wake_others_late(inner, sequence);
         }
         break (value, sequence);
     };
