@@ -199,7 +199,8 @@ enum Command {
         /// The copy (must not exist).
         dest: PathBuf,
     },
-    /// Rewrite the database without its free pages. No other process may have it open.
+    /// Rewrite the database without its free pages. No other process may have it open: one that
+    /// has is named, and the file is left as it was (exit status 3).
     Compact {
         /// The database file.
         db: PathBuf,

@@ -109,8 +109,12 @@ pub fn backup(path: &Path, destination: &Path, as_json: bool) -> Outcome {
 /// `tessera compact`: rewrites the file without its free pages. No other process may have it
 /// open: the compacted copy replaces the file, and a process that had it open would go on
 /// writing to the old one.
+///
+/// A file another process has open is refused (exit status 3) before anything is written, and
+/// again just before the copy replaces it: see [`refuse_if_in_use`].
 pub fn compact(path: &Path, as_json: bool) -> Outcome {
     let before = std::fs::metadata(path).map_err(|error| Failure::Io(format!("cannot open {}: {error}", path.display())))?.len();
+    refuse_if_in_use(path)?;
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(format!(".compact-{}", std::process::id()));
     let temporary = std::path::PathBuf::from(temporary);
@@ -129,6 +133,10 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
         let _ = std::fs::remove_file(&temporary);
         return Err(Failure::Invalid(format!("{}: the compacted copy did not check out; the file was left as it was", path.display())));
     }
+    if let Err(failure) = refuse_if_in_use(path) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(failure);
+    }
     std::fs::rename(&temporary, path).map_err(|error| {
         let _ = std::fs::remove_file(&temporary);
         Failure::Io(format!("cannot replace {}: {error}", path.display()))
@@ -140,4 +148,54 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
         println!("compacted {}: {before} -> {after} bytes", path.display());
     }
     Ok(())
+}
+
+/// Refuses (an I/O failure, exit status 3) when another process has `path` open: replacing the
+/// file under it would leave it writing to the old one, and its commits would be lost. LMDB
+/// holds a shared lock on the first byte of the lock file `PATH-lock` in every process that has
+/// the file open (a read-only handle opened without a lock file takes none; it never writes).
+/// Called while this process does not have the file open: probing opens and closes the lock
+/// file, which would drop a lock of this process's own on it.
+fn refuse_if_in_use(path: &Path) -> Outcome {
+    let mut lock_file = path.as_os_str().to_owned();
+    lock_file.push("-lock");
+    match process_holding_lock(Path::new(&lock_file)) {
+        Ok(None) => Ok(()),
+        Ok(Some(pid)) => Err(Failure::Io(format!(
+            "{}: another process (pid {pid}) has the database open; close it before compacting (use `tessera backup` to copy a file in use)",
+            path.display()
+        ))),
+        Err(error) => Err(Failure::Io(format!("{}: cannot tell whether another process has it open: {error}", path.display()))),
+    }
+}
+
+/// The id of a process holding a lock on the first byte of `lock_file` (`None`: no lock file,
+/// or no other process holds one).
+#[cfg(unix)]
+fn process_holding_lock(lock_file: &Path) -> std::io::Result<Option<i64>> {
+    use std::os::fd::AsRawFd;
+    let file = match std::fs::OpenOptions::new().read(true).write(true).open(lock_file) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    // SAFETY: an all-zero `flock` is a valid value of this plain C struct.
+    let mut probe: libc::flock = unsafe { std::mem::zeroed() };
+    probe.l_type = libc::F_WRLCK as libc::c_short;
+    probe.l_whence = libc::SEEK_SET as libc::c_short;
+    probe.l_start = 0;
+    probe.l_len = 1;
+    // SAFETY: `file` is an open descriptor for the call, and `probe` a valid `flock` that
+    // F_GETLK only reads and overwrites; F_GETLK takes no lock and changes nothing.
+    let status = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut probe) };
+    if status == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((probe.l_type != libc::F_UNLCK as libc::c_short).then_some(i64::from(probe.l_pid)))
+}
+
+/// Elsewhere LMDB's locks cannot be probed this way: nothing is refused.
+#[cfg(not(unix))]
+fn process_holding_lock(_lock_file: &Path) -> std::io::Result<Option<i64>> {
+    Ok(None)
 }

@@ -181,6 +181,26 @@ fn check_backup_and_compact_keep_the_data() {
     assert_eq!(json(&run(&["get", "--json", db, "tasks", "1"]).1)["priority"], 10);
 }
 
+/// `compact` replaces the file with a compacted copy: a process that had the file open would
+/// go on writing to the old one and lose its commits. It refuses instead (exit status 3),
+/// naming the process, and leaves the file as it was.
+#[test]
+fn compact_refuses_a_file_another_process_has_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tour_copy(dir.path());
+    let db = path.to_str().unwrap();
+    let contents = std::fs::read(&path).unwrap();
+    let holder = tessera::Db::open(&path).unwrap(); // this test's process has it open
+    let (status, out, err) = run(&["compact", db]);
+    assert_eq!(status, 3, "{out}{err}");
+    assert!(err.contains("another process") && err.contains(&format!("pid {}", std::process::id())), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), contents, "the file is left as it was");
+    drop(holder);
+    let (status, out, err) = run(&["compact", db]);
+    assert_eq!(status, 0, "{out}{err}");
+    assert_eq!(run(&["check", db]).0, 0);
+}
+
 #[test]
 fn a_foreign_file_is_named_with_its_first_bytes_and_exit_status_3() {
     let dir = tempfile::tempdir().unwrap();

@@ -50,8 +50,10 @@ pub enum Error {
     },
     /// This process could not rebuild the commits of other processes after `after` for its
     /// subscriptions ([`crate::DbOptions::cross_process_notify`]): retention removed them from
-    /// the durable feed before this process read them, or a process that made one wrote it
-    /// without its old values (it did not have the option on). The process's live
+    /// the durable feed before this process read them, or one was written without its old
+    /// values (by a tessera older than the file's notification mark, or before the mark: the
+    /// commits of a process that opened the file before notification was turned on and wrote
+    /// no more since). The process's live
     /// subscriptions end with this error; subscribe again to follow on from a fresh snapshot.
     #[error("commits of other processes after {after} cannot be rebuilt for subscriptions: {reason}")]
     CrossProcessGap {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use tessera::collection::{Order, Record};
-use tessera::live::{Event, SubscriptionEnd};
+use tessera::live::Event;
 use tessera::{ChangeKind, Db, DbOptions, Error, FeedEvent, ObjectChange, QuerySubscription, ResultChange};
 
 const CHILD_ROLE: &str = "TESSERA_CROSS_PROCESS_ROLE";
@@ -55,6 +55,7 @@ fn cross_process_child() {
         "edit" => edit(&path),
         "race" => race(&path, 1),
         "plain" => plain(&path),
+        "late" => late(&path),
         other => panic!("unknown role {other}"),
     }
 }
@@ -68,11 +69,29 @@ fn edit(path: &str) {
     db.write(|tx| accounts.insert(tx, &Account { id: 3, email: "c@x".into(), balance: 30 })).unwrap();
 }
 
-/// A commit by a process without cross-process notification: no old values recorded.
+/// A commit by a process that opens the file without asking for cross-process notification.
 fn plain(path: &str) {
     let db = Db::open_with(path, DbOptions { durable_feed: true, ..DbOptions::default() }).unwrap();
     let accounts = db.collection::<Account>().unwrap();
     db.write(|tx| accounts.update(tx, &1u32, |account| account.balance = 12)).unwrap();
+}
+
+/// A process that opens the file before notification is turned on, and writes after.
+fn late(path: &str) {
+    let db = Db::open_with(path, DbOptions { durable_feed: true, ..DbOptions::default() }).unwrap();
+    let accounts = db.collection::<Account>().unwrap();
+    let marks = db.keyspace("marks").unwrap();
+    db.write(|tx| tx.put(&marks, b"ready", b"")).unwrap();
+    wait_for_mark(&db, "go");
+    db.write(|tx| accounts.update(tx, &1u32, |account| account.balance = 12)).unwrap();
+}
+
+/// The sequence the last wake-up through the side file `PATH-notify` carried.
+fn last_wake(path: &std::path::Path) -> u64 {
+    let mut notify = path.as_os_str().to_owned();
+    notify.push("-notify");
+    let bytes = std::fs::read(notify).unwrap();
+    u64::from_le_bytes(bytes[..8].try_into().unwrap())
 }
 
 fn next_event<S, C>(event: Option<Event<S, C>>, what: &str) -> Event<S, C> {
@@ -283,8 +302,11 @@ fn writers_in_two_processes_share_a_unique_index_and_their_subscriptions_end_equ
     assert_eq!(emails.len(), count, "a duplicate email across the processes");
 }
 
+/// Once one opener has turned notification on, the file keeps it: a writer that opens the file
+/// without the option records old values and wakes the others all the same (before, its
+/// commit ended every subscription of the other processes with `CrossProcessGap`).
 #[test]
-fn a_commit_without_old_values_ends_the_subscriptions_instead_of_misleading_them() {
+fn a_writer_without_the_option_on_a_file_that_has_it_still_notifies_with_old_values() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let db = Db::open_with(&path, options()).unwrap();
@@ -292,18 +314,46 @@ fn a_commit_without_old_values_ends_the_subscriptions_instead_of_misleading_them
     db.write(|tx| accounts.insert(tx, &Account { id: 1, email: "a@x".into(), balance: 10 })).unwrap();
     let live = accounts.subscribe_query(&accounts.all()).unwrap();
     initial(live.recv_timeout(WAIT));
+    let stream = db.subscribe();
     finish(spawn("plain", &path));
-    match next_event(live.recv_timeout(WAIT), "the end") {
-        Event::Closed(SubscriptionEnd::Failed(error)) => assert!(matches!(*error, Error::CrossProcessGap { .. }), "{error}"),
-        Event::Closed(other) => panic!("ended with {other:?}"),
-        Event::Changed(change) => panic!("a change that cannot be right: {change:?}"),
-        Event::Initial(_) => panic!("a second initial state"),
+    assert_eq!(changed(live.recv_timeout(WAIT)).result[0].balance, 12);
+    match stream.recv_timeout(WAIT) {
+        Some(FeedEvent::Batch(batch)) => {
+            let change = &batch.changes[0];
+            assert_eq!(change.kind, ChangeKind::Update);
+            assert!(change.old.is_some(), "the other writer recorded the old value");
+            assert_eq!(last_wake(&path), batch.sequence, "the other writer woke this process");
+        }
+        other => panic!("expected the other process's commit, got {other:?}"),
     }
-    // Subscribing again follows on from a fresh snapshot.
-    let again = accounts.subscribe_query(&accounts.all()).unwrap();
-    assert_eq!(initial(again.recv_timeout(WAIT))[0].balance, 12);
     db.write(|tx| accounts.update(tx, &1u32, |account| account.balance = 13)).unwrap();
-    assert_eq!(changed(again.recv_timeout(WAIT)).result[0].balance, 13);
+    assert_eq!(changed(live.recv_timeout(WAIT)).result[0].balance, 13);
+}
+
+/// A process that had the file open before another turned notification on finds the file's
+/// mark at its next write, and from then on records old values and wakes the others.
+#[test]
+fn a_process_open_before_notification_was_turned_on_notifies_from_its_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Db::open_with(&path, DbOptions { durable_feed: true, ..DbOptions::default() }).unwrap();
+        let accounts = db.collection::<Account>().unwrap();
+        db.write(|tx| accounts.insert(tx, &Account { id: 1, email: "a@x".into(), balance: 10 })).unwrap();
+        db.keyspace("marks").unwrap();
+    }
+    let child = spawn("late", &path);
+    let db = Db::open_with(&path, options()).unwrap();
+    wait_for_mark(&db, "ready");
+    let accounts = db.collection::<Account>().unwrap();
+    let live = accounts.subscribe_query(&accounts.all()).unwrap();
+    assert_eq!(initial(live.recv_timeout(WAIT))[0].balance, 10);
+    let marks = db.keyspace("marks").unwrap();
+    db.write(|tx| tx.put(&marks, b"go", b"")).unwrap();
+    finish(child);
+    assert_eq!(changed(live.recv_timeout(WAIT)).result[0].balance, 12);
+    let newest = db.changes_since(0, 100_000).unwrap().last().unwrap().sequence;
+    assert_eq!(last_wake(&path), newest, "the child's commit woke this process");
 }
 
 #[test]

@@ -55,7 +55,7 @@ impl CrossProcess {
     /// Opens the side file and starts the watcher, for a read-write handle with the option
     /// on (the durable feed is open: see `durable_feed::open`).
     pub(crate) fn start(db: &Db) -> Result<Arc<CrossProcess>> {
-        assert!(db.inner.options.cross_process_notify && !db.inner.options.read_only);
+        assert!(!db.inner.options.read_only);
         assert!(db.inner.feed_state.olds.get().is_some(), "the durable feed's keyspaces are open first");
         let path = wake::notify_path_of(&db.inner.path);
         let signal = Signal::open(&path)?;

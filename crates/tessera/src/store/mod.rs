@@ -11,6 +11,7 @@
 //!
 //! See `docs/storage.md` for the durability guarantees and the multi-process rules.
 
+mod change_log;
 pub(crate) mod checksum;
 mod cross_process;
 mod durable_feed;
@@ -209,11 +210,27 @@ pub struct DbOptions {
     /// live subscriptions, in commit order with this process's own, with the same changes
     /// (old values included) as a local commit (see `docs/design.md`, "Notification across
     /// processes"). It needs the durable feed: [`Error::FeedDisabled`] at open if the file
-    /// does not have it on (set [`DbOptions::durable_feed`] too). Every process that writes
-    /// the file should set it: this process's commits then also record their old values in
-    /// `tessera.feed.old` and wake the other processes through the file `PATH-notify`. A
-    /// commit by a process without it reaches the others' subscriptions only as an end
-    /// ([`Error::CrossProcessGap`]). Off by default; ignored by a read-only handle.
+    /// does not have it on (set [`DbOptions::durable_feed`] too). Turning it on is kept in the
+    /// file, like the durable feed: from then on every process that opens the file to write
+    /// behaves as if it had set the option, whatever its options say (its commits record their
+    /// old values in `tessera.feed.old` and wake the other processes through the file
+    /// `PATH-notify`), and a process that had the file open before finds the mark at its next
+    /// write and does the same from then on. So no writer can leave the others'
+    /// subscriptions with a gap ([`Error::CrossProcessGap`]) by forgetting the option; `false`
+    /// leaves a file as it is. Off by default; ignored by a read-only handle.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use tessera::{Db, DbOptions};
+    /// let path = dir.path().join("db");
+    /// let options = DbOptions { durable_feed: true, cross_process_notify: true, ..DbOptions::default() };
+    /// drop(Db::open_with(&path, options)?);
+    /// // A later opener without the option: the file keeps notification on.
+    /// std::fs::remove_file(dir.path().join("db-notify")).unwrap();
+    /// let db = Db::open_with(&path, DbOptions::default())?;
+    /// assert!(dir.path().join("db-notify").exists());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -526,7 +543,8 @@ impl Db {
             txn::reserve_file(&db.inner)?;
         }
         durable_feed::open(&db)?;
-        if db.inner.options.cross_process_notify && !db.inner.options.read_only {
+        // On when this opener asks, or when the file has it on (see `durable_feed`).
+        if durable_feed::notify_at_open(&db) && !db.inner.options.read_only {
             let started = cross_process::CrossProcess::start(&db)?;
             assert!(db.inner.cross_process.set(started).is_ok(), "started once, at open");
         }

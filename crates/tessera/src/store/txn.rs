@@ -1,7 +1,8 @@
 //! Read and write transactions, the write path (map growth and retry, durability, change
 //! recording) and the gate that keeps read transactions out of the way of a map resize.
 
-use super::feed::{Change, ChangeBatch, ChangeKind};
+use super::change_log::{ChangeLog, Staged};
+use super::feed::ChangeBatch;
 use super::sync::Durability;
 use super::{checksum, durable_feed, Inner, Keyspace};
 use crate::error::{Error, Result};
@@ -416,61 +417,6 @@ impl<'t> Iterator for Entries<'t> {
     }
 }
 
-/// Changes recorded in a write transaction (only while someone listens to the feed).
-#[derive(Default)]
-struct ChangeLog {
-    changes: Vec<Change>,
-    /// Each change's hash (of keyspace and key) and position in `changes`: the key is stored
-    /// once, in its change, and a lookup compares against it there. The hash is kept so that
-    /// growing the table never hashes a key again.
-    positions: hashbrown::HashTable<(u64, usize)>,
-    /// Keyed by a random key per process (std's SipHash), since keys may come from outside:
-    /// crafted keys cannot make one transaction's log quadratic.
-    hasher: std::hash::RandomState,
-}
-
-impl ChangeLog {
-    fn hash(&self, keyspace: &str, key: &[u8]) -> u64 {
-        use std::hash::{BuildHasher, Hash, Hasher};
-        let mut hasher = self.hasher.build_hasher();
-        keyspace.hash(&mut hasher);
-        key.hash(&mut hasher);
-        hasher.finish()
-    }
-
-    fn record(&mut self, keyspace: &Arc<str>, key: &[u8], old: Option<Box<[u8]>>, new: Option<Box<[u8]>>) {
-        let hash = self.hash(keyspace, key);
-        let changes = &self.changes;
-        let same = |&(entry_hash, position): &(u64, usize)| {
-            entry_hash == hash && *changes[position].key == *key && *changes[position].keyspace == **keyspace
-        };
-        match self.positions.find(hash, same) {
-            Some(&(_, position)) => self.changes[position].new = new,
-            None => {
-                self.positions.insert_unique(hash, (hash, self.changes.len()), |&(entry_hash, _)| entry_hash);
-                let kind = ChangeKind::Insert; // set in `finish`
-                self.changes.push(Change { keyspace: keyspace.clone(), key: key.into(), kind, old, new });
-            }
-        }
-    }
-
-    /// The net changes: a key written back to its old value, or inserted then deleted, drops out.
-    fn finish(self) -> Vec<Change> {
-        self.changes
-            .into_iter()
-            .filter_map(|mut change| {
-                change.kind = match (&change.old, &change.new) {
-                    (None, Some(_)) => ChangeKind::Insert,
-                    (Some(old), Some(new)) if old != new => ChangeKind::Update,
-                    (Some(_), None) => ChangeKind::Delete,
-                    _ => return None,
-                };
-                Some(change)
-            })
-            .collect()
-    }
-}
-
 /// Work to do once a transaction has committed, still under the writer lock.
 pub(crate) type AfterCommit = Box<dyn FnOnce() + Send>;
 
@@ -516,8 +462,12 @@ impl<'db> WriteTxn<'db> {
         Ok(())
     }
 
-    fn old_value(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<Box<[u8]>>> {
-        Ok(self.get(keyspace, key)?.map(Box::from))
+    /// While changes are recorded: copies `key`'s value as it is before a write (the write
+    /// may overwrite it in place), unless the log has the key's first old value already.
+    fn stage_old(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<Staged>> {
+        let Some(log) = &mut self.log else { return Ok(None) };
+        let old = get_checked(&self.txn, self.inner, keyspace, key)?;
+        Ok(Some(log.stage(&keyspace.name, key, old)))
     }
 
     /// Stores `value` under `key` with `flags`: with its checksum, in a checksummed keyspace.
@@ -539,8 +489,8 @@ impl<'db> WriteTxn<'db> {
     /// Sets `key` to `value`.
     pub fn put(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
-        let old = if self.log.is_some() { self.old_value(keyspace, key)? } else { None };
-        self.put_logged(keyspace, key, old, value)
+        let staged = self.stage_old(keyspace, key)?;
+        self.put_logged(keyspace, key, staged, value)
     }
 
     /// [`WriteTxn::put`] for a caller that has just read `key`'s value in this transaction
@@ -549,18 +499,19 @@ impl<'db> WriteTxn<'db> {
     pub(crate) fn put_after_read(&mut self, keyspace: &Keyspace, key: &[u8], old: Option<&[u8]>, value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
         debug_assert_eq!(self.get(keyspace, key).ok().flatten(), old, "put_after_read given another value than the stored one");
-        let old = if self.log.is_some() { old.map(Box::from) } else { None };
-        self.put_logged(keyspace, key, old, value)
+        let staged = self.log.as_mut().map(|log| log.stage(&keyspace.name, key, old));
+        self.put_logged(keyspace, key, staged, value)
     }
 
-    /// Stores `value` and records the change (with `old`) while someone listens.
-    fn put_logged(&mut self, keyspace: &Keyspace, key: &[u8], old: Option<Box<[u8]>>, value: &[u8]) -> Result<()> {
+    /// Stores `value` and records the change (its old value `staged`) while changes are
+    /// recorded.
+    fn put_logged(&mut self, keyspace: &Keyspace, key: &[u8], staged: Option<Staged>, value: &[u8]) -> Result<()> {
         self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
         if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::empty()) {
             return Err(self.note_error(error));
         }
-        if let Some(log) = &mut self.log {
-            log.record(&keyspace.name, key, old, Some(value.into()));
+        if let (Some(log), Some(staged)) = (&mut self.log, staged) {
+            log.record_staged(staged, key, Some(value));
         }
         Ok(())
     }
@@ -583,7 +534,7 @@ impl<'db> WriteTxn<'db> {
         match self.store(keyspace, key, value, heed::PutFlags::NO_OVERWRITE) {
             Ok(()) => {
                 if let Some(log) = &mut self.log {
-                    log.record(&keyspace.name, key, None, Some(value.into()));
+                    log.record_new(&keyspace.name, key, value);
                 }
                 Ok(true)
             }
@@ -611,7 +562,7 @@ impl<'db> WriteTxn<'db> {
             return Err(self.note_error(error));
         }
         if let Some(log) = &mut self.log {
-            log.record(&keyspace.name, key, None, Some(value.into()));
+            log.record_new(&keyspace.name, key, value);
         }
         Ok(())
     }
@@ -670,13 +621,13 @@ impl<'db> WriteTxn<'db> {
     /// Removes `key`; returns whether it existed.
     pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
-        let old = if self.log.is_some() { self.old_value(keyspace, key)? } else { None };
+        let staged = self.stage_old(keyspace, key)?;
         let existed = match keyspace.handle.delete(&mut self.txn, key) {
             Ok(existed) => existed,
             Err(error) => return Err(self.note_error(error)),
         };
-        if let (Some(log), true) = (&mut self.log, existed) {
-            log.record(&keyspace.name, key, old, None);
+        if let (Some(log), Some(staged), true) = (&mut self.log, staged, existed) {
+            log.record_staged(staged, key, None);
         }
         Ok(existed)
     }
@@ -738,7 +689,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         let mut txn = WriteTxn {
             txn,
             inner,
-            log: (inner.feed.has_listeners() || durable_feed.is_some()).then(ChangeLog::default),
+            log: (inner.feed.has_listeners() || durable_feed.is_some()).then(ChangeLog::start),
             map_full: false,
             written_bytes: 0,
             after_commit: Vec::new(),
@@ -766,9 +717,9 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         let value = result?; // on Err, dropping `txn` rolls back
         let sequence = txn.txn.id() as u64;
         let changes = txn.log.take().map(ChangeLog::finish);
-        if let (Some((feed, meta)), Some(changes)) = (&durable_feed, &changes) {
+        if let (Some(target), Some(changes)) = (&durable_feed, &changes) {
             // In this transaction: the commit and its feed entry are one.
-            if let Err(error) = durable_feed::append(&mut txn, feed, meta, sequence, changes) {
+            if let Err(error) = durable_feed::append(&mut txn, target, sequence, changes) {
                 if txn.map_full {
                     let written = txn.written_bytes;
                     drop(txn); // rolls back
@@ -802,15 +753,19 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         for work in after_commit {
             work();
         }
-        if let Some(changes) = changes.filter(|_| inner.feed.has_listeners()) {
-            if !changes.is_empty() {
+        if let Some(changes) = changes {
+            if !changes.is_empty() && inner.feed.has_listeners() {
                 // Published while the writer lock is held, so batches queue in commit order;
                 // they are delivered after the lock is released (below, or by the feed thread).
-                inner.feed.publish(ChangeBatch { sequence, changes });
+                inner.feed.publish(ChangeBatch { sequence, changes: changes.to_changes() });
             }
+            changes.keep();
         }
         if let Some(committing) = committing {
             committing.committed(sequence);
+        }
+        if durable_feed.as_ref().is_some_and(|target| target.late_notify) {
+            durable_feed::wake_others_late(inner, sequence);
         }
         break (value, sequence);
     };

@@ -1,0 +1,367 @@
+//! A write transaction's change log: what each key was before the transaction and is after
+//! it, recorded while someone needs the changes (the durable feed, a listener, a live
+//! subscription).
+//!
+//! The keys and values are copied into one growing byte buffer, and each changed key has a
+//! small fixed-size [`Entry`] of offsets into it, so a recorded write costs a copy and a hash,
+//! never an allocation of its own. A key changed twice has one entry, found through a hash
+//! table of entry numbers: the entry keeps its first old value and takes the last new one.
+//! [`ChangeLog::finish`] gives each entry its kind, or drops it (written back to its old
+//! value, or inserted then deleted). The durable feed encodes straight from the buffer
+//! ([`ChangeLog::changes`]); owned [`Change`]s are made only for in-process listeners
+//! ([`ChangeLog::to_changes`]).
+//!
+//! The table hashes with foldhash seeded at random per log (a transaction's keys may come
+//! from outside): keys crafted without the seed cannot make one transaction's log quadratic,
+//! and the seed lives only as long as the transaction, which never shows a hash.
+
+use super::feed::{Change, ChangeKind};
+use std::cell::RefCell;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+/// Most memory a thread keeps of its last change log for the next (see [`ChangeLog::start`]):
+/// a commit of 10,000 records of 100 bytes fills about 2.5 MiB.
+const KEPT_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+thread_local! {
+    /// This thread's last change log, emptied, its memory kept (see [`ChangeLog::start`]).
+    static KEPT: RefCell<Option<ChangeLog>> = const { RefCell::new(None) };
+}
+
+/// A run of bytes in [`ChangeLog::bytes`].
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    len: usize,
+}
+
+/// One changed key.
+#[derive(Debug)]
+struct Entry {
+    /// Index in [`ChangeLog::keyspaces`].
+    keyspace: u32,
+    key: Span,
+    /// The value before the transaction (`None`: the key did not exist).
+    old: Option<Span>,
+    /// The value now (`None`: deleted).
+    new: Option<Span>,
+    /// Set by [`ChangeLog::finish`]; `None` for a change that dropped out.
+    kind: Option<ChangeKind>,
+}
+
+/// A change in the log, borrowed: what the durable feed encodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ChangeView<'a> {
+    pub(crate) keyspace: &'a str,
+    pub(crate) key: &'a [u8],
+    pub(crate) kind: ChangeKind,
+    pub(crate) old: Option<&'a [u8]>,
+    pub(crate) new: Option<&'a [u8]>,
+}
+
+impl Change {
+    /// This change, borrowed (see [`ChangeView`]).
+    #[cfg(test)]
+    pub(crate) fn view(&self) -> ChangeView<'_> {
+        ChangeView { keyspace: &self.keyspace, key: &self.key, kind: self.kind, old: self.old.as_deref(), new: self.new.as_deref() }
+    }
+}
+
+/// A key's old value copied before a write that may overwrite it in place (LMDB reuses the
+/// page), to be recorded with [`ChangeLog::record_staged`] once the write succeeded.
+pub(crate) struct Staged(StagedKey);
+
+enum StagedKey {
+    /// The key already has an entry: its old value is the one recorded first.
+    Known(usize),
+    /// The key's first change; its hash and old value.
+    First { hash: u64, keyspace: u32, old: Option<Span> },
+}
+
+/// See the module docs.
+pub(crate) struct ChangeLog {
+    /// The keyspaces the entries name; a transaction writes a handful.
+    keyspaces: Vec<Arc<str>>,
+    /// Every recorded key and value, one after the other.
+    bytes: Vec<u8>,
+    entries: Vec<Entry>,
+    /// Each entry's hash (of keyspace index and key) and index in `entries`; the hash is kept
+    /// so that growing the table never hashes a key again.
+    positions: hashbrown::HashTable<(u64, usize)>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Default for ChangeLog {
+    fn default() -> Self {
+        ChangeLog {
+            keyspaces: Vec::new(),
+            bytes: Vec::new(),
+            entries: Vec::new(),
+            positions: hashbrown::HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+}
+
+impl ChangeLog {
+    /// An empty log for a write transaction: this thread's last one, with the memory it grew
+    /// to (at most [`KEPT_BYTES_MAX`]), and a fresh hash seed. A large commit's log would
+    /// otherwise take fresh pages from the system each time, one fault per 4 KiB (a third of
+    /// the log's cost, measured with `feed_parts`).
+    pub(crate) fn start() -> ChangeLog {
+        let kept = KEPT.with(|kept| kept.borrow_mut().take());
+        match kept {
+            Some(mut log) => {
+                log.hasher = foldhash::fast::RandomState::default();
+                log
+            }
+            None => ChangeLog::default(),
+        }
+    }
+
+    /// Empties the log and keeps it for this thread's next write transaction, unless it holds
+    /// more than [`KEPT_BYTES_MAX`].
+    pub(crate) fn keep(mut self) {
+        let bytes = self.bytes.capacity()
+            + self.entries.capacity() * std::mem::size_of::<Entry>()
+            + self.positions.capacity() * std::mem::size_of::<(u64, usize)>();
+        if bytes > KEPT_BYTES_MAX {
+            return;
+        }
+        self.keyspaces.clear();
+        self.bytes.clear();
+        self.entries.clear();
+        self.positions.clear();
+        // `try_with`: a thread being torn down keeps nothing.
+        let _ = KEPT.try_with(|kept| *kept.borrow_mut() = Some(self));
+    }
+
+    fn keyspace_index(&mut self, keyspace: &Arc<str>) -> u32 {
+        // The last one first: a transaction usually writes one keyspace many times.
+        if let Some(last) = self.keyspaces.last() {
+            if Arc::ptr_eq(last, keyspace) {
+                return (self.keyspaces.len() - 1) as u32;
+            }
+        }
+        // Two handles of one keyspace may hold two copies of its name: compare the text too.
+        match self.keyspaces.iter().position(|known| Arc::ptr_eq(known, keyspace) || **known == **keyspace) {
+            Some(index) => index as u32,
+            None => {
+                self.keyspaces.push(keyspace.clone());
+                (self.keyspaces.len() - 1) as u32
+            }
+        }
+    }
+
+    fn push_bytes(&mut self, bytes: &[u8]) -> Span {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        Span { start, len: bytes.len() }
+    }
+
+    fn slice(&self, span: Span) -> &[u8] {
+        &self.bytes[span.start..span.start + span.len]
+    }
+
+    fn find(&self, keyspace: u32, key: &[u8]) -> (u64, Option<usize>) {
+        let hash = self.hasher.hash_one((keyspace, key));
+        let same = |&(entry_hash, index): &(u64, usize)| {
+            let entry = &self.entries[index];
+            entry_hash == hash && entry.keyspace == keyspace && self.slice(entry.key) == key
+        };
+        (hash, self.positions.find(hash, same).map(|&(_, index)| index))
+    }
+
+    /// Copies `old`, `key`'s value before a write, unless the key has an entry already.
+    pub(crate) fn stage(&mut self, keyspace: &Arc<str>, key: &[u8], old: Option<&[u8]>) -> Staged {
+        let keyspace = self.keyspace_index(keyspace);
+        match self.find(keyspace, key) {
+            (_, Some(index)) => Staged(StagedKey::Known(index)),
+            (hash, None) => {
+                let old = old.map(|old| self.push_bytes(old));
+                Staged(StagedKey::First { hash, keyspace, old })
+            }
+        }
+    }
+
+    /// Records a write that succeeded: `key` (the one staged) now has the value `new`
+    /// (`None`: deleted).
+    pub(crate) fn record_staged(&mut self, staged: Staged, key: &[u8], new: Option<&[u8]>) {
+        let new = new.map(|new| self.push_bytes(new));
+        match staged.0 {
+            StagedKey::Known(index) => self.entries[index].new = new,
+            StagedKey::First { hash, keyspace, old } => {
+                let key = self.push_bytes(key);
+                let index = self.entries.len();
+                self.positions.insert_unique(hash, (hash, index), |&(entry_hash, _)| entry_hash);
+                self.entries.push(Entry { keyspace, key, old, new, kind: None });
+            }
+        }
+    }
+
+    /// Records a write that succeeded, of a key the caller knows had no value before it.
+    pub(crate) fn record_new(&mut self, keyspace: &Arc<str>, key: &[u8], new: &[u8]) {
+        let staged = self.stage(keyspace, key, None);
+        self.record_staged(staged, key, Some(new));
+    }
+
+    /// Gives each entry its kind; a key written back to its old value, or inserted then
+    /// deleted, drops out.
+    pub(crate) fn finish(mut self) -> ChangeLog {
+        let bytes = &self.bytes;
+        let slice = |span: Span| &bytes[span.start..span.start + span.len];
+        for entry in &mut self.entries {
+            entry.kind = match (entry.old, entry.new) {
+                (None, Some(_)) => Some(ChangeKind::Insert),
+                (Some(old), Some(new)) if slice(old) != slice(new) => Some(ChangeKind::Update),
+                (Some(_), None) => Some(ChangeKind::Delete),
+                _ => None,
+            };
+        }
+        self
+    }
+
+    /// The changes after [`ChangeLog::finish`], in the order the transaction first made them.
+    pub(crate) fn changes(&self) -> impl Iterator<Item = ChangeView<'_>> + Clone {
+        self.entries.iter().filter_map(move |entry| {
+            Some(ChangeView {
+                keyspace: &self.keyspaces[entry.keyspace as usize],
+                key: self.slice(entry.key),
+                kind: entry.kind?,
+                old: entry.old.map(|old| self.slice(old)),
+                new: entry.new.map(|new| self.slice(new)),
+            })
+        })
+    }
+
+    /// Whether no change is left after [`ChangeLog::finish`].
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.iter().all(|entry| entry.kind.is_none())
+    }
+
+    /// The changes after [`ChangeLog::finish`], owned: a batch for in-process listeners.
+    pub(crate) fn to_changes(&self) -> Vec<Change> {
+        let owned = |entry: &Entry| {
+            Some(Change {
+                keyspace: self.keyspaces[entry.keyspace as usize].clone(),
+                key: self.slice(entry.key).into(),
+                kind: entry.kind?,
+                old: entry.old.map(|old| self.slice(old).into()),
+                new: entry.new.map(|new| self.slice(new).into()),
+            })
+        };
+        self.entries.iter().filter_map(owned).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// One write as a transaction makes it: keyspace, key, the value stored before the write
+    /// (what the transaction reads), and the value after (`None`: a delete).
+    type Write = (usize, Vec<u8>, Option<Vec<u8>>);
+
+    /// A change as the tests compare it: keyspace, key, kind, old and new value.
+    type Owned = (String, Vec<u8>, ChangeKind, Option<Vec<u8>>, Option<Vec<u8>>);
+
+    /// The naive oracle: replays the writes over the state before, then compares each touched
+    /// key's value before and after the whole transaction.
+    fn oracle(names: &[Arc<str>], before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>, writes: &[Write]) -> Vec<Owned> {
+        let mut after = before.clone();
+        let mut order: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (keyspace, key, new) in writes {
+            let id = (*keyspace, key.clone());
+            // Deleting a missing key changes nothing: it does not place the key in the order.
+            let changes_something = new.is_some() || after.contains_key(&id);
+            if changes_something && !order.contains(&id) {
+                order.push(id.clone());
+            }
+            match new {
+                Some(value) => after.insert(id, value.clone()),
+                None => after.remove(&id),
+            };
+        }
+        order
+            .into_iter()
+            .filter_map(|id| {
+                let (old, new) = (before.get(&id).cloned(), after.get(&id).cloned());
+                let kind = match (&old, &new) {
+                    (None, Some(_)) => ChangeKind::Insert,
+                    (Some(old), Some(new)) if old != new => ChangeKind::Update,
+                    (Some(_), None) => ChangeKind::Delete,
+                    _ => return None,
+                };
+                Some((names[id.0].to_string(), id.1, kind, old, new))
+            })
+            .collect()
+    }
+
+    /// Records `writes` as the write path does: stage with the value stored now, then record.
+    fn logged(names: &[Arc<str>], before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>, writes: &[Write]) -> ChangeLog {
+        let mut state = before.clone();
+        let mut log = ChangeLog::default();
+        for (keyspace, key, new) in writes {
+            let id = (*keyspace, key.clone());
+            // A delete of a missing key records nothing, as `WriteTxn::delete` does.
+            if new.is_none() && !state.contains_key(&id) {
+                continue;
+            }
+            // Each keyspace through a fresh `Arc` now and then, as two handles would hold it.
+            let name: Arc<str> = if key.len() % 2 == 0 { names[*keyspace].clone() } else { names[*keyspace].to_string().into() };
+            let staged = log.stage(&name, key, state.get(&id).map(Vec::as_slice));
+            log.record_staged(staged, key, new.as_deref());
+            match new {
+                Some(value) => state.insert(id, value.clone()),
+                None => state.remove(&id),
+            };
+        }
+        log.finish()
+    }
+
+    #[test]
+    fn the_log_agrees_with_a_replay_of_random_transactions() {
+        let names: Vec<Arc<str>> = vec!["a".into(), "b".into(), "c".into()];
+        let mut rng = fastrand::Rng::with_seed(19);
+        for _ in 0..2_000 {
+            // Few keys and values, so that keys repeat and values come back.
+            let key = |rng: &mut fastrand::Rng| vec![b'k'; rng.usize(1..4)];
+            let value = |rng: &mut fastrand::Rng| vec![rng.u8(0..3); rng.usize(0..3)];
+            let mut before = BTreeMap::new();
+            for _ in 0..rng.usize(0..6) {
+                before.insert((rng.usize(0..3), key(&mut rng)), value(&mut rng));
+            }
+            let writes: Vec<Write> = (0..rng.usize(0..12))
+                .map(|_| (rng.usize(0..3), key(&mut rng), if rng.u8(0..4) == 0 { None } else { Some(value(&mut rng)) }))
+                .collect();
+            let log = logged(&names, &before, &writes);
+            let got: Vec<Owned> = log
+                .changes()
+                .map(|c| (c.keyspace.to_string(), c.key.to_vec(), c.kind, c.old.map(<[u8]>::to_vec), c.new.map(<[u8]>::to_vec)))
+                .collect();
+            let expected = oracle(&names, &before, &writes);
+            assert_eq!(got, expected, "before {before:?}, writes {writes:?}");
+            let owned: Vec<_> = log.to_changes();
+            assert_eq!(owned.iter().map(Change::view).collect::<Vec<_>>(), log.changes().collect::<Vec<_>>());
+            assert_eq!(log.is_empty(), expected.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_key_written_back_to_its_old_value_drops_out_and_one_written_twice_appears_once() {
+        let ks: Arc<str> = "ks".into();
+        let mut log = ChangeLog::default();
+        let staged = log.stage(&ks, b"k", Some(b"v0"));
+        log.record_staged(staged, b"k", Some(b"v1"));
+        let staged = log.stage(&ks, b"k", Some(b"v1"));
+        log.record_staged(staged, b"k", Some(b"v0"));
+        log.record_new(&ks, b"n", b"x");
+        let staged = log.stage(&ks, b"n", Some(b"x"));
+        log.record_staged(staged, b"n", Some(b"y"));
+        let log = log.finish();
+        let changes: Vec<ChangeView<'_>> = log.changes().collect();
+        assert_eq!(changes, [ChangeView { keyspace: "ks", key: b"n", kind: ChangeKind::Insert, old: None, new: Some(b"y") }]);
+    }
+}
