@@ -5,7 +5,7 @@ use crate::open::{self, Access};
 use crate::table::{pairs, Table};
 use serde_json::{json, Value as Json};
 use std::path::Path;
-use tessera::collection::{DynCollection, DynSchema, TypeDesc};
+use tessera::collection::{DynCollection, DynIndex, DynSchema, TypeDesc};
 use tessera::Db;
 
 /// A stored shape's type as text: `int`, `option<string>`, `list<struct>`, `enum(Open|Done)`.
@@ -59,12 +59,21 @@ pub fn fields(shape: &TypeDesc) -> Vec<(String, String)> {
     out
 }
 
-/// An index's state as `info` and `schema` show it.
-fn index_state(ready: bool) -> &'static str {
-    if ready {
-        "ready"
-    } else {
-        "building"
+/// An index's state as `info` and `schema` show it: ready, building, or failed (the reason is
+/// [`index_failure`]).
+fn index_state(index: &DynIndex) -> &'static str {
+    match (index.ready, &index.failure) {
+        (true, _) => "ready",
+        (false, None) => "building",
+        (false, Some(_)) => "failed",
+    }
+}
+
+/// An index's state for the human tables: a failed build with its reason.
+fn index_state_text(index: &DynIndex) -> String {
+    match &index.failure {
+        Some(reason) if !index.ready => format!("failed: {reason}"),
+        _ => index_state(index).to_owned(),
     }
 }
 
@@ -74,7 +83,7 @@ fn collection_json(name: &str, records: usize, schema: &DynSchema) -> Json {
         "records": records,
         "key_fields": schema.key_fields,
         "indexes": schema.indexes.iter().map(|index| json!({
-            "path": index.path, "unique": index.unique, "state": index_state(index.ready),
+            "path": index.path, "unique": index.unique, "state": index_state(index), "failure": index.failure,
         })).collect::<Vec<_>>(),
     })
 }
@@ -160,7 +169,7 @@ pub fn info(path: &Path, as_json: bool) -> Outcome {
         let indexes: Vec<String> = schema
             .indexes
             .iter()
-            .map(|index| format!("{}{} ({})", index.path, if index.unique { " unique" } else { "" }, index_state(index.ready)))
+            .map(|index| format!("{}{} ({})", index.path, if index.unique { " unique" } else { "" }, index_state_text(index)))
             .collect();
         table.row(vec![collection.name().to_owned(), count.to_string(), schema.key_fields.join(", "), indexes.join(", ")]);
     }
@@ -260,7 +269,7 @@ pub fn schema(path: &Path, name: &str, as_json: bool) -> Outcome {
     print!("\n{}", table.render());
     let mut table = Table::new(&["index", "unique", "state"]);
     for index in &schema.indexes {
-        table.row(vec![index.path.clone(), index.unique.to_string(), index_state(index.ready).to_owned()]);
+        table.row(vec![index.path.clone(), index.unique.to_string(), index_state_text(index)]);
     }
     print!("\n{}", table.render());
     Ok(())

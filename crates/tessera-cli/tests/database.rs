@@ -626,3 +626,55 @@ fn an_export_to_a_fifo_is_written_in_place() {
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is still a FIFO");
     assert!(reader.join().unwrap().lines().count() > 1, "the reader got the export");
 }
+
+/// A background index build that fails (here: a multi-entry index added over a record with
+/// more array elements than one record may index) shows in `info` and `schema` from another
+/// process, with its reason: the reason is kept in the stored schema.
+#[test]
+fn info_and_schema_show_why_an_index_build_failed() {
+    #[derive(Record)]
+    #[record(name = "posts")]
+    struct PostBefore {
+        #[record(key)]
+        id: u32,
+        tags: Vec<u32>,
+    }
+    #[derive(Record)]
+    #[record(name = "posts")]
+    struct Post {
+        #[record(key)]
+        id: u32,
+        #[record(index_elements)]
+        tags: Vec<u32>,
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("failed-index.tessera");
+    {
+        let db = tessera::Db::open(&path).unwrap();
+        let posts = db.collection::<PostBefore>().unwrap();
+        let too_many = PostBefore { id: 1, tags: (0..=tessera::collection::ELEMENT_ENTRIES_MAX as u32).collect() };
+        db.write(|tx| posts.insert(tx, &too_many)).unwrap();
+    }
+    {
+        let db = tessera::Db::open(&path).unwrap();
+        let posts = db.collection::<Post>().unwrap();
+        assert!(!posts.wait_for_indexes(std::time::Duration::from_secs(30)), "the build cannot succeed");
+        assert!(posts.index_failure("tags[]").is_some());
+        drop(posts);
+        db.close().unwrap();
+    }
+    let (status, out, err) = run(&["info", path.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("tags[] (failed: "), "{out}");
+    let (status, out, err) = run(&["info", "--json", path.to_str().unwrap()]);
+    assert_eq!(status, 0, "{err}");
+    let index = &json(&out)["collections"][0]["indexes"][0];
+    assert_eq!(index["state"], "failed", "{out}");
+    assert!(
+        index["failure"].as_str().is_some_and(|reason| reason.contains(&tessera::collection::ELEMENT_ENTRIES_MAX.to_string())),
+        "{out}"
+    );
+    let (status, out, err) = run(&["schema", path.to_str().unwrap(), "posts"]);
+    assert_eq!(status, 0, "{err}");
+    assert!(out.contains("failed: "), "{out}");
+}

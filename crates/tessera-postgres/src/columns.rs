@@ -180,7 +180,7 @@ pub struct FieldColumn {
 ///     key_fields: vec!["id".into()],
 ///     key_kinds: vec![KeyKind::U32],
 ///     shape: TypeDesc::Struct(vec![("id".into(), TypeDesc::Int), ("score".into(), TypeDesc::Float)]),
-///     indexes: vec![tessera::collection::DynIndex { path: "score".into(), unique: false, ready: true }],
+///     indexes: vec![tessera::collection::DynIndex { path: "score".into(), unique: false, ready: true, failure: None }],
 /// };
 /// let shape = TableShape::of("players", &schema).unwrap();
 /// assert_eq!(shape.columns[0].column_type, ColumnType::BigInt);
@@ -261,7 +261,7 @@ mod tests {
                 ("tags".into(), TypeDesc::List(Box::new(TypeDesc::String))),
                 ("record".into(), TypeDesc::String),
             ]),
-            indexes: indexes.iter().map(|path| DynIndex { path: (*path).into(), unique: false, ready: true }).collect(),
+            indexes: indexes.iter().map(|path| DynIndex { path: (*path).into(), unique: false, ready: true, failure: None }).collect(),
         }
     }
 
@@ -285,7 +285,8 @@ mod tests {
             ("small".into(), TypeDesc::Option(Box::new(TypeDesc::Integer(IntType::U32)))),
             ("signed".into(), TypeDesc::Integer(IntType::I64)),
         ]);
-        let indexes = ["small", "signed"].iter().map(|path| DynIndex { path: (*path).into(), unique: false, ready: true }).collect();
+        let indexes =
+            ["small", "signed"].iter().map(|path| DynIndex { path: (*path).into(), unique: false, ready: true, failure: None }).collect();
         let schema = DynSchema { version: 1, key_fields: vec!["id".into()], key_kinds: vec![KeyKind::U64], shape, indexes };
         let types: Vec<ColumnType> = TableShape::of("t", &schema).unwrap().columns.iter().map(|column| column.column_type).collect();
         assert_eq!(types, [ColumnType::Numeric, ColumnType::BigInt, ColumnType::BigInt]);

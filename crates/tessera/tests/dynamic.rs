@@ -110,7 +110,7 @@ fn composite_keys_are_arrays_and_a_created_collection_opens_typed() {
         key_fields: vec!["id".into()],
         key_kinds: vec![KeyKind::U32],
         shape: <Task as tessera::collection::Describe>::describe(),
-        indexes: vec![tessera::collection::DynIndex { path: "priority".into(), unique: false, ready: true }],
+        indexes: vec![tessera::collection::DynIndex { path: "priority".into(), unique: false, ready: true, failure: None }],
     };
     let tasks = db.create_dyn_collection("tasks", &schema).unwrap();
     db.write(|tx| tasks.insert_json(tx, br#"{"id": 9, "title": "nine", "priority": 3, "state": "Open"}"#)).unwrap();

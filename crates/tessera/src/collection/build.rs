@@ -342,12 +342,12 @@ pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
                     Ok(Some(last)) => after = Some(last),
                     Ok(None) => {
                         if let Err(error) = mark_ready(&db, &state, id) {
-                            fail(&state, id, error);
+                            fail(&db, &state, id, error);
                         }
                         break;
                     }
                     Err(error) => {
-                        fail(&state, id, error);
+                        fail(&db, &state, id, error);
                         break;
                     }
                 }
@@ -357,10 +357,16 @@ pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
     Ok(())
 }
 
-fn fail(state: &CollectionState, id: u8, error: Error) {
+/// Records why index `id`'s build stopped: in memory for this process
+/// ([`crate::Collection::index_failure`]), and in the stored schema for any other
+/// ([`crate::collection::DynIndex::failure`], `tessera info`). Storing it is best effort: the
+/// build has failed either way, and this process still knows why.
+fn fail(db: &Db, state: &CollectionState, id: u8, error: Error) {
+    let reason = error.to_string();
     for index in state.indexes.iter().filter(|index| index.id == id) {
-        *index.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.to_string());
+        *index.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
     }
+    let _ = update_stored_index(db, state, id, |index| index.failure = Some(reason.clone()));
 }
 
 /// Indexes the next batch of records after `after` into index `id`; returns the last key
@@ -382,17 +388,24 @@ fn build_batch(db: &Db, state: &CollectionState, id: u8, after: Option<&[u8]>) -
 }
 
 /// Records in the schema that index `id` is complete, then lets queries use it.
-fn mark_ready(db: &Db, state: &CollectionState, id: u8) -> Result<()> {
+/// Applies `change` to index `id` in the collection's stored schema, in a transaction of its
+/// own (nothing is written if the collection has no stored schema).
+fn update_stored_index(db: &Db, state: &CollectionState, id: u8, change: impl Fn(&mut super::StoredIndex)) -> Result<()> {
     let schema_keyspace = db.internal_keyspace(super::SCHEMA_KEYSPACE)?;
     db.write(|tx| {
         let Some(bytes) = tx.get(&schema_keyspace, state.name.as_bytes())? else { return Ok(()) };
         let mut schema: super::StoredSchema = tessera_value::from_slice(bytes)
             .map_err(|error| Error::Corrupted(format!("schema of collection {:?}: {error}", state.name)))?;
-        for index in schema.indexes.iter_mut().filter(|index| index.id == id) {
-            index.ready = true;
-        }
+        schema.indexes.iter_mut().filter(|index| index.id == id).for_each(&change);
         let bytes = tessera_value::to_vec(&schema)?;
         tx.put(&schema_keyspace, state.name.as_bytes(), &bytes)
+    })
+}
+
+fn mark_ready(db: &Db, state: &CollectionState, id: u8) -> Result<()> {
+    update_stored_index(db, state, id, |index| {
+        index.ready = true;
+        index.failure = None;
     })?;
     for index in state.indexes.iter().filter(|index| index.id == id) {
         index.ready.store(true, Ordering::Release);

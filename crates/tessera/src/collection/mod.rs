@@ -608,7 +608,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         for def in T::INDEXES {
             if !schema.indexes.iter().any(|index| index.path == def.path) {
                 let id = schema.free_index_id().ok_or_else(|| schema_error(name, "more than 256 indexes"))?;
-                schema.indexes.push(StoredIndex { path: def.path.to_owned(), unique: def.unique, id, ready: is_empty });
+                schema.indexes.push(StoredIndex { path: def.path.to_owned(), unique: def.unique, id, ready: is_empty, failure: None });
             }
         }
         if migrate {

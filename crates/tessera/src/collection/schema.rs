@@ -559,6 +559,10 @@ pub(crate) struct StoredIndex {
     pub(crate) id: u8,
     /// Built for every record (new indexes build in the background).
     pub(crate) ready: bool,
+    /// Why the last background build stopped, if it did and none has finished since: kept in
+    /// the schema so that another process (`tessera info`) can say why an index is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) failure: Option<String>,
 }
 
 /// What the database records of a collection.

@@ -117,7 +117,7 @@ pub struct DynSchema {
 /// One index of a collection.
 ///
 /// ```
-/// let index = tessera::collection::DynIndex { path: "age".into(), unique: false, ready: true };
+/// let index = tessera::collection::DynIndex { path: "age".into(), unique: false, ready: true, failure: None };
 /// assert!(index.ready);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +128,10 @@ pub struct DynIndex {
     pub unique: bool,
     /// Built for every record; a new index builds in the background.
     pub ready: bool,
+    /// Why the index's last background build stopped (for example a record with more array
+    /// elements than a multi-entry index takes), while it is not ready; `None` otherwise. Any
+    /// process that opens the collection may build it again.
+    pub failure: Option<String>,
 }
 
 impl DynSchema {
@@ -140,7 +144,12 @@ impl DynSchema {
             indexes: stored
                 .indexes
                 .iter()
-                .map(|index| DynIndex { path: index.path.clone(), unique: index.unique, ready: index.ready })
+                .map(|index| DynIndex {
+                    path: index.path.clone(),
+                    unique: index.unique,
+                    ready: index.ready,
+                    failure: index.failure.clone().filter(|_| !index.ready),
+                })
                 .collect(),
         }
     }
@@ -334,7 +343,7 @@ impl Db {
         for (id, index) in schema.indexes.iter().enumerate() {
             let id =
                 u8::try_from(id).map_err(|_| Error::SchemaMismatch { collection: name.into(), reason: "more than 256 indexes".into() })?;
-            indexes.push(StoredIndex { path: index.path.clone(), unique: index.unique, id, ready: true });
+            indexes.push(StoredIndex { path: index.path.clone(), unique: index.unique, id, ready: true, failure: None });
         }
         let stored = StoredSchema {
             version: schema.version,
