@@ -28,6 +28,19 @@ use std::time::Duration;
 pub(crate) const INLINE_DELIVERY_CHANGES_MAX: usize = 256;
 
 /// What a commit did to one key.
+///
+/// ```
+/// use std::time::Duration;
+/// use tessera::store::{ChangeKind, FeedEvent};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// let feed = db.subscribe();
+/// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+/// let Some(FeedEvent::Batch(batch)) = feed.recv_timeout(Duration::from_secs(5)) else { panic!("no batch") };
+/// assert_eq!(batch.changes[0].kind, ChangeKind::Insert);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChangeKind {
     /// The key did not exist before.
@@ -39,6 +52,22 @@ pub enum ChangeKind {
 }
 
 /// One changed key.
+///
+/// ```
+/// use std::time::Duration;
+/// use tessera::store::{ChangeKind, FeedEvent};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// db.write(|tx| tx.put(&ks, b"k", b"old"))?;
+/// let feed = db.subscribe();
+/// db.write(|tx| tx.put(&ks, b"k", b"new"))?;
+/// let Some(FeedEvent::Batch(batch)) = feed.recv_timeout(Duration::from_secs(5)) else { panic!("no batch") };
+/// let change = &batch.changes[0];
+/// assert_eq!((&*change.keyspace, &*change.key, change.kind), ("ks", &b"k"[..], ChangeKind::Update));
+/// assert_eq!((change.old.as_deref(), change.new.as_deref()), (Some(&b"old"[..]), Some(&b"new"[..])));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
     /// The keyspace's name.
@@ -55,6 +84,20 @@ pub struct Change {
 
 /// Everything one commit changed, in the order the transaction made the changes (a key
 /// changed twice in one transaction appears once, with its first old and last new value).
+///
+/// ```
+/// use std::time::Duration;
+/// use tessera::store::FeedEvent;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// let feed = db.subscribe();
+/// db.write(|tx| { tx.put(&ks, b"k", b"1")?; tx.put(&ks, b"k", b"2") })?; // one key, twice
+/// let Some(FeedEvent::Batch(batch)) = feed.recv_timeout(Duration::from_secs(5)) else { panic!("no batch") };
+/// assert_eq!(batch.changes.len(), 1, "a key changed twice appears once, with its last value");
+/// assert_eq!(batch.changes[0].new.as_deref(), Some(&b"2"[..]));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeBatch {
     /// The commit's sequence number (LMDB's transaction id): increasing, in commit order.
@@ -64,6 +107,22 @@ pub struct ChangeBatch {
 }
 
 /// What a listener receives.
+///
+/// ```
+/// use std::time::Duration;
+/// use tessera::store::FeedEvent;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// let feed = db.subscribe();
+/// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+/// match feed.recv_timeout(Duration::from_secs(5)) {
+///     Some(FeedEvent::Batch(batch)) => assert_eq!(batch.changes.len(), 1),
+///     Some(FeedEvent::Lagged { missed }) => println!("{missed} batches missed: read the state again"),
+///     None => panic!("no event"),
+/// }
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub enum FeedEvent {
     /// A commit's changes.
@@ -76,6 +135,11 @@ pub enum FeedEvent {
 }
 
 /// Default capacity of each listener's queue, in batches.
+///
+/// ```
+/// use tessera::store::LISTENER_QUEUE_BATCHES_DEFAULT;
+/// assert!(LISTENER_QUEUE_BATCHES_DEFAULT >= 1);
+/// ```
 pub const LISTENER_QUEUE_BATCHES_DEFAULT: usize = 1024;
 
 struct Listener {
@@ -389,6 +453,15 @@ impl ChangeStream {
     }
 
     /// The next event, waiting at most `timeout`; `None` on timeout or if the database closed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let feed = db.subscribe();
+    /// assert!(feed.recv_timeout(Duration::from_millis(10)).is_none(), "no commit, no event");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Option<FeedEvent> {
         if let Some(event) = self.queued() {
             return Some(event);
@@ -398,6 +471,22 @@ impl ChangeStream {
     }
 
     /// The next event if one is ready.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let feed = db.subscribe();
+    /// assert!(feed.try_recv().is_none());
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// let deadline = Instant::now() + Duration::from_secs(5);
+    /// while feed.try_recv().is_none() {
+    ///     assert!(Instant::now() < deadline, "the commit's batch arrives");
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn try_recv(&self) -> Option<FeedEvent> {
         self.queued()
     }

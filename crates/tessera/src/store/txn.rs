@@ -14,6 +14,17 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// Largest key LMDB accepts with its default build.
+///
+/// ```
+/// use tessera::store::KEY_LEN_MAX;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// db.write(|tx| tx.put(&ks, &[1; KEY_LEN_MAX], b"fits"))?;
+/// let refused = db.write(|tx| tx.put(&ks, &[1; KEY_LEN_MAX + 1], b"too long"));
+/// assert!(matches!(refused, Err(tessera::Error::KeySize { max: KEY_LEN_MAX, .. })));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub const KEY_LEN_MAX: usize = 511;
 
 /// Maps smaller than this grow by 4x when full, larger ones by 2x.
@@ -173,6 +184,17 @@ impl ResizeGate {
 }
 
 /// A read-only snapshot of the database. It may be sent to another thread.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+/// let tx = db.read_txn()?;
+/// let value = std::thread::scope(|scope| scope.spawn(move || tx.get(&ks, b"k").map(|v| v.map(<[u8]>::to_vec))).join().unwrap())?;
+/// assert_eq!(value.as_deref(), Some(&b"v"[..]), "read on another thread");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct ReadTxn<'db> {
     /// Always `Some` until [`ReadTxn::keep`] hands it to the database's [`SnapshotCache`].
     txn: Option<heed::RoTxn<'static, WithoutTls>>,
@@ -274,6 +296,18 @@ impl<'db> ReadTxn<'db> {
     }
 
     /// The value of `key`, borrowed from the database's pages (valid for this transaction).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// let tx = db.read_txn()?;
+    /// assert_eq!(tx.get(&ks, b"k")?, Some(&b"v"[..]));
+    /// assert_eq!(tx.get(&ks, b"missing")?, None);
+    /// assert_eq!(tx.get(&ks, b"")?, None, "no empty key can be stored");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
         if !key_size_valid(key) {
             return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
@@ -282,6 +316,17 @@ impl<'db> ReadTxn<'db> {
     }
 
     /// The entries with keys in `range`, in key order, read lazily.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| [b"a", b"b", b"c"].iter().try_for_each(|k| tx.put(&ks, *k, b"")))?;
+    /// let tx = db.read_txn()?;
+    /// let keys: Vec<Vec<u8>> = tx.range(&ks, &b"b"[..]..)?.map(|e| e.map(|(k, _)| k.to_vec())).collect::<tessera::Result<_>>()?;
+    /// assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let bounds = lmdb_bounds((range.start_bound().cloned(), range.end_bound().cloned()));
         let iter = keyspace.handle.range(self.txn(), &bounds).map_err(|e| self.error(e))?;
@@ -290,6 +335,16 @@ impl<'db> ReadTxn<'db> {
 
     /// The entries whose keys start with `prefix`, in key order (all of them for an empty
     /// prefix).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| [&b"user:1"[..], b"user:2", b"group:1"].iter().try_for_each(|k| tx.put(&ks, k, b"")))?;
+    /// let tx = db.read_txn()?;
+    /// assert_eq!(tx.prefix(&ks, b"user:")?.count(), 2);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn prefix<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<Entries<'t>> {
         if prefix.is_empty() {
             return self.range(keyspace, ..);
@@ -299,6 +354,15 @@ impl<'db> ReadTxn<'db> {
     }
 
     /// Number of entries in the keyspace.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| (0u8..3).try_for_each(|i| tx.put(&ks, &[i], b"")))?;
+    /// assert_eq!(db.read_txn()?.len(&ks)?, 3);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn len(&self, keyspace: &Keyspace) -> Result<u64> {
         keyspace.handle.len(self.txn()).map_err(|e| self.error(e))
     }
@@ -320,6 +384,16 @@ impl<'db> ReadTxn<'db> {
     }
 
     /// The snapshot's sequence: the sequence of the last commit it sees.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let before = db.read_txn()?.sequence();
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// assert!(db.read_txn()?.sequence() > before, "each commit has a larger sequence");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn sequence(&self) -> u64 {
         self.txn().id() as u64
     }
@@ -338,6 +412,19 @@ enum RawEntries<'t> {
 }
 
 /// Entries of a keyspace, in key order, read lazily from the snapshot's pages.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// db.write(|tx| { tx.put(&ks, b"a", b"1")?; tx.put(&ks, b"b", b"2") })?;
+/// let tx = db.read_txn()?;
+/// for entry in tx.range(&ks, ..)? {
+///     let (key, value) = entry?; // a damaged value is an error, not a wrong answer
+///     assert_eq!(key.len(), value.len());
+/// }
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct Entries<'t> {
     iter: RawEntries<'t>,
     ceiling: u64,
@@ -421,6 +508,19 @@ impl<'t> Iterator for Entries<'t> {
 pub(crate) type AfterCommit = Box<dyn FnOnce() + Send>;
 
 /// A write transaction: see [`crate::Db::write`].
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// let result: tessera::Result<()> = db.write(|tx| {
+///     tx.put(&ks, b"a", b"1")?;
+///     Err(tessera::Error::other(std::io::Error::other("changed my mind")))
+/// });
+/// assert!(result.is_err());
+/// assert_eq!(db.read(|tx| Ok(tx.get(&ks, b"a")?.is_none()))?, true, "rolled back");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct WriteTxn<'db> {
     txn: heed::RwTxn<'db>,
     inner: &'db Inner,
@@ -487,6 +587,15 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Sets `key` to `value`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| { tx.put(&ks, b"k", b"1")?; tx.put(&ks, b"k", b"2") })?;
+    /// assert_eq!(db.read(|tx| Ok(tx.get(&ks, b"k")?.map(<[u8]>::to_vec)))?, Some(b"2".to_vec()));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn put(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
         let staged = self.stage_old(keyspace, key)?;
@@ -619,6 +728,16 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Removes `key`; returns whether it existed.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// assert!(db.write(|tx| tx.delete(&ks, b"k"))?);
+    /// assert!(!db.write(|tx| tx.delete(&ks, b"k"))?, "already gone");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
         let staged = self.stage_old(keyspace, key)?;
@@ -633,6 +752,18 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// The value of `key` as this transaction sees it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let seen = db.write(|tx| {
+    ///     tx.put(&ks, b"k", b"uncommitted")?;
+    ///     Ok(tx.get(&ks, b"k")?.map(<[u8]>::to_vec))
+    /// })?;
+    /// assert_eq!(seen.as_deref(), Some(&b"uncommitted"[..]));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn get(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>> {
         if !key_size_valid(key) {
             return Ok(None); // no such key can be stored (writes refuse it with `KeySize`)
@@ -641,6 +772,19 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// The entries with keys in `range` as this transaction sees them, in key order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let count = db.write(|tx| {
+    ///     tx.put(&ks, b"a", b"")?;
+    ///     tx.put(&ks, b"b", b"")?;
+    ///     Ok(tx.range(&ks, &b"a"[..]..&b"b"[..])?.count())
+    /// })?;
+    /// assert_eq!(count, 1, "the end bound is exclusive");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let ceiling = self.inner.options.map_size_max_bytes;
         let bounds = lmdb_bounds((range.start_bound().cloned(), range.end_bound().cloned()));
@@ -650,6 +794,19 @@ impl<'db> WriteTxn<'db> {
 
     /// The entries whose keys start with `prefix` as this transaction sees them, in key order
     /// (all of them for an empty prefix).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let count = db.write(|tx| {
+    ///     tx.put(&ks, b"job:1", b"")?;
+    ///     tx.put(&ks, b"jobs", b"")?;
+    ///     Ok(tx.prefix(&ks, b"job:")?.count())
+    /// })?;
+    /// assert_eq!(count, 1);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn prefix<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<Entries<'t>> {
         if prefix.is_empty() {
             return self.range(keyspace, ..);
@@ -660,6 +817,15 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// The sequence this transaction will have when it commits.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// let will_be = db.write(|tx| { tx.put(&ks, b"k", b"v")?; Ok(tx.sequence()) })?;
+    /// assert_eq!(db.read_txn()?.sequence(), will_be);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn sequence(&self) -> u64 {
         self.txn.id() as u64
     }
@@ -950,6 +1116,20 @@ fn adopt_resized_map(inner: &Inner) -> Result<()> {
 
 /// What both transaction kinds can read: a consistent view of the database. Collections take
 /// `&impl Snapshot` (or a [`crate::Db`], through [`ReadSource`]) for their reads.
+///
+/// ```
+/// use tessera::store::Snapshot;
+/// /// Counts a keyspace's entries in any view: a read or a write transaction.
+/// fn count(view: &impl Snapshot, ks: &tessera::store::Keyspace) -> tessera::Result<usize> {
+///     Ok(view.entries(ks, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)?.count())
+/// }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let ks = db.keyspace("ks")?;
+/// let inside = db.write(|tx| { tx.put(&ks, b"k", b"v")?; count(&*tx, &ks) })?;
+/// assert_eq!((inside, count(&db.read_txn()?, &ks)?), (1, 1));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub trait Snapshot {
     /// The value of `key`.
     fn get_value(&self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&[u8]>>;
@@ -1025,6 +1205,20 @@ snapshot_for!(ReadTxn, WriteTxn);
 
 /// Where a read can run: a [`crate::Db`] (each call opens its own snapshot) or an open
 /// transaction (the call reads that transaction's view).
+///
+/// ```
+/// use tessera::collection::Record;
+/// #[derive(Record, Debug, PartialEq)]
+/// struct Task { #[record(key)] id: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let tasks = db.collection::<Task>()?;
+/// db.write(|tx| tasks.insert(tx, &Task { id: 1 }))?;
+/// assert!(tasks.get(&db, &1)?.is_some()); // a Db: a snapshot of its own
+/// let tx = db.read_txn()?;
+/// assert!(tasks.get(&tx, &1)?.is_some()); // a transaction: its view
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub trait ReadSource {
     /// Runs `read` on a snapshot.
     fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R>;
