@@ -59,6 +59,7 @@
 mod catalog;
 mod conform;
 mod key_kind;
+mod live;
 mod query;
 mod salvage;
 

@@ -9,7 +9,6 @@ use crate::collection::plan::Plan;
 use crate::error::Result;
 use crate::query::{Expr, OrderKey, QueryError, Statement};
 use crate::store::{ReadSource, Snapshot};
-use crate::Db;
 use std::sync::Arc;
 
 impl DynCollection {
@@ -84,49 +83,6 @@ impl DynCollection {
         query.offset = statement.offset;
         query.limit = statement.limit;
         Ok(query)
-    }
-
-}
-
-impl DynQuery {
-    /// Subscribes to the query, with the shape of every subscription
-    /// ([`crate::live::Subscription`]): [`crate::live::Event::Initial`] with the result now,
-    /// then `Changed` with a [`crate::live::ResultChange`] per commit that changes the result,
-    /// then `Closed` when the database closes.
-    ///
-    /// Without a record type the incremental engine cannot follow the query: it runs again
-    /// after each commit that changed the collection, and the changeset is the difference
-    /// between the two results (a row whose value changed is in `modifications`).
-    ///
-    /// ```
-    /// # use tessera::collection::Record;
-    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
-    /// # #[record(name = "tags")]
-    /// # struct Tag { #[record(key)] name: String, uses: u32 }
-    /// use tessera::live::Event;
-    /// use std::time::Duration;
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = tessera::Db::open(dir.path().join("db"))?;
-    /// # db.collection::<Tag>()?;
-    /// let tags = db.dyn_collection("tags")?;
-    /// let live = tags.filter_text("uses > 2")?.subscribe()?;
-    /// assert!(live.recv_timeout(Duration::from_secs(5)).and_then(Event::initial).unwrap().is_empty());
-    /// db.write(|tx| tags.insert_json(tx, br#"{"name": "go", "uses": 5}"#))?;
-    /// let change = live.recv_timeout(Duration::from_secs(5)).and_then(Event::changed).unwrap();
-    /// assert_eq!((change.insertions.as_slice(), change.result[0].to_json().as_str()), (&[0][..], r#"{"name":"go","uses":5}"#));
-    /// # Ok::<(), tessera::Error>(())
-    /// ```
-    pub fn subscribe(&self) -> Result<crate::live::QuerySubscription<DynRecord>> {
-        // What running the query needs, without the collection's `Db` (see `live::watch`).
-        let (state, schema) = (self.collection.state.clone(), self.collection.schema.clone());
-        let (predicate, orders, offset, limit) = (self.predicate.clone(), self.orders.clone(), self.offset, self.limit);
-        let keyspace: Arc<str> = state.records.name().into();
-        crate::live::refetching_query(&self.collection.db, keyspace, move |db: &Db, txn: &crate::store::ReadTxn<'_>| {
-            let collection = DynCollection { db: db.clone(), state: state.clone(), schema: schema.clone() };
-            let query = DynQuery { collection, predicate: predicate.clone(), orders: orders.clone(), offset, limit };
-            let rows = query.fetch(txn)?;
-            Ok(rows.into_iter().map(|row| (row.key.clone().into_boxed_slice(), Arc::new(row))).collect())
-        })
     }
 }
 
