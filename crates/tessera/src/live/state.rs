@@ -321,11 +321,29 @@ impl<T: LiveRecord> QuerySub<T> {
         if !any_removed && inserted.is_empty() && !any_rewritten_visible {
             return Ok(None);
         }
+        inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
+        // Rows only appended after the last one (a result in insertion order) are pushed onto
+        // the buffer instead of merged into a new one: a commit costs what it adds, not the
+        // whole result's sort keys again. The old rows stay a prefix, so their positions and
+        // keys still hold.
+        let appended = !any_removed
+            && inserted.first().is_some_and(|(first, ..)| self.rows.last().is_none_or(|last| sort_key::compare(&first.0, last).is_gt()));
         // Rows only rewritten in place keep their buffers: no merge, every row kept.
         let (old_rows, origin) = if !any_removed && inserted.is_empty() {
             (None, (0..self.rows.len()).map(Origin::Kept).collect())
+        } else if appended {
+            let mut origin: RowScratch<Origin> = (0..self.rows.len()).map(Origin::Kept).collect();
+            let room = self.window_end().saturating_sub(self.rows.len());
+            if inserted.len() > room {
+                // Records were cut off by the limit: the result no longer holds every match.
+                self.complete = false;
+            }
+            for (sort, moved_from, change) in inserted.iter().take(room) {
+                self.rows.push(&sort.0, sort.1);
+                origin.push(Origin::New { moved_from: *moved_from, change: *change });
+            }
+            (None, origin)
         } else {
-            inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
             let (mut merged, mut origin) = merge(&self.rows, &marks, &inserted);
             if merged.len() > self.window_end() {
                 // Records were cut off by the limit: the result no longer holds every match.
