@@ -149,6 +149,16 @@ impl Database {
         Ok(Subscription { live: Arc::new(live), plan })
     }
 
+    /// A live record of collection `name` at `key` (see `ObjectSubscription.next`).
+    #[pyo3(signature = (name, key, plan = None))]
+    fn subscribe_object(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<ObjectSubscription> {
+        let collection = self.shared.collection(py, name)?;
+        let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
+        let live =
+            py.allow_threads(|| collection.subscribe_object(Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
+        Ok(ObjectSubscription { live: Arc::new(live), plan })
+    }
+
     /// Opens a snapshot: every read through it sees the database as of now.
     fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
         Snapshot::open(py, self.shared.clone())
@@ -200,21 +210,9 @@ impl Subscription {
     /// "closed".
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
-        let deadline = timeout.map(|seconds| std::time::Instant::now() + Duration::from_secs_f64(seconds.max(0.0)));
-        loop {
-            let slice = wait_slice(deadline);
-            let live = self.live.clone();
-            let event = py.allow_threads(move || live.recv_timeout(slice));
-            if let Some(event) = event {
-                return self.event(py, event).map(Some);
-            }
-            if self.live.ended().is_some() && self.live.try_recv().is_none() {
-                return Ok(None);
-            }
-            if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
-                return Ok(None);
-            }
-            py.check_signals()?;
+        match next_event(py, &self.live, timeout)? {
+            Some(event) => self.event(py, event).map(Some),
+            None => Ok(None),
         }
     }
 }
@@ -242,6 +240,60 @@ impl Subscription {
             }
         };
         Ok(tuple.into_any().unbind())
+    }
+}
+
+/// Waits for `live`'s next event with the GIL released, at most until `timeout` seconds
+/// from now (None: until one comes), waking every [`WAIT_SLICE_SECONDS`] for signals; None
+/// on timeout and once the subscription has ended and its events are read.
+fn next_event<S: Send + 'static, C: Send + 'static>(
+    py: Python<'_>,
+    live: &Arc<tessera::live::Subscription<S, C>>,
+    timeout: Option<f64>,
+) -> PyResult<Option<Event<S, C>>> {
+    let deadline = timeout.map(|seconds| std::time::Instant::now() + Duration::from_secs_f64(seconds.max(0.0)));
+    loop {
+        let slice = wait_slice(deadline);
+        let waiting = live.clone();
+        if let Some(event) = py.allow_threads(move || waiting.recv_timeout(slice)) {
+            return Ok(Some(event));
+        }
+        if live.ended().is_some() {
+            return Ok(live.try_recv());
+        }
+        if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
+            return Ok(None);
+        }
+        py.check_signals()?;
+    }
+}
+
+/// A live record: `next` gives its events.
+#[pyclass(module = "tessera._native", frozen)]
+pub struct ObjectSubscription {
+    live: Arc<tessera::ObjectSubscription<DynRecord>>,
+    plan: Option<Py<Plan>>,
+}
+
+#[pymethods]
+impl ObjectSubscription {
+    /// The next event, waiting at most `timeout` seconds (None: until one comes), with the
+    /// GIL released: ("initial", record or None), ("updated", record), ("deleted", None),
+    /// ("closed", reason); None on timeout and after "closed".
+    #[pyo3(signature = (timeout = None))]
+    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
+        let Some(event) = next_event(py, &self.live, timeout)? else { return Ok(None) };
+        let record = |record: Option<&Arc<DynRecord>>| match record {
+            Some(record) => plan::object(py, record.value(), self.plan.as_ref()),
+            None => Ok(py.None()),
+        };
+        let (kind, value) = match event {
+            Event::Initial(found) => ("initial", record(found.as_ref())?),
+            Event::Changed(tessera::live::ObjectChange::Updated(found)) => ("updated", record(Some(&found))?),
+            Event::Changed(tessera::live::ObjectChange::Deleted) => ("deleted", py.None()),
+            Event::Closed(reason) => ("closed", format!("{reason:?}").into_pyobject(py)?.into_any().unbind()),
+        };
+        Ok(Some(PyTuple::new(py, [kind.into_pyobject(py)?.into_any().unbind(), value])?.into_any().unbind()))
     }
 }
 

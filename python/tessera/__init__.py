@@ -28,7 +28,7 @@ from collections.abc import MutableMapping
 from typing import Any, Dict, Generic, Iterator, List, Optional, Sequence, Type, TypeVar, Union
 
 from . import _native
-from ._live import Changed, Closed as ClosedEvent, Initial, Subscription
+from ._live import Changed, Closed as ClosedEvent, Deleted, Initial, ObjectSubscription, Subscription, Updated
 from ._query import C, Expr, FieldRef
 from ._schema import RecordType
 from .errors import *  # noqa: F401,F403 (the hierarchy is part of the API)
@@ -45,9 +45,12 @@ __all__ = [
     "Dictionary",
     "Documents",
     "Subscription",
+    "ObjectSubscription",
     "Initial",
     "Changed",
     "ClosedEvent",
+    "Updated",
+    "Deleted",
     "C",
     "Expr",
     "FieldRef",
@@ -390,17 +393,13 @@ class Collection(Generic[T]):
         native = self._db._native.subscribe(self.name, _query_text(query), offset, limit, self._plan)
         return Subscription(native, _built)
 
-    def subscribe_object(self, key: Any) -> Subscription[T]:
-        """A live record: the events of the query matching only ``key`` (a result of zero or
-        one records)."""
-        keys = key if isinstance(key, tuple) else (key,)
-        if len(keys) != len(self._spec.key):
-            raise TypeError(f"{self.name}: a key of {len(self._spec.key)} parts, got {key!r}")
-        from ._query import literal
-
-        text = " and ".join(f"{field} == {literal(part)}" for field, part in zip(self._spec.key, keys))
-        return self.subscribe(text)
-
+    def subscribe_object(self, key: Any) -> ObjectSubscription:
+        """A live record: iterate it for :class:`Initial` (``result`` the record at ``key``, a
+        tuple for a composite key, or None), then :class:`Updated` (``value``) per commit
+        that writes it and :class:`Deleted` per commit that deletes it, then
+        :class:`ClosedEvent`. A record inserted again after a delete is ``Updated``."""
+        native = self._db._native.subscribe_object(self.name, self._spec.native_key(key), self._plan)
+        return ObjectSubscription(native, _built)
 
 _ABSENT = object()
 

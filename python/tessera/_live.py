@@ -1,4 +1,5 @@
-"""Live queries from Python: events, and the blocking and asyncio iterators over them."""
+"""Live queries and live records from Python: events, and the blocking and asyncio iterators
+over them."""
 
 from __future__ import annotations
 
@@ -89,7 +90,20 @@ class Closed:
     reason: str
 
 
-Event = Any  # Initial[T] | Changed[T] | Closed
+@dataclasses.dataclass(frozen=True)
+class Updated(Generic[T]):
+    """A live record's commit: the record as written (an insert, an update, or an insert
+    again after a delete)."""
+
+    value: Any  # T
+
+
+@dataclasses.dataclass(frozen=True)
+class Deleted:
+    """A live record's commit: the record was deleted."""
+
+
+Event = Any  # Initial[T] | Changed[T] | Closed, or for a live record Initial | Updated | Deleted | Closed
 
 
 class Subscription(Generic[T]):
@@ -144,3 +158,22 @@ class Subscription(Generic[T]):
             if event is not None:
                 return event
         raise StopAsyncIteration
+
+
+class ObjectSubscription(Subscription):
+    """A live record: :class:`Initial` (``result`` the record, or None if absent), then
+    :class:`Updated` per commit that writes it and :class:`Deleted` per commit that removes
+    it, then :class:`Closed`. Iterate it as a :class:`Subscription`."""
+
+    def _event(self, raw: Optional[tuple]) -> Optional[Event]:
+        if raw is None:
+            return None
+        kind, value = raw
+        if kind == "initial":
+            return Initial(None if value is None else self._build(value))
+        if kind == "updated":
+            return Updated(self._build(value))
+        if kind == "deleted":
+            return Deleted()
+        self._done = True
+        return Closed(value)

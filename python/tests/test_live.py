@@ -36,11 +36,25 @@ def test_initial_changed_closed(tmp_path):
 
 def test_subscribe_object(db, tasks):
     live = tasks.subscribe_object(7)
-    assert next(live).result == []
+    first = next(live)
+    assert isinstance(first, tessera.Initial) and first.result is None, "absent at first"
     tasks.insert(Task(8, "other", 1))
     tasks.insert(Task(7, "mine", 1))
     change = next(live)
-    assert change.result == [Task(7, "mine", 1)]
+    assert change == tessera.Updated(Task(7, "mine", 1)), "only its own key's writes, as the record"
+    tasks.upsert(Task(7, "mine!", 2))
+    assert next(live) == tessera.Updated(Task(7, "mine!", 2))
+    tasks.delete(7)
+    assert isinstance(next(live), tessera.Deleted)
+    tasks.insert(Task(7, "again", 3))
+    assert next(live) == tessera.Updated(Task(7, "again", 3)), "followed through delete and insert again"
+    assert live.next(timeout=0.05) is None, "one event per commit"
+
+
+def test_subscribe_object_initial_holds_the_stored_record(db, tasks):
+    tasks.insert(Task(3, "here", 4))
+    live = tasks.subscribe_object(3)
+    assert next(live) == tessera.Initial(Task(3, "here", 4))
 
 
 def test_async_for(db, tasks):

@@ -49,7 +49,7 @@
 mod build;
 mod dynamic;
 mod engine;
-mod key_layout;
+pub(crate) mod key_layout;
 mod keys;
 mod plan;
 mod query;
@@ -859,10 +859,6 @@ fn with_buffer<R>(write: impl FnOnce(&mut Vec<u8>) -> Result<R>) -> Result<R> {
 }
 
 impl<T: Record> Collection<T> {
-    pub(crate) fn from_state(db: Db, state: Arc<CollectionState>) -> Self {
-        Collection { db, state, _type: PhantomData }
-    }
-
     /// The collection's name.
     ///
     /// ```

@@ -2,9 +2,9 @@
 //! (`engine`), records decoded only when returned.
 
 use super::engine::{Candidates, QuerySpec};
-use super::key_layout::RecordKey;
+use super::key_layout::{KeyLayout, RecordKey};
 use super::plan::Plan;
-use super::{decode, sort_key, Collection, Record};
+use super::{decode, sort_key, Collection, CollectionState, Record};
 use crate::error::Result;
 use crate::query::{Expr, OrderKey};
 use crate::store::{ReadSource, Snapshot};
@@ -122,6 +122,12 @@ impl QueryParts {
     pub(crate) fn sort_fields(&self) -> Vec<sort_key::SortField> {
         self.orders.iter().map(sort_key::SortField::of).collect()
     }
+
+    /// The query as the engine runs it on the collection `state`, whose primary key is
+    /// `key`.
+    pub(crate) fn spec<'q>(&'q self, state: &'q Arc<CollectionState>, key: &'q dyn KeyLayout) -> QuerySpec<'q> {
+        QuerySpec { state, key, predicate: self.predicate.as_ref(), orders: &self.orders, offset: self.offset, limit: self.limit }
+    }
 }
 
 impl<T: Record> Query<T> {
@@ -132,10 +138,6 @@ impl<T: Record> Query<T> {
     /// The query's parts, for a live subscription (which must not hold the database).
     pub(crate) fn parts(&self) -> QueryParts {
         QueryParts { predicate: self.predicate.clone(), orders: self.orders.clone(), offset: self.offset, limit: self.limit }
-    }
-
-    pub(crate) fn from_parts(collection: Collection<T>, parts: &QueryParts) -> Self {
-        Query { collection, predicate: parts.predicate.clone(), orders: parts.orders.clone(), offset: parts.offset, limit: parts.limit }
     }
 
     /// Orders by `field` (after any earlier order), with NULLs where SQL puts them: last for
@@ -502,10 +504,6 @@ impl<T: Record> Query<T> {
     }
 
     /// Primary keys and stored bytes of the results, in order (for live queries).
-    pub(crate) fn entries(&self, snapshot: &dyn Snapshot) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.run(snapshot)?.map(|c| c.map(|(key, bytes)| (key.into_owned(), bytes.to_vec()))).collect()
-    }
-
     pub(crate) fn matching_keys(&self, snapshot: &dyn Snapshot) -> Result<Vec<Vec<u8>>> {
         self.run(snapshot)?.map(|c| c.map(|(key, _)| key.into_owned())).collect()
     }

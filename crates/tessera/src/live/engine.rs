@@ -5,14 +5,15 @@ use super::changeset::ObjectChange;
 use super::event::{Event, ObjectMailbox};
 use super::mailbox::SubscriptionEnd;
 use super::matcher::Matcher;
+use super::record::LiveRecord;
 use super::state::{Commit, Hits, QuerySub, SortKeys, Values};
 use super::watch::{AnyWatch, Watches};
-use crate::collection::{sort_key, CollectionState, Record, TypeDesc};
+use crate::collection::{sort_key, CollectionState, TypeDesc};
 use crate::error::Result;
 use crate::query::FieldPath;
 use crate::store::{Change, ChangeBatch, ChangeDemand, WeakDb};
 use crate::Db;
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -33,8 +34,11 @@ pub(super) const PARALLEL_PAIRS_MIN: usize = 20_000;
 pub(super) const SUBSCRIPTION_COST_IN_PAIRS: usize = 16;
 
 /// Every live subscription of one collection.
-pub(super) struct LiveCollection<T: Record> {
+pub(super) struct LiveCollection<T: LiveRecord> {
     pub(super) state: Arc<CollectionState>,
+    /// The primary key's layout, for reading a result from storage (the latest registered
+    /// subscription's: a dynamic handle may know key kinds an earlier one did not).
+    pub(super) keys: T::Keys,
     /// Object subscriptions by primary key. Every change of a commit is looked up here, so the
     /// hash is Fx, not SipHash (a third of a 10,000-change commit's dispatch went to hashing).
     /// The table holds only subscribed keys, so keys crafted to collide can cost a lookup one
@@ -55,7 +59,7 @@ pub(super) struct LiveCollection<T: Record> {
 
 /// The registry goes with the database's change feed: every subscription still open then ends,
 /// so that `recv` returns `None` instead of waiting for deliveries that cannot come.
-impl<T: Record> Drop for LiveCollection<T> {
+impl<T: LiveRecord> Drop for LiveCollection<T> {
     fn drop(&mut self) {
         self.end_all(&SubscriptionEnd::DatabaseClosed);
     }
@@ -70,7 +74,7 @@ pub(super) trait AnyLive: Send {
     fn end_all(&self, end: &SubscriptionEnd);
 }
 
-impl<T: Record> LiveCollection<T> {
+impl<T: LiveRecord> LiveCollection<T> {
     /// Drops subscriptions whose handle is gone; returns how many.
     pub(super) fn prune(&mut self) -> usize {
         if self.dropped.swap(0, Ordering::AcqRel) == 0 {
@@ -108,7 +112,7 @@ impl<T: Record> LiveCollection<T> {
     }
 }
 
-impl<T: Record> AnyLive for LiveCollection<T> {
+impl<T: LiveRecord> AnyLive for LiveCollection<T> {
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
@@ -161,9 +165,9 @@ impl<T: Record> AnyLive for LiveCollection<T> {
             self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
         // A string primary key's sort key is its stored key behind the string tag: anchors on
         // it are matched without reading the records.
-        let string_key = matches!(T::KEY_FIELDS, [_]) && matches!(self.state.shape.resolve(T::KEY_FIELDS[0]), Some(TypeDesc::String));
+        let string_key = T::sole_key_field(&self.keys).filter(|field| matches!(self.state.shape.resolve(field), Some(TypeDesc::String)));
         for (path, field) in &fields {
-            let on_key = string_key && **path == *T::KEY_FIELDS[0];
+            let on_key = string_key.is_some_and(|key_field| **path == *key_field);
             for (index, change) in changes.iter().enumerate() {
                 if on_key {
                     // The old and new versions share the key, so one lookup marks both.
@@ -222,7 +226,7 @@ impl<T: Record> AnyLive for LiveCollection<T> {
         for (sub, _) in &work {
             sort_keys.entry(order_of(sub)).or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
         }
-        let commit = Commit { sequence: batch.sequence, changes: &changes, values: &values, db, state: &self.state };
+        let commit = Commit { sequence: batch.sequence, changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
         let run = |work: &mut [(&mut QuerySub<T>, Hits)]| {
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
@@ -272,7 +276,9 @@ fn record_hit(hits: &mut rustc_hash::FxHashMap<u64, Hits>, id: u64, index: usize
 
 /// All live subscriptions of one database, fed by a hook on its change feed.
 pub(crate) struct Engine {
-    collections: Mutex<HashMap<String, Box<dyn AnyLive>>>,
+    /// By collection name and the type records are delivered as: typed and dynamic
+    /// subscriptions of one collection are kept apart, each decoding to its own type.
+    collections: Mutex<HashMap<(String, TypeId), Box<dyn AnyLive>>>,
     /// Subscriptions to documents, their fields and dictionary keys. Lock order: after
     /// `collections` (a commit is applied to the collections, then to these).
     watches: Mutex<Watches>,
@@ -338,20 +344,24 @@ impl Engine {
 
     /// Runs `register` on the collection's registry with the writer barrier passed: from now on
     /// every commit is recorded and reaches the registry after what `register` read. `register`
-    /// gets the subscription's demand guard to keep (a refused registration drops it).
-    pub(super) fn register<T: Record>(
+    /// gets the subscription's demand guard to keep (a refused registration drops it). `keys`
+    /// (the collection's key layout) replaces the one the registry held.
+    pub(super) fn register<T: LiveRecord>(
         &self,
         db: &Db,
         state: &Arc<CollectionState>,
+        keys: T::Keys,
         register: impl FnOnce(&mut LiveCollection<T>, ChangeDemand) -> Result<()>,
     ) -> Result<()> {
         // Ask writers to record changes, then wait out a transaction that began without.
         let demand = db.demand_changes();
         db.wait_for_writers()?;
         let mut collections = lock(&self.collections);
-        let live = collections.entry(state.name.clone()).or_insert_with(|| {
+        let mut keys = Some(keys);
+        let live = collections.entry((state.name.clone(), TypeId::of::<T>())).or_insert_with(|| {
             Box::new(LiveCollection::<T> {
                 state: state.clone(),
+                keys: keys.take().expect("the keys, once"),
                 objects: rustc_hash::FxHashMap::default(),
                 queries: Vec::new(),
                 free_slots: Vec::new(),
@@ -361,7 +371,12 @@ impl Engine {
             })
         });
         match live.as_any().downcast_mut::<LiveCollection<T>>() {
-            Some(live) => register(live, demand),
+            Some(live) => {
+                if let Some(keys) = keys {
+                    live.keys = keys;
+                }
+                register(live, demand)
+            }
             None => Err(crate::Error::SchemaMismatch {
                 collection: state.name.clone(),
                 reason: "subscribed with two different record types".into(),

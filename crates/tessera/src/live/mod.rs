@@ -62,7 +62,7 @@ mod engine;
 mod event;
 mod mailbox;
 pub mod matcher;
-mod refetch;
+mod record;
 mod rows;
 mod state;
 mod subscription;
@@ -71,12 +71,14 @@ mod watch;
 pub use changeset::{ObjectChange, ResultChange};
 pub use event::Event;
 pub use mailbox::{Policy, SubscriptionEnd, QUEUE_LEN_MAX};
-pub(crate) use refetch::refetching_query;
+pub(crate) use record::LiveRecord;
 pub use subscription::{ObjectSubscription, QuerySubscription, Subscription, SubscriptionHandle, ValueSubscription};
 pub(crate) use watch::{watch, Follow};
 
-use crate::collection::{Collection, Query, Record};
+use crate::collection::{Collection, CollectionState, Query, QueryParts, Record};
 use crate::error::Result;
+use crate::store::Snapshot;
+use crate::Db;
 use engine::{Engine, ObjectSub};
 use mailbox::Mailbox;
 use state::QuerySub;
@@ -102,18 +104,7 @@ impl<T: Record> Collection<T> {
     {
         let mut encoded = Vec::new();
         key.encode_key(&mut encoded);
-        let mailbox = Arc::new(Mailbox::new(policy));
-        let engine = Engine::of(&self.db)?;
-        engine.register::<T>(&self.db, &self.state, |live, demand| {
-            let txn = self.db.read_txn()?;
-            let initial = self.get(&txn, key)?.map(Arc::new);
-            mailbox.push(Event::Initial(initial));
-            mailbox.count_drop_in(live.dropped.clone());
-            let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since: txn.sequence(), _demand: demand };
-            live.objects.entry(encoded.into_boxed_slice()).or_default().push(sub);
-            Ok(())
-        })?;
-        Ok(ObjectSubscription::new(mailbox))
+        subscribe_object_at::<T>(&self.db, &self.state, (), encoded, policy)
     }
 
     /// Subscribes to a query: [`Event::Initial`] with the current result first, then one
@@ -126,42 +117,80 @@ impl<T: Record> Collection<T> {
     /// [`Collection::subscribe_query`] with a delivery policy.
     pub fn subscribe_query_with(&self, query: &Query<T>, policy: Policy) -> Result<QuerySubscription<T>> {
         query.explain()?; // type-checks
-        let parts = query.parts();
-        let anchoring = matcher::anchoring(&self.state.shape, parts.predicate.as_deref());
-        let orders = parts.sort_fields();
-        let orders_empty = orders.is_empty();
-        let orders_signature = format!("{:?}", parts.orders);
-        let mailbox = Arc::new(Mailbox::new(policy));
-        let engine = Engine::of(&self.db)?;
-        engine.register::<T>(&self.db, &self.state, |live, demand| {
-            let orders_signature = live.intern_orders(orders_signature);
-            let mut sub = QuerySub {
-                parts,
-                orders,
-                orders_signature,
-                anchors: anchoring.anchors,
-                exact: anchoring.exact,
-                rows: rows::Rows::new(!orders_empty),
-                delivered: std::sync::Weak::new(),
-                complete: true,
-                since: 0,
-                policy,
-                mailbox: Arc::downgrade(&mailbox),
-                _demand: demand,
-            };
-            let values = sub.load(&self.db, &self.state)?;
-            mailbox.push(Event::Initial(sub.deliver(values)));
-            mailbox.count_drop_in(live.dropped.clone());
-            let slot = live.free_slots.pop().unwrap_or_else(|| {
-                live.queries.push(None);
-                live.queries.len() - 1
-            });
-            live.matcher.add(slot as u64, &sub.anchors);
-            live.queries[slot] = Some(sub);
-            Ok(())
-        })?;
-        Ok(QuerySubscription::new(mailbox))
+        subscribe_query_parts::<T>(&self.db, &self.state, (), query.parts(), policy)
     }
+}
+
+/// Subscribes to the record of collection `state` stored under `key` (encoded), delivered as
+/// `T`; `keys` is the collection's key layout. Typed and dynamic object subscriptions.
+pub(crate) fn subscribe_object_at<T: LiveRecord>(
+    db: &Db,
+    state: &Arc<CollectionState>,
+    keys: T::Keys,
+    key: Vec<u8>,
+    policy: Policy,
+) -> Result<ObjectSubscription<T>> {
+    let mailbox = Arc::new(Mailbox::new(policy));
+    let engine = Engine::of(db)?;
+    engine.register::<T>(db, state, keys, |live, demand| {
+        let txn = db.read_txn()?;
+        let initial = match txn.get_value(&state.records, &key)? {
+            Some(bytes) => Some(Arc::new(T::decode_stored(state, &key, bytes)?)),
+            None => None,
+        };
+        mailbox.push(Event::Initial(initial));
+        mailbox.count_drop_in(live.dropped.clone());
+        let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since: txn.sequence(), _demand: demand };
+        live.objects.entry(key.into_boxed_slice()).or_default().push(sub);
+        Ok(())
+    })?;
+    Ok(ObjectSubscription::new(mailbox))
+}
+
+/// Subscribes to the query `parts` (type-checked already) on collection `state`, its records
+/// delivered as `T`; `keys` is the collection's key layout. Typed and dynamic query
+/// subscriptions: both are kept by the incremental engine.
+pub(crate) fn subscribe_query_parts<T: LiveRecord>(
+    db: &Db,
+    state: &Arc<CollectionState>,
+    keys: T::Keys,
+    parts: QueryParts,
+    policy: Policy,
+) -> Result<QuerySubscription<T>> {
+    let anchoring = matcher::anchoring(&state.shape, parts.predicate.as_deref());
+    let orders = parts.sort_fields();
+    let orders_empty = orders.is_empty();
+    let orders_signature = format!("{:?}", parts.orders);
+    let mailbox = Arc::new(Mailbox::new(policy));
+    let engine = Engine::of(db)?;
+    engine.register::<T>(db, state, keys, |live, demand| {
+        let orders_signature = live.intern_orders(orders_signature);
+        let mut sub = QuerySub {
+            parts,
+            orders,
+            orders_signature,
+            anchors: anchoring.anchors,
+            exact: anchoring.exact,
+            rows: rows::Rows::new(!orders_empty),
+            delivered: std::sync::Weak::new(),
+            complete: true,
+            since: 0,
+            policy,
+            mailbox: Arc::downgrade(&mailbox),
+            _demand: demand,
+        };
+        let values = sub.load(db, state, &live.keys)?;
+        mailbox.push(Event::Initial(sub.deliver(values)));
+        mailbox.count_drop_in(live.dropped.clone());
+        let slot = live.free_slots.pop().unwrap_or_else(|| {
+            live.queries.push(None);
+            live.queries.len() - 1
+        });
+        live.matcher.add(slot as u64, &sub.anchors);
+        live.queries[slot] = Some(sub);
+        Ok(())
+    })?;
+    Ok(QuerySubscription::new(mailbox))
 }
 
 #[cfg(test)]
@@ -211,6 +240,34 @@ mod tests {
                     let text = error.to_string();
                     assert!(text.contains("counted") && text.contains('1'), "names collection and key: {text}");
                 }
+                other => panic!("expected a failure, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_that_does_not_decode_ends_a_dynamic_subscription_with_the_error() {
+        use super::SubscriptionEnd;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let counted = db.collection::<Counted>().unwrap();
+        db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 1 }).map(drop)).unwrap();
+        let dynamic = db.dyn_collection("counted").unwrap();
+        let query = dynamic.all().subscribe().unwrap();
+        let key = tessera_value::from_json(b"1").unwrap();
+        let object = dynamic.subscribe_object(tessera_value::Doc::from_untrusted(&key).unwrap().root()).unwrap();
+        assert_eq!(query.recv_timeout(Duration::from_secs(5)).and_then(super::Event::initial).unwrap().len(), 1);
+        assert!(matches!(object.recv_timeout(Duration::from_secs(5)), Some(super::Event::Initial(Some(_)))));
+        let records = db.internal_keyspace("tessera.col.counted").unwrap();
+        let stored_key = crate::store::key::encode(&1u32);
+        db.write(|tx| tx.put(&records, &stored_key, b"\xff\xff not a document")).unwrap();
+        for ended in [
+            query.recv_timeout(Duration::from_secs(5)).map(|_| query.ended()),
+            object.recv_timeout(Duration::from_secs(5)).map(|_| object.ended()),
+        ] {
+            match ended.flatten() {
+                Some(SubscriptionEnd::Failed(error)) => assert!(error.to_string().contains("counted"), "names the collection: {error}"),
                 other => panic!("expected a failure, got {other:?}"),
             }
         }

@@ -11,8 +11,9 @@ use super::changeset::{diff_by_key, CoalesceKeys, Diff, ResultChange};
 use super::event::QueryMailbox;
 use super::mailbox::Policy;
 use super::matcher::Anchor;
+use super::record::{self, LiveRecord};
 use super::rows::Rows;
-use crate::collection::{decode, sort_key, Collection, CollectionState, Query, QueryParts, Record};
+use crate::collection::{sort_key, CollectionState, QueryParts};
 use crate::error::Result;
 use crate::query::Truth;
 use crate::store::{Change, ChangeDemand, ReadSource};
@@ -123,7 +124,7 @@ fn merge(old: &Rows, marks: &Marks, inserted: &[(&SortKey, Option<usize>, usize)
     (merged, origin)
 }
 
-impl<T: Record> QuerySub<T> {
+impl<T: LiveRecord> QuerySub<T> {
     pub(super) fn window_end(&self) -> usize {
         self.parts.limit.map_or(usize::MAX, |limit| self.parts.offset.saturating_add(limit))
     }
@@ -143,19 +144,19 @@ impl<T: Record> QuerySub<T> {
 
     /// Reads the result from storage (at subscribe time, and to refill a limited result);
     /// returns the visible rows' records.
-    pub(super) fn load(&mut self, db: &Db, state: &Arc<CollectionState>) -> Result<Vec<Arc<T>>> {
+    pub(super) fn load(&mut self, db: &Db, state: &Arc<CollectionState>, keys: &T::Keys) -> Result<Vec<Arc<T>>> {
         let mut parts = self.parts.clone();
         parts.offset = 0;
         parts.limit = self.parts.limit.map(|_| self.window_end());
-        let query = Query::from_parts(Collection::<T>::from_state(db.clone(), state.clone()), &parts);
-        let (sequence, found) = db.with_snapshot(|snapshot| Ok((snapshot.view_sequence(), query.entries(snapshot)?)))?;
+        let (sequence, found) =
+            db.with_snapshot(|snapshot| Ok((snapshot.view_sequence(), record::entries::<T>(state, keys, &parts, snapshot)?)))?;
         let mut sort = Vec::new();
         let mut rows = self.rows.with_capacity_like(found.iter().map(|(key, _)| key.len() + 3).sum());
         let visible_start = self.parts.offset.min(found.len());
         let mut values = Vec::with_capacity(found.len() - visible_start);
         for (position, (key, bytes)) in found.iter().enumerate() {
             if position >= visible_start {
-                values.push(Arc::new(decode::<T>(state, key, bytes)?));
+                values.push(Arc::new(T::decode_stored(state, key, bytes)?));
             }
             let key_start = write_sort_key(&self.orders, state, bytes, key, &mut sort);
             rows.push(&sort, key_start);
@@ -253,7 +254,7 @@ impl<T: Record> QuerySub<T> {
                             state.display_key(&key)
                         ))
                     })?;
-                    found[slot] = Some(Arc::new(decode::<T>(state, &key, bytes)?));
+                    found[slot] = Some(Arc::new(T::decode_stored(state, &key, bytes)?));
                 }
                 Ok(true)
             })?;
@@ -320,11 +321,29 @@ impl<T: Record> QuerySub<T> {
         if !any_removed && inserted.is_empty() && !any_rewritten_visible {
             return Ok(None);
         }
+        inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
+        // Rows only appended after the last one (a result in insertion order) are pushed onto
+        // the buffer instead of merged into a new one: a commit costs what it adds, not the
+        // whole result's sort keys again. The old rows stay a prefix, so their positions and
+        // keys still hold.
+        let appended = !any_removed
+            && inserted.first().is_some_and(|(first, ..)| self.rows.last().is_none_or(|last| sort_key::compare(&first.0, last).is_gt()));
         // Rows only rewritten in place keep their buffers: no merge, every row kept.
         let (old_rows, origin) = if !any_removed && inserted.is_empty() {
             (None, (0..self.rows.len()).map(Origin::Kept).collect())
+        } else if appended {
+            let mut origin: RowScratch<Origin> = (0..self.rows.len()).map(Origin::Kept).collect();
+            let room = self.window_end().saturating_sub(self.rows.len());
+            if inserted.len() > room {
+                // Records were cut off by the limit: the result no longer holds every match.
+                self.complete = false;
+            }
+            for (sort, moved_from, change) in inserted.iter().take(room) {
+                self.rows.push(&sort.0, sort.1);
+                origin.push(Origin::New { moved_from: *moved_from, change: *change });
+            }
+            (None, origin)
         } else {
-            inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
             let (mut merged, mut origin) = merge(&self.rows, &marks, &inserted);
             if merged.len() > self.window_end() {
                 // Records were cut off by the limit: the result no longer holds every match.
@@ -340,7 +359,7 @@ impl<T: Record> QuerySub<T> {
         if self.rows.len() < self.window_end() && !self.complete {
             // The limited result shrank past what it held: read it again.
             let old_keys = old_keys(&self.rows);
-            let values = self.load(commit.db, state)?;
+            let values = self.load(commit.db, state, commit.keys)?;
             return Ok(self.reloaded(commit, old_keys, values));
         }
         // Changesets of the visible window, from the merge's record of origins.
@@ -371,7 +390,7 @@ impl<T: Record> QuerySub<T> {
             // Storage is past this commit and the previous delivery is gone: read the whole
             // result at the newer snapshot, as a refill does.
             let old_keys = old_keys(&self.rows);
-            let values = self.load(commit.db, state)?;
+            let values = self.load(commit.db, state, commit.keys)?;
             return Ok(self.reloaded(commit, old_keys, values));
         };
         let keys = (self.policy == Policy::LatestOnly).then(|| {
@@ -393,27 +412,29 @@ pub(super) type Hits = SmallVec<[Hit; 2]>;
 type RowScratch<T> = SmallVec<[T; 4]>;
 
 /// One commit, as every subscription's update sees it.
-pub(super) struct Commit<'c, T> {
+pub(super) struct Commit<'c, T: LiveRecord> {
     pub(super) sequence: u64,
     pub(super) changes: &'c [&'c Change],
     pub(super) values: &'c Values<T>,
     pub(super) db: &'c Db,
     pub(super) state: &'c Arc<CollectionState>,
+    /// The collection's key layout, for reading a result again.
+    pub(super) keys: &'c T::Keys,
 }
 
-impl<T> Clone for Commit<'_, T> {
+impl<T: LiveRecord> Clone for Commit<'_, T> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T> Copy for Commit<'_, T> {}
+impl<T: LiveRecord> Copy for Commit<'_, T> {}
 
 /// The changed records' new versions, decoded at most once per commit.
 pub(super) struct Values<T> {
     pub(super) decoded: Vec<std::sync::OnceLock<Option<Arc<T>>>>,
 }
 
-impl<T: Record> Values<T> {
+impl<T: LiveRecord> Values<T> {
     pub(super) fn new(changes: usize) -> Self {
         Values { decoded: (0..changes).map(|_| std::sync::OnceLock::new()).collect() }
     }
@@ -422,11 +443,11 @@ impl<T: Record> Values<T> {
         let change = changes[index];
         let value = self.decoded[index].get_or_init(|| {
             let bytes = change.new.as_deref()?;
-            decode::<T>(collection, &change.key, bytes).ok().map(Arc::new)
+            T::decode_stored(collection, &change.key, bytes).ok().map(Arc::new)
         });
         value.clone().ok_or_else(|| match change.new.as_deref() {
             // The decode failed above; decoding again gives its error.
-            Some(bytes) => decode::<T>(collection, &change.key, bytes).err().unwrap_or_else(|| {
+            Some(bytes) => T::decode_stored(collection, &change.key, bytes).err().unwrap_or_else(|| {
                 crate::Error::Corrupted(format!("collection {:?}: a record decoded once and failed once", collection.name))
             }),
             // Values are only asked for changes with a new version; say so if that ever breaks.
