@@ -223,7 +223,7 @@ impl DynQuery {
 
     /// Calls `visit` with each match in order (after the offset, up to the limit); stops
     /// early when it returns false.
-    fn run(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
+    pub(super) fn run(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
         let schema = &self.collection.schema;
         let layout = KindsKey::new(&schema.key_fields, &schema.key_kinds);
         for candidate in self.spec(&layout).run(snapshot)? {
