@@ -7,6 +7,26 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A change to a subscribed object.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, priority: i32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let wait = Duration::from_secs(5);
+/// use tessera::live::{Event, ObjectChange};
+/// let live = tasks.subscribe_object(&1)?;
+/// assert!(matches!(live.recv_timeout(wait), Some(Event::Initial(None))));
+/// db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 5 }))?;
+/// let Some(Event::Changed(ObjectChange::Updated(task))) = live.recv_timeout(wait) else { panic!("no update") };
+/// assert_eq!(task.priority, 5);
+/// db.write(|tx| tasks.delete(tx, &1))?;
+/// assert!(matches!(live.recv_timeout(wait), Some(Event::Changed(ObjectChange::Deleted))));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug)]
 pub enum ObjectChange<T> {
     /// The record was written (updated, or inserted again after a delete).
@@ -31,6 +51,27 @@ impl<T> Coalesce for ObjectChange<T> {
 }
 
 /// What a commit did to a query's result (see the module docs for the index conventions).
+///
+/// ```
+/// # use std::time::Duration;
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, priority: i32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let wait = Duration::from_secs(5);
+/// use tessera::live::Event;
+/// db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 5 }))?;
+/// let live = tasks.subscribe_query(&tasks.filter(Task::priority().gt(3)))?;
+/// let Some(Event::Initial(first)) = live.recv_timeout(wait) else { panic!("no initial result") };
+/// assert_eq!(first.len(), 1);
+/// db.write(|tx| tasks.insert(tx, &Task { id: 2, priority: 9 }))?;
+/// let change = live.recv_timeout(wait).and_then(Event::changed).expect("a change");
+/// assert_eq!((change.insertions.as_slice(), change.result.len()), (&[1][..], 2));
+/// assert!(change.deletions.is_empty() && change.modifications.is_empty() && !change.resynced);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct ResultChange<T> {
     /// The commit this result reflects.
@@ -66,6 +107,24 @@ pub(super) struct CoalesceKeys {
 
 impl<T> ResultChange<T> {
     /// Whether the change lists are all empty (only the first delivery of an empty result).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// use tessera::live::Event;
+    /// let live = tasks.subscribe_query(&tasks.all())?;
+    /// live.recv_timeout(wait); // the initial result
+    /// db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 5 }))?;
+    /// let change = live.recv_timeout(wait).and_then(Event::changed).expect("a change");
+    /// assert!(!change.is_empty());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.deletions.is_empty() && self.insertions.is_empty() && self.modifications.is_empty() && self.moves.is_empty()
     }

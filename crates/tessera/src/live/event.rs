@@ -43,6 +43,21 @@ pub enum Event<S, C> {
 
 impl<S, C> Event<S, C> {
     /// The initial state, if this is the `Initial` event.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// let live = tasks.subscribe_query(&tasks.all())?;
+    /// let first = live.recv_timeout(wait).and_then(|event| event.initial()).expect("the initial result");
+    /// assert!(first.is_empty());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn initial(self) -> Option<S> {
         match self {
             Event::Initial(state) => Some(state),
@@ -51,6 +66,22 @@ impl<S, C> Event<S, C> {
     }
 
     /// The change, if this is a `Changed` event.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// let live = tasks.subscribe_object(&1)?;
+    /// assert!(live.recv_timeout(wait).and_then(|event| event.changed()).is_none(), "the first event is Initial");
+    /// db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 5 }))?;
+    /// assert!(live.recv_timeout(wait).and_then(|event| event.changed()).is_some());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn changed(self) -> Option<C> {
         match self {
             Event::Changed(change) => Some(change),
@@ -59,6 +90,22 @@ impl<S, C> Event<S, C> {
     }
 
     /// Whether this is the `Closed` event.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record)]
+    /// # struct Task { #[record(key)] id: u32 }
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let tasks = db.collection::<Task>()?;
+    /// let live = tasks.subscribe_object(&1)?;
+    /// live.recv(); // Initial
+    /// drop(tasks);
+    /// db.close()?;
+    /// assert!(live.recv().is_some_and(|event| event.is_closed()));
+    /// assert!(live.recv().is_none(), "nothing after Closed");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn is_closed(&self) -> bool {
         matches!(self, Event::Closed(_))
     }

@@ -8,6 +8,32 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 /// How deliveries reach a subscriber that has not read the previous ones yet.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, priority: i32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let wait = Duration::from_secs(5);
+/// use tessera::live::{Event, Policy};
+/// let live = tasks.subscribe_query_with(&tasks.all(), Policy::LatestOnly)?;
+/// live.recv_timeout(wait); // the initial result
+/// for id in 0..10 {
+///     db.write(|tx| tasks.insert(tx, &Task { id, priority: 0 }))?;
+/// }
+/// db.sync()?;
+/// std::thread::sleep(Duration::from_millis(50));
+/// // Unread changes merged: the latest result, with indices against the last one read.
+/// let mut latest = live.recv_timeout(wait).and_then(Event::changed).expect("a change");
+/// while let Some(Event::Changed(newer)) = live.try_recv() {
+///     latest = newer;
+/// }
+/// assert_eq!(latest.result.len(), 10);
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Policy {
     /// Every change is queued (up to [`QUEUE_LEN_MAX`]; past it, changes coalesce as with
@@ -20,6 +46,11 @@ pub enum Policy {
 }
 
 /// Most deliveries queued for one subscriber before they coalesce.
+///
+/// ```
+/// use tessera::live::QUEUE_LEN_MAX;
+/// assert!(QUEUE_LEN_MAX >= 1_000, "a burst of commits queues before it coalesces");
+/// ```
 pub const QUEUE_LEN_MAX: usize = 4096;
 
 /// Merging an unread delivery with a newer one.

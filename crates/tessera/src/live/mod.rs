@@ -88,6 +88,23 @@ impl<T: Record> Collection<T> {
     /// Subscribes to the record at `key`: [`Event::Initial`] with the record now (`None`:
     /// absent), then [`ObjectChange::Updated`] after every commit that changes it and
     /// [`ObjectChange::Deleted`] when it is removed, then `Closed` when the database closes.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// use tessera::live::Event;
+    /// db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 5 }))?;
+    /// let live = tasks.subscribe_object(&1)?;
+    /// let Some(Event::Initial(Some(task))) = live.recv_timeout(wait) else { panic!("no initial record") };
+    /// assert_eq!(task.priority, 5);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn subscribe_object<Q>(&self, key: &Q) -> Result<ObjectSubscription<T>>
     where
         T::Key: std::borrow::Borrow<Q>,
@@ -97,6 +114,29 @@ impl<T: Record> Collection<T> {
     }
 
     /// [`Collection::subscribe_object`] with a delivery policy.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// use tessera::live::{Event, ObjectChange, Policy};
+    /// let live = tasks.subscribe_object_with(&1, Policy::LatestOnly)?;
+    /// live.recv_timeout(wait); // Initial
+    /// for priority in 0..5 {
+    ///     db.write(|tx| tasks.upsert(tx, &Task { id: 1, priority }))?;
+    /// }
+    /// let mut last = None;
+    /// while let Some(Event::Changed(ObjectChange::Updated(task))) = live.recv_timeout(Duration::from_millis(200)) {
+    ///     last = Some(task.priority);
+    /// }
+    /// assert_eq!(last, Some(4), "the latest version arrives");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn subscribe_object_with<Q>(&self, key: &Q, policy: Policy) -> Result<ObjectSubscription<T>>
     where
         T::Key: std::borrow::Borrow<Q>,
@@ -110,11 +150,45 @@ impl<T: Record> Collection<T> {
     /// Subscribes to a query: [`Event::Initial`] with the current result first, then one
     /// [`ResultChange`] per commit that changes it, then `Closed` when the database closes. The
     /// query is type-checked now: a bad one is an error here.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// use tessera::live::Event;
+    /// let live = tasks.subscribe_query(&tasks.filter(Task::priority().gt(3)))?;
+    /// live.recv_timeout(wait); // the initial (empty) result
+    /// db.write(|tx| { tasks.insert(tx, &Task { id: 1, priority: 1 })?; tasks.insert(tx, &Task { id: 2, priority: 9 }) })?;
+    /// let change = live.recv_timeout(wait).and_then(Event::changed).expect("a change");
+    /// assert_eq!(change.result.iter().map(|task| task.id).collect::<Vec<_>>(), [2]);
+    /// assert!(tasks.subscribe_query(&tasks.filter_text("priority > 3")?).is_ok());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn subscribe_query(&self, query: &Query<T>) -> Result<QuerySubscription<T>> {
         self.subscribe_query_with(query, Policy::EveryChange)
     }
 
     /// [`Collection::subscribe_query`] with a delivery policy.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// use tessera::live::Policy;
+    /// let live = tasks.subscribe_query_with(&tasks.all().limit(10), Policy::LatestOnly)?;
+    /// assert!(live.recv_timeout(wait).is_some());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn subscribe_query_with(&self, query: &Query<T>, policy: Policy) -> Result<QuerySubscription<T>> {
         query.explain()?; // type-checks
         subscribe_query_parts::<T>(&self.db, &self.state, (), query.parts(), policy)

@@ -37,14 +37,52 @@ pub struct Subscription<S, C> {
 
 /// A live query: the current result (in order), then a [`super::ResultChange`] per commit
 /// that changes it.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, priority: i32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let wait = Duration::from_secs(5);
+/// let live: tessera::QuerySubscription<Task> = tasks.subscribe_query(&tasks.filter(Task::priority().ge(1)))?;
+/// assert!(live.recv_timeout(wait).is_some());
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub type QuerySubscription<T> = Subscription<Arc<Vec<Arc<T>>>, super::ResultChange<T>>;
 
 /// A live record: the record at subscription (`None`: absent), then an
 /// [`super::ObjectChange`] per commit that writes or deletes it.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, priority: i32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let wait = Duration::from_secs(5);
+/// let live: tessera::ObjectSubscription<Task> = tasks.subscribe_object(&7)?;
+/// assert!(live.recv_timeout(wait).is_some());
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub type ObjectSubscription<T> = Subscription<Option<Arc<T>>, super::ObjectChange<T>>;
 
 /// A live value (a document, one of its fields, a dictionary key): the value at subscription,
 /// then the new value (`None`: absent) per commit that changes it.
+///
+/// ```
+/// use std::time::Duration;
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = tessera::Db::open(dir.path().join("db"))?;
+/// let settings = db.dictionary()?;
+/// let volume: tessera::live::ValueSubscription<u32> = settings.subscribe("volume")?;
+/// assert!(matches!(volume.recv_timeout(Duration::from_secs(5)), Some(tessera::live::Event::Initial(None))));
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub type ValueSubscription<T> = Subscription<Option<T>, Option<T>>;
 
 impl<S, C> Subscription<S, C> {
@@ -62,22 +100,80 @@ impl<S, C> Subscription<S, C> {
     }
 
     /// The next event, waiting for it; `None` after `Closed`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// let live = tasks.subscribe_object(&1)?;
+    /// assert!(live.recv().is_some_and(|event| event.initial().is_some()), "the Initial event is there at once");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn recv(&self) -> Option<Event<S, C>> {
         self.mailbox.recv_until(None).or_else(|| self.closing())
     }
 
     /// The next event, waiting at most `timeout`; `None` on timeout and after `Closed`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// let live = tasks.subscribe_object(&1)?;
+    /// live.recv_timeout(wait); // Initial
+    /// assert!(live.recv_timeout(Duration::from_millis(10)).is_none(), "no commit, no event");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Option<Event<S, C>> {
         self.mailbox.recv_until(Some(Instant::now() + timeout)).or_else(|| self.closing())
     }
 
     /// An event if one is waiting.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// let live = tasks.subscribe_object(&1)?;
+    /// live.recv_timeout(wait); // Initial
+    /// assert!(live.try_recv().is_none());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn try_recv(&self) -> Option<Event<S, C>> {
         self.mailbox.try_recv().or_else(|| self.closing())
     }
 
     /// Why the subscription ended, once it has: `recv` then delivers the events already
     /// queued, then `Closed`. `None` while it follows the database.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// let live = tasks.subscribe_object(&1)?;
+    /// assert!(live.ended().is_none(), "it follows the database");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn ended(&self) -> Option<SubscriptionEnd> {
         self.mailbox.end_reason()
     }
@@ -85,6 +181,25 @@ impl<S, C> Subscription<S, C> {
     /// Calls `callback` with every event, `Closed` last, on a thread of its own, until the
     /// returned handle is dropped. A panicking callback ends the subscription, and the handle's
     /// [`SubscriptionHandle::ended`] says so; nothing else is affected.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// use std::sync::mpsc;
+    /// let (sender, events) = mpsc::channel();
+    /// let handle = tasks.subscribe_object(&1)?.for_each(move |event| drop(sender.send(event.is_closed())))?;
+    /// db.write(|tx| tasks.insert(tx, &Task { id: 1, priority: 5 }))?;
+    /// assert_eq!(events.recv_timeout(wait).ok(), Some(false)); // Initial
+    /// assert_eq!(events.recv_timeout(wait).ok(), Some(false)); // the insert
+    /// drop(handle); // stops the callback
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn for_each(self, mut callback: impl FnMut(Event<S, C>) + Send + 'static) -> std::io::Result<SubscriptionHandle>
     where
         S: Send + 'static,
@@ -145,6 +260,21 @@ impl<S, C> std::fmt::Debug for Subscription<S, C> {
 }
 
 /// Keeps a callback subscription alive; dropping it stops the callback and unsubscribes.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use tessera::collection::Record;
+/// # #[derive(Record, Debug, Clone, PartialEq)]
+/// # struct Task { #[record(key)] id: u32, priority: i32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # let tasks = db.collection::<Task>()?;
+/// # let wait = Duration::from_secs(5);
+/// let handle = tasks.subscribe_object(&1)?.for_each(|_event| {})?;
+/// assert!(handle.ended().is_none());
+/// drop(handle); // unsubscribes
+/// # Ok::<(), tessera::Error>(())
+/// ```
 pub struct SubscriptionHandle {
     stop: Arc<AtomicBool>,
     wake: Box<dyn Fn() + Send + Sync>,
@@ -154,6 +284,24 @@ pub struct SubscriptionHandle {
 impl SubscriptionHandle {
     /// Why the callback gets nothing more, once that is so: the database closed, the
     /// subscription could not follow a commit, or the callback panicked (and was removed).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, priority: i32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// # let wait = Duration::from_secs(5);
+    /// let handle = tasks.subscribe_object(&1)?.for_each(|_event| panic!("a callback that fails"))?;
+    /// let deadline = std::time::Instant::now() + wait;
+    /// while handle.ended().is_none() {
+    ///     assert!(std::time::Instant::now() < deadline, "a panicking callback ends the subscription");
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn ended(&self) -> Option<SubscriptionEnd> {
         (self.end)()
     }

@@ -196,27 +196,97 @@ pub struct DynRecord {
 
 impl DynRecord {
     /// The record's root value.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record)]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| typed.insert(tx, &Tag { name: "rust".into(), uses: 3 }))?;
+    /// let tags = db.dyn_collection("Tag")?;
+    /// let record = tags.all().fetch(&db)?.remove(0);
+    /// assert_eq!(record.value().get("uses").and_then(|uses| uses.as_u64()), Some(3));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn value(&self) -> Value<'_> {
         Doc::from_trusted(&self.bytes).expect("a DynRecord holds encoder output").root()
     }
 
     /// The record as compact JSON.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record)]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| typed.insert(tx, &Tag { name: "rust".into(), uses: 3 }))?;
+    /// let record = db.dyn_collection("Tag")?.all().fetch(&db)?.remove(0);
+    /// assert_eq!(record.to_json(), r#"{"name":"rust","uses":3}"#);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn to_json(&self) -> String {
         self.value().to_json()
     }
 
     /// The record's binary document (without shared keys).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record)]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| typed.insert(tx, &Tag { name: "rust".into(), uses: 3 }))?;
+    /// let record = db.dyn_collection("Tag")?.all().fetch(&db)?.remove(0);
+    /// let standalone = tessera::value::Doc::from_untrusted(record.bytes())?; // no shared keys needed
+    /// assert_eq!(standalone.root().get("name").and_then(|name| name.as_str()), Some("rust"));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// The stored primary key's order-preserving encoding.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record)]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| typed.insert(tx, &Tag { name: "rust".into(), uses: 3 }))?;
+    /// let record = db.dyn_collection("Tag")?.all().fetch(&db)?.remove(0);
+    /// assert_eq!(record.key_bytes(), tessera::store::key::encode("rust"));
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn key_bytes(&self) -> &[u8] {
         &self.key
     }
 }
 
 /// A collection opened by name, without its record type: see the module docs.
+///
+/// ```
+/// # use tessera::collection::Record;
+/// # #[derive(Record)]
+/// # struct Tag { #[record(key)] name: String, uses: u32 }
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = tessera::Db::open(dir.path().join("db"))?;
+/// # db.collection::<Tag>()?;
+/// let tags = db.dyn_collection("Tag")?; // no Rust type needed: the stored schema describes it
+/// let record = tessera::value::from_json(br#"{"name": "go", "uses": 5}"#).unwrap();
+/// db.write(|tx| tags.insert(tx, tessera::value::Doc::from_untrusted(&record)?.root()))?;
+/// assert_eq!(tags.filter_text("uses > 1")?.count(&db)?, 1);
+/// let wrong = tessera::value::from_json(br#"{"name": "c", "uses": "many"}"#).unwrap();
+/// assert!(db.write(|tx| tags.insert(tx, tessera::value::Doc::from_untrusted(&wrong)?.root())).is_err(), "checked against the schema");
+/// # Ok::<(), tessera::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct DynCollection {
     db: Db,
