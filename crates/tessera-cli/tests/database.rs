@@ -659,9 +659,8 @@ fn info_and_schema_show_why_an_index_build_failed() {
         let db = tessera::Db::open(&path).unwrap();
         let posts = db.collection::<Post>().unwrap();
         assert!(!posts.wait_for_indexes(std::time::Duration::from_secs(30)), "the build cannot succeed");
-        assert!(posts.index_failure("tags[]").is_some());
-        drop(posts);
-        db.close().unwrap();
+        assert!(posts.index_failure("tags[]").is_some(), "reported once the stored schema has it");
+        // Dropped, not closed: the build's thread may still hold the database for a moment.
     }
     let (status, out, err) = run(&["info", path.to_str().unwrap()]);
     assert_eq!(status, 0, "{err}");

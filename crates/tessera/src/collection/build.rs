@@ -363,10 +363,11 @@ pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
 /// build has failed either way, and this process still knows why.
 fn fail(db: &Db, state: &CollectionState, id: u8, error: Error) {
     let reason = error.to_string();
+    // Stored first, so that once this process reports the failure, the file says it too.
+    let _ = update_stored_index(db, state, id, |index| index.failure = Some(reason.clone()));
     for index in state.indexes.iter().filter(|index| index.id == id) {
         *index.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
     }
-    let _ = update_stored_index(db, state, id, |index| index.failure = Some(reason.clone()));
 }
 
 /// Indexes the next batch of records after `after` into index `id`; returns the last key
