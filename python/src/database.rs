@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera::collection::{DynCollection, DynSchema, WriteOutcome};
+use tessera::store::ReadSource;
 use tessera::value::Doc;
 use tessera::{Db, DbOptions, Dictionary, DictionaryOptions, Documents, Durability};
 
@@ -134,6 +135,27 @@ impl Database {
         })
         .map_err(|error| errors::to_py(py, error))
     }
+}
+
+/// The record of `collection` (named `name`) at `key` (an encoded key document) in `source`,
+/// built along `plan`; inside a write block, `reads` records the stored bytes it saw for the
+/// block's commit to check (`reads.rs`). `None` when there is no such record.
+fn read_record(
+    py: Python<'_>,
+    collection: &DynCollection,
+    name: &str,
+    source: &impl ReadSource,
+    key: &[u8],
+    plan: Option<&Py<Plan>>,
+    reads: Option<&ReadSet>,
+) -> tessera::Result<Option<PyResult<PyObject>>> {
+    let found = collection.get_with(source, Doc::from_trusted(key)?.root(), |record| {
+        (plan::object(py, record, plan), reads.map(|_| record.doc().bytes().to_vec()))
+    })?;
+    if let Some(reads) = reads {
+        reads.record_get(name, key, found.as_ref().and_then(|(_, stored)| stored.as_deref()))?;
+    }
+    Ok(found.map(|(record, _)| record))
 }
 
 fn outcome_name(outcome: WriteOutcome) -> &'static str {
@@ -363,18 +385,9 @@ impl Database {
         reads: Option<Py<ReadSet>>,
     ) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
-        let key_bytes = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
+        let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let db = self.shared.db(py)?;
-        let key = Doc::from_trusted(&key_bytes).map_err(|error| errors::to_py(py, error.into()))?;
-        let found = match &reads {
-            Some(reads) => collection
-                .get_with(&db, key.root(), |record| (plan::object(py, record, plan.as_ref()), record.doc().bytes().to_vec()))
-                .and_then(|found| {
-                    reads.get().record_get(name, &key_bytes, found.as_ref().map(|(_, stored)| stored.as_slice()))?;
-                    Ok(found.map(|(record, _)| record))
-                }),
-            None => collection.get_with(&db, key.root(), |record| plan::object(py, record, plan.as_ref())),
-        };
+        let found = read_record(py, &collection, name, &db, &key, plan.as_ref(), reads.as_ref().map(Py::get));
         match found.map_err(|error| errors::to_py(py, error))? {
             Some(record) => record,
             None => Ok(py.None()),
@@ -401,13 +414,8 @@ impl Database {
         let found = db.read(|txn| {
             let mut records = Vec::with_capacity(encoded.len());
             for key in &encoded {
-                let built = collection.get_with(txn, Doc::from_trusted(key)?.root(), |record| {
-                    (plan::object(py, record, plan.as_ref()), reads.as_ref().map(|_| record.doc().bytes().to_vec()))
-                })?;
-                if let Some(reads) = &reads {
-                    reads.get().record_get(name, key, built.as_ref().and_then(|(_, stored)| stored.as_deref()))?;
-                }
-                records.push(built.map(|(record, _)| record).unwrap_or_else(|| Ok(py.None())));
+                let built = read_record(py, &collection, name, txn, key, plan.as_ref(), reads.as_ref().map(Py::get))?;
+                records.push(built.unwrap_or_else(|| Ok(py.None())));
             }
             Ok(records)
         });

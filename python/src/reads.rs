@@ -14,7 +14,6 @@
 //! bytes, not a hash, so that a conflict is never missed.
 
 use pyo3::prelude::*;
-use std::collections::HashMap;
 use std::sync::Mutex;
 use tessera::collection::DynCollection;
 use tessera::store::WriteTxn;
@@ -119,24 +118,15 @@ impl ReadSet {
     }
 
     /// Reads everything again in `tx` (before the block's writes) and refuses the commit with
-    /// a [`Conflict`] if anything differs. `open` gives a collection's handle.
+    /// a [`Conflict`] if anything differs. `open` gives a collection's handle, cheaply: it is
+    /// called once per read.
     pub fn validate(&self, tx: &WriteTxn<'_>, open: &dyn Fn(&str) -> tessera::Result<DynCollection>) -> tessera::Result<()> {
         let conflict = |collection: &str, read| tessera::Error::other(Conflict { collection: collection.to_owned(), read });
-        // One handle per collection: opening one reads its schema and shared keys.
-        let mut handles: HashMap<String, DynCollection> = HashMap::new();
-        let reads = self.lock();
-        let mut handle = |name: &str| -> tessera::Result<DynCollection> {
-            if let Some(found) = handles.get(name) {
-                return Ok(found.clone());
-            }
-            let opened = open(name)?;
-            handles.insert(name.to_owned(), opened.clone());
-            Ok(opened)
-        };
-        for read in reads.iter() {
+        // `open` takes handles from the database's open ones: every read here went through one.
+        for read in self.lock().iter() {
             match read {
                 Read::Get { collection, key, stored } => {
-                    let handle = handle(collection)?;
+                    let handle = open(collection)?;
                     // Compared in place: `Some(true)` when the record is still the bytes read.
                     let same =
                         handle.get_with(tx, Doc::from_trusted(key)?.root(), |record| Some(record.doc().bytes()) == stored.as_deref())?;
@@ -146,14 +136,14 @@ impl ReadSet {
                     return Err(conflict(collection, "get"));
                 }
                 Read::Query { collection, text, offset, limit, matches } => {
-                    let handle = handle(collection)?;
+                    let handle = open(collection)?;
                     let now = crate::query::build(&handle, text.as_deref(), *offset, *limit)?.fetch_stored(tx)?;
                     if now != *matches {
                         return Err(conflict(collection, "query"));
                     }
                 }
                 Read::Count { collection, text, count } => {
-                    let handle = handle(collection)?;
+                    let handle = open(collection)?;
                     if crate::query::build(&handle, text.as_deref(), 0, None)?.count(tx)? != *count {
                         return Err(conflict(collection, "count"));
                     }
