@@ -15,6 +15,7 @@ pub fn type_name(desc: &TypeDesc) -> String {
         TypeDesc::Int => "int".into(),
         TypeDesc::Integer(int) => int.name().into(),
         TypeDesc::Float => "float".into(),
+        TypeDesc::Float32 => "f32".into(),
         TypeDesc::String => "string".into(),
         TypeDesc::Bytes => "bytes".into(),
         TypeDesc::Any => "any".into(),

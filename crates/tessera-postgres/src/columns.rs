@@ -133,7 +133,7 @@ impl ColumnType {
                 Some(KeyKind::U64) | None => ColumnType::Numeric,
                 Some(_) => ColumnType::BigInt,
             },
-            TypeDesc::Float => ColumnType::Double,
+            TypeDesc::Float | TypeDesc::Float32 => ColumnType::Double,
             TypeDesc::String => ColumnType::Text,
             TypeDesc::Bytes => ColumnType::Bytea,
             _ => ColumnType::Jsonb,

@@ -278,3 +278,55 @@ fn dynamic_updates_and_deletes_keep_indexes_and_reach_typed_live_queries() {
     assert!(typed.get(&db, &2u32).unwrap().is_none());
     assert!(db.check().unwrap().is_ok(), "no index entry left behind");
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]
+#[record(name = "readings", version = 1)]
+struct Reading {
+    #[record(key)]
+    id: u32,
+    celsius: f32,
+}
+
+#[test]
+fn a_float_beyond_f32s_range_is_refused_by_an_f32_field() {
+    let (_dir, db) = open();
+    let typed = db.collection::<Reading>().unwrap();
+    db.write(|tx| typed.insert(tx, &Reading { id: 1, celsius: 20.5 })).unwrap();
+    let readings = db.dyn_collection("readings").unwrap();
+    assert_eq!(readings.schema().shape.resolve("celsius"), Some(&TypeDesc::Float32));
+    for json in [&br#"{"id": 2, "celsius": 1e300}"#[..], br#"{"id": 2, "celsius": -3.5e38}"#] {
+        match db.write(|tx| readings.insert_json(tx, json)) {
+            Err(Error::SchemaViolation { collection, key, path, problem }) => {
+                assert_eq!((collection.as_str(), key.as_str(), path.as_str()), ("readings", "2", "celsius"));
+                assert!(problem.ends_with("is out of range for f32"), "{problem}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(typed.get(&db, &2u32).unwrap(), None, "nothing was written");
+    // In range, a double is stored rounded to the nearest f32, as a typed write stores it.
+    db.write(|tx| readings.insert_json(tx, br#"{"id": 2, "celsius": 0.1}"#)).unwrap();
+    assert_eq!(typed.get(&db, &2u32).unwrap(), Some(Reading { id: 2, celsius: 0.1 }));
+    db.write(|tx| readings.insert_json(tx, br#"{"id": 3, "celsius": 3.4e38}"#)).unwrap();
+    assert_eq!(typed.get(&db, &3u32).unwrap(), Some(Reading { id: 3, celsius: 3.4e38 }));
+    assert_eq!(db.write(|tx| typed.upsert(tx, &Reading { id: 2, celsius: 0.1 })).unwrap(), WriteOutcome::Unchanged);
+}
+
+#[test]
+fn a_schema_stored_before_float_widths_opens_as_f32() {
+    let (_dir, db) = open();
+    let schema = DynSchema {
+        version: 1,
+        key_fields: vec!["id".into()],
+        key_kinds: vec![KeyKind::U32],
+        shape: TypeDesc::Struct(vec![("id".into(), TypeDesc::Int), ("celsius".into(), TypeDesc::Float)]),
+        indexes: vec![],
+    };
+    let readings = db.create_dyn_collection("readings", &schema).unwrap();
+    db.write(|tx| readings.insert_json(tx, br#"{"id": 1, "celsius": 1.5}"#)).unwrap();
+    db.write(|tx| readings.insert_json(tx, br#"{"id": 2, "celsius": 1e300}"#)).unwrap();
+    let typed = db.collection::<Reading>().unwrap();
+    assert_eq!(typed.get(&db, &1u32).unwrap(), Some(Reading { id: 1, celsius: 1.5 }));
+    // A stored value that does not fit is a typed error naming the record, not infinity.
+    assert!(matches!(typed.get(&db, &2u32), Err(Error::RecordDecode { .. })), "{:?}", typed.get(&db, &2u32));
+}

@@ -27,8 +27,13 @@ pub enum TypeDesc {
     /// An integer of one Rust type: only values in its range fit (a dynamic write of 300 into
     /// a `u8` field is refused, naming the field).
     Integer(IntType),
-    /// `f32` or `f64`.
+    /// `f64`; also what a Python `float` or a JSON number declares, and what schemas stored
+    /// before float widths were recorded say of `f32` fields.
     Float,
+    /// `f32`: only values within its range fit (a dynamic write of `1e300` into an `f32`
+    /// field is refused, naming the field; other values are stored rounded to the nearest
+    /// `f32`, as a typed write stores them).
+    Float32,
     /// `String` (and `char`).
     String,
     /// Raw bytes (`serde_bytes`-style); `Vec<u8>` is a list of integers.
@@ -175,7 +180,8 @@ macro_rules! describe_int {
     )*};
 }
 describe_int!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, isize => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64, usize => U64);
-describe_as!(Float: f32, f64);
+describe_as!(Float: f64);
+describe_as!(Float32: f32);
 describe_as!(String: String, char, Box<str>);
 describe_as!(Bool: bool);
 
@@ -240,7 +246,7 @@ impl Class {
     fn of(desc: &TypeDesc) -> Class {
         match desc {
             TypeDesc::Bool => Class::Bool,
-            TypeDesc::Int | TypeDesc::Integer(_) | TypeDesc::Float => Class::Number,
+            TypeDesc::Int | TypeDesc::Integer(_) | TypeDesc::Float | TypeDesc::Float32 => Class::Number,
             TypeDesc::String => Class::String,
             TypeDesc::Enum(_) => Class::Enum,
             TypeDesc::Option(inner) => Class::of(inner),
@@ -316,6 +322,7 @@ impl TypeDesc {
         };
         match (self, other) {
             (TypeDesc::Int, TypeDesc::Integer(_)) | (TypeDesc::Integer(_), TypeDesc::Int) => true,
+            (TypeDesc::Float, TypeDesc::Float32) | (TypeDesc::Float32, TypeDesc::Float) => true,
             (TypeDesc::Option(a), TypeDesc::Option(b)) | (TypeDesc::List(a), TypeDesc::List(b)) | (TypeDesc::Map(a), TypeDesc::Map(b)) => {
                 a.agrees_with(b)
             }
@@ -348,7 +355,12 @@ impl TypeDesc {
             (TypeDesc::Option(old), TypeDesc::Option(new)) => new.incompatibility(old, path),
             // A required field may become optional; not the other way round.
             (old, TypeDesc::Option(new)) => new.incompatibility(old, path),
-            (TypeDesc::Int | TypeDesc::Integer(_), TypeDesc::Float) => None,
+            (TypeDesc::Int | TypeDesc::Integer(_) | TypeDesc::Float32, TypeDesc::Float) => None,
+            (TypeDesc::Int | TypeDesc::Integer(_), TypeDesc::Float32) => None,
+            // A width learned: schemas stored before float widths were recorded say `Float` of
+            // `f32` fields too (a stored value beyond `f32`'s range is a typed error where it
+            // is read).
+            (TypeDesc::Float, TypeDesc::Float32) => None,
             // A width learned or forgotten: stored values were integers either way (a value
             // out of a new width's range is a typed error where it is read).
             (TypeDesc::Int, TypeDesc::Integer(_)) | (TypeDesc::Integer(_), TypeDesc::Int) => None,

@@ -7,6 +7,7 @@
 //! bounded by the binary format's depth limit, so the recursion is too.
 
 use crate::collection::TypeDesc;
+use tessera_value::codec::narrow_to_f32;
 use tessera_value::{EncodeError, Encoder, Kind, Value};
 
 /// Why a value does not fit the shape, and where.
@@ -96,6 +97,15 @@ fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, path: &mut St
             Kind::Int | Kind::UInt | Kind::Float => Ok(out.push_f64(value.as_f64().ok_or_else(|| wrong(path, "a number", value))?)?),
             _ => Err(wrong(path, "a number", value)),
         },
+        TypeDesc::Float32 => {
+            let float = match value.kind() {
+                Kind::Int | Kind::UInt | Kind::Float => value.as_f64(),
+                _ => None,
+            };
+            let float = float.ok_or_else(|| wrong(path, "a number (f32)", value))?;
+            let narrowed = narrow_to_f32(float).ok_or_else(|| misfit(path, format!("{float:e} is out of range for f32")))?;
+            Ok(out.push_f32(narrowed)?)
+        }
         TypeDesc::String => Ok(out.push_str(value.as_str().ok_or_else(|| wrong(path, "a string", value))?)?),
         TypeDesc::Bytes => Ok(out.push_bytes(value.as_bytes().ok_or_else(|| wrong(path, "binary data", value))?)?),
         TypeDesc::List(element) => {

@@ -82,6 +82,7 @@ impl KeyKind {
                 IntType::U64 => &[KeyKind::U64],
             },
             TypeDesc::Float => &[KeyKind::F64, KeyKind::F32],
+            TypeDesc::Float32 => &[KeyKind::F32],
             TypeDesc::Bool => &[KeyKind::Bool],
             TypeDesc::String => &[KeyKind::String],
             TypeDesc::Bytes => &[KeyKind::Bytes],
