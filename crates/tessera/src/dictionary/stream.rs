@@ -4,7 +4,7 @@
 use super::{keys, Dictionary};
 use crate::error::{Error, Result};
 use crate::live::{Follow, Policy, ValueSubscription};
-use crate::store::ChangeBatch;
+use crate::store::Published;
 use crate::Db;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -21,18 +21,18 @@ pub(super) fn subscribe<T: DeserializeOwned + Send + 'static>(dictionary: &Dicti
     let key = key.to_owned();
     crate::live::watch(&inner.db, Policy::EveryChange, |_| {
         let initial = dictionary.get::<T>(&key)?;
-        let follow: Follow<Option<T>> = Box::new(move |batch: &ChangeBatch, _: &Db| {
+        let follow: Follow<Option<T>> = Box::new(move |batch: &Published, _: &Db| {
             let mut outcome = None;
-            for change in batch.changes.iter().filter(|c| *c.keyspace == *keyspace) {
-                match &change.new {
+            for change in batch.changes().filter(|c| c.keyspace == keyspace) {
+                match change.new {
                     Some(record) => {
-                        if let Some(bytes) = keys::matches(&key, &change.key, record) {
+                        if let Some(bytes) = keys::matches(&key, change.key, record) {
                             outcome = Some(decode(&name, &key, bytes).map(Some));
                         }
                     }
                     None => {
-                        let held = change.old.as_deref().is_some_and(|old| keys::matches(&key, &change.key, old).is_some());
-                        if held || (change.old.is_none() && keys::may_hold(&hash, &key, &change.key)) {
+                        let held = change.old.is_some_and(|old| keys::matches(&key, change.key, old).is_some());
+                        if held || (change.old.is_none() && keys::may_hold(&hash, &key, change.key)) {
                             outcome = Some(Ok(None));
                         }
                     }

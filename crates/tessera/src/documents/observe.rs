@@ -4,7 +4,7 @@
 use super::{fields, Collection, Document};
 use crate::error::Result;
 use crate::live::{Follow, Policy, ValueSubscription};
-use crate::store::{ChangeBatch, Keyspace};
+use crate::store::{Keyspace, Published};
 use crate::Db;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -60,7 +60,7 @@ where
             fields.insert(key.to_vec(), value.to_vec());
         }
         let initial = decode(&document.clone(), &fields)?;
-        let follow: Follow<Option<T>> = Box::new(move |batch: &ChangeBatch, db: &Db| {
+        let follow: Follow<Option<T>> = Box::new(move |batch: &Published, db: &Db| {
             if !apply(&place, &mut fields, batch) {
                 return None;
             }
@@ -75,14 +75,14 @@ fn decode<T: Serialize + DeserializeOwned>(document: &Document<T>, fields: &BTre
 }
 
 /// Applies a commit's changes to the document's fields; false if it touched none.
-fn apply<T>(place: &Place<T>, fields: &mut BTreeMap<Vec<u8>, Vec<u8>>, batch: &ChangeBatch) -> bool {
+fn apply<T>(place: &Place<T>, fields: &mut BTreeMap<Vec<u8>, Vec<u8>>, batch: &Published) -> bool {
     let keyspace = place.keyspace.name();
     let mut touched = false;
-    for change in batch.changes.iter().filter(|c| &*c.keyspace == keyspace && c.key.starts_with(&place.prefix)) {
+    for change in batch.changes().filter(|c| c.keyspace == keyspace && c.key.starts_with(&place.prefix)) {
         touched = true;
-        match &change.new {
+        match change.new {
             Some(bytes) => fields.insert(change.key.to_vec(), bytes.to_vec()),
-            None => fields.remove(&*change.key),
+            None => fields.remove(change.key),
         };
     }
     touched
@@ -105,10 +105,10 @@ where
     crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
         let mut last: Option<Vec<u8>> = txn.get(&place.keyspace, &field_key)?.map(<[u8]>::to_vec);
         let initial = decode_field(&place.document(&document.collection.db), &name, last.as_deref())?;
-        let follow: Follow<Option<V>> = Box::new(move |batch: &ChangeBatch, db: &Db| {
+        let follow: Follow<Option<V>> = Box::new(move |batch: &Published, db: &Db| {
             let keyspace = place.keyspace.name();
-            let change = batch.changes.iter().rev().find(|c| &*c.keyspace == keyspace && *c.key == *field_key)?;
-            let stored = change.new.as_deref();
+            let change = batch.changes().rev().find(|c| c.keyspace == keyspace && *c.key == *field_key)?;
+            let stored = change.new;
             if last.as_deref() == stored {
                 return None; // distinct until changed
             }

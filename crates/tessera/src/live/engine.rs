@@ -11,7 +11,7 @@ use super::watch::{AnyWatch, Watches};
 use crate::collection::{sort_key, CollectionState, TypeDesc};
 use crate::error::Result;
 use crate::query::FieldPath;
-use crate::store::{Change, ChangeBatch, ChangeDemand, WeakDb};
+use crate::store::{ChangeDemand, ChangeView, Published, WeakDb};
 use crate::Db;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -68,7 +68,7 @@ impl<T: LiveRecord> Drop for LiveCollection<T> {
 /// A collection's subscriptions, whatever the record type.
 pub(super) trait AnyLive: Send {
     /// Applies a commit; returns how many dead subscriptions were removed.
-    fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> usize;
+    fn apply(&mut self, batch: &Published, db: &Db) -> usize;
     fn as_any(&mut self) -> &mut dyn Any;
     /// Ends every subscription with `end` (the first reason given is the one kept).
     fn end_all(&self, end: &SubscriptionEnd);
@@ -130,20 +130,21 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         }
     }
 
-    fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> usize {
+    fn apply(&mut self, batch: &Published, db: &Db) -> usize {
         let removed = self.prune();
-        let changes: Vec<&Change> = batch.changes.iter().filter(|change| *change.keyspace == *self.state.records.name()).collect();
+        let records = self.state.records.name();
+        let changes: Vec<ChangeView<'_>> = batch.changes().filter(|change| change.keyspace == records).collect();
         if changes.is_empty() {
             return removed;
         }
         let values = Values::new(changes.len());
         for (index, change) in changes.iter().enumerate() {
-            let Some(subs) = self.objects.get(&*change.key) else { continue };
+            let Some(subs) = self.objects.get(change.key) else { continue };
             let event = match change.new {
                 Some(_) => values.get(index, &changes, &self.state).map(ObjectChange::Updated).map_err(Arc::new),
                 None => Ok(ObjectChange::Deleted),
             };
-            for sub in subs.iter().filter(|sub| batch.sequence > sub.since) {
+            for sub in subs.iter().filter(|sub| batch.sequence() > sub.since) {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 match &event {
                     Ok(event) => mailbox.push(Event::Changed(event.clone())),
@@ -173,12 +174,12 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                     // The old and new versions share the key, so one lookup marks both.
                     component.clear();
                     component.push(sort_key::TAG_STRING);
-                    component.extend_from_slice(&change.key);
+                    component.extend_from_slice(change.key);
                     let (old, new) = (change.old.is_some(), change.new.is_some());
                     field.lookup(&component, &mut |id| record_hit(&mut hits, id, index, old, new));
                     continue;
                 }
-                for (bytes, is_new) in [(&change.old, false), (&change.new, true)] {
+                for (bytes, is_new) in [(change.old, false), (change.new, true)] {
                     let Some(bytes) = bytes else { continue };
                     component.clear();
                     let Ok(doc) = self.state.open_stored(bytes) else { continue };
@@ -204,7 +205,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             rest = after;
             first_in_rest = slot + 1;
             let Some(sub) = sub.as_mut() else { continue };
-            if list.is_empty() || batch.sequence <= sub.since {
+            if list.is_empty() || batch.sequence() <= sub.since {
                 continue;
             }
             // Several anchors (an `or`) can list a change twice.
@@ -226,7 +227,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         for (sub, _) in &work {
             sort_keys.entry(order_of(sub)).or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
         }
-        let commit = Commit { sequence: batch.sequence, changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
+        let commit = Commit { sequence: batch.sequence(), changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
         let run = |work: &mut [(&mut QuerySub<T>, Hits)]| {
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
@@ -299,7 +300,7 @@ impl Engine {
             || {
                 let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), watches: Mutex::default(), db: db.downgrade() });
                 let hook_engine = engine.clone();
-                db.add_feed_hook(Arc::new(move |batch: &Arc<ChangeBatch>| hook_engine.apply(batch)));
+                db.add_feed_hook(Arc::new(move |batch: &Published| hook_engine.apply(batch)));
                 let gap_engine = engine.clone();
                 db.add_gap_hook(Arc::new(move |error: &Arc<crate::Error>| gap_engine.end_all(error)));
                 Ok(engine)
@@ -307,7 +308,7 @@ impl Engine {
         )
     }
 
-    pub(super) fn apply(&self, batch: &Arc<ChangeBatch>) {
+    pub(super) fn apply(&self, batch: &Published) {
         let Some(db) = self.db.upgrade() else { return };
         let mut collections = lock(&self.collections);
         for live in collections.values_mut() {

@@ -16,7 +16,7 @@ use super::rows::Rows;
 use crate::collection::{sort_key, CollectionState, QueryParts};
 use crate::error::Result;
 use crate::query::Truth;
-use crate::store::{Change, ChangeDemand, ReadSource};
+use crate::store::{ChangeDemand, ChangeView, ReadSource};
 use crate::Db;
 use smallvec::SmallVec;
 use std::collections::HashSet;
@@ -282,14 +282,14 @@ impl<T: LiveRecord> QuerySub<T> {
             let (old_match, new_match) = if self.exact {
                 (old_hit, new_hit)
             } else {
-                (self.matches(state, change.old.as_deref()), self.matches(state, change.new.as_deref()))
+                (self.matches(state, change.old), self.matches(state, change.new))
             };
             if !old_match && !new_match {
                 continue;
             }
             let (old_all, new_all) = sort_keys[index].get_or_init(|| {
-                let of = |bytes: &Option<Box<[u8]>>| bytes.as_deref().map(|bytes| sort_key_of(&self.orders, state, bytes, &change.key));
-                (of(&change.old), of(&change.new))
+                let of = |bytes: Option<&[u8]>| bytes.map(|bytes| sort_key_of(&self.orders, state, bytes, change.key));
+                (of(change.old), of(change.new))
             });
             let (position, old_sort) = match (old_match, old_all) {
                 (true, Some((sort, _))) => (self.rows.search(sort).ok(), Some(sort)),
@@ -414,7 +414,7 @@ type RowScratch<T> = SmallVec<[T; 4]>;
 /// One commit, as every subscription's update sees it.
 pub(super) struct Commit<'c, T: LiveRecord> {
     pub(super) sequence: u64,
-    pub(super) changes: &'c [&'c Change],
+    pub(super) changes: &'c [ChangeView<'c>],
     pub(super) values: &'c Values<T>,
     pub(super) db: &'c Db,
     pub(super) state: &'c Arc<CollectionState>,
@@ -439,15 +439,15 @@ impl<T: LiveRecord> Values<T> {
         Values { decoded: (0..changes).map(|_| std::sync::OnceLock::new()).collect() }
     }
 
-    pub(super) fn get(&self, index: usize, changes: &[&Change], collection: &CollectionState) -> Result<Arc<T>> {
+    pub(super) fn get(&self, index: usize, changes: &[ChangeView<'_>], collection: &CollectionState) -> Result<Arc<T>> {
         let change = changes[index];
         let value = self.decoded[index].get_or_init(|| {
-            let bytes = change.new.as_deref()?;
-            T::decode_stored(collection, &change.key, bytes).ok().map(Arc::new)
+            let bytes = change.new?;
+            T::decode_stored(collection, change.key, bytes).ok().map(Arc::new)
         });
-        value.clone().ok_or_else(|| match change.new.as_deref() {
+        value.clone().ok_or_else(|| match change.new {
             // The decode failed above; decoding again gives its error.
-            Some(bytes) => T::decode_stored(collection, &change.key, bytes).err().unwrap_or_else(|| {
+            Some(bytes) => T::decode_stored(collection, change.key, bytes).err().unwrap_or_else(|| {
                 crate::Error::Corrupted(format!("collection {:?}: a record decoded once and failed once", collection.name))
             }),
             // Values are only asked for changes with a new version; say so if that ever breaks.

@@ -8,18 +8,18 @@ use super::event::{Event, Settle};
 use super::mailbox::{Coalesce, Mailbox, Policy, SubscriptionEnd};
 use super::subscription::Subscription;
 use crate::error::Result;
-use crate::store::{ChangeBatch, ChangeDemand, ReadTxn};
+use crate::store::{ChangeDemand, Published, ReadTxn};
 use crate::Db;
 use std::sync::{Arc, Weak};
 
 /// What follows a value: given a commit after the subscription's start, the change it made
 /// (`None`: nothing changed), or the error that stops the subscription.
-pub(crate) type Follow<C> = Box<dyn FnMut(&ChangeBatch, &Db) -> Option<Result<C>> + Send>;
+pub(crate) type Follow<C> = Box<dyn FnMut(&Published, &Db) -> Option<Result<C>> + Send>;
 
 /// A value subscription, whatever its types.
 pub(super) trait AnyWatch: Send {
     /// Applies a commit; false once the subscription is over (its handle dropped, or failed).
-    fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> bool;
+    fn apply(&mut self, batch: &Published, db: &Db) -> bool;
     /// The subscription ends (the database closed, or commits were lost).
     fn close(&mut self, end: SubscriptionEnd);
 }
@@ -34,9 +34,9 @@ struct Watch<S, C> {
 }
 
 impl<S: Send, C: Coalesce + Settle<S> + Send> AnyWatch for Watch<S, C> {
-    fn apply(&mut self, batch: &ChangeBatch, db: &Db) -> bool {
+    fn apply(&mut self, batch: &Published, db: &Db) -> bool {
         let Some(mailbox) = self.mailbox.upgrade() else { return false };
-        if batch.sequence <= self.since {
+        if batch.sequence() <= self.since {
             return true;
         }
         match (self.follow)(batch, db) {
@@ -64,7 +64,7 @@ impl<S: Send, C: Coalesce + Settle<S> + Send> AnyWatch for Watch<S, C> {
 pub(super) struct Watches(pub(super) Vec<Box<dyn AnyWatch>>);
 
 impl Watches {
-    pub(super) fn apply(&mut self, batch: &ChangeBatch, db: &Db) {
+    pub(super) fn apply(&mut self, batch: &Published, db: &Db) {
         self.0.retain_mut(|watch| watch.apply(batch, db)); // a removed watch lowers the demand
     }
 }

@@ -8,8 +8,9 @@
 //! table of entry numbers: the entry keeps its first old value and takes the last new one.
 //! [`ChangeLog::finish`] gives each entry its kind, or drops it (written back to its old
 //! value, or inserted then deleted). The durable feed encodes straight from the buffer
-//! ([`ChangeLog::changes`]); owned [`Change`]s are made only for in-process listeners
-//! ([`ChangeLog::to_changes`]).
+//! ([`ChangeLog::changes`]); a committed log moves whole into the in-process feed
+//! ([`super::published::Published`]), whose hooks read it in place, and owned [`Change`]s are
+//! made from it only for listeners ([`ChangeLog::to_changes`]), on the delivering thread.
 //!
 //! The table hashes with foldhash seeded at random per log (a transaction's keys may come
 //! from outside): keys crafted without the seed cannot make one transaction's log quadratic,
@@ -28,6 +29,10 @@ thread_local! {
     /// This thread's last change log, emptied, its memory kept (see [`ChangeLog::start`]).
     static KEPT: RefCell<Option<ChangeLog>> = const { RefCell::new(None) };
 }
+
+/// A log the feed delivered and gave back ([`ChangeLog::give_back`]), for whichever thread
+/// writes next: a log published to the feed leaves its writer's thread.
+static SPARE: std::sync::Mutex<Option<ChangeLog>> = std::sync::Mutex::new(None);
 
 /// A run of bytes in [`ChangeLog::bytes`].
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +67,6 @@ pub(crate) struct ChangeView<'a> {
 
 impl Change {
     /// This change, borrowed (see [`ChangeView`]).
-    #[cfg(test)]
     pub(crate) fn view(&self) -> ChangeView<'_> {
         ChangeView { keyspace: &self.keyspace, key: &self.key, kind: self.kind, old: self.old.as_deref(), new: self.new.as_deref() }
     }
@@ -110,7 +114,8 @@ impl ChangeLog {
     /// otherwise take fresh pages from the system each time, one fault per 4 KiB (a third of
     /// the log's cost, measured with `feed_parts`).
     pub(crate) fn start() -> ChangeLog {
-        let kept = KEPT.with(|kept| kept.borrow_mut().take());
+        let kept = KEPT.with(|kept| kept.borrow_mut().take())
+            .or_else(|| SPARE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
         match kept {
             Some(mut log) => {
                 log.hasher = foldhash::fast::RandomState::default();
@@ -122,19 +127,34 @@ impl ChangeLog {
 
     /// Empties the log and keeps it for this thread's next write transaction, unless it holds
     /// more than [`KEPT_BYTES_MAX`].
-    pub(crate) fn keep(mut self) {
+    pub(crate) fn keep(self) {
+        if let Some(emptied) = self.emptied() {
+            // `try_with`: a thread being torn down keeps nothing.
+            let _ = KEPT.try_with(|kept| *kept.borrow_mut() = Some(emptied));
+        }
+    }
+
+    /// Empties the log and keeps it for the next write transaction of any thread (a log the
+    /// feed has delivered), unless it holds more than [`KEPT_BYTES_MAX`].
+    pub(crate) fn give_back(self) {
+        if let Some(emptied) = self.emptied() {
+            *SPARE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(emptied);
+        }
+    }
+
+    /// The log emptied with its memory, or `None` if it holds more than [`KEPT_BYTES_MAX`].
+    fn emptied(mut self) -> Option<ChangeLog> {
         let bytes = self.bytes.capacity()
             + self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.positions.capacity() * std::mem::size_of::<(u64, usize)>();
         if bytes > KEPT_BYTES_MAX {
-            return;
+            return None;
         }
         self.keyspaces.clear();
         self.bytes.clear();
         self.entries.clear();
         self.positions.clear();
-        // `try_with`: a thread being torn down keeps nothing.
-        let _ = KEPT.try_with(|kept| *kept.borrow_mut() = Some(self));
+        Some(self)
     }
 
     fn keyspace_index(&mut self, keyspace: &Arc<str>) -> u32 {
@@ -223,7 +243,7 @@ impl ChangeLog {
     }
 
     /// The changes after [`ChangeLog::finish`], in the order the transaction first made them.
-    pub(crate) fn changes(&self) -> impl Iterator<Item = ChangeView<'_>> + Clone {
+    pub(crate) fn changes(&self) -> impl DoubleEndedIterator<Item = ChangeView<'_>> + Clone {
         self.entries.iter().filter_map(move |entry| {
             Some(ChangeView {
                 keyspace: &self.keyspaces[entry.keyspace as usize],

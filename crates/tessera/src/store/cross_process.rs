@@ -141,7 +141,7 @@ impl CrossProcess {
                 assert!(batch.sequence > *delivered && batch.sequence <= through, "feed entry {} out of range", batch.sequence);
                 *delivered = batch.sequence;
                 if inner.feed.has_listeners() && !batch.changes.is_empty() {
-                    inner.feed.publish(batch);
+                    inner.feed.publish(super::published::Published::from_batch(batch));
                 }
             }
             if complete {

@@ -16,6 +16,7 @@
 //! number of batches it missed, so it knows to re-read state. A listener whose receiver is
 //! dropped, or whose callback panicked, is removed.
 
+use super::published::Published;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -168,7 +169,7 @@ impl Drop for ChangeDemand {
 
 /// A module's handler of every batch, run on the delivery thread (after the commit, never
 /// under the write lock) before the listeners get the batch. Live queries are one.
-pub(crate) type Hook = Arc<dyn Fn(&Arc<ChangeBatch>) + Send + Sync>;
+pub(crate) type Hook = Arc<dyn Fn(&Published) + Send + Sync>;
 
 /// A module's handler of a gap: commits of other processes that could not be delivered (see
 /// [`Feed::report_gap`]). Live queries end their subscriptions with the error.
@@ -201,7 +202,7 @@ struct Outbox {
 
 #[derive(Default)]
 struct OutboxState {
-    batches: VecDeque<Arc<ChangeBatch>>,
+    batches: VecDeque<Published>,
     /// The delivery thread has work a committer will not do (a large batch).
     thread_work: bool,
     /// The feed is closing: the thread delivers what is queued, then ends; nothing more queues.
@@ -209,7 +210,7 @@ struct OutboxState {
 }
 
 impl Outbox {
-    fn pop(&self) -> Option<Arc<ChangeBatch>> {
+    fn pop(&self) -> Option<Published> {
         lock(&self.state).batches.pop_front()
     }
 
@@ -218,17 +219,17 @@ impl Outbox {
     }
 
     /// The first batch, if it is small enough for a committer to deliver.
-    fn pop_small(&self) -> Option<Arc<ChangeBatch>> {
+    fn pop_small(&self) -> Option<Published> {
         let mut state = lock(&self.state);
         match state.batches.front() {
-            Some(batch) if batch.changes.len() <= INLINE_DELIVERY_CHANGES_MAX => state.batches.pop_front(),
+            Some(batch) if batch.len() <= INLINE_DELIVERY_CHANGES_MAX => state.batches.pop_front(),
             _ => None,
         }
     }
 
     /// Whether the first batch is small enough for a committer to deliver.
     fn has_small_first(&self) -> bool {
-        lock(&self.state).batches.front().is_some_and(|batch| batch.changes.len() <= INLINE_DELIVERY_CHANGES_MAX)
+        lock(&self.state).batches.front().is_some_and(|batch| batch.len() <= INLINE_DELIVERY_CHANGES_MAX)
     }
 }
 
@@ -265,6 +266,7 @@ impl Feed {
             let delivering = lock(&feed.delivering);
             while let Some(batch) = feed.outbox.pop() {
                 feed.deliver(&batch);
+                batch.recycle();
             }
             drop(delivering);
             // A batch queued after the last pop, by a committer that found the lock held, is
@@ -286,13 +288,13 @@ impl Feed {
     /// Queues a committed batch for delivery (called in commit order, under the write lock).
     /// A large batch wakes the delivery thread; the committer of a small one delivers it with
     /// [`Feed::deliver_queued`] once it has released the write lock.
-    pub(crate) fn publish(&self, batch: ChangeBatch) {
-        let large = batch.changes.len() > INLINE_DELIVERY_CHANGES_MAX;
+    pub(crate) fn publish(&self, batch: Published) {
+        let large = batch.len() > INLINE_DELIVERY_CHANGES_MAX;
         let mut state = lock(&self.outbox.state);
         if state.closed {
             return;
         }
-        state.batches.push_back(Arc::new(batch));
+        state.batches.push_back(batch);
         if large {
             state.thread_work = true;
             drop(state);
@@ -314,6 +316,7 @@ impl Feed {
             };
             while let Some(batch) = self.outbox.pop_small() {
                 self.deliver(&batch);
+                batch.recycle();
             }
             drop(delivering);
             // A small batch queued after the last pop, by a committer that found the lock
@@ -372,16 +375,21 @@ impl Feed {
         true
     }
 
-    fn deliver(&self, batch: &Arc<ChangeBatch>) {
+    fn deliver(&self, batch: &Published) {
         // Under `delivering`: the only writer of the mark.
-        let previous = self.delivered_sequence.swap(batch.sequence, Ordering::AcqRel);
-        assert!(batch.sequence > previous, "batch {} delivered after batch {previous}: out of commit order", batch.sequence);
+        let previous = self.delivered_sequence.swap(batch.sequence(), Ordering::AcqRel);
+        assert!(batch.sequence() > previous, "batch {} delivered after batch {previous}: out of commit order", batch.sequence());
         let hooks: Vec<Hook> = lock(&self.hooks).clone();
         for hook in hooks {
             // A hook handles its own consumers' panics; one that escapes must not stop delivery.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(batch)));
         }
         let mut listeners = lock(&self.listeners);
+        if listeners.is_empty() {
+            self.listener_count.store(0, Ordering::Release);
+            return; // no owned copy of the batch is made for nobody
+        }
+        let owned = batch.owned();
         listeners.retain_mut(|listener| {
             let pending = listener.missed.swap(0, Ordering::AcqRel);
             if pending > 0 {
@@ -394,7 +402,7 @@ impl Feed {
                     Err(TrySendError::Disconnected(_)) => return false,
                 }
             }
-            match listener.sender.try_send(FeedEvent::Batch(batch.clone())) {
+            match listener.sender.try_send(FeedEvent::Batch(owned.clone())) {
                 Ok(()) => true,
                 Err(TrySendError::Full(_)) => {
                     listener.missed.fetch_add(1, Ordering::AcqRel);

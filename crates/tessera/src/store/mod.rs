@@ -21,13 +21,16 @@ mod migrate;
 mod feed;
 pub(crate) mod names;
 mod preflight;
+mod published;
 pub mod structure;
 mod sync;
 mod txn;
 mod wake;
 
 pub use durable_feed::{Consumer, FeedRetention, CONSUMER_NAME_LEN_MAX};
+pub(crate) use change_log::ChangeView;
 pub(crate) use feed::ChangeDemand;
+pub(crate) use published::Published;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub(crate) use migrate::Upgrade;
 pub use sync::Durability;

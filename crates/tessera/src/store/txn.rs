@@ -2,7 +2,7 @@
 //! recording) and the gate that keeps read transactions out of the way of a map resize.
 
 use super::change_log::{ChangeLog, Staged};
-use super::feed::ChangeBatch;
+use super::published::Published;
 use super::sync::Durability;
 use super::{checksum, durable_feed, Inner, Keyspace};
 use crate::error::{Error, Result};
@@ -923,9 +923,10 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             if !changes.is_empty() && inner.feed.has_listeners() {
                 // Published while the writer lock is held, so batches queue in commit order;
                 // they are delivered after the lock is released (below, or by the feed thread).
-                inner.feed.publish(ChangeBatch { sequence, changes: changes.to_changes() });
+                inner.feed.publish(Published::from_log(sequence, changes));
+            } else {
+                changes.keep();
             }
-            changes.keep();
         }
         if let Some(committing) = committing {
             committing.committed(sequence);
