@@ -63,6 +63,10 @@ struct State<E> {
     waker: Option<Waker>,
     /// Why the subscription ended, once it has (the first reason given).
     end: Option<SubscriptionEnd>,
+    /// Threads blocked in [`Mailbox::recv_until`]: a push wakes the condition variable only
+    /// when one is (std's `notify_all` makes a system call even with no waiter, and a commit
+    /// may push to a thousand mailboxes that nobody waits on yet).
+    waiting: u32,
 }
 
 /// Why a subscription delivers nothing more: what its last event, [`super::Event::Closed`],
@@ -113,7 +117,7 @@ pub(crate) struct Mailbox<E> {
 impl<E> Mailbox<E> {
     pub(crate) fn new(policy: Policy) -> Self {
         Mailbox {
-            state: Mutex::new(State { queue: VecDeque::new(), waker: None, end: None }),
+            state: Mutex::new(State { queue: VecDeque::new(), waker: None, end: None, waiting: 0 }),
             ready: Condvar::new(),
             policy,
             ended: AtomicBool::new(false),
@@ -171,13 +175,16 @@ impl<E> Mailbox<E> {
             if self.ended.load(Ordering::Acquire) {
                 return None;
             }
-            state = match deadline {
-                None => self.ready.wait(state).unwrap_or_else(|p| p.into_inner()),
-                Some(deadline) => {
-                    let left = deadline.checked_duration_since(Instant::now())?;
-                    self.ready.wait_timeout(state, left.min(Duration::from_secs(3600))).unwrap_or_else(|p| p.into_inner()).0
-                }
+            let left = match deadline {
+                None => None,
+                Some(deadline) => Some(deadline.checked_duration_since(Instant::now())?),
             };
+            state.waiting += 1;
+            state = match left {
+                None => self.ready.wait(state).unwrap_or_else(|p| p.into_inner()),
+                Some(left) => self.ready.wait_timeout(state, left.min(Duration::from_secs(3600))).unwrap_or_else(|p| p.into_inner()).0,
+            };
+            state.waiting -= 1;
         }
     }
 
@@ -209,9 +216,11 @@ impl<E: Coalesce> Mailbox<E> {
             Some(last) if coalesce => last.coalesce(event),
             _ => state.queue.push_back(event),
         }
-        let waker = state.waker.take();
+        let (waker, waiting) = (state.waker.take(), state.waiting > 0);
         drop(state);
-        self.ready.notify_all();
+        if waiting {
+            self.ready.notify_all();
+        }
         if let Some(waker) = waker {
             waker.wake();
         }

@@ -186,7 +186,7 @@ impl<T: LiveRecord> QuerySub<T> {
     /// `values` (a refill, or a read past a commit), diffed by primary key.
     fn reloaded(&mut self, commit: &Commit<'_, T>, old_keys: Vec<Box<[u8]>>, values: Vec<Arc<T>>) -> Option<ResultChange<T>> {
         let new_keys = keys_of(&self.rows, self.visible());
-        let mut modified: HashSet<Box<[u8]>> = commit.changes.iter().map(|c| Box::from(&*c.key)).collect();
+        let mut modified: HashSet<Box<[u8]>> = commit.changes.iter().map(|c| Box::from(c.key)).collect();
         if self.since > commit.sequence {
             // The snapshot read holds later commits too, whose own changes will be skipped
             // as already included: any record of the window may have changed in place, so
@@ -279,11 +279,8 @@ impl<T: LiveRecord> QuerySub<T> {
         let mut any_removed = false;
         for &(index, old_hit, new_hit) in hits {
             let change = changes[index];
-            let (old_match, new_match) = if self.exact {
-                (old_hit, new_hit)
-            } else {
-                (self.matches(state, change.old), self.matches(state, change.new))
-            };
+            let (old_match, new_match) =
+                if self.exact { (old_hit, new_hit) } else { (self.matches(state, change.old), self.matches(state, change.new)) };
             if !old_match && !new_match {
                 continue;
             }
@@ -396,7 +393,7 @@ impl<T: LiveRecord> QuerySub<T> {
         let keys = (self.policy == Policy::LatestOnly).then(|| {
             let base = old_keys(&self.rows);
             let new = keys_of(&self.rows, self.visible());
-            let modified = changes.iter().map(|c| Box::from(&*c.key)).collect();
+            let modified = changes.iter().map(|c| Box::from(c.key)).collect();
             Box::new(CoalesceKeys { base, new, modified })
         });
         Ok(Some(self.change(old_visible.len(), (deletions, insertions, modifications, moves), keys, values)))

@@ -114,8 +114,8 @@ impl ChangeLog {
     /// otherwise take fresh pages from the system each time, one fault per 4 KiB (a third of
     /// the log's cost, measured with `feed_parts`).
     pub(crate) fn start() -> ChangeLog {
-        let kept = KEPT.with(|kept| kept.borrow_mut().take())
-            .or_else(|| SPARE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
+        let kept =
+            KEPT.with(|kept| kept.borrow_mut().take()).or_else(|| SPARE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
         match kept {
             Some(mut log) => {
                 log.hasher = foldhash::fast::RandomState::default();

@@ -27,12 +27,12 @@ mod sync;
 mod txn;
 mod wake;
 
-pub use durable_feed::{Consumer, FeedRetention, CONSUMER_NAME_LEN_MAX};
 pub(crate) use change_log::ChangeView;
+pub use durable_feed::{Consumer, FeedRetention, CONSUMER_NAME_LEN_MAX};
 pub(crate) use feed::ChangeDemand;
-pub(crate) use published::Published;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub(crate) use migrate::Upgrade;
+pub(crate) use published::Published;
 pub use sync::Durability;
 pub(crate) use txn::{panic_message, writing_on_this_thread};
 pub use txn::{Entries, ReadSource, ReadTxn, Snapshot, WriteTxn, KEY_LEN_MAX};

@@ -65,7 +65,9 @@ impl Published {
     pub(crate) fn owned(&self) -> Arc<ChangeBatch> {
         match &self.source {
             Source::Owned(batch) => batch.clone(),
-            Source::Log(log) => self.owned.get_or_init(|| Arc::new(ChangeBatch { sequence: self.sequence, changes: log.to_changes() })).clone(),
+            Source::Log(log) => {
+                self.owned.get_or_init(|| Arc::new(ChangeBatch { sequence: self.sequence, changes: log.to_changes() })).clone()
+            }
         }
     }
 
