@@ -21,7 +21,8 @@ fn main() {
     for sub in &subs {
         sub.recv_timeout(Duration::from_secs(60)).unwrap();
     }
-    for round in 0..3 {
+    let rounds: i32 = std::env::var("ROUNDS").ok().and_then(|rounds| rounds.parse().ok()).unwrap_or(3);
+    for round in 0..rounds {
         let start = Instant::now();
         db.write(|tx| (0..10_000).try_for_each(|i| docs.update(tx, &format!("title{i}"), |d| d.priority = -10000 + i + round).map(drop)))
             .unwrap();
