@@ -55,6 +55,10 @@ pub(super) struct LiveCollection<T: LiveRecord> {
     /// collection counts itself here when it goes): a commit scans for them only then, so its
     /// cost does not grow with the subscriptions it does not affect.
     pub(super) dropped: Arc<AtomicUsize>,
+    /// A commit's hits, by query slot (empty between commits): filled by the matcher, taken
+    /// by the affected subscriptions. Kept from commit to commit, so that recording a hit is
+    /// an index, not a hash lookup (a commit of case 3 in the live table records 1.7 million).
+    pub(super) hits_by_slot: Vec<Hits>,
 }
 
 /// The registry goes with the database's change feed: every subscription still open then ends,
@@ -160,7 +164,10 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         // Which subscriptions each change may affect: (change, old version hit, new hit), by
         // subscription id; only affected subscriptions appear.
         self.matcher.prepare();
-        let mut hits: rustc_hash::FxHashMap<u64, Hits> = rustc_hash::FxHashMap::default();
+        if self.hits_by_slot.len() < self.queries.len() {
+            self.hits_by_slot.resize_with(self.queries.len(), Hits::new);
+        }
+        let mut hits = SlotHits { lists: &mut self.hits_by_slot, touched: Vec::new() };
         let mut component = Vec::with_capacity(32);
         let fields: Vec<(FieldPath, &super::matcher::FieldIndex)> =
             self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
@@ -176,7 +183,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                     component.push(sort_key::TAG_STRING);
                     component.extend_from_slice(change.key);
                     let (old, new) = (change.old.is_some(), change.new.is_some());
-                    field.lookup(&component, &mut |id| record_hit(&mut hits, id, index, old, new));
+                    field.lookup(&component, &mut |id| hits.record(id, index, old, new));
                     continue;
                 }
                 for (bytes, is_new) in [(change.old, false), (change.new, true)] {
@@ -184,16 +191,15 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                     component.clear();
                     let Ok(doc) = self.state.open_stored(bytes) else { continue };
                     sort_key::encode_value(path.lookup(doc.root()), &mut component);
-                    field.lookup(&component, &mut |id| record_hit(&mut hits, id, index, !is_new, is_new));
+                    field.lookup(&component, &mut |id| hits.record(id, index, !is_new, is_new));
                 }
             }
         }
         for id in &self.matcher.unanchored {
-            hits.insert(*id, (0..changes.len()).map(|index| (index, true, true)).collect());
+            hits.replace(*id, (0..changes.len()).map(|index| (index, true, true)).collect());
         }
         // The work: each affected subscription with its hits, in change order, in slot order.
-        let mut affected: Vec<(u64, Hits)> = hits.into_iter().collect();
-        affected.sort_unstable_by_key(|(id, _)| *id);
+        let affected = hits.take_all();
         let mut work: Vec<(&mut QuerySub<T>, Hits)> = Vec::with_capacity(affected.len());
         let mut rest: &mut [Option<QuerySub<T>>] = &mut self.queries;
         let mut first_in_rest = 0;
@@ -262,16 +268,46 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
     }
 }
 
-/// Notes that change `index` may affect subscription `id` through its old version, its new
-/// version, or both: one hit per (subscription, change), the flags merged.
-fn record_hit(hits: &mut rustc_hash::FxHashMap<u64, Hits>, id: u64, index: usize, old: bool, new: bool) {
-    let list = hits.entry(id).or_default();
-    match list.last_mut() {
-        Some(last) if last.0 == index => {
-            last.1 |= old;
-            last.2 |= new;
+/// One commit's hits being recorded into [`LiveCollection::hits_by_slot`].
+struct SlotHits<'a> {
+    lists: &'a mut [Hits],
+    /// The slots with hits, each once.
+    touched: Vec<u64>,
+}
+
+impl SlotHits<'_> {
+    /// Notes that change `index` may affect subscription `id` through its old version, its
+    /// new version, or both: one hit per (subscription, change), the flags merged.
+    fn record(&mut self, id: u64, index: usize, old: bool, new: bool) {
+        let list = &mut self.lists[id as usize];
+        if list.is_empty() {
+            self.touched.push(id);
         }
-        _ => list.push((index, old, new)),
+        match list.last_mut() {
+            Some(last) if last.0 == index => {
+                last.1 |= old;
+                last.2 |= new;
+            }
+            _ => list.push((index, old, new)),
+        }
+    }
+
+    /// Sets subscription `id`'s hits to `list` (not empty).
+    fn replace(&mut self, id: u64, list: Hits) {
+        debug_assert!(!list.is_empty(), "a subscription with hits has one at least");
+        let slot = &mut self.lists[id as usize];
+        if slot.is_empty() {
+            self.touched.push(id);
+        }
+        *slot = list;
+    }
+
+    /// Every affected subscription with its hits, in slot order; the lists are left empty
+    /// for the next commit.
+    fn take_all(self) -> Vec<(u64, Hits)> {
+        let mut touched = self.touched;
+        touched.sort_unstable();
+        touched.into_iter().map(|id| (id, std::mem::take(&mut self.lists[id as usize]))).collect()
     }
 }
 
@@ -369,6 +405,7 @@ impl Engine {
                 matcher: Matcher::default(),
                 orders: rustc_hash::FxHashMap::default(),
                 dropped: Arc::new(AtomicUsize::new(0)),
+                hits_by_slot: Vec::new(),
             })
         });
         match live.as_any().downcast_mut::<LiveCollection<T>>() {
