@@ -198,7 +198,7 @@ pub(crate) const META_LAST_EMPTY_KEY: &[u8] = b"cross_process_empty_commit";
 /// the committing transaction, under the writer lock.
 pub(crate) fn append(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequence: u64, log: &ChangeLog) -> Result<()> {
     let (feed, meta) = (&target.feed, &target.meta);
-    let recorded_changes = log.changes().filter(|change| recorded(change.keyspace));
+    let recorded_changes = log.changes_of(recorded);
     let size = feed_entry::size(recorded_changes.clone());
     let (count, entry_len) = (size.count, size.len);
     if count == 0 {
