@@ -10,7 +10,7 @@
 //! it is added without a lookup, and hashed into the table only when a later write needs one.
 //! [`ChangeLog::finish`] gives each entry its kind, or drops it (written back to its old
 //! value, or inserted then deleted). The durable feed encodes straight from the buffer
-//! ([`ChangeLog::changes`]); owned [`Change`]s are made only for in-process listeners
+//! ([`ChangeLog::changes_of`]); owned [`Change`]s are made only for in-process listeners
 //! ([`ChangeLog::to_changes`]).
 //!
 //! The table hashes with foldhash seeded at random per log (a transaction's keys may come

@@ -720,13 +720,15 @@ mod tests {
             })
             .unwrap();
         db.write(|tx| tx.put(&notes, b"c", b"3")).unwrap();
-        let stored = db.read(|tx| Ok(tx.range(&feed, ..)?.map(|entry| entry.map(|(_, value)| value.to_vec())).collect::<Result<Vec<_>>>()?)).unwrap();
+        let stored =
+            db.read(|tx| tx.range(&feed, ..)?.map(|entry| entry.map(|(_, value)| value.to_vec())).collect::<Result<Vec<_>>>()).unwrap();
         assert_eq!(stored.len(), 2);
         assert_eq!(&stored[1][..5], &[0xFF, 0xFF, 0xFF, 0xFF, 2], "a new commit writes format 2");
         for batches in [db.changes_since(0, 10).unwrap(), consumer.changes(10).unwrap()] {
             assert_eq!(batches.len(), 2);
             assert_eq!((batches[0].sequence, &batches[0].changes[..]), (old_sequence, &old_changes[..]));
-            let inserted = Change { keyspace: "notes".into(), key: b"c"[..].into(), kind: ChangeKind::Insert, old: None, new: Some(b"3"[..].into()) };
+            let inserted =
+                Change { keyspace: "notes".into(), key: b"c"[..].into(), kind: ChangeKind::Insert, old: None, new: Some(b"3"[..].into()) };
             assert_eq!(batches[1].changes, [inserted]);
         }
     }

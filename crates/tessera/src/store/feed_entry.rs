@@ -143,7 +143,11 @@ pub(crate) fn size<'a>(changes: impl Iterator<Item = ChangeView<'a>>) -> EntrySi
 
 /// Writes the format-2 entry of `changes` (the ones [`size`] measured into `size`) to `out`:
 /// a `Vec`, or LMDB's reserved space.
-pub(crate) fn write<'a>(changes: impl Iterator<Item = ChangeView<'a>>, size: EntrySize<'a>, out: &mut impl std::io::Write) -> std::io::Result<()> {
+pub(crate) fn write<'a>(
+    changes: impl Iterator<Item = ChangeView<'a>>,
+    size: EntrySize<'a>,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
     let EntrySize { count, mut table, .. } = size;
     let mut chunk = Vec::with_capacity(CHUNK_BYTES);
     chunk.extend_from_slice(&V2_MARKER);
@@ -312,9 +316,11 @@ fn decode_v2(mut fields: Fields<'_>) -> Result<ChangeBatch> {
         let key = fields.varint_bytes("key").map_err(|_| fields.damaged(&format!("change {index}: keyspace {keyspace}: key")))?;
         let new = match kind {
             ChangeKind::Delete => None,
-            _ => Some(fields.varint_bytes("value").map_err(|_| {
-                fields.damaged(&format!("change {index}: keyspace {keyspace}, key \"{}\": value", key.escape_ascii()))
-            })?),
+            _ => Some(
+                fields
+                    .varint_bytes("value")
+                    .map_err(|_| fields.damaged(&format!("change {index}: keyspace {keyspace}, key \"{}\": value", key.escape_ascii())))?,
+            ),
         };
         changes.push(change(&fields, keyspace, key, kind, new)?);
     }
@@ -416,8 +422,11 @@ mod tests {
     #[test]
     fn format_2_is_smaller_than_format_1_by_the_repeated_names_and_fixed_lengths() {
         let values: Vec<Vec<u8>> = (0..1000).map(|i| vec![i as u8; 90]).collect();
-        let changes: Vec<Change> =
-            values.iter().enumerate().map(|(i, value)| change("tessera.col.BenchDoc", format!("title{i}").as_bytes(), ChangeKind::Insert, Some(value))).collect();
+        let changes: Vec<Change> = values
+            .iter()
+            .enumerate()
+            .map(|(i, value)| change("tessera.col.BenchDoc", format!("title{i}").as_bytes(), ChangeKind::Insert, Some(value)))
+            .collect();
         let (v1, v2) = (v1_encoder::encode(&views(&changes)).len(), encode(&views(&changes)).len());
         // Per change, 1 + 2 + 20 + 4 + 4 bytes around key and value before, 3 now; per entry,
         // a count of 4 bytes before, 5 + 1 + 21 (the table) + 2 (the count) now.
@@ -463,7 +472,10 @@ mod tests {
         // The header, by hand: marker, version, table of one name "a", then the changes.
         let entry = |version: u8, table: &[u8], changes: &[u8]| [&V2_MARKER[..], &[version], table, changes].concat();
         let table = [1, 1, b'a'];
-        assert_eq!(decode(1, &entry(2, &table, &[1, 0, 1, b'k', 1, b'v'])).unwrap().changes, [change("a", b"k", ChangeKind::Insert, Some(b"v"))]);
+        assert_eq!(
+            decode(1, &entry(2, &table, &[1, 0, 1, b'k', 1, b'v'])).unwrap().changes,
+            [change("a", b"k", ChangeKind::Insert, Some(b"v"))]
+        );
         let damaged: [(&str, Vec<u8>); 10] = [
             ("a later format", entry(3, &table, &[1, 0, 1, b'k', 1, b'v'])),
             ("no changes", entry(2, &table, &[0])),
