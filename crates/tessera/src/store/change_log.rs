@@ -269,8 +269,9 @@ impl ChangeLog {
         self.changes_of(|_| true)
     }
 
-    /// [`ChangeLog::changes`] of the keyspaces `kept` keeps, asked once per keyspace (a
-    /// transaction writes a handful) instead of once per change.
+    /// The changes after [`ChangeLog::finish`] to the keyspaces `kept` keeps, in the order the
+    /// transaction first made them; `kept` is asked once per keyspace (a transaction writes a
+    /// handful), not once per change.
     pub(crate) fn changes_of(&self, kept: impl Fn(&str) -> bool) -> impl Iterator<Item = ChangeView<'_>> + Clone {
         let kept: Vec<bool> = self.keyspaces.iter().map(|name| kept(name)).collect();
         self.entries.iter().filter_map(move |entry| {

@@ -41,7 +41,7 @@ const V2_KIND_BITS: u32 = 2;
 const V2_CHANGE_BYTES_MIN: usize = 2;
 /// Longest LEB128 number read: ten 7-bit groups hold a u64.
 const VARINT_BYTES_MAX: usize = 10;
-/// Bytes of an encoded entry [`write`] gathers before it writes them out: a few large writes
+/// Bytes of an encoded entry [`write()`] gathers before it writes them out: a few large writes
 /// into LMDB's reserved space instead of several small ones per change.
 const CHUNK_BYTES: usize = 64 * 1024;
 
@@ -110,7 +110,7 @@ impl<'a> KeyspaceTable<'a> {
 }
 
 /// The size of an entry: its change count and its length in bytes, with the keyspace table
-/// [`write`] needs.
+/// [`write()`] needs.
 pub(crate) struct EntrySize<'a> {
     pub(crate) count: usize,
     pub(crate) len: usize,
@@ -127,7 +127,7 @@ fn change_len(change: &ChangeView<'_>, keyspace_index: usize) -> usize {
     varint_len(head_of(change.kind, keyspace_index)) + varint_len(change.key.len() as u64) + change.key.len() + value
 }
 
-/// The format-2 entry's size for `changes` (one pass; [`write`] makes the second).
+/// The format-2 entry's size for `changes` (one pass; [`write()`] makes the second).
 pub(crate) fn size<'a>(changes: impl Iterator<Item = ChangeView<'a>>) -> EntrySize<'a> {
     let mut table = KeyspaceTable::new();
     let (mut count, mut changes_len) = (0, 0);
