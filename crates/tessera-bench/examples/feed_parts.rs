@@ -4,7 +4,9 @@
 //!
 //! - `FEED=0` or `FEED=1`: that mode only, `ITER` rounds (for callgrind and perf).
 //! - `FEED` unset: both modes alternating in each round, `ITER` rounds, and the medians and
-//!   the ratios feed on / feed off printed (the crud rows' figures, without the other rows).
+//!   the ratios feed on / feed off printed (the crud rows' figures, without the other rows),
+//!   after the size of the insert's feed entry in both entry formats.
+//! - `ONLY=insert`: the insert alone (for profiles of its transaction).
 //! - `CLOCK=cpu`: the writing thread's CPU time instead of the elapsed time (steadier on a
 //!   loaded machine: time spent waiting for a core is not counted; page faults are).
 use std::time::Duration;
@@ -40,9 +42,43 @@ fn round(clock: Clock, records: &[BenchDoc], durable_feed: bool) -> (Duration, D
     let start = clock.now();
     db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
     let insert = clock.now() - start;
+    if std::env::var("ONLY").is_ok_and(|only| only == "insert") {
+        return (insert, Duration::ZERO);
+    }
     let start = clock.now();
     db.write(|tx| records.iter().try_for_each(|doc| docs.update(tx, &doc.title, |d| d.priority += 1).map(drop))).unwrap();
     (insert, clock.now() - start)
+}
+
+/// LEB128 bytes of `value`.
+fn varint_len(value: usize) -> usize {
+    (usize::BITS as usize - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// The insert's feed entry in both formats of `docs/storage.md` ("Durable change feed"),
+/// computed from its changes as `changes_since` returns them: (changes, format 1, format 2).
+fn entry_bytes(records: &[BenchDoc]) -> (usize, usize, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() }).unwrap();
+    let docs = db.collection::<BenchDoc>().unwrap();
+    db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
+    let batch = db.changes_since(0, usize::MAX).unwrap().pop().expect("the insert's entry");
+    let payload = |c: &tessera::store::Change| c.key.len() + c.new.as_ref().map_or(0, |v| v.len());
+    let v1 = 4 + batch.changes.iter().map(|c| 1 + 2 + c.keyspace.len() + 4 + 4 + payload(c)).sum::<usize>();
+    let mut names: Vec<&str> = batch.changes.iter().map(|c| &*c.keyspace).collect();
+    names.sort_unstable();
+    names.dedup();
+    let table: usize = names.iter().map(|name| varint_len(name.len()) + name.len()).sum();
+    let changes: usize = batch
+        .changes
+        .iter()
+        .map(|c| {
+            let head = (names.binary_search(&&*c.keyspace).unwrap() << 2) | 3;
+            varint_len(head) + varint_len(c.key.len()) + c.new.as_ref().map_or(0, |v| varint_len(v.len())) + payload(c)
+        })
+        .sum();
+    let v2 = 5 + varint_len(names.len()) + table + varint_len(batch.changes.len()) + changes;
+    (batch.changes.len(), v1, v2)
 }
 
 fn median(mut values: Vec<Duration>) -> Duration {
@@ -58,6 +94,10 @@ fn main() {
         Ok(value) => vec![value != "0"],
         Err(_) => vec![false, true],
     };
+    if modes.len() == 2 {
+        let (changes, v1, v2) = entry_bytes(&records);
+        eprintln!("the insert's feed entry: {changes} changes, {v1} bytes in format 1, {v2} in format 2 (the one written)");
+    }
     let mut figures = vec![(Vec::new(), Vec::new()); modes.len()];
     for _ in 0..iterations {
         for (index, &durable_feed) in modes.iter().enumerate() {

@@ -172,3 +172,39 @@ fn a_process_that_opened_the_file_before_the_feed_was_turned_on_appends_too() {
         .collect();
     assert_eq!(keys, [b"child".to_vec(), b"parent".to_vec()], "both processes' commits, the parent's included");
 }
+
+/// A transaction of inserts records its keys without looking them up until a write needs a
+/// lookup (`store/change_log.rs`): writes of the same keys after the inserts, and after a
+/// delete, still net out to one change per key.
+#[test]
+fn keys_inserted_then_written_again_in_one_transaction_are_one_change_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_with(dir.path().join("db"), with_feed()).unwrap();
+    let tasks = db.collection::<Task>().unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    db.write(|tx| tx.put(&notes, b"kept", b"0")).unwrap();
+    db.write(|tx| {
+        for id in 0..1000 {
+            tasks.insert(tx, &Task { id, priority: 0 })?;
+        }
+        tasks.update(tx, &7u32, |task| task.priority = 1)?; // an insert, with its last value
+        tasks.delete(tx, &8u32)?; // inserted then deleted: no change
+        tasks.insert(tx, &Task { id: 1000, priority: 2 })?; // after a delete: the lookup path
+        tasks.delete(tx, &1000u32)?;
+        tasks.insert(tx, &Task { id: 1000, priority: 3 })?; // deleted then inserted again
+        tx.insert_new(&notes, b"new", b"1")?;
+        tx.put(&notes, b"new", b"2")?;
+        tx.delete(&notes, b"kept").map(drop)
+    })
+    .unwrap();
+    let batches = db.changes_since(0, 10).unwrap();
+    let changes = &batches.last().unwrap().changes;
+    let task_changes: Vec<_> = changes.iter().filter(|change| change.keyspace.starts_with("tessera.col.")).collect();
+    assert_eq!(task_changes.len(), 1000);
+    assert!(task_changes.iter().all(|change| change.kind == ChangeKind::Insert));
+    let note_changes: Vec<_> =
+        changes.iter().filter(|change| &*change.keyspace == "notes").map(|c| (&*c.key, c.kind, c.new.as_deref())).collect();
+    assert_eq!(note_changes, [(&b"new"[..], ChangeKind::Insert, Some(&b"2"[..])), (&b"kept"[..], ChangeKind::Delete, None)]);
+    let read = |id: u32| db.read(|tx| tasks.get(tx, &id)).unwrap();
+    assert_eq!((read(7).unwrap().priority, read(8), read(1000).unwrap().priority), (1, None, 3));
+}

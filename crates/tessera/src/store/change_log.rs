@@ -5,12 +5,15 @@
 //! The keys and values are copied into one growing byte buffer, and each changed key has a
 //! small fixed-size [`Entry`] of offsets into it, so a recorded write costs a copy and a hash,
 //! never an allocation of its own. A key changed twice has one entry, found through a hash
-//! table of entry numbers: the entry keeps its first old value and takes the last new one.
+//! table of entry numbers: the entry keeps its first old value and takes the last new one. A key
+//! new to the store, written before the transaction deletes anything, cannot have an entry yet:
+//! it is added without a lookup, and hashed into the table only when a later write needs one.
 //! [`ChangeLog::finish`] gives each entry its kind, or drops it (written back to its old
 //! value, or inserted then deleted). The durable feed encodes straight from the buffer
-//! ([`ChangeLog::changes`]); a committed log moves whole into the in-process feed
-//! ([`super::published::Published`]), whose hooks read it in place, and owned [`Change`]s are
-//! made from it only for listeners ([`ChangeLog::to_changes`]), on the delivering thread.
+//! ([`ChangeLog::changes_of`]); a committed log moves whole into the in-process feed
+//! ([`super::published::Published`]), whose hooks read it in place ([`ChangeLog::changes`]),
+//! and owned [`Change`]s are made from it only for listeners ([`ChangeLog::to_changes`]), on
+//! the delivering thread.
 //!
 //! The table hashes with foldhash seeded at random per log (a transaction's keys may come
 //! from outside): keys crafted without the seed cannot make one transaction's log quadratic,
@@ -93,6 +96,12 @@ pub(crate) struct ChangeLog {
     /// Each entry's hash (of keyspace index and key) and index in `entries`; the hash is kept
     /// so that growing the table never hashes a key again.
     positions: hashbrown::HashTable<(u64, usize)>,
+    /// `entries[..indexed]` are in `positions`; the others were recorded by
+    /// [`ChangeLog::record_new`] without a lookup, and are added by the next lookup.
+    indexed: usize,
+    /// A delete has been recorded: from then on a key new to the store may have an entry (it
+    /// was deleted earlier in the transaction), and [`ChangeLog::record_new`] looks it up.
+    deleted: bool,
     hasher: foldhash::fast::RandomState,
 }
 
@@ -103,6 +112,8 @@ impl Default for ChangeLog {
             bytes: Vec::new(),
             entries: Vec::new(),
             positions: hashbrown::HashTable::new(),
+            indexed: 0,
+            deleted: false,
             hasher: foldhash::fast::RandomState::default(),
         }
     }
@@ -154,6 +165,8 @@ impl ChangeLog {
         self.bytes.clear();
         self.entries.clear();
         self.positions.clear();
+        self.indexed = 0;
+        self.deleted = false;
         Some(self)
     }
 
@@ -184,7 +197,19 @@ impl ChangeLog {
         &self.bytes[span.start..span.start + span.len]
     }
 
+    /// Adds the entries [`ChangeLog::record_new`] recorded without a lookup to `positions`.
+    fn index_pending(&mut self) {
+        for index in self.indexed..self.entries.len() {
+            let entry = &self.entries[index];
+            let key = &self.bytes[entry.key.start..entry.key.start + entry.key.len];
+            let hash = self.hasher.hash_one((entry.keyspace, key));
+            self.positions.insert_unique(hash, (hash, index), |&(entry_hash, _)| entry_hash);
+        }
+        self.indexed = self.entries.len();
+    }
+
     fn find(&self, keyspace: u32, key: &[u8]) -> (u64, Option<usize>) {
+        debug_assert_eq!(self.indexed, self.entries.len(), "a lookup sees every entry");
         let hash = self.hasher.hash_one((keyspace, key));
         let same = |&(entry_hash, index): &(u64, usize)| {
             let entry = &self.entries[index];
@@ -195,6 +220,7 @@ impl ChangeLog {
 
     /// Copies `old`, `key`'s value before a write, unless the key has an entry already.
     pub(crate) fn stage(&mut self, keyspace: &Arc<str>, key: &[u8], old: Option<&[u8]>) -> Staged {
+        self.index_pending();
         let keyspace = self.keyspace_index(keyspace);
         match self.find(keyspace, key) {
             (_, Some(index)) => Staged(StagedKey::Known(index)),
@@ -208,22 +234,38 @@ impl ChangeLog {
     /// Records a write that succeeded: `key` (the one staged) now has the value `new`
     /// (`None`: deleted).
     pub(crate) fn record_staged(&mut self, staged: Staged, key: &[u8], new: Option<&[u8]>) {
+        self.deleted |= new.is_none();
         let new = new.map(|new| self.push_bytes(new));
         match staged.0 {
             StagedKey::Known(index) => self.entries[index].new = new,
             StagedKey::First { hash, keyspace, old } => {
+                self.index_pending();
                 let key = self.push_bytes(key);
                 let index = self.entries.len();
                 self.positions.insert_unique(hash, (hash, index), |&(entry_hash, _)| entry_hash);
                 self.entries.push(Entry { keyspace, key, old, new, kind: None });
+                self.indexed = self.entries.len();
             }
         }
     }
 
-    /// Records a write that succeeded, of a key the caller knows had no value before it.
+    /// Records a write that succeeded, of a key the caller knows had no value before it (an
+    /// insert that LMDB refused to overwrite, or an append past the last key).
+    ///
+    /// Until the transaction deletes something, such a key has no entry yet (an entry's new
+    /// value is the key's current one, and the key had none), so none is looked for, and the
+    /// entry is hashed only if a later write needs a lookup: a transaction of inserts alone
+    /// never hashes its keys.
     pub(crate) fn record_new(&mut self, keyspace: &Arc<str>, key: &[u8], new: &[u8]) {
-        let staged = self.stage(keyspace, key, None);
-        self.record_staged(staged, key, Some(new));
+        if self.deleted {
+            let staged = self.stage(keyspace, key, None);
+            self.record_staged(staged, key, Some(new));
+            return;
+        }
+        let keyspace = self.keyspace_index(keyspace);
+        let new = Some(self.push_bytes(new));
+        let key = self.push_bytes(key);
+        self.entries.push(Entry { keyspace, key, old: None, new, kind: None });
     }
 
     /// Gives each entry its kind; a key written back to its old value, or inserted then
@@ -244,7 +286,18 @@ impl ChangeLog {
 
     /// The changes after [`ChangeLog::finish`], in the order the transaction first made them.
     pub(crate) fn changes(&self) -> impl DoubleEndedIterator<Item = ChangeView<'_>> + Clone {
+        self.changes_of(|_| true)
+    }
+
+    /// The changes after [`ChangeLog::finish`] to the keyspaces `kept` keeps, in the order the
+    /// transaction first made them; `kept` is asked once per keyspace (a transaction writes a
+    /// handful), not once per change.
+    pub(crate) fn changes_of(&self, kept: impl Fn(&str) -> bool) -> impl DoubleEndedIterator<Item = ChangeView<'_>> + Clone {
+        let kept: Vec<bool> = self.keyspaces.iter().map(|name| kept(name)).collect();
         self.entries.iter().filter_map(move |entry| {
+            if !kept[entry.keyspace as usize] {
+                return None;
+            }
             Some(ChangeView {
                 keyspace: &self.keyspaces[entry.keyspace as usize],
                 key: self.slice(entry.key),
@@ -331,8 +384,14 @@ mod tests {
             }
             // Each keyspace through a fresh `Arc` now and then, as two handles would hold it.
             let name: Arc<str> = if key.len() % 2 == 0 { names[*keyspace].clone() } else { names[*keyspace].to_string().into() };
-            let staged = log.stage(&name, key, state.get(&id).map(Vec::as_slice));
-            log.record_staged(staged, key, new.as_deref());
+            match (state.get(&id), new) {
+                // A key absent from the store, written as `WriteTxn::insert_new` does.
+                (None, Some(value)) if value.len() % 2 == 0 => log.record_new(&name, key, value),
+                (old, new) => {
+                    let staged = log.stage(&name, key, old.map(Vec::as_slice));
+                    log.record_staged(staged, key, new.as_deref());
+                }
+            }
             match new {
                 Some(value) => state.insert(id, value.clone()),
                 None => state.remove(&id),
@@ -367,6 +426,20 @@ mod tests {
             assert_eq!(owned.iter().map(Change::view).collect::<Vec<_>>(), log.changes().collect::<Vec<_>>());
             assert_eq!(log.is_empty(), expected.is_empty());
         }
+    }
+
+    #[test]
+    fn changes_of_keeps_the_keyspaces_asked_for_in_order() {
+        let (a, b): (Arc<str>, Arc<str>) = ("a".into(), "b".into());
+        let mut log = ChangeLog::default();
+        log.record_new(&a, b"1", b"x");
+        log.record_new(&b, b"2", b"y");
+        log.record_new(&a, b"3", b"z");
+        let log = log.finish();
+        let keys: Vec<&[u8]> = log.changes_of(|name| name == "a").map(|change| change.key).collect();
+        assert_eq!(keys, [&b"1"[..], &b"3"[..]]);
+        assert_eq!(log.changes_of(|_| false).count(), 0);
+        assert_eq!(log.changes_of(|_| true).collect::<Vec<_>>(), log.changes().collect::<Vec<_>>());
     }
 
     #[test]

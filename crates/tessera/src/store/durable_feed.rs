@@ -15,7 +15,8 @@
 //! file without the option.
 
 use super::change_log::{ChangeLog, ChangeView};
-use super::feed::{Change, ChangeBatch, ChangeKind};
+use super::feed::{ChangeBatch, ChangeKind};
+use super::feed_entry::{self, decode, Fields};
 use super::{Db, Keyspace, ReadTxn, Snapshot, WriteTxn, META_KEYSPACE};
 use crate::error::{Error, Result};
 use std::ops::Bound;
@@ -126,123 +127,8 @@ impl FeedState {
 
 // ------------------------------------------------------------------------------ encoding
 
-const KIND_INSERT: u8 = 0;
-const KIND_UPDATE: u8 = 1;
-const KIND_DELETE: u8 = 2;
-/// The length of a delete's absent new value.
-const NO_VALUE: u32 = u32::MAX;
-
-/// One commit's entry: `count:u32`, then per change `kind:u8 · keyspace_len:u16 · keyspace ·
-/// key_len:u32 · key · value_len:u32 · value` (little-endian; a delete has `value_len`
-/// `u32::MAX` and no value).
-#[cfg(test)]
-fn encode(changes: &[ChangeView<'_>], out: &mut Vec<u8>) {
-    out.clear();
-    let (count, len) = entry_size(changes.iter().copied());
-    out.reserve(len);
-    write_entry(changes.iter().copied(), count, out).expect("writing to a Vec does not fail");
-}
-
-/// The number of changes and the length of [`encode`]'s output for `changes`.
-fn entry_size<'a>(changes: impl Iterator<Item = ChangeView<'a>>) -> (usize, usize) {
-    let per_change = |change: &ChangeView<'_>| 1 + 2 + change.keyspace.len() + 4 + change.key.len() + 4 + change.new.map_or(0, <[u8]>::len);
-    changes.fold((0, 4), |(count, len), change| (count + 1, len + per_change(&change)))
-}
-
-/// Bytes of encoded changes [`write_entry`] gathers before it writes them out: a few large
-/// writes into LMDB's reserved space instead of seven small ones per change.
-const ENTRY_CHUNK_BYTES: usize = 64 * 1024;
-
-/// Writes one commit's entry (see [`encode`]) of `count` changes to `out`: a `Vec`, or LMDB's
-/// reserved space.
-fn write_entry<'a>(changes: impl Iterator<Item = ChangeView<'a>>, count: usize, out: &mut impl std::io::Write) -> std::io::Result<()> {
-    let mut chunk = Vec::with_capacity(ENTRY_CHUNK_BYTES);
-    chunk.extend_from_slice(&(count as u32).to_le_bytes());
-    for change in changes {
-        let kind = match change.kind {
-            ChangeKind::Insert => KIND_INSERT,
-            ChangeKind::Update => KIND_UPDATE,
-            ChangeKind::Delete => KIND_DELETE,
-        };
-        chunk.push(kind);
-        chunk.extend_from_slice(&(change.keyspace.len() as u16).to_le_bytes());
-        chunk.extend_from_slice(change.keyspace.as_bytes());
-        chunk.extend_from_slice(&(change.key.len() as u32).to_le_bytes());
-        chunk.extend_from_slice(change.key);
-        match change.new {
-            Some(value) => {
-                chunk.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                chunk.extend_from_slice(value);
-            }
-            None => chunk.extend_from_slice(&NO_VALUE.to_le_bytes()),
-        }
-        if chunk.len() >= ENTRY_CHUNK_BYTES {
-            out.write_all(&chunk)?;
-            chunk.clear();
-        }
-    }
-    out.write_all(&chunk)
-}
-
-/// Reads bounds-checked fields off an entry.
-struct Fields<'a> {
-    bytes: &'a [u8],
-    sequence: u64,
-}
-
-impl<'a> Fields<'a> {
-    fn damaged(&self, what: &str) -> Error {
-        Error::Corrupted(format!("keyspace {FEED_KEYSPACE}: the entry of commit {}: {what}", self.sequence))
-    }
-
-    fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8]> {
-        if self.bytes.len() < len {
-            return Err(self.damaged(what));
-        }
-        let (taken, rest) = self.bytes.split_at(len);
-        self.bytes = rest;
-        Ok(taken)
-    }
-
-    fn u32(&mut self, what: &str) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes")))
-    }
-}
-
-fn decode(sequence: u64, bytes: &[u8]) -> Result<ChangeBatch> {
-    let mut fields = Fields { bytes, sequence };
-    let count = fields.u32("change count")? as usize;
-    // Each change takes at least 11 bytes: a count beyond that is damage, not an allocation.
-    if count > bytes.len() / 11 {
-        return Err(fields.damaged("change count"));
-    }
-    let mut changes = Vec::with_capacity(count);
-    for _ in 0..count {
-        let kind = match fields.take(1, "change kind")?[0] {
-            KIND_INSERT => ChangeKind::Insert,
-            KIND_UPDATE => ChangeKind::Update,
-            KIND_DELETE => ChangeKind::Delete,
-            _ => return Err(fields.damaged("change kind")),
-        };
-        let keyspace_len = u16::from_le_bytes(fields.take(2, "keyspace length")?.try_into().expect("2 bytes")) as usize;
-        let keyspace = std::str::from_utf8(fields.take(keyspace_len, "keyspace")?).map_err(|_| fields.damaged("keyspace name"))?;
-        let keyspace: std::sync::Arc<str> = keyspace.into();
-        let key_len = fields.u32("key length")? as usize;
-        let key: Box<[u8]> = fields.take(key_len, "key")?.into();
-        let new = match fields.u32("value length")? {
-            NO_VALUE => None,
-            len => Some(Box::from(fields.take(len as usize, "value")?)),
-        };
-        if (kind == ChangeKind::Delete) != new.is_none() {
-            return Err(fields.damaged("a delete with a value, or a write without one"));
-        }
-        changes.push(Change { keyspace, key, kind, old: None, new });
-    }
-    if !fields.bytes.is_empty() {
-        return Err(fields.damaged("bytes after the last change"));
-    }
-    Ok(ChangeBatch { sequence, changes })
-}
+/// In an entry of `tessera.feed.old`: the length of an insert's absent old value.
+const NO_OLD_VALUE: u32 = u32::MAX;
 
 /// One commit's old values, for the changes of its feed entry in their order: `count:u32`,
 /// then per change `value_len:u32 · value` (little-endian; an insert's absent old value has
@@ -256,14 +142,14 @@ fn encode_olds<'a>(changes: impl Iterator<Item = ChangeView<'a>>, count: usize, 
                 out.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 out.extend_from_slice(value);
             }
-            None => out.extend_from_slice(&NO_VALUE.to_le_bytes()),
+            None => out.extend_from_slice(&NO_OLD_VALUE.to_le_bytes()),
         }
     }
 }
 
 /// Fills `batch`'s old values from its entry in `tessera.feed.old`.
 fn decode_olds(batch: &mut ChangeBatch, bytes: &[u8]) -> Result<()> {
-    let mut fields = Fields { bytes, sequence: batch.sequence };
+    let mut fields = Fields { bytes, keyspace: OLDS_KEYSPACE, sequence: batch.sequence };
     let count = fields.u32("old value count")? as usize;
     if count != batch.changes.len() {
         return Err(Error::Corrupted(format!(
@@ -274,7 +160,7 @@ fn decode_olds(batch: &mut ChangeBatch, bytes: &[u8]) -> Result<()> {
     }
     for change in &mut batch.changes {
         change.old = match fields.u32("old value length")? {
-            NO_VALUE => None,
+            NO_OLD_VALUE => None,
             len => Some(Box::from(fields.take(len as usize, "old value")?)),
         };
         if (change.kind == ChangeKind::Insert) != change.old.is_none() {
@@ -312,8 +198,9 @@ pub(crate) const META_LAST_EMPTY_KEY: &[u8] = b"cross_process_empty_commit";
 /// the committing transaction, under the writer lock.
 pub(crate) fn append(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequence: u64, log: &ChangeLog) -> Result<()> {
     let (feed, meta) = (&target.feed, &target.meta);
-    let recorded_changes = log.changes().filter(|change| recorded(change.keyspace));
-    let (count, entry_len) = entry_size(recorded_changes.clone());
+    let recorded_changes = log.changes_of(recorded);
+    let size = feed_entry::size(recorded_changes.clone());
+    let (count, entry_len) = (size.count, size.len);
     if count == 0 {
         if target.olds.is_some() {
             tx.put_unlogged(meta, META_LAST_EMPTY_KEY, &sequence.to_be_bytes())?;
@@ -324,7 +211,7 @@ pub(crate) fn append(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequence: u64, l
     // records) is not assembled in memory and copied again with its checksum.
     let writer = |out: &mut heed::ReservedSpace<'_>| {
         prefault(out);
-        write_entry(recorded_changes.clone(), count, out)
+        feed_entry::write(recorded_changes.clone(), size, out)
     };
     tx.put_unlogged_reserved(feed, &sequence.to_be_bytes(), entry_len, writer)?;
     if let Some(olds) = &target.olds {
@@ -746,31 +633,12 @@ impl Consumer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::feed::Change;
+    use crate::store::feed_entry::{encode, v1_encoder};
 
     fn change(keyspace: &str, key: &[u8], new: Option<&[u8]>) -> Change {
         let kind = if new.is_some() { ChangeKind::Update } else { ChangeKind::Delete };
         Change { keyspace: keyspace.into(), key: key.into(), kind, old: None, new: new.map(Box::from) }
-    }
-
-    #[test]
-    fn entries_decode_to_what_was_encoded_and_damage_is_an_error() {
-        let changes = [change("tessera.col.a", b"k1", Some(b"v1")), change("notes", b"", None), change("x", &[0xFF; 300], Some(b""))];
-        let refs: Vec<ChangeView<'_>> = changes.iter().map(Change::view).collect();
-        let mut bytes = Vec::new();
-        encode(&refs, &mut bytes);
-        let batch = decode(7, &bytes).unwrap();
-        assert_eq!(batch.sequence, 7);
-        assert_eq!(batch.changes, changes);
-        // Every truncation and a trailing byte are damage, never a panic or fewer changes.
-        for len in 0..bytes.len() {
-            assert!(matches!(decode(7, &bytes[..len]), Err(Error::Corrupted(_))), "truncated to {len}");
-        }
-        let mut longer = bytes.clone();
-        longer.push(0);
-        assert!(matches!(decode(7, &longer), Err(Error::Corrupted(_))));
-        let mut huge_count = bytes.clone();
-        huge_count[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(decode(7, &huge_count), Err(Error::Corrupted(_))));
     }
 
     #[test]
@@ -780,10 +648,14 @@ mod tests {
         changes[1].old = Some(Box::from(&b""[..]));
         changes[2].kind = ChangeKind::Insert;
         let refs: Vec<ChangeView<'_>> = changes.iter().map(Change::view).collect();
-        let (mut entry, mut olds) = (Vec::new(), Vec::new());
-        encode(&refs, &mut entry);
+        let mut olds = Vec::new();
+        let entry = encode(&refs);
         encode_olds(refs.iter().copied(), refs.len(), &mut olds);
         let mut batch = decode(9, &entry).unwrap();
+        decode_olds(&mut batch, &olds).unwrap();
+        assert_eq!(batch.changes, changes);
+        // Old values go with an entry of either format.
+        let mut batch = decode(9, &v1_encoder::encode(&refs)).unwrap();
         decode_olds(&mut batch, &olds).unwrap();
         assert_eq!(batch.changes, changes);
         for len in 0..olds.len() {
@@ -808,17 +680,57 @@ mod tests {
         let space = db.keyspace("reserved").unwrap();
         let changes = [change("tessera.col.a", b"k1", Some(&[7; 5000])), change("notes", b"k2", None)];
         let refs: Vec<ChangeView<'_>> = changes.iter().map(Change::view).collect();
-        let (count, len) = entry_size(refs.iter().copied());
-        db.write(|tx| tx.put_unlogged_reserved(&space, b"entry", len, |out| write_entry(refs.iter().copied(), count, out))).unwrap();
-        let mut expected = Vec::new();
-        encode(&refs, &mut expected);
+        let len = feed_entry::size(refs.iter().copied()).len;
+        db.write(|tx| {
+            let size = feed_entry::size(refs.iter().copied());
+            tx.put_unlogged_reserved(&space, b"entry", len, |out| feed_entry::write(refs.iter().copied(), size, out))
+        })
+        .unwrap();
+        let expected = encode(&refs);
         assert_eq!(expected.len(), len);
         // Read through the store: the checksum written after the value holds.
         assert_eq!(db.read(|tx| Ok(tx.get(&space, b"entry")?.map(<[u8]>::to_vec))).unwrap(), Some(expected));
         // A writer that writes less than it reserved fails the transaction: nothing is stored.
-        let short = db.write(|tx| tx.put_unlogged_reserved(&space, b"short", len, |out| write_entry(refs[..1].iter().copied(), 1, out)));
+        let short = db.write(|tx| {
+            let first = feed_entry::size(refs[..1].iter().copied());
+            tx.put_unlogged_reserved(&space, b"short", len, |out| feed_entry::write(refs[..1].iter().copied(), first, out))
+        });
         assert!(short.is_err());
         assert!(db.read(|tx| Ok(tx.get(&space, b"short")?.is_none())).unwrap());
+    }
+
+    /// A file written before format 2 holds format-1 entries: they read back beside the
+    /// format-2 entries of later commits, through `changes_since` and a consumer.
+    #[test]
+    fn a_feed_with_entries_of_the_old_format_reads_them_beside_new_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_with(dir.path().join("db"), crate::DbOptions { durable_feed: true, ..crate::DbOptions::default() }).unwrap();
+        let notes = db.keyspace("notes").unwrap();
+        let consumer = db.consumer("replica").unwrap();
+        let feed = db.internal_keyspace(FEED_KEYSPACE).unwrap();
+        let old_changes = [change("notes", b"a", Some(b"1")), change("tessera.col.x", b"b", None)];
+        let refs: Vec<ChangeView<'_>> = old_changes.iter().map(Change::view).collect();
+        // As the old encoder wrote it, under this commit's own sequence (an unlogged write
+        // appends nothing of its own).
+        let old_sequence = db
+            .write(|tx| {
+                let sequence = tx.sequence();
+                tx.put_unlogged(&feed, &sequence.to_be_bytes(), &v1_encoder::encode(&refs))?;
+                Ok(sequence)
+            })
+            .unwrap();
+        db.write(|tx| tx.put(&notes, b"c", b"3")).unwrap();
+        let stored =
+            db.read(|tx| tx.range(&feed, ..)?.map(|entry| entry.map(|(_, value)| value.to_vec())).collect::<Result<Vec<_>>>()).unwrap();
+        assert_eq!(stored.len(), 2);
+        assert_eq!(&stored[1][..5], &[0xFF, 0xFF, 0xFF, 0xFF, 2], "a new commit writes format 2");
+        for batches in [db.changes_since(0, 10).unwrap(), consumer.changes(10).unwrap()] {
+            assert_eq!(batches.len(), 2);
+            assert_eq!((batches[0].sequence, &batches[0].changes[..]), (old_sequence, &old_changes[..]));
+            let inserted =
+                Change { keyspace: "notes".into(), key: b"c"[..].into(), kind: ChangeKind::Insert, old: None, new: Some(b"3"[..].into()) };
+            assert_eq!(batches[1].changes, [inserted]);
+        }
     }
 
     #[test]

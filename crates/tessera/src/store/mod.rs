@@ -15,6 +15,7 @@ mod change_log;
 pub(crate) mod checksum;
 mod cross_process;
 mod durable_feed;
+mod feed_entry;
 pub mod key;
 mod migrate;
 
