@@ -59,7 +59,7 @@ fn info_ls_and_schema_describe_the_tour_database() {
     let info = json(&run(&["info", "--json", db]).1);
     assert_eq!(info["collections"][0]["records"], 4);
     assert_eq!(info["collections"][0]["indexes"][0]["state"], "ready");
-    assert_eq!(info["format_version"], 7);
+    assert_eq!(info["format_version"], 8);
     assert!(info["last_txn_id"].as_u64().unwrap() > 0);
 
     let (status, out, _) = run(&["ls", db]);

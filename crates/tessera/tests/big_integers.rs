@@ -432,8 +432,8 @@ fn check_fixture_queries(db: &Db) {
 fn a_format_6_file_migrates_its_index_entries() {
     let (_dir, path) = v6_copy();
     let db = Db::open(&path).unwrap();
-    assert_eq!(db.file_info().unwrap().format_version, 7);
-    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 7);
+    assert_eq!(db.file_info().unwrap().format_version, 8);
+    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 8);
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{report}");
     check_fixture_queries(&db);
@@ -447,9 +447,9 @@ fn a_format_6_file_migrates_its_index_entries() {
     assert_eq!(top, [u64::MAX, u64::MAX - 1]);
     drop(bigs);
     db.close().unwrap();
-    // Opened again: already of format 7, nothing to migrate.
+    // Opened again: already of the current format, nothing to migrate.
     let db = Db::open(&path).unwrap();
-    assert_eq!(db.file_info().unwrap().format_version, 7);
+    assert_eq!(db.file_info().unwrap().format_version, 8);
     assert!(db.check().unwrap().is_ok());
     assert_eq!(db.collection::<Big>().unwrap().all().count(&db).unwrap(), RECORDS as usize + 1);
 }
@@ -530,7 +530,7 @@ fn a_format_6_file_keeps_its_hash_key_and_feed_and_gets_its_indexes_rebuilt() {
     let feed_before = Db::open_with(&path, DbOptions { read_only: true, ..options() }).unwrap().changes_since(0, 100).unwrap();
     assert!(!feed_before.is_empty());
     let db = Db::open_with(&path, options()).unwrap();
-    assert_eq!(db.file_info().unwrap().format_version, 7);
+    assert_eq!(db.file_info().unwrap().format_version, 8);
     let report = db.check().unwrap();
     assert!(report.is_ok(), "{report}");
     assert_eq!(db.changes_since(0, 100).unwrap().len(), feed_before.len(), "the feed is kept");

@@ -97,7 +97,7 @@ fn opening_an_older_database_marks_it_with_the_current_version() {
         drop(Db::open(&path).unwrap());
         assert_eq!(recorded_version(&path), tessera::store::STORAGE_FORMAT_VERSION, "{fixture}");
     }
-    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 7);
+    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 8);
 }
 
 #[test]

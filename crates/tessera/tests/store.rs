@@ -230,15 +230,39 @@ fn foreign_and_damaged_files_give_typed_errors() {
 fn a_newer_format_version_is_refused() {
     let (_dir, path) = temp();
     drop(Db::open(&path).unwrap());
-    {
-        let env = unsafe { heed::EnvOpenOptions::new().max_dbs(8).flags(heed::EnvFlags::NO_SUB_DIR).open(&path) }.unwrap();
-        let mut txn = env.write_txn().unwrap();
-        let meta: heed::Database<heed::types::Bytes, heed::types::Bytes> = env.create_database(&mut txn, Some("tessera.meta")).unwrap();
-        meta.put(&mut txn, b"format_version", &99u32.to_be_bytes()).unwrap();
-        txn.commit().unwrap();
-        env.prepare_for_closing().wait();
-    }
+    set_format_version(&path, 99);
     assert!(matches!(Db::open(&path), Err(Error::UnsupportedVersion { found: 99, supported: tessera::store::STORAGE_FORMAT_VERSION })));
+}
+
+/// Writes `version` as the file's storage format version, behind tessera's back.
+fn set_format_version(path: &std::path::Path, version: u32) {
+    let env = unsafe { heed::EnvOpenOptions::new().max_dbs(8).flags(heed::EnvFlags::NO_SUB_DIR).open(path) }.unwrap();
+    let mut txn = env.write_txn().unwrap();
+    let meta: heed::Database<heed::types::Bytes, heed::types::Bytes> = env.create_database(&mut txn, Some("tessera.meta")).unwrap();
+    meta.put(&mut txn, b"format_version", &version.to_be_bytes()).unwrap();
+    txn.commit().unwrap();
+    env.prepare_for_closing().wait();
+}
+
+#[test]
+fn a_format_7_file_is_only_marked_and_keeps_its_data_and_feed() {
+    let (_dir, path) = temp();
+    let options = DbOptions { durable_feed: true, ..DbOptions::default() };
+    {
+        let db = Db::open_with(&path, options.clone()).unwrap();
+        let ks = db.keyspace("ks").unwrap();
+        db.write(|tx| tx.put(&ks, b"k", b"v")).unwrap();
+        db.close().unwrap();
+    }
+    set_format_version(&path, 7);
+    let db = Db::open_with(&path, options).unwrap();
+    assert_eq!(db.file_info().unwrap().format_version, tessera::store::STORAGE_FORMAT_VERSION);
+    assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 8);
+    let ks = db.keyspace("ks").unwrap();
+    assert_eq!(db.read(|tx| Ok(tx.get(&ks, b"k")?.map(<[u8]>::to_vec))).unwrap(), Some(b"v".to_vec()));
+    let feed = db.changes_since(0, 10).unwrap();
+    assert_eq!(feed.iter().flat_map(|batch| &batch.changes).filter(|change| &*change.keyspace == "ks").count(), 1);
+    assert!(db.check().unwrap().is_ok());
 }
 
 #[test]

@@ -51,6 +51,9 @@ use sync::Syncer;
 
 /// Version of tessera's on-disk layout, recorded in the metadata keyspace of every database.
 ///
+/// Version 8 writes the durable feed's entries in format 2 (each keyspace named once per
+/// entry, lengths as varints; `docs/storage.md`, "Durable change feed"); a file of version 7
+/// is only marked, its entries of format 1 read as they are.
 /// Version 7 encodes a number in an index entry with the exact rest after its `f64` part (the
 /// *residual*), where versions up to 6 had the value as a saturated `i64`, which could not
 /// tell integers above `i64::MAX` apart (see `docs/storage.md`, "Index entries of numbers").
@@ -61,15 +64,15 @@ use sync::Syncer;
 /// `docs/storage.md`, "Values"). Version 3 stores documents of format 3 (packed numeric
 /// arrays). Version 2 stores records with their collection's shared keys (keyspace
 /// `tessera.keys`) in document format 2, and may give long dictionary keys wide suffixes.
-/// Files of versions 1 to 6 are migrated in one transaction when opened (values get their
+/// Files of versions 1 to 7 are migrated in one transaction when opened (values get their
 /// checksums, the file gets its hash key and long dictionary keys move to their keyed hash,
 /// every collection index is rebuilt), and are otherwise read as they are (records by key name or by shared key, documents of
 /// formats 1 to 3); the new mark makes an older tessera refuse a file this one has written to.
 ///
 /// ```
-/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 7);
+/// assert_eq!(tessera::store::STORAGE_FORMAT_VERSION, 8);
 /// ```
-pub const STORAGE_FORMAT_VERSION: u32 = 7;
+pub const STORAGE_FORMAT_VERSION: u32 = 8;
 
 /// The oldest storage format a read-only handle reads without the migration.
 const READ_AS_IS_FORMAT_VERSION_MIN: u32 = 5;
