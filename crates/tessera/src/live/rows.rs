@@ -37,7 +37,11 @@ pub(super) struct Rows {
 }
 
 /// Appends `value` as a LEB128 varint.
-fn put_varint(out: &mut impl Extend<u8>, mut value: usize) {
+fn put_varint(out: &mut SmallVec<[u8; INLINE_BYTES]>, mut value: usize) {
+    if value < 0x80 {
+        out.push(value as u8); // a row's lengths are almost always this short
+        return;
+    }
     while value >= 0x80 {
         out.extend([(value as u8) | 0x80]);
         value >>= 7;
@@ -62,6 +66,23 @@ fn get_varint(bytes: &[u8], offset: &mut usize) -> usize {
 }
 
 /// A walk over rows in order, rebuilding each sort key.
+/// How many leading bytes `a` and `b` share, eight at a time (a row shares most of its sort
+/// key with the one before, and a byte-by-byte count was most of a merge's cost).
+fn shared_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    let len = a.len().min(b.len());
+    let mut shared = 0;
+    for (a_word, b_word) in a[..len].chunks_exact(8).zip(b[..len].chunks_exact(8)) {
+        let (a_word, b_word) =
+            (u64::from_le_bytes(a_word.try_into().expect("8 bytes")), u64::from_le_bytes(b_word.try_into().expect("8 bytes")));
+        let differ = a_word ^ b_word;
+        if differ != 0 {
+            return shared + (differ.trailing_zeros() / 8) as usize;
+        }
+        shared += 8;
+    }
+    shared + a[shared..len].iter().zip(&b[shared..len]).take_while(|(a, b)| a == b).count()
+}
+
 pub(super) struct Cursor<'r> {
     rows: &'r Rows,
     /// Where the next row starts in `rows.bytes`.
@@ -198,7 +219,7 @@ impl Rows {
             self.restarts.push(self.bytes.len() as u32);
             0
         } else {
-            self.last.iter().zip(sort).take_while(|(a, b)| a == b).count()
+            shared_prefix_len(&self.last, sort)
         };
         put_varint(&mut self.bytes, shared);
         put_varint(&mut self.bytes, sort.len() - shared);
@@ -206,8 +227,8 @@ impl Rows {
         if self.ordered {
             put_varint(&mut self.bytes, sort.len() - key_start);
         }
-        self.last.clear();
-        self.last.extend_from_slice(sort);
+        self.last.truncate(shared);
+        self.last.extend_from_slice(&sort[shared..]);
         self.len += 1;
     }
 
@@ -387,9 +408,23 @@ mod tests {
     }
 
     #[test]
+    fn shared_prefixes_are_counted_to_the_first_difference() {
+        let long: Vec<u8> = (0..40).collect();
+        for cut in 0..=40 {
+            let mut other = long.clone();
+            if cut < 40 {
+                other[cut] ^= 0x10;
+            }
+            assert_eq!(shared_prefix_len(&long, &other), cut, "differs at {cut}");
+            assert_eq!(shared_prefix_len(&long[..cut], &long), cut, "a prefix of {cut}");
+        }
+        assert_eq!(shared_prefix_len(b"", b"abc"), 0);
+    }
+
+    #[test]
     fn varints_round_trip() {
         for value in [0, 1, 127, 128, 300, 16_383, 16_384, u32::MAX as usize] {
-            let mut out = Vec::new();
+            let mut out = SmallVec::new();
             put_varint(&mut out, value);
             let mut offset = 0;
             assert_eq!((get_varint(&out, &mut offset), offset), (value, out.len()));
