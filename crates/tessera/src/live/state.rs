@@ -127,7 +127,7 @@ fn merge(old: &Rows, marks: &Marks, inserted: &[(&SortKey, Option<usize>, usize)
 impl<T: LiveRecord> QuerySub<T> {
     /// Where each relevant hit's old version is among the rows (`None`: not a row): a search
     /// for each of a few, one walk of the rows for many.
-    fn positions(&self, relevant: &[(usize, Option<&SortKey>, Option<&SortKey>)]) -> Vec<Option<usize>> {
+    fn positions(&self, relevant: &[Relevant<'_>]) -> RowScratch<Option<usize>> {
         let lookups = relevant.iter().filter(|(_, old, _)| old.is_some()).count();
         // A search costs about as much as a dozen rows of a walk (callgrind, live table case 3).
         if lookups < 2 || lookups * 12 < self.rows.len() {
@@ -137,7 +137,7 @@ impl<T: LiveRecord> QuerySub<T> {
             relevant.iter().enumerate().filter_map(|(slot, (_, old, _))| old.map(|(sort, _)| (slot, &sort[..]))).collect();
         order.sort_unstable_by(|a, b| sort_key::compare(a.1, b.1));
         let sorts: Vec<&[u8]> = order.iter().map(|(_, sort)| *sort).collect();
-        let mut positions = vec![None; relevant.len()];
+        let mut positions: RowScratch<Option<usize>> = SmallVec::from_elem(None, relevant.len());
         for ((slot, _), found) in order.iter().zip(self.rows.find_sorted(&sorts)) {
             positions[*slot] = found;
         }
@@ -294,11 +294,11 @@ impl<T: LiveRecord> QuerySub<T> {
             Marks { removed: SmallVec::from_elem(false, self.rows.len()), rewritten: SmallVec::from_elem(None, self.rows.len()) };
         let mut any_rewritten_visible = false;
         // New versions to insert: sort key, the old position of a record that moves, change.
-        let mut inserted: Vec<(&SortKey, Option<usize>, usize)> = Vec::new();
+        let mut inserted: RowScratch<(&SortKey, Option<usize>, usize)> = SmallVec::new();
         let mut any_removed = false;
         // The hits whose old or new version matches: change, old and new sort key (where
         // that version matches).
-        let mut relevant: Vec<(usize, Option<&SortKey>, Option<&SortKey>)> = Vec::with_capacity(hits.len());
+        let mut relevant: RowScratch<Relevant<'_>> = SmallVec::with_capacity(hits.len());
         for &(index, old_hit, new_hit) in hits {
             let change = changes[index];
             let (old_match, new_match) =
@@ -423,6 +423,9 @@ impl<T: LiveRecord> QuerySub<T> {
 
 /// (change index, old version anchored, new version anchored).
 pub(super) type Hit = (usize, bool, bool);
+/// A hit whose old or new version matches: change index, and the sort key of each version
+/// that matches.
+type Relevant<'k> = (usize, Option<&'k SortKey>, Option<&'k SortKey>);
 /// One subscription's hits in a commit: most often one or two, held inline (no allocation
 /// per affected subscription).
 pub(super) type Hits = SmallVec<[Hit; 2]>;
