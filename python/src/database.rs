@@ -7,6 +7,7 @@
 use crate::convert;
 use crate::encode::{self, EncodedRecord, RecordEncoder};
 use crate::errors;
+use crate::keys::{self, KeyBytes};
 use crate::plan::{self, Plan};
 use crate::reads::ReadSet;
 use pyo3::prelude::*;
@@ -15,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera::collection::{DynCollection, DynSchema, WriteOutcome};
-use tessera::store::ReadSource;
+use tessera::store::ReadTxn;
 use tessera::value::Doc;
 use tessera::{Db, DbOptions, Dictionary, DictionaryOptions, Documents, Durability};
 
@@ -88,7 +89,7 @@ impl Shared {
 enum Operation {
     Insert { collection: DynCollection, record: Vec<u8> },
     Upsert { collection: DynCollection, record: Vec<u8> },
-    Delete { collection: DynCollection, key: Vec<u8> },
+    Delete { collection: DynCollection, key: KeyBytes },
 }
 
 /// `tessera.LimitExceeded` when a transaction would hold more than
@@ -126,7 +127,7 @@ impl Database {
                     let outcome = match operation {
                         Operation::Insert { collection, record } => collection.insert(tx, Doc::from_trusted(record)?.root())?,
                         Operation::Upsert { collection, record } => collection.upsert(tx, Doc::from_trusted(record)?.root())?,
-                        Operation::Delete { collection, key } => collection.delete(tx, Doc::from_trusted(key)?.root())?,
+                        Operation::Delete { collection, key } => key.delete(collection, tx)?,
                     };
                     outcomes.push(outcome_name(outcome));
                 }
@@ -137,23 +138,22 @@ impl Database {
     }
 }
 
-/// The record of `collection` (named `name`) at `key` (an encoded key document) in `source`,
-/// built along `plan`; inside a write block, `reads` records the stored bytes it saw for the
-/// block's commit to check (`reads.rs`). `None` when there is no such record.
+/// The record of `collection` (named `name`) at `key` (an encoded key document) in `txn`,
+/// built along `plan`; inside a write block, `reads` records the stored bytes it saw (and the
+/// snapshot's sequence) for the block's commit to check (`reads.rs`). `None` when there is no
+/// such record.
 fn read_record(
     py: Python<'_>,
     collection: &DynCollection,
     name: &str,
-    source: &impl ReadSource,
-    key: &[u8],
+    txn: &ReadTxn<'_>,
+    key: &KeyBytes,
     plan: Option<&Py<Plan>>,
     reads: Option<&ReadSet>,
 ) -> tessera::Result<Option<PyResult<PyObject>>> {
-    let found = collection.get_with(source, Doc::from_trusted(key)?.root(), |record| {
-        (plan::object(py, record, plan), reads.map(|_| record.doc().bytes().to_vec()))
-    })?;
+    let found = key.get_with(collection, txn, |record| (plan::object(py, record, plan), reads.map(|_| record.doc().bytes().to_vec())))?;
     if let Some(reads) = reads {
-        reads.record_get(name, key, found.as_ref().and_then(|(_, stored)| stored.as_deref()))?;
+        reads.record_get(name, key, found.as_ref().and_then(|(_, stored)| stored.as_deref()), txn.sequence())?;
     }
     Ok(found.map(|(record, _)| record))
 }
@@ -316,15 +316,19 @@ impl Database {
                 }
             };
             let value = operation.get_item(2)?;
+            if kind == "delete" {
+                let key = keys::key_bytes(py, &collection, &name, &value)?;
+                queued.push(Operation::Delete { collection, key });
+                continue;
+            }
             let bytes = match value.downcast::<EncodedRecord>() {
-                // Encoded by a RecordEncoder: a record, never a key.
-                Ok(encoded) if kind != "delete" => encoded.get().bytes.clone(),
+                // Encoded by a RecordEncoder.
+                Ok(encoded) => encoded.get().bytes.clone(),
                 _ => convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?,
             };
             queued.push(match &*kind {
                 "insert" => Operation::Insert { collection, record: bytes },
                 "upsert" => Operation::Upsert { collection, record: bytes },
-                "delete" => Operation::Delete { collection, key: bytes },
                 other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
             });
         }
@@ -366,7 +370,7 @@ impl Database {
         let collection = self.shared.collection(py, name)?;
         let mut queued = Vec::with_capacity(keys.len());
         for key in keys.iter() {
-            let key = convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?;
+            let key = keys::key_bytes(py, &collection, name, &key)?;
             queued.push(Operation::Delete { collection: collection.clone(), key });
         }
         self.apply(py, &queued, None)
@@ -385,9 +389,9 @@ impl Database {
         reads: Option<Py<ReadSet>>,
     ) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
-        let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
+        let key = keys::key_bytes(py, &collection, name, key)?;
         let db = self.shared.db(py)?;
-        let found = read_record(py, &collection, name, &db, &key, plan.as_ref(), reads.as_ref().map(Py::get));
+        let found = db.read(|txn| read_record(py, &collection, name, txn, &key, plan.as_ref(), reads.as_ref().map(Py::get)));
         match found.map_err(|error| errors::to_py(py, error))? {
             Some(record) => record,
             None => Ok(py.None()),
@@ -408,7 +412,7 @@ impl Database {
         let collection = self.shared.collection(py, name)?;
         let mut encoded = Vec::with_capacity(keys.len());
         for key in keys.iter() {
-            encoded.push(convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?);
+            encoded.push(keys::key_bytes(py, &collection, name, &key)?);
         }
         let db = self.shared.db(py)?;
         let found = db.read(|txn| {

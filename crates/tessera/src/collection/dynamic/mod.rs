@@ -312,6 +312,11 @@ pub(super) fn keyspace_if_present(db: &Db, name: &str) -> Result<Option<crate::s
     Ok(None)
 }
 
+/// Whether `key` has a size a stored key can have (LMDB refuses to look up any other).
+fn stored_key_size(key: &[u8]) -> bool {
+    !key.is_empty() && key.len() <= crate::store::KEY_LEN_MAX
+}
+
 /// The stored schema and shared-key table of `name`, if it has a schema.
 fn load_stored(db: &Db, name: &str) -> Result<Option<(StoredSchema, tessera_value::SharedKeys)>> {
     let Some(schemas) = keyspace_if_present(db, SCHEMA_KEYSPACE)? else { return Ok(None) };
@@ -676,6 +681,32 @@ impl DynCollection {
         Ok(Some(out))
     }
 
+    /// The stored encoding of `key` (the key field's value; an array of the values for a
+    /// composite key), for [`DynCollection::get_stored_with`] and
+    /// [`DynCollection::delete_stored`]: [`Error::SchemaViolation`] naming the key field if a
+    /// part is not of its type, and `None` when the key kinds are not known (see the module
+    /// docs, "Keys": no record can be found by key then).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "events")]
+    /// # struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Event>()?;
+    /// let events = db.dyn_collection("events")?;
+    /// let key = tessera::value::from_json(br#"[3, "launch"]"#).unwrap();
+    /// let stored = events.stored_key(tessera::value::Doc::from_untrusted(&key)?.root())?;
+    /// assert_eq!(stored, Some(tessera::store::key::encode(&(3u16, "launch"))));
+    /// let wrong = tessera::value::from_json(br#"[3, 4]"#).unwrap();
+    /// assert!(events.stored_key(tessera::value::Doc::from_untrusted(&wrong)?.root()).is_err());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn stored_key(&self, key: Value<'_>) -> Result<Option<Vec<u8>>> {
+        self.encode_key(key)
+    }
+
     /// The record at `key` (the key field's value; an array of the values for a composite
     /// key).
     ///
@@ -894,5 +925,33 @@ impl DynCollection {
     pub fn delete(&self, tx: &mut WriteTxn<'_>, key: Value<'_>) -> Result<WriteOutcome> {
         let key = self.encode_key(key)?.ok_or_else(|| self.unknown_key_kinds())?;
         self.state.delete(tx, &key)
+    }
+
+    /// [`DynCollection::delete`] by the stored key's encoding (as
+    /// [`DynCollection::stored_key`] gives it), for a caller that encoded the key once:
+    /// Deleted, or Unchanged if no record is stored under `key` (bytes that are no stored key
+    /// included).
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// db.write(|tx| tags.insert_json(tx, br#"{"name": "go"}"#))?;
+    /// let key = tessera::store::key::encode("go");
+    /// assert_eq!(db.write(|tx| tags.delete_stored(tx, &key))?, WriteOutcome::Deleted);
+    /// assert_eq!(db.write(|tx| tags.delete_stored(tx, &key))?, WriteOutcome::Unchanged);
+    /// assert_eq!(db.write(|tx| tags.delete_stored(tx, b""))?, WriteOutcome::Unchanged);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn delete_stored(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
+        if !stored_key_size(key) {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        self.state.delete(tx, key)
     }
 }
