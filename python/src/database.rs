@@ -365,15 +365,28 @@ impl Database {
     /// Deletes the records of collection `name` at each of `keys` in one transaction, as
     /// `commit` would with a "delete" for each (all or nothing). Returns each outcome
     /// ("deleted", or "unchanged" where there was none).
+    ///
+    /// The deletes run in stored-key order (LMDB then walks its pages in order, each changed
+    /// once, instead of jumping between them); the outcomes are in the order of `keys`, and a
+    /// key given twice is deleted by its first appearance.
     fn delete_keys(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>) -> PyResult<Vec<&'static str>> {
         check_operations(py, keys.len())?;
         let collection = self.shared.collection(py, name)?;
-        let mut queued = Vec::with_capacity(keys.len());
-        for key in keys.iter() {
-            let key = keys::key_bytes(py, &collection, name, &key)?;
-            queued.push(Operation::Delete { collection: collection.clone(), key });
+        let mut encoded = Vec::with_capacity(keys.len());
+        for (position, key) in keys.iter().enumerate() {
+            encoded.push((position, keys::key_bytes(py, &collection, name, &key)?));
         }
-        self.apply(py, &queued, None)
+        // Stable: equal keys keep their order. Keys the collection cannot encode yet (their
+        // delete is refused) come last.
+        encoded.sort_by(|(_, a), (_, b)| (a.stored().is_none(), a.stored()).cmp(&(b.stored().is_none(), b.stored())));
+        let (positions, queued): (Vec<usize>, Vec<Operation>) =
+            encoded.into_iter().map(|(position, key)| (position, Operation::Delete { collection: collection.clone(), key })).unzip();
+        let outcomes = self.apply(py, &queued, None)?;
+        let mut in_order = vec![""; outcomes.len()];
+        for (position, outcome) in positions.into_iter().zip(outcomes) {
+            in_order[position] = outcome;
+        }
+        Ok(in_order)
     }
 
     /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.

@@ -54,6 +54,14 @@ pub fn key_bytes(py: Python<'_>, collection: &DynCollection, name: &str, key: &B
 }
 
 impl KeyBytes {
+    /// The stored key's encoding; `None` for a key kept as a document.
+    pub fn stored(&self) -> Option<&[u8]> {
+        match self {
+            KeyBytes::Stored(key) => Some(key),
+            KeyBytes::Document(_) => None,
+        }
+    }
+
     /// The record at this key in `source`, handed to `read` as stored (see
     /// `DynCollection::get_with`).
     pub fn get_with<R>(

@@ -46,6 +46,16 @@ def test_str_and_int_keys_read_and_delete(db):
     assert tasks.get(2**63 - 1) is None and tasks.get(-(2**63)) is not None
 
 
+def test_a_delete_batch_reports_outcomes_in_the_callers_order(db):
+    """The batch deletes in stored-key order; each outcome is reported at its key's position,
+    and a key given twice is deleted by its first appearance."""
+    tags = db.collection(Tag)
+    tags.insert_many([Tag(name, 1) for name in "abc"])
+    outcomes = db._native.delete_keys(tags.name, ["c", "a", "missing", "a", "b"])
+    assert outcomes == ["deleted", "deleted", "unchanged", "unchanged", "deleted"]
+    assert len(tags) == 0
+
+
 def test_a_key_of_the_wrong_type_names_the_key_field_and_deletes_nothing(db):
     tags, tasks = db.collection(Tag), db.collection(Task)
     tags.insert(Tag("a", 1))
