@@ -17,6 +17,7 @@ use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tessera_value::codec::{self, Encode, FieldIds};
 use tessera_value::Encoder;
 
@@ -91,7 +92,12 @@ type Encoded = Result<(), EncodeFailure>;
 #[pyclass(module = "tessera._native", frozen)]
 pub struct RecordEncoder {
     root: Struct,
+    /// Room to give the next record's buffer: the last record's size and some.
+    size_hint_bytes: AtomicUsize,
 }
+
+/// Most room [`RecordEncoder`] sets aside for a record before encoding it (a larger one grows).
+const SIZE_HINT_MAX_BYTES: usize = 64 * 1024;
 
 fn compile_struct(description: &Bound<'_, PyTuple>) -> PyResult<Struct> {
     let py = description.py();
@@ -144,7 +150,7 @@ impl RecordEncoder {
     /// Compiles an encoder described by nested tuples: `("struct", cls, [(name, node), ...])`.
     #[new]
     fn new(description: &Bound<'_, PyTuple>) -> PyResult<RecordEncoder> {
-        Ok(RecordEncoder { root: compile_struct(description)? })
+        Ok(RecordEncoder { root: compile_struct(description)?, size_hint_bytes: AtomicUsize::new(256) })
     }
 }
 
@@ -158,9 +164,12 @@ impl RecordEncoder {
             return Err(EncodeFailure::Unstorable(ConvertError::new(format!("expected a {expected}, got {found}"))));
         }
         let source = Source { root: &self.root, object, failure: RefCell::new(None) };
-        let mut bytes = Vec::new();
         // A per-thread encoder whose buffers are reused: encoding allocates little per record.
+        // It takes this buffer for the next record (its own becomes the result): with room for
+        // a record as large as the last, that one is written without regrowing.
+        let mut bytes = Vec::with_capacity(self.size_hint_bytes.load(Ordering::Relaxed));
         let written = codec::encode_into(&source, None, &FieldIds::default(), &mut bytes);
+        self.size_hint_bytes.store(bytes.len().saturating_add(64).min(SIZE_HINT_MAX_BYTES), Ordering::Relaxed);
         match (source.failure.into_inner(), written) {
             (Some(failure), _) => Err(failure),
             (None, Err(error)) => Err(error.into()),
