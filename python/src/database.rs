@@ -87,9 +87,18 @@ impl Shared {
 
 /// One queued write of a transaction, encoded before the commit starts.
 enum Operation {
-    Insert { collection: DynCollection, record: Vec<u8> },
-    Upsert { collection: DynCollection, record: Vec<u8> },
+    Insert { collection: DynCollection, record: Record },
+    Upsert { collection: DynCollection, record: Record },
     Delete { collection: DynCollection, key: KeyBytes },
+}
+
+/// A queued record.
+enum Record {
+    /// A document without shared keys (a dict given to `commit`), conformed at the commit.
+    Plain(Vec<u8>),
+    /// A document a `RecordEncoder` wrote with the collection's shared keys: stored as it is
+    /// when it is what conforming would write (`DynCollection::insert_document`).
+    Document(Vec<u8>),
 }
 
 /// `tessera.LimitExceeded` when a transaction would hold more than
@@ -125,8 +134,14 @@ impl Database {
                 let mut outcomes = Vec::with_capacity(queued.len());
                 for operation in queued {
                     let outcome = match operation {
-                        Operation::Insert { collection, record } => collection.insert(tx, Doc::from_trusted(record)?.root())?,
-                        Operation::Upsert { collection, record } => collection.upsert(tx, Doc::from_trusted(record)?.root())?,
+                        Operation::Insert { collection, record: Record::Plain(record) } => {
+                            collection.insert(tx, Doc::from_trusted(record)?.root())?
+                        }
+                        Operation::Upsert { collection, record: Record::Plain(record) } => {
+                            collection.upsert(tx, Doc::from_trusted(record)?.root())?
+                        }
+                        Operation::Insert { collection, record: Record::Document(document) } => collection.insert_document(tx, document)?,
+                        Operation::Upsert { collection, record: Record::Document(document) } => collection.upsert_document(tx, document)?,
                         Operation::Delete { collection, key } => key.delete(collection, tx)?,
                     };
                     outcomes.push(outcome_name(outcome));
@@ -321,14 +336,25 @@ impl Database {
                 queued.push(Operation::Delete { collection, key });
                 continue;
             }
-            let bytes = match value.downcast::<EncodedRecord>() {
-                // Encoded by a RecordEncoder.
-                Ok(encoded) => encoded.get().bytes.clone(),
-                _ => convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?,
+            let record = match value.downcast::<EncodedRecord>() {
+                // Encoded by a RecordEncoder, with this collection's shared keys or none.
+                Ok(encoded) => match &encoded.get().collection {
+                    Some(encoder) if encoder.records_keyspace() == collection.records_keyspace() => {
+                        Record::Document(encoded.get().bytes.clone())
+                    }
+                    Some(encoder) => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "a record encoded for collection {:?} queued for collection {name:?}",
+                            encoder.records_keyspace()
+                        )))
+                    }
+                    None => Record::Plain(encoded.get().bytes.clone()),
+                },
+                _ => Record::Plain(convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?),
             };
             queued.push(match &*kind {
-                "insert" => Operation::Insert { collection, record: bytes },
-                "upsert" => Operation::Upsert { collection, record: bytes },
+                "insert" => Operation::Insert { collection, record },
+                "upsert" => Operation::Upsert { collection, record },
                 other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
             });
         }
@@ -351,7 +377,9 @@ impl Database {
         let mut queued = Vec::new();
         for object in objects {
             check_operations(py, queued.len() + 1)?;
-            let record = encoder.encode(&object?).map_err(|failure| encode::failure_to_py(py, name, failure))?;
+            let record =
+                encoder.encode(&object?, Some(collection.shared_keys())).map_err(|failure| encode::failure_to_py(py, name, failure))?;
+            let record = Record::Document(record);
             let collection = collection.clone();
             queued.push(match kind {
                 "insert" => Operation::Insert { collection, record },
@@ -360,6 +388,21 @@ impl Database {
             });
         }
         self.apply(py, &queued, None)
+    }
+
+    /// `object` (an instance of the record type of `encoder`) encoded for collection `name`
+    /// with its shared keys, for a write block's queue: `tessera.SchemaViolation` with the
+    /// field path for a value no document holds.
+    fn encode_record(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        encoder: PyRef<'_, RecordEncoder>,
+        object: &Bound<'_, PyAny>,
+    ) -> PyResult<EncodedRecord> {
+        let collection = self.shared.collection(py, name)?;
+        let bytes = encoder.encode(object, Some(collection.shared_keys())).map_err(|failure| encode::failure_to_py(py, name, failure))?;
+        Ok(EncodedRecord { bytes, collection: Some(collection) })
     }
 
     /// Deletes the records of collection `name` at each of `keys` in one transaction, as

@@ -19,7 +19,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tessera_value::codec::{self, Encode, FieldIds};
-use tessera_value::Encoder;
+use tessera_value::{Encoder, SharedKeys};
 
 /// How to write one value.
 enum Node {
@@ -155,8 +155,10 @@ impl RecordEncoder {
 }
 
 impl RecordEncoder {
-    /// The record `object` (an instance of exactly the record type) as one document.
-    pub fn encode(&self, object: &Bound<'_, PyAny>) -> Result<Vec<u8>, EncodeFailure> {
+    /// The record `object` (an instance of exactly the record type) as one document, its
+    /// field names from `shared` where it has them (a collection's shared keys: see
+    /// `DynCollection::insert_document`).
+    pub fn encode(&self, object: &Bound<'_, PyAny>, shared: Option<&SharedKeys>) -> Result<Vec<u8>, EncodeFailure> {
         let py = object.py();
         if !object.get_type().is(self.root.class.bind(py)) {
             let expected = self.root.class.bind(py).name().map(|name| name.to_string()).unwrap_or_default();
@@ -168,7 +170,7 @@ impl RecordEncoder {
         // It takes this buffer for the next record (its own becomes the result): with room for
         // a record as large as the last, that one is written without regrowing.
         let mut bytes = Vec::with_capacity(self.size_hint_bytes.load(Ordering::Relaxed));
-        let written = codec::encode_into(&source, None, &FieldIds::default(), &mut bytes);
+        let written = codec::encode_into(&source, shared, &FieldIds::default(), &mut bytes);
         self.size_hint_bytes.store(bytes.len().saturating_add(64).min(SIZE_HINT_MAX_BYTES), Ordering::Relaxed);
         match (source.failure.into_inner(), written) {
             (Some(failure), _) => Err(failure),
@@ -289,6 +291,8 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encode
 pub struct EncodedRecord {
     /// The document.
     pub bytes: Vec<u8>,
+    /// The collection whose shared keys encoded it; `None` for a document without shared keys.
+    pub collection: Option<tessera::collection::DynCollection>,
 }
 
 #[pymethods]
@@ -296,7 +300,11 @@ impl EncodedRecord {
     /// The record built along `plan` (a `Plan`), or as plain Python values without one.
     #[pyo3(signature = (plan = None))]
     fn build(&self, py: Python<'_>, plan: Option<Py<crate::plan::Plan>>) -> PyResult<PyObject> {
-        let doc = tessera::value::Doc::from_trusted(&self.bytes).map_err(|error| crate::errors::to_py(py, error.into()))?;
+        let doc = match &self.collection {
+            Some(collection) => tessera::value::Doc::from_trusted_with_keys(&self.bytes, collection.shared_keys()),
+            None => tessera::value::Doc::from_trusted(&self.bytes),
+        };
+        let doc = doc.map_err(|error| crate::errors::to_py(py, error.into()))?;
         crate::plan::object(py, doc.root(), plan.as_ref())
     }
 }
@@ -306,8 +314,8 @@ impl RecordEncoder {
     /// `object` encoded for collection `collection` (named in errors): a SchemaViolation with
     /// the field path for a value no document holds.
     fn encode_record(&self, py: Python<'_>, collection: &str, object: &Bound<'_, PyAny>) -> PyResult<EncodedRecord> {
-        match self.encode(object) {
-            Ok(bytes) => Ok(EncodedRecord { bytes }),
+        match self.encode(object, None) {
+            Ok(bytes) => Ok(EncodedRecord { bytes, collection: None }),
             Err(failure) => Err(failure_to_py(py, collection, failure)),
         }
     }

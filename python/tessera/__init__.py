@@ -525,7 +525,7 @@ class Transaction:
         not change what commits, and an unstorable value raises at the call."""
         if not self._active:
             raise Error("the transaction has ended")
-        encoded = collection._encoder.encode_record(collection.name, obj)
+        encoded = self._db._native.encode_record(collection.name, collection._encoder, obj)
         key = (collection.name, _overlay_key(collection._spec.key_of(obj)))
         if kind == "insert" and self._overlay.get(key, _ABSENT) not in (_ABSENT, None):
             shown = _shown_key(key[1])

@@ -59,6 +59,7 @@
 mod catalog;
 mod conform;
 mod conform_into;
+mod conformed;
 mod key_kind;
 mod live;
 mod query;
@@ -768,6 +769,22 @@ impl DynCollection {
             Err(ConformError::Misfit(misfit)) => return Err(self.violation(&self.key_text(record), misfit)),
             Err(ConformError::Encode(error)) => return Err(error.into()),
         };
+        self.keyed(record, bytes)
+    }
+
+    /// [`DynCollection::prepare`] for a record given as a whole document encoded with the
+    /// shared keys: validated, and when it is already what conforming would write
+    /// (`conformed.rs`), its bytes are taken as they are.
+    fn prepare_document(&self, document: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+        let record = Doc::from_untrusted_with_keys(document, &self.state.keys.shared)?.root();
+        if conformed::is_conformed(record, &self.state.shape) {
+            return self.keyed(record, document.to_vec());
+        }
+        self.prepare(record)
+    }
+
+    /// `bytes` (`record` conformed) with the key read from them.
+    fn keyed(&self, record: Value<'_>, bytes: Vec<u8>) -> Result<(Vec<u8>, Vec<u8>)> {
         let key_text = || self.key_text(record);
         let kinds = self.key_kinds()?;
         let mut key = Vec::with_capacity(32);
@@ -860,6 +877,90 @@ impl DynCollection {
     /// ```
     pub fn upsert(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
         let (key, bytes) = self.prepare(record)?;
+        let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
+        self.state.store(tx, &key, old.as_deref(), &bytes)
+    }
+
+    /// The shared-key table this collection's records are encoded with: a binding that
+    /// encodes records itself encodes them with it for [`DynCollection::insert_document`] and
+    /// [`DynCollection::upsert_document`].
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert!(tags.shared_keys().id("name").is_some());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn shared_keys(&self) -> &tessera_value::SharedKeys {
+        &self.state.keys.shared
+    }
+
+    /// [`DynCollection::insert`] of a record given as a whole binary document, best encoded
+    /// with [`DynCollection::shared_keys`]. The document is validated (damage is an error and
+    /// nothing is written); when it is already what the check against the schema would write
+    /// (every struct lists exactly its fields in declared order, null for an unset optional
+    /// one, a float in every float field, ...) its bytes are stored as they are, without being
+    /// encoded again; otherwise it is checked and conformed as `insert` does, with the same
+    /// errors.
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let mut out = tessera::value::Encoder::with_shared_keys(tags.shared_keys());
+    /// out.begin_dict()?;
+    /// out.key("name")?;
+    /// out.push_str("rust")?;
+    /// out.key("uses")?;
+    /// out.push_i64(3)?;
+    /// out.end_dict()?;
+    /// let document = out.finish()?;
+    /// assert_eq!(db.write(|tx| tags.insert_document(tx, &document))?, WriteOutcome::Inserted);
+    /// assert_eq!(typed.get(&db, "rust")?.unwrap().uses, 3);
+    /// assert!(db.write(|tx| tags.insert_document(tx, &document[1..])).is_err(), "damage is refused");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn insert_document(&self, tx: &mut WriteTxn<'_>, document: &[u8]) -> Result<WriteOutcome> {
+        let (key, bytes) = self.prepare_document(document)?;
+        if tx.get(&self.state.records, &key)?.is_some() {
+            let record = Doc::from_trusted_with_keys(&bytes, &self.state.keys.shared)?.root();
+            return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: self.key_text(record) });
+        }
+        self.state.store(tx, &key, None, &bytes)
+    }
+
+    /// [`DynCollection::upsert`] of a record given as a whole binary document: see
+    /// [`DynCollection::insert_document`].
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let document = tessera::value::from_json(br#"{"name": "go", "uses": 1}"#)?; // no shared keys: conformed
+    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, &document))?, WriteOutcome::Inserted);
+    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, &document))?, WriteOutcome::Unchanged);
+    /// let wrong = tessera::value::from_json(br#"{"name": "go", "uses": "many"}"#)?;
+    /// assert!(matches!(db.write(|tx| tags.upsert_document(tx, &wrong)), Err(tessera::Error::SchemaViolation { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn upsert_document(&self, tx: &mut WriteTxn<'_>, document: &[u8]) -> Result<WriteOutcome> {
+        let (key, bytes) = self.prepare_document(document)?;
         let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
         self.state.store(tx, &key, old.as_deref(), &bytes)
     }
