@@ -25,9 +25,9 @@ enum Node {
     /// when an instance may be made by filling its `__dict__`.
     Struct { class: PyObject, fields: Vec<(Py<PyString>, String, Node)>, fill: Option<PyObject> },
     /// An enum member by its stored name.
-    Members(HashMap<String, PyObject>),
+    Members(Named<PyObject>),
     /// A Union of dataclasses: the one-entry dict `{variant: payload}`.
-    Variants(HashMap<String, Node>),
+    Variants(Named<Node>),
     /// A callable applied to the plain value (`datetime.fromisoformat`).
     Call(PyObject),
     /// None, or the inner plan.
@@ -36,6 +36,33 @@ enum Node {
     List(Box<Node>),
     /// A dict of str to the inner plan.
     Map(Box<Node>),
+}
+
+/// Things found by name: a few by comparing each name (cheaper than hashing the name), many
+/// through a map.
+enum Named<T> {
+    Few(Vec<(String, T)>),
+    Many(HashMap<String, T>),
+}
+
+/// Most names [`Named`] compares one by one.
+const NAMED_SCAN_MAX: usize = 16;
+
+impl<T> Named<T> {
+    fn new(entries: Vec<(String, T)>) -> Named<T> {
+        if entries.len() <= NAMED_SCAN_MAX {
+            Named::Few(entries)
+        } else {
+            Named::Many(entries.into_iter().collect())
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&T> {
+        match self {
+            Named::Few(entries) => entries.iter().find(|(entry, _)| entry == name).map(|(_, value)| value),
+            Named::Many(map) => map.get(name),
+        }
+    }
 }
 
 /// A compiled decode plan (the extension's side of `RecordType.plan`).
@@ -68,18 +95,18 @@ fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
             Node::Struct { class, fields, fill }
         }
         "members" => {
-            let mut members = HashMap::new();
+            let mut members = Vec::new();
             for (name, member) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
-                members.insert(name.extract::<String>()?, member.unbind());
+                members.push((name.extract::<String>()?, member.unbind()));
             }
-            Node::Members(members)
+            Node::Members(Named::new(members))
         }
         "variants" => {
-            let mut variants = HashMap::new();
+            let mut variants = Vec::new();
             for (name, plan) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
-                variants.insert(name.extract::<String>()?, compile(&plan)?);
+                variants.push((name.extract::<String>()?, compile(&plan)?));
             }
-            Node::Variants(variants)
+            Node::Variants(Named::new(variants))
         }
         "call" => Node::Call(tuple.get_item(1)?.unbind()),
         "optional" => Node::Optional(Box::new(compile(&tuple.get_item(1)?)?)),
@@ -127,8 +154,14 @@ fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> PyResult<Bound<
                 None => PyDict::new(py),
             };
             let mut complete = true;
-            for (key, name, plan) in fields {
-                match dict.get(name) {
+            for (position, (key, name, plan)) in fields.iter().enumerate() {
+                // A record stores its fields in declared order: the field at its own position
+                // is found without looking its name up.
+                let item = match dict.entry(position) {
+                    Some((stored, item)) if stored == name => Some(item),
+                    _ => dict.get(name),
+                };
+                match item {
                     Some(item) => kwargs.set_item(key.bind(py), build(py, plan, item)?)?,
                     None => complete = false,
                 }
