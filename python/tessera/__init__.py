@@ -256,6 +256,10 @@ class Collection(Generic[T]):
         # stored schema), and read records are built by it along this plan.
         self._encoder = self._spec.type.native_encoder
         self._plan = self._spec.type.native_plan
+        # Read on every call: kept here rather than looked up through the database each time.
+        self._native = native
+        self._local = db._local
+        self._single_key = len(self._spec.key) == 1
         db._collections[cls] = self
 
     def __repr__(self) -> str:
@@ -264,11 +268,11 @@ class Collection(Generic[T]):
     # Writes -----------------------------------------------------------------------------
 
     def _write(self, kind: str, obj: Any) -> Optional[str]:
-        transaction = self._db._transaction()
+        transaction = getattr(self._local, "transaction", None)
         if transaction is not None:
             transaction._queue_record(kind, self, obj)
             return None
-        return self._db._native.write_records(kind, self.name, self._encoder, (obj,))[0]
+        return self._native.write_records(kind, self.name, self._encoder, (obj,))[0]
 
     def insert(self, obj: T) -> None:
         """Stores a new record: :class:`tessera.DuplicateKey` if its key exists,
@@ -335,14 +339,17 @@ class Collection(Generic[T]):
     def get(self, key: Any) -> Optional[T]:
         """The record at ``key`` (a tuple for a composite key), or None. Inside
         ``db.write()``, the transaction's own writes are seen."""
-        transaction = self._db._transaction()
+        if not self._single_key:
+            key = self._spec.native_key(key)
+        transaction = getattr(self._local, "transaction", None)
         if transaction is not None:
-            pending = transaction._pending(self, key)
+            key_type = type(key)
+            pending = transaction._overlay.get((self.name, key if key_type is str or key_type is int else _overlay_key(key)), _ABSENT)
             if pending is not _ABSENT:
                 return None if pending is None else pending.build(self._plan)
             # Recorded, for the commit to check that it still holds.
-            return self._db._native.get(self.name, self._spec.native_key(key), self._plan, transaction._reads)
-        return self._db._native.get(self.name, self._spec.native_key(key), self._plan)
+            return self._native.get(self.name, key, self._plan, transaction._reads)
+        return self._native.get(self.name, key, self._plan)
 
     def get_many(self, keys: Sequence[Any]) -> List[Optional[T]]:
         """The records at ``keys`` (None where absent), read in one snapshot."""
@@ -525,8 +532,10 @@ class Transaction:
         not change what commits, and an unstorable value raises at the call."""
         if not self._active:
             raise Error("the transaction has ended")
-        encoded = self._db._native.encode_record(collection.name, collection._encoder, obj)
-        key = (collection.name, _overlay_key(collection._spec.key_of(obj)))
+        encoded = collection._native.encode_record(collection.name, collection._encoder, obj)
+        key = collection._spec.key_of(obj)
+        key_type = type(key)
+        key = (collection.name, key if key_type is str or key_type is int else _overlay_key(key))
         if kind == "insert" and self._overlay.get(key, _ABSENT) not in (_ABSENT, None):
             shown = _shown_key(key[1])
             raise DuplicateKey(f"collection {collection.name!r}: a record with key {shown} exists", collection=collection.name, key=shown)
