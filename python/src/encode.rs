@@ -99,9 +99,16 @@ pub struct RecordEncoder {
     keys: Vec<String>,
     /// Each slot's id in the shared-key table last encoded with (its identity and length),
     /// so that a record's keys are written by id, without looking each name up.
-    key_ids: Mutex<Option<(u64, usize, Arc<[Option<u32>]>)>>,
+    key_ids: Mutex<Option<KeyIds>>,
     /// Room to give the next record's buffer: the last record's size and some.
     size_hint_bytes: AtomicUsize,
+}
+
+/// Each key slot's shared-key id, for the shared-key table of this identity and length.
+struct KeyIds {
+    identity: u64,
+    len: usize,
+    ids: Arc<[Option<u32>]>,
 }
 
 /// Most room [`RecordEncoder`] sets aside for a record before encoding it (a larger one grows).
@@ -204,10 +211,10 @@ impl RecordEncoder {
     fn key_ids(&self, shared: &SharedKeys) -> Arc<[Option<u32>]> {
         let mut cached = self.key_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match &*cached {
-            Some((identity, len, ids)) if *identity == shared.identity() && *len == shared.len() => ids.clone(),
+            Some(known) if known.identity == shared.identity() && known.len == shared.len() => known.ids.clone(),
             _ => {
                 let ids: Arc<[Option<u32>]> = self.keys.iter().map(|name| shared.id(name)).collect();
-                *cached = Some((shared.identity(), shared.len(), ids.clone()));
+                *cached = Some(KeyIds { identity: shared.identity(), len: shared.len(), ids: ids.clone() });
                 ids
             }
         }
