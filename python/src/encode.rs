@@ -6,11 +6,16 @@
 //! encoding a record reads its attributes and writes the binary format in one pass, with no
 //! dict per record and no Python code per field.
 //!
+//! Records for a collection are encoded with its shared keys (field names written by id), and
+//! the commit hands them to `DynCollection::insert_document`/`upsert_document`, which stores a
+//! record as it is when it is already what the check against the stored shape would write:
+//! one encoding pass for a record that fits.
+//!
 //! The encoder is lenient where the Python converters were: a value that is not what its
 //! field declares (a `str` for an `int`, a dict for a nested dataclass) is written as the plain
-//! value it is, and the collection's check against the stored shape
-//! (`tessera::collection::DynCollection::insert`) refuses it with the field's path. A value
-//! that no document can hold (an `object()`) fails here, with its path.
+//! value it is, and the collection's check against the stored shape refuses it with the
+//! field's path, writing nothing. A value that no document can hold (an `object()`) fails
+//! here, with its path.
 
 use crate::convert::{self, ConvertError};
 use pyo3::exceptions::PyAttributeError;
