@@ -140,8 +140,13 @@ impl Database {
                         Operation::Upsert { collection, record: Record::Plain(record) } => {
                             collection.upsert(tx, Doc::from_trusted(record)?.root())?
                         }
-                        Operation::Insert { collection, record: Record::Document(document) } => collection.insert_document(tx, document)?,
-                        Operation::Upsert { collection, record: Record::Document(document) } => collection.upsert_document(tx, document)?,
+                        // The extension's own encoder output, with this collection's table.
+                        Operation::Insert { collection, record: Record::Document(document) } => {
+                            collection.insert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
+                        }
+                        Operation::Upsert { collection, record: Record::Document(document) } => {
+                            collection.upsert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
+                        }
                         Operation::Delete { collection, key } => key.delete(collection, tx)?,
                     };
                     outcomes.push(outcome_name(outcome));
@@ -336,10 +341,13 @@ impl Database {
                 queued.push(Operation::Delete { collection, key });
                 continue;
             }
+            let mut collection = collection;
             let record = match value.downcast::<EncodedRecord>() {
                 // Encoded by a RecordEncoder, with this collection's shared keys or none.
                 Ok(encoded) => match &encoded.get().collection {
                     Some(encoder) if encoder.records_keyspace() == collection.records_keyspace() => {
+                        // Written through the handle whose shared-key table encoded it.
+                        collection = encoder.clone();
                         Record::Document(encoded.get().bytes.clone())
                     }
                     Some(encoder) => {

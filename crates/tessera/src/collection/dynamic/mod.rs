@@ -772,13 +772,19 @@ impl DynCollection {
         self.keyed(record, bytes)
     }
 
-    /// [`DynCollection::prepare`] for a record given as a whole document encoded with the
-    /// shared keys: validated, and when it is already what conforming would write
-    /// (`conformed.rs`), its bytes are taken as they are.
-    fn prepare_document(&self, document: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
-        let record = Doc::from_untrusted_with_keys(document, &self.state.keys.shared)?.root();
+    /// [`DynCollection::prepare`] for a record given as a whole document: opened with the
+    /// shared keys (validated, unless the caller opened it trusted with this collection's
+    /// table), and when it is already what conforming would write (`conformed.rs`), its bytes
+    /// are taken as they are.
+    fn prepare_document(&self, document: Doc<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
+        let shared = &self.state.keys.shared;
+        let document = match document.shared_keys() {
+            Some(keys) if std::ptr::eq(keys, shared) => document,
+            _ => Doc::from_untrusted_with_keys(document.bytes(), shared)?,
+        };
+        let record = document.root();
         if conformed::is_conformed(record, &self.state.shape) {
-            return self.keyed(record, document.to_vec());
+            return self.keyed(record, document.bytes().to_vec());
         }
         self.prepare(record)
     }
@@ -903,7 +909,9 @@ impl DynCollection {
 
     /// [`DynCollection::insert`] of a record given as a whole binary document, best encoded
     /// with [`DynCollection::shared_keys`]. The document is validated (damage is an error and
-    /// nothing is written); when it is already what the check against the schema would write
+    /// nothing is written) unless it was opened with [`Doc::from_trusted_with_keys`] and this
+    /// collection's shared keys, which vouches for it; when it is already what the check
+    /// against the schema would write
     /// (every struct lists exactly its fields in declared order, null for an unset optional
     /// one, a float in every float field, ...) its bytes are stored as they are, without being
     /// encoded again; otherwise it is checked and conformed as `insert` does, with the same
@@ -917,6 +925,7 @@ impl DynCollection {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let db = tessera::Db::open(dir.path().join("db"))?;
     /// # let typed = db.collection::<Tag>()?;
+    /// use tessera::value::Doc;
     /// let tags = db.dyn_collection("tags")?;
     /// let mut out = tessera::value::Encoder::with_shared_keys(tags.shared_keys());
     /// out.begin_dict()?;
@@ -925,13 +934,17 @@ impl DynCollection {
     /// out.key("uses")?;
     /// out.push_i64(3)?;
     /// out.end_dict()?;
-    /// let document = out.finish()?;
-    /// assert_eq!(db.write(|tx| tags.insert_document(tx, &document))?, WriteOutcome::Inserted);
+    /// let bytes = out.finish()?;
+    /// let document = Doc::from_trusted_with_keys(&bytes, tags.shared_keys())?; // the encoder's output
+    /// assert_eq!(db.write(|tx| tags.insert_document(tx, document))?, WriteOutcome::Inserted);
     /// assert_eq!(typed.get(&db, "rust")?.unwrap().uses, 3);
-    /// assert!(db.write(|tx| tags.insert_document(tx, &document[1..])).is_err(), "damage is refused");
+    /// if let Ok(damaged) = Doc::from_trusted(&bytes[1..]) {
+    ///     // Not opened with the collection's keys: validated, and refused.
+    ///     assert!(db.write(|tx| tags.insert_document(tx, damaged)).is_err());
+    /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn insert_document(&self, tx: &mut WriteTxn<'_>, document: &[u8]) -> Result<WriteOutcome> {
+    pub fn insert_document(&self, tx: &mut WriteTxn<'_>, document: Doc<'_>) -> Result<WriteOutcome> {
         let (key, bytes) = self.prepare_document(document)?;
         if tx.get(&self.state.records, &key)?.is_some() {
             let record = Doc::from_trusted_with_keys(&bytes, &self.state.keys.shared)?.root();
@@ -951,15 +964,18 @@ impl DynCollection {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let db = tessera::Db::open(dir.path().join("db"))?;
     /// # db.collection::<Tag>()?;
+    /// use tessera::value::Doc;
     /// let tags = db.dyn_collection("tags")?;
-    /// let document = tessera::value::from_json(br#"{"name": "go", "uses": 1}"#)?; // no shared keys: conformed
-    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, &document))?, WriteOutcome::Inserted);
-    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, &document))?, WriteOutcome::Unchanged);
+    /// let bytes = tessera::value::from_json(br#"{"name": "go", "uses": 1}"#)?; // no shared keys: conformed
+    /// let document = Doc::from_untrusted(&bytes)?;
+    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, document))?, WriteOutcome::Inserted);
+    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, document))?, WriteOutcome::Unchanged);
     /// let wrong = tessera::value::from_json(br#"{"name": "go", "uses": "many"}"#)?;
-    /// assert!(matches!(db.write(|tx| tags.upsert_document(tx, &wrong)), Err(tessera::Error::SchemaViolation { .. })));
+    /// let wrong = Doc::from_untrusted(&wrong)?;
+    /// assert!(matches!(db.write(|tx| tags.upsert_document(tx, wrong)), Err(tessera::Error::SchemaViolation { .. })));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn upsert_document(&self, tx: &mut WriteTxn<'_>, document: &[u8]) -> Result<WriteOutcome> {
+    pub fn upsert_document(&self, tx: &mut WriteTxn<'_>, document: Doc<'_>) -> Result<WriteOutcome> {
         let (key, bytes) = self.prepare_document(document)?;
         let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
         self.state.store(tx, &key, old.as_deref(), &bytes)
