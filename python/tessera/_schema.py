@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import inspect
 import sys
 import types
 import typing
@@ -264,7 +265,12 @@ def _filled_like_init(cls: type) -> bool:
         return False
     if not params.frozen and cls.__setattr__ is not object.__setattr__:
         return False
-    for field in dataclasses.fields(cls):
+    fields = dataclasses.fields(cls)
+    # Exactly the fields as parameters (an InitVar is a parameter and no field).
+    parameters = list(inspect.signature(cls.__init__).parameters)[1:]
+    if parameters != [field.name for field in fields]:
+        return False
+    for field in fields:
         if not field.init:
             return False
         found = next((klass.__dict__[field.name] for klass in cls.__mro__ if field.name in klass.__dict__), None)

@@ -170,6 +170,12 @@ class Slotted:
 
 
 @dataclasses.dataclass
+class WithInitVar:
+    x: int
+    scale: dataclasses.InitVar[int] = 1
+
+
+@dataclasses.dataclass
 class Plain:
     x: int
     y: Optional[str] = None
@@ -177,7 +183,7 @@ class Plain:
 
 def test_only_a_generated_init_with_nothing_intercepting_is_filled_directly():
     assert _filled_like_init(Plain) and _filled_like_init(FrozenPoint) and _filled_like_init(Tag)
-    for cls in (Derived, Counted, HandInit, NotInit, Slotted):
+    for cls in (Derived, Counted, HandInit, NotInit, Slotted, WithInitVar):
         assert not _filled_like_init(cls), cls.__name__
 
 
