@@ -10,6 +10,7 @@ use crate::errors;
 use crate::keys::{self, KeyBytes};
 use crate::plan::{self, Plan};
 use crate::reads::ReadSet;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 use std::collections::HashMap;
@@ -113,6 +114,27 @@ fn check_operations(py: Python<'_>, count: usize) -> PyResult<()> {
         ));
     }
     Ok(())
+}
+
+/// An operation's kind, "insert", "upsert" or "delete": the interned str compared by identity
+/// (Python's literals are interned), any other str by its text.
+fn operation_kind(kind: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    let py = kind.py();
+    if kind.is(intern!(py, "upsert")) {
+        return Ok("upsert");
+    }
+    if kind.is(intern!(py, "insert")) {
+        return Ok("insert");
+    }
+    if kind.is(intern!(py, "delete")) {
+        return Ok("delete");
+    }
+    match &*kind.downcast::<PyString>()?.to_cow()? {
+        "insert" => Ok("insert"),
+        "upsert" => Ok("upsert"),
+        "delete" => Ok("delete"),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
+    }
 }
 
 impl Database {
@@ -319,25 +341,29 @@ impl Database {
     fn commit(&self, py: Python<'_>, operations: &Bound<'_, PyList>, reads: Option<Py<ReadSet>>) -> PyResult<Vec<&'static str>> {
         check_operations(py, operations.len())?;
         let mut queued = Vec::with_capacity(operations.len());
-        // The collection of the previous operation: a batch names one collection again and again.
-        let mut last: Option<(String, DynCollection)> = None;
+        // The collection of the previous operation: a batch names one collection again and
+        // again, as the same str object (compared by identity first, then by text).
+        let mut last: Option<(Bound<'_, PyAny>, String, DynCollection)> = None;
         for operation in operations.iter() {
             let operation = operation.downcast::<PyTuple>()?;
-            let kind = operation.get_item(0)?;
-            let kind = kind.downcast::<PyString>()?.to_cow()?;
-            let name = operation.get_item(1)?;
-            let name = name.downcast::<PyString>()?.to_cow()?;
-            let collection = match &last {
-                Some((cached, collection)) if *cached == *name => collection.clone(),
-                _ => {
-                    let collection = self.shared.collection(py, &name)?;
-                    last = Some((name.clone().into_owned(), collection.clone()));
-                    collection
-                }
+            let kind = operation_kind(&operation.get_item(0)?)?;
+            let name_object = operation.get_item(1)?;
+            let known = match &last {
+                Some((object, cached, _)) => object.is(&name_object) || *cached == *name_object.downcast::<PyString>()?.to_cow()?,
+                None => false,
+            };
+            if !known {
+                let name = name_object.downcast::<PyString>()?.to_cow()?.into_owned();
+                let collection = self.shared.collection(py, &name)?;
+                last = Some((name_object, name, collection));
+            }
+            let (name, collection) = match &last {
+                Some((_, name, collection)) => (name.as_str(), collection.clone()),
+                None => unreachable!("set above"),
             };
             let value = operation.get_item(2)?;
             if kind == "delete" {
-                let key = keys::key_bytes(py, &collection, &name, &value)?;
+                let key = keys::key_bytes(py, &collection, name, &value)?;
                 queued.push(Operation::Delete { collection, key });
                 continue;
             }
@@ -358,12 +384,11 @@ impl Database {
                     }
                     None => Record::Plain(encoded.get().bytes.clone()),
                 },
-                _ => Record::Plain(convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?),
+                _ => Record::Plain(convert::to_document(&value).map_err(|error| errors::unstorable(py, name, error))?),
             };
-            queued.push(match &*kind {
+            queued.push(match kind {
                 "insert" => Operation::Insert { collection, record },
-                "upsert" => Operation::Upsert { collection, record },
-                other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
+                _ => Operation::Upsert { collection, record },
             });
         }
         self.apply(py, &queued, reads.as_ref().map(Py::get))

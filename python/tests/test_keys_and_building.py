@@ -209,3 +209,24 @@ def test_classes_that_are_not_filled_directly_still_run_their_code(db):
     hand = db.collection(HandInit)
     hand.insert(HandInit(1, "n"))
     assert hand.get(1).built_by_init is True, "the hand-written __init__ ran"
+
+
+def test_a_commit_names_its_collections_and_kinds_by_any_equal_str(db):
+    """A batch names a collection by the same str object again and again, or by equal ones
+    made at run time; kinds likewise; an unknown kind is refused and nothing is written."""
+    tags, tasks = db.collection(Tag), db.collection(Task)
+    made = "".join(["ta", "g"])  # equal to tags.name, not the same object
+    upsert = "".join(["up", "sert"])
+    outcomes = db._native.commit(
+        [
+            ("upsert", tags.name, {"name": "a", "uses": 1}),
+            (upsert, made, {"name": "b", "uses": 2}),
+            ("insert", tasks.name, {"id": 1, "title": "t", "priority": 1, "email": None}),
+            ("delete", made, "a"),
+        ]
+    )
+    assert outcomes == ["inserted", "inserted", "inserted", "deleted"]
+    assert tags.get("b") == Tag("b", 2) and tags.get("a") is None and tasks.get(1) is not None
+    with pytest.raises(ValueError):
+        db._native.commit([("upsert", tags.name, {"name": "c", "uses": 3}), ("merge", tags.name, {"name": "d", "uses": 4})])
+    assert tags.get("c") is None
