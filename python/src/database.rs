@@ -455,14 +455,18 @@ impl Database {
         // Stable: equal keys keep their order. Keys the collection cannot encode yet (their
         // delete is refused) come last.
         encoded.sort_by(|(_, a), (_, b)| (a.stored().is_none(), a.stored()).cmp(&(b.stored().is_none(), b.stored())));
-        let (positions, queued): (Vec<usize>, Vec<Operation>) =
-            encoded.into_iter().map(|(position, key)| (position, Operation::Delete { collection: collection.clone(), key })).unzip();
-        let outcomes = self.apply(py, &queued, None)?;
-        let mut in_order = vec![""; outcomes.len()];
-        for (position, outcome) in positions.into_iter().zip(outcomes) {
-            in_order[position] = outcome;
-        }
-        Ok(in_order)
+        // One transaction, one handle for every key (no operation queue).
+        let db = self.shared.db(py)?;
+        let deleted = py.allow_threads(|| {
+            db.write(|tx| {
+                let mut in_order = vec![""; encoded.len()];
+                for (position, key) in &encoded {
+                    in_order[*position] = outcome_name(key.delete(&collection, tx)?);
+                }
+                Ok(in_order)
+            })
+        });
+        deleted.map_err(|error| errors::to_py(py, error))
     }
 
     /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
