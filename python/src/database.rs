@@ -7,15 +7,17 @@
 use crate::convert;
 use crate::encode::{self, EncodedRecord, RecordEncoder};
 use crate::errors;
+use crate::keys::{self, KeyBytes};
 use crate::plan::{self, Plan};
 use crate::reads::ReadSet;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera::collection::{DynCollection, DynSchema, WriteOutcome};
-use tessera::store::ReadSource;
+use tessera::store::ReadTxn;
 use tessera::value::Doc;
 use tessera::{Db, DbOptions, Dictionary, DictionaryOptions, Documents, Durability};
 
@@ -86,9 +88,18 @@ impl Shared {
 
 /// One queued write of a transaction, encoded before the commit starts.
 enum Operation {
-    Insert { collection: DynCollection, record: Vec<u8> },
-    Upsert { collection: DynCollection, record: Vec<u8> },
-    Delete { collection: DynCollection, key: Vec<u8> },
+    Insert { collection: DynCollection, record: Record },
+    Upsert { collection: DynCollection, record: Record },
+    Delete { collection: DynCollection, key: KeyBytes },
+}
+
+/// A queued record.
+enum Record {
+    /// A document without shared keys (a dict given to `commit`), conformed at the commit.
+    Plain(Vec<u8>),
+    /// A document a `RecordEncoder` wrote with the collection's shared keys: stored as it is
+    /// when it is what conforming would write (`DynCollection::insert_document`).
+    Document(Vec<u8>),
 }
 
 /// `tessera.LimitExceeded` when a transaction would hold more than
@@ -103,6 +114,27 @@ fn check_operations(py: Python<'_>, count: usize) -> PyResult<()> {
         ));
     }
     Ok(())
+}
+
+/// An operation's kind, "insert", "upsert" or "delete": the interned str compared by identity
+/// (Python's literals are interned), any other str by its text.
+fn operation_kind(kind: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    let py = kind.py();
+    if kind.is(intern!(py, "upsert")) {
+        return Ok("upsert");
+    }
+    if kind.is(intern!(py, "insert")) {
+        return Ok("insert");
+    }
+    if kind.is(intern!(py, "delete")) {
+        return Ok("delete");
+    }
+    match &*kind.downcast::<PyString>()?.to_cow()? {
+        "insert" => Ok("insert"),
+        "upsert" => Ok("upsert"),
+        "delete" => Ok("delete"),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
+    }
 }
 
 impl Database {
@@ -124,9 +156,20 @@ impl Database {
                 let mut outcomes = Vec::with_capacity(queued.len());
                 for operation in queued {
                     let outcome = match operation {
-                        Operation::Insert { collection, record } => collection.insert(tx, Doc::from_trusted(record)?.root())?,
-                        Operation::Upsert { collection, record } => collection.upsert(tx, Doc::from_trusted(record)?.root())?,
-                        Operation::Delete { collection, key } => collection.delete(tx, Doc::from_trusted(key)?.root())?,
+                        Operation::Insert { collection, record: Record::Plain(record) } => {
+                            collection.insert(tx, Doc::from_trusted(record)?.root())?
+                        }
+                        Operation::Upsert { collection, record: Record::Plain(record) } => {
+                            collection.upsert(tx, Doc::from_trusted(record)?.root())?
+                        }
+                        // The extension's own encoder output, with this collection's table.
+                        Operation::Insert { collection, record: Record::Document(document) } => {
+                            collection.insert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
+                        }
+                        Operation::Upsert { collection, record: Record::Document(document) } => {
+                            collection.upsert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
+                        }
+                        Operation::Delete { collection, key } => key.delete(collection, tx)?,
                     };
                     outcomes.push(outcome_name(outcome));
                 }
@@ -137,23 +180,22 @@ impl Database {
     }
 }
 
-/// The record of `collection` (named `name`) at `key` (an encoded key document) in `source`,
-/// built along `plan`; inside a write block, `reads` records the stored bytes it saw for the
-/// block's commit to check (`reads.rs`). `None` when there is no such record.
+/// The record of `collection` (named `name`) at `key` (an encoded key document) in `txn`,
+/// built along `plan`; inside a write block, `reads` records the stored bytes it saw (and the
+/// snapshot's sequence) for the block's commit to check (`reads.rs`). `None` when there is no
+/// such record.
 fn read_record(
     py: Python<'_>,
     collection: &DynCollection,
     name: &str,
-    source: &impl ReadSource,
-    key: &[u8],
+    txn: &ReadTxn<'_>,
+    key: &KeyBytes,
     plan: Option<&Py<Plan>>,
     reads: Option<&ReadSet>,
 ) -> tessera::Result<Option<PyResult<PyObject>>> {
-    let found = collection.get_with(source, Doc::from_trusted(key)?.root(), |record| {
-        (plan::object(py, record, plan), reads.map(|_| record.doc().bytes().to_vec()))
-    })?;
+    let found = key.get_with(collection, txn, |record| (plan::object(py, record, plan), reads.map(|_| record.doc().bytes().to_vec())))?;
     if let Some(reads) = reads {
-        reads.record_get(name, key, found.as_ref().and_then(|(_, stored)| stored.as_deref()))?;
+        reads.record_get(name, key, found.as_ref().and_then(|(_, stored)| stored.as_deref()), txn.sequence())?;
     }
     Ok(found.map(|(record, _)| record))
 }
@@ -299,33 +341,54 @@ impl Database {
     fn commit(&self, py: Python<'_>, operations: &Bound<'_, PyList>, reads: Option<Py<ReadSet>>) -> PyResult<Vec<&'static str>> {
         check_operations(py, operations.len())?;
         let mut queued = Vec::with_capacity(operations.len());
-        // The collection of the previous operation: a batch names one collection again and again.
-        let mut last: Option<(String, DynCollection)> = None;
+        // The collection of the previous operation: a batch names one collection again and
+        // again, as the same str object (compared by identity first, then by text).
+        let mut last: Option<(Bound<'_, PyAny>, String, DynCollection)> = None;
         for operation in operations.iter() {
             let operation = operation.downcast::<PyTuple>()?;
-            let kind = operation.get_item(0)?;
-            let kind = kind.downcast::<PyString>()?.to_cow()?;
-            let name = operation.get_item(1)?;
-            let name = name.downcast::<PyString>()?.to_cow()?;
-            let collection = match &last {
-                Some((cached, collection)) if *cached == *name => collection.clone(),
-                _ => {
-                    let collection = self.shared.collection(py, &name)?;
-                    last = Some((name.clone().into_owned(), collection.clone()));
-                    collection
-                }
+            let kind = operation_kind(&operation.get_item(0)?)?;
+            let name_object = operation.get_item(1)?;
+            let known = match &last {
+                Some((object, cached, _)) => object.is(&name_object) || *cached == *name_object.downcast::<PyString>()?.to_cow()?,
+                None => false,
+            };
+            if !known {
+                let name = name_object.downcast::<PyString>()?.to_cow()?.into_owned();
+                let collection = self.shared.collection(py, &name)?;
+                last = Some((name_object, name, collection));
+            }
+            let (name, collection) = match &last {
+                Some((_, name, collection)) => (name.as_str(), collection.clone()),
+                None => unreachable!("set above"),
             };
             let value = operation.get_item(2)?;
-            let bytes = match value.downcast::<EncodedRecord>() {
-                // Encoded by a RecordEncoder: a record, never a key.
-                Ok(encoded) if kind != "delete" => encoded.get().bytes.clone(),
-                _ => convert::to_document(&value).map_err(|error| errors::unstorable(py, &name, error))?,
+            if kind == "delete" {
+                let key = keys::key_bytes(py, &collection, name, &value)?;
+                queued.push(Operation::Delete { collection, key });
+                continue;
+            }
+            let mut collection = collection;
+            let record = match value.downcast::<EncodedRecord>() {
+                // Encoded by a RecordEncoder, with this collection's shared keys or none.
+                Ok(encoded) => match &encoded.get().collection {
+                    Some(encoder) if encoder.records_keyspace() == collection.records_keyspace() => {
+                        // Written through the handle whose shared-key table encoded it.
+                        collection = encoder.clone();
+                        Record::Document(encoded.get().bytes.clone())
+                    }
+                    Some(encoder) => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "a record encoded for collection {:?} queued for collection {name:?}",
+                            encoder.records_keyspace()
+                        )))
+                    }
+                    None => Record::Plain(encoded.get().bytes.clone()),
+                },
+                _ => Record::Plain(convert::to_document(&value).map_err(|error| errors::unstorable(py, name, error))?),
             };
-            queued.push(match &*kind {
-                "insert" => Operation::Insert { collection, record: bytes },
-                "upsert" => Operation::Upsert { collection, record: bytes },
-                "delete" => Operation::Delete { collection, key: bytes },
-                other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown operation {other:?}"))),
+            queued.push(match kind {
+                "insert" => Operation::Insert { collection, record },
+                _ => Operation::Upsert { collection, record },
             });
         }
         self.apply(py, &queued, reads.as_ref().map(Py::get))
@@ -347,7 +410,9 @@ impl Database {
         let mut queued = Vec::new();
         for object in objects {
             check_operations(py, queued.len() + 1)?;
-            let record = encoder.encode(&object?).map_err(|failure| encode::failure_to_py(py, name, failure))?;
+            let record =
+                encoder.encode(&object?, Some(collection.shared_keys())).map_err(|failure| encode::failure_to_py(py, name, failure))?;
+            let record = Record::Document(record);
             let collection = collection.clone();
             queued.push(match kind {
                 "insert" => Operation::Insert { collection, record },
@@ -358,18 +423,50 @@ impl Database {
         self.apply(py, &queued, None)
     }
 
+    /// `object` (an instance of the record type of `encoder`) encoded for collection `name`
+    /// with its shared keys, for a write block's queue: `tessera.SchemaViolation` with the
+    /// field path for a value no document holds.
+    fn encode_record(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        encoder: PyRef<'_, RecordEncoder>,
+        object: &Bound<'_, PyAny>,
+    ) -> PyResult<EncodedRecord> {
+        let collection = self.shared.collection(py, name)?;
+        let bytes = encoder.encode(object, Some(collection.shared_keys())).map_err(|failure| encode::failure_to_py(py, name, failure))?;
+        Ok(EncodedRecord { bytes, collection: Some(collection) })
+    }
+
     /// Deletes the records of collection `name` at each of `keys` in one transaction, as
     /// `commit` would with a "delete" for each (all or nothing). Returns each outcome
     /// ("deleted", or "unchanged" where there was none).
+    ///
+    /// The deletes run in stored-key order (LMDB then walks its pages in order, each changed
+    /// once, instead of jumping between them); the outcomes are in the order of `keys`, and a
+    /// key given twice is deleted by its first appearance.
     fn delete_keys(&self, py: Python<'_>, name: &str, keys: &Bound<'_, PyList>) -> PyResult<Vec<&'static str>> {
         check_operations(py, keys.len())?;
         let collection = self.shared.collection(py, name)?;
-        let mut queued = Vec::with_capacity(keys.len());
-        for key in keys.iter() {
-            let key = convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?;
-            queued.push(Operation::Delete { collection: collection.clone(), key });
+        let mut encoded = Vec::with_capacity(keys.len());
+        for (position, key) in keys.iter().enumerate() {
+            encoded.push((position, keys::key_bytes(py, &collection, name, &key)?));
         }
-        self.apply(py, &queued, None)
+        // Stable: equal keys keep their order. Keys the collection cannot encode yet (their
+        // delete is refused) come last.
+        encoded.sort_by(|(_, a), (_, b)| (a.stored().is_none(), a.stored()).cmp(&(b.stored().is_none(), b.stored())));
+        // One transaction, one handle for every key (no operation queue).
+        let db = self.shared.db(py)?;
+        let deleted = py.allow_threads(|| {
+            db.write(|tx| {
+                let mut in_order = vec![""; encoded.len()];
+                for (position, key) in &encoded {
+                    in_order[*position] = outcome_name(key.delete(&collection, tx)?);
+                }
+                Ok(in_order)
+            })
+        });
+        deleted.map_err(|error| errors::to_py(py, error))
     }
 
     /// The record of collection `name` at `key` (built along `plan`, or a dict), or None.
@@ -385,9 +482,9 @@ impl Database {
         reads: Option<Py<ReadSet>>,
     ) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
-        let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
+        let key = keys::key_bytes(py, &collection, name, key)?;
         let db = self.shared.db(py)?;
-        let found = read_record(py, &collection, name, &db, &key, plan.as_ref(), reads.as_ref().map(Py::get));
+        let found = db.read(|txn| read_record(py, &collection, name, txn, &key, plan.as_ref(), reads.as_ref().map(Py::get)));
         match found.map_err(|error| errors::to_py(py, error))? {
             Some(record) => record,
             None => Ok(py.None()),
@@ -408,7 +505,7 @@ impl Database {
         let collection = self.shared.collection(py, name)?;
         let mut encoded = Vec::with_capacity(keys.len());
         for key in keys.iter() {
-            encoded.push(convert::to_document(&key).map_err(|error| errors::unstorable(py, name, error))?);
+            encoded.push(keys::key_bytes(py, &collection, name, &key)?);
         }
         let db = self.shared.db(py)?;
         let found = db.read(|txn| {

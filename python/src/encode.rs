@@ -6,19 +6,26 @@
 //! encoding a record reads its attributes and writes the binary format in one pass, with no
 //! dict per record and no Python code per field.
 //!
+//! Records for a collection are encoded with its shared keys (field names written by id), and
+//! the commit hands them to `DynCollection::insert_document`/`upsert_document`, which stores a
+//! record as it is when it is already what the check against the stored shape would write:
+//! one encoding pass for a record that fits.
+//!
 //! The encoder is lenient where the Python converters were: a value that is not what its
 //! field declares (a `str` for an `int`, a dict for a nested dataclass) is written as the plain
-//! value it is, and the collection's check against the stored shape
-//! (`tessera::collection::DynCollection::insert`) refuses it with the field's path. A value
-//! that no document can hold (an `object()`) fails here, with its path.
+//! value it is, and the collection's check against the stored shape refuses it with the
+//! field's path, writing nothing. A value that no document can hold (an `object()`) fails
+//! here, with its path.
 
 use crate::convert::{self, ConvertError};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tessera_value::codec::{self, Encode, FieldIds};
-use tessera_value::Encoder;
+use tessera_value::{Encoder, SharedKeys};
 
 /// How to write one value.
 enum Node {
@@ -32,8 +39,9 @@ enum Node {
     Datetime(Py<PyType>),
     /// A nested dataclass.
     Struct(Struct),
-    /// A Union of dataclasses: `{ClassName: {fields}}`, each variant's class and struct.
-    Variants(Vec<(String, Struct)>),
+    /// A Union of dataclasses: `{ClassName: {fields}}`, each variant's name, key slot and
+    /// struct.
+    Variants(Vec<(String, usize, Struct)>),
     /// None, or the inner node.
     Optional(Box<Node>),
     /// A list (or tuple) of the inner node.
@@ -42,10 +50,11 @@ enum Node {
     Map(Box<Node>),
 }
 
-/// A dataclass: its class and each field's interned name, text and node.
+/// A dataclass: its class and each field's interned name, text, key slot (see
+/// [`RecordEncoder`]) and node.
 struct Struct {
     class: Py<PyType>,
-    fields: Vec<(Py<PyString>, String, Node)>,
+    fields: Vec<(Py<PyString>, String, usize, Node)>,
 }
 
 /// Why a record could not be encoded: a value no document holds, or an exception raised by
@@ -91,9 +100,28 @@ type Encoded = Result<(), EncodeFailure>;
 #[pyclass(module = "tessera._native", frozen)]
 pub struct RecordEncoder {
     root: Struct,
+    /// The name of each key the encoder writes, by slot.
+    keys: Vec<String>,
+    /// Each slot's id in the shared-key table last encoded with (its identity and length),
+    /// so that a record's keys are written by id, without looking each name up.
+    key_ids: Mutex<Option<KeyIds>>,
+    /// Room to give the next record's buffer: the last record's size and some.
+    size_hint_bytes: AtomicUsize,
 }
 
-fn compile_struct(description: &Bound<'_, PyTuple>) -> PyResult<Struct> {
+/// Each key slot's shared-key id, for the shared-key table of this identity and length.
+struct KeyIds {
+    identity: u64,
+    len: usize,
+    ids: Arc<[Option<u32>]>,
+}
+
+/// Most room [`RecordEncoder`] sets aside for a record before encoding it (a larger one grows).
+const SIZE_HINT_MAX_BYTES: usize = 64 * 1024;
+
+/// Compiles a struct node; each key the encoder writes (a field's or a variant's name) is
+/// given the next slot of `keys`, which collects their names.
+fn compile_struct(description: &Bound<'_, PyTuple>, keys: &mut Vec<String>) -> PyResult<Struct> {
     let py = description.py();
     let class = description.get_item(1)?.downcast_into::<PyType>()?.unbind();
     let mut fields = Vec::new();
@@ -101,12 +129,14 @@ fn compile_struct(description: &Bound<'_, PyTuple>) -> PyResult<Struct> {
         let field = field.downcast::<PyTuple>()?;
         let name: String = field.get_item(0)?.extract()?;
         let key = PyString::intern(py, &name).unbind();
-        fields.push((key, name, compile(&field.get_item(1)?)?));
+        let slot = keys.len();
+        keys.push(name.clone());
+        fields.push((key, name, slot, compile(&field.get_item(1)?, keys)?));
     }
     Ok(Struct { class, fields })
 }
 
-fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
+fn compile(description: &Bound<'_, PyAny>, keys: &mut Vec<String>) -> PyResult<Node> {
     if description.is_none() {
         return Ok(Node::Plain);
     }
@@ -114,7 +144,7 @@ fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
     let kind: String = tuple.get_item(0)?.extract()?;
     Ok(match kind.as_str() {
         "float" => Node::Float,
-        "struct" => Node::Struct(compile_struct(tuple)?),
+        "struct" => Node::Struct(compile_struct(tuple, keys)?),
         "members" => {
             let mut members = Vec::new();
             for (name, member) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
@@ -128,13 +158,15 @@ fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
             for variant in tuple.get_item(1)?.downcast::<PyList>()?.iter() {
                 let variant = variant.downcast::<PyTuple>()?;
                 let name: String = variant.get_item(0)?.extract()?;
-                variants.push((name, compile_struct(variant.get_item(1)?.downcast::<PyTuple>()?)?));
+                let slot = keys.len();
+                keys.push(name.clone());
+                variants.push((name, slot, compile_struct(variant.get_item(1)?.downcast::<PyTuple>()?, keys)?));
             }
             Node::Variants(variants)
         }
-        "optional" => Node::Optional(Box::new(compile(&tuple.get_item(1)?)?)),
-        "list" => Node::List(Box::new(compile(&tuple.get_item(1)?)?)),
-        "map" => Node::Map(Box::new(compile(&tuple.get_item(1)?)?)),
+        "optional" => Node::Optional(Box::new(compile(&tuple.get_item(1)?, keys)?)),
+        "list" => Node::List(Box::new(compile(&tuple.get_item(1)?, keys)?)),
+        "map" => Node::Map(Box::new(compile(&tuple.get_item(1)?, keys)?)),
         other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown encode node {other:?}"))),
     })
 }
@@ -144,27 +176,52 @@ impl RecordEncoder {
     /// Compiles an encoder described by nested tuples: `("struct", cls, [(name, node), ...])`.
     #[new]
     fn new(description: &Bound<'_, PyTuple>) -> PyResult<RecordEncoder> {
-        Ok(RecordEncoder { root: compile_struct(description)? })
+        let mut keys = Vec::new();
+        let root = compile_struct(description, &mut keys)?;
+        Ok(RecordEncoder { root, keys, key_ids: Mutex::new(None), size_hint_bytes: AtomicUsize::new(256) })
     }
 }
 
 impl RecordEncoder {
-    /// The record `object` (an instance of exactly the record type) as one document.
-    pub fn encode(&self, object: &Bound<'_, PyAny>) -> Result<Vec<u8>, EncodeFailure> {
+    /// The record `object` (an instance of exactly the record type) as one document, its
+    /// field names from `shared` where it has them (a collection's shared keys: see
+    /// `DynCollection::insert_document`).
+    pub fn encode(&self, object: &Bound<'_, PyAny>, shared: Option<&SharedKeys>) -> Result<Vec<u8>, EncodeFailure> {
         let py = object.py();
         if !object.get_type().is(self.root.class.bind(py)) {
             let expected = self.root.class.bind(py).name().map(|name| name.to_string()).unwrap_or_default();
             let found = object.get_type().name().map(|name| name.to_string()).unwrap_or_default();
             return Err(EncodeFailure::Unstorable(ConvertError::new(format!("expected a {expected}, got {found}"))));
         }
-        let source = Source { root: &self.root, object, failure: RefCell::new(None) };
-        let mut bytes = Vec::new();
+        let ids = shared.map(|shared| self.key_ids(shared)).unwrap_or_else(|| Arc::from(Vec::new()));
+        let source = Source { root: &self.root, object, ids: &ids, failure: RefCell::new(None) };
         // A per-thread encoder whose buffers are reused: encoding allocates little per record.
-        let written = codec::encode_into(&source, None, &FieldIds::default(), &mut bytes);
+        // It takes this buffer for the next record (its own becomes the result): with room for
+        // a record as large as the last, that one is written without regrowing.
+        let mut bytes = Vec::with_capacity(self.size_hint_bytes.load(Ordering::Relaxed));
+        let written = codec::encode_into(&source, shared, &FieldIds::default(), &mut bytes);
+        self.size_hint_bytes.store(bytes.len().saturating_add(64).min(SIZE_HINT_MAX_BYTES), Ordering::Relaxed);
         match (source.failure.into_inner(), written) {
             (Some(failure), _) => Err(failure),
             (None, Err(error)) => Err(error.into()),
             (None, Ok(())) => Ok(bytes),
+        }
+    }
+}
+
+impl RecordEncoder {
+    /// Each key slot's id in `shared` (`None` for a name it does not have), resolved once per
+    /// table (a table keeps its identity and its ids as it grows: its length tells whether it
+    /// grew).
+    fn key_ids(&self, shared: &SharedKeys) -> Arc<[Option<u32>]> {
+        let mut cached = self.key_ids.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match &*cached {
+            Some(known) if known.identity == shared.identity() && known.len == shared.len() => known.ids.clone(),
+            _ => {
+                let ids: Arc<[Option<u32>]> = self.keys.iter().map(|name| shared.id(name)).collect();
+                *cached = Some(KeyIds { identity: shared.identity(), len: shared.len(), ids: ids.clone() });
+                ids
+            }
         }
     }
 }
@@ -174,30 +231,41 @@ impl RecordEncoder {
 struct Source<'a, 'py> {
     root: &'a Struct,
     object: &'a Bound<'py, PyAny>,
+    /// Each key slot's shared-key id (empty without a shared-key table).
+    ids: &'a [Option<u32>],
     failure: RefCell<Option<EncodeFailure>>,
+}
+
+/// Writes the key of slot `slot`, `name`: by its shared-key id when it has one (what
+/// `Encoder::key` would find for it, without the lookup).
+fn write_key(out: &mut Encoder<'_>, ids: &[Option<u32>], slot: usize, name: &str) -> Result<(), tessera_value::EncodeError> {
+    match ids.get(slot).copied().flatten() {
+        Some(id) => out.shared_key(id),
+        None => out.key(name),
+    }
 }
 
 impl Encode for Source<'_, '_> {
     fn encode(&self, out: &mut Encoder<'_>, _ids: &FieldIds) -> Result<(), tessera_value::EncodeError> {
-        write_struct(self.root, self.object, out).map_err(|failure| {
+        write_struct(self.root, self.object, out, self.ids).map_err(|failure| {
             *self.failure.borrow_mut() = Some(failure);
             tessera_value::EncodeError::Message("the record could not be encoded".into())
         })
     }
 }
 
-fn write_struct(node: &Struct, object: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encoded {
+fn write_struct(node: &Struct, object: &Bound<'_, PyAny>, out: &mut Encoder<'_>, ids: &[Option<u32>]) -> Encoded {
     let py = object.py();
     out.begin_dict()?;
-    for (key, name, field) in &node.fields {
+    for (key, name, slot, field) in &node.fields {
         let value = match object.getattr(key.bind(py)) {
             Ok(value) => value,
             // A missing attribute is a missing field: the shape check says whether it may be.
             Err(error) if error.is_instance_of::<PyAttributeError>(py) => continue,
             Err(error) => return Err(EncodeFailure::Python(error)),
         };
-        out.key(name).map_err(|error| EncodeFailure::from(error).in_field(name))?;
-        write(field, &value, out).map_err(|error| error.in_field(name))?;
+        write_key(out, ids, *slot, name).map_err(|error| EncodeFailure::from(error).in_field(name))?;
+        write(field, &value, out, ids).map_err(|error| error.in_field(name))?;
     }
     Ok(out.end_dict()?)
 }
@@ -206,7 +274,7 @@ fn plain(value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encoded {
     Ok(convert::push(value, out, 0)?)
 }
 
-fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encoded {
+fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>, ids: &[Option<u32>]) -> Encoded {
     let py = value.py();
     match node {
         Node::Plain => plain(value, out),
@@ -230,24 +298,24 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encode
         }
         Node::Struct(node) => {
             if value.is_instance(node.class.bind(py)).map_err(EncodeFailure::Python)? {
-                return write_struct(node, value, out);
+                return write_struct(node, value, out, ids);
             }
             plain(value, out)
         }
         Node::Variants(variants) => {
             let class = value.get_type();
-            match variants.iter().find(|(_, node)| class.is(node.class.bind(py))) {
-                Some((name, node)) => {
+            match variants.iter().find(|(_, _, node)| class.is(node.class.bind(py))) {
+                Some((name, slot, node)) => {
                     out.begin_dict()?;
-                    out.key(name)?;
-                    write_struct(node, value, out).map_err(|error| error.in_field(name))?;
+                    write_key(out, ids, *slot, name)?;
+                    write_struct(node, value, out, ids).map_err(|error| error.in_field(name))?;
                     Ok(out.end_dict()?)
                 }
                 None => plain(value, out),
             }
         }
         Node::Optional(_) if value.is_none() => Ok(out.push_null()?),
-        Node::Optional(inner) => write(inner, value, out),
+        Node::Optional(inner) => write(inner, value, out, ids),
         Node::List(inner) => {
             if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
                 return plain(value, out);
@@ -256,7 +324,7 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encode
             let items = value.try_iter().map_err(EncodeFailure::Python)?;
             for (index, item) in items.enumerate() {
                 let item = item.map_err(EncodeFailure::Python)?;
-                write(inner, &item, out).map_err(|error| error.in_item(index))?;
+                write(inner, &item, out, ids).map_err(|error| error.in_item(index))?;
             }
             Ok(out.end_array()?)
         }
@@ -267,7 +335,7 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encode
                 let key = key.downcast::<PyString>().map_err(|_| ConvertError::new("a dict key that is not a str"))?;
                 let key = key.to_cow().map_err(|_| ConvertError::new("a dict key that is not valid UTF-8"))?;
                 out.key(&key).map_err(|error| EncodeFailure::from(error).in_field(&key))?;
-                write(inner, &item, out).map_err(|error| error.in_field(&key))?;
+                write(inner, &item, out, ids).map_err(|error| error.in_field(&key))?;
             }
             Ok(out.end_dict()?)
         }
@@ -280,6 +348,8 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encode
 pub struct EncodedRecord {
     /// The document.
     pub bytes: Vec<u8>,
+    /// The collection whose shared keys encoded it; `None` for a document without shared keys.
+    pub collection: Option<tessera::collection::DynCollection>,
 }
 
 #[pymethods]
@@ -287,7 +357,11 @@ impl EncodedRecord {
     /// The record built along `plan` (a `Plan`), or as plain Python values without one.
     #[pyo3(signature = (plan = None))]
     fn build(&self, py: Python<'_>, plan: Option<Py<crate::plan::Plan>>) -> PyResult<PyObject> {
-        let doc = tessera::value::Doc::from_trusted(&self.bytes).map_err(|error| crate::errors::to_py(py, error.into()))?;
+        let doc = match &self.collection {
+            Some(collection) => tessera::value::Doc::from_trusted_with_keys(&self.bytes, collection.shared_keys()),
+            None => tessera::value::Doc::from_trusted(&self.bytes),
+        };
+        let doc = doc.map_err(|error| crate::errors::to_py(py, error.into()))?;
         crate::plan::object(py, doc.root(), plan.as_ref())
     }
 }
@@ -297,8 +371,8 @@ impl RecordEncoder {
     /// `object` encoded for collection `collection` (named in errors): a SchemaViolation with
     /// the field path for a value no document holds.
     fn encode_record(&self, py: Python<'_>, collection: &str, object: &Bound<'_, PyAny>) -> PyResult<EncodedRecord> {
-        match self.encode(object) {
-            Ok(bytes) => Ok(EncodedRecord { bytes }),
+        match self.encode(object, None) {
+            Ok(bytes) => Ok(EncodedRecord { bytes, collection: None }),
             Err(failure) => Err(failure_to_py(py, collection, failure)),
         }
     }

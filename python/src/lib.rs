@@ -12,7 +12,8 @@
 //! - [`documents`]: field-decomposed documents;
 //! - [`plan`]: records built as dataclasses straight from stored values;
 //! - [`encode`]: records encoded straight from dataclass instances;
-//! - [`format`](mod@format): `dumps`, `loads`, JSON and the `Value` view.
+//! - [`format`](mod@format): `dumps`, `loads`, JSON and the `Value` view;
+//! - [`keys`]: Python keys encoded once as stored keys.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -23,6 +24,7 @@ pub mod documents;
 pub mod encode;
 pub mod errors;
 pub mod format;
+pub mod keys;
 pub mod plan;
 pub mod query;
 pub mod reads;

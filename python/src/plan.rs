@@ -4,10 +4,14 @@
 //! The Python side describes each record type once as nested tuples (see
 //! `tessera/_schema.py`, `RecordType.plan`); compiling a [`Plan`] turns that into a tree, and
 //! [`Plan::build`] walks a stored value along it. A struct is built by calling its class with
-//! keyword arguments, so defaults, `__post_init__` and frozen classes behave as in Python.
+//! keyword arguments, so defaults, `__post_init__` and frozen classes behave as in Python;
+//! a plain dataclass (its generated `__init__`, nothing intercepting construction: the Python
+//! side decides, `_schema._filled_like_init`) with every field stored is built as that
+//! `__init__` would build it, by filling a new object's `__dict__`, without running Python code.
 //! Plans are as deep as the dataclasses they describe (bounded when the class is decorated).
 
 use crate::convert;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
@@ -17,12 +21,13 @@ use tessera::value::{Kind, Value};
 enum Node {
     /// As plain Python values (dicts, lists, scalars).
     Plain,
-    /// A dataclass from a dict: its class, and each field's name and plan.
-    Struct { class: PyObject, fields: Vec<(Py<PyString>, String, Node)> },
+    /// A dataclass from a dict: its class, each field's name and plan, and `object.__new__`
+    /// when an instance may be made by filling its `__dict__`.
+    Struct { class: PyObject, fields: Vec<(Py<PyString>, String, Node)>, fill: Option<PyObject> },
     /// An enum member by its stored name.
-    Members(HashMap<String, PyObject>),
+    Members(Named<PyObject>),
     /// A Union of dataclasses: the one-entry dict `{variant: payload}`.
-    Variants(HashMap<String, Node>),
+    Variants(Named<Node>),
     /// A callable applied to the plain value (`datetime.fromisoformat`).
     Call(PyObject),
     /// None, or the inner plan.
@@ -31,6 +36,33 @@ enum Node {
     List(Box<Node>),
     /// A dict of str to the inner plan.
     Map(Box<Node>),
+}
+
+/// Things found by name: a few by comparing each name (cheaper than hashing the name), many
+/// through a map.
+enum Named<T> {
+    Few(Vec<(String, T)>),
+    Many(HashMap<String, T>),
+}
+
+/// Most names [`Named`] compares one by one.
+const NAMED_SCAN_MAX: usize = 16;
+
+impl<T> Named<T> {
+    fn new(entries: Vec<(String, T)>) -> Named<T> {
+        if entries.len() <= NAMED_SCAN_MAX {
+            Named::Few(entries)
+        } else {
+            Named::Many(entries.into_iter().collect())
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&T> {
+        match self {
+            Named::Few(entries) => entries.iter().find(|(entry, _)| entry == name).map(|(_, value)| value),
+            Named::Many(map) => map.get(name),
+        }
+    }
 }
 
 /// A compiled decode plan (the extension's side of `RecordType.plan`).
@@ -55,21 +87,26 @@ fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
                 let key = PyString::intern(description.py(), &name).unbind();
                 fields.push((key, name, compile(&field.get_item(1)?)?));
             }
-            Node::Struct { class, fields }
+            // An older description has no fourth element: build by calling the class.
+            let fill = match tuple.get_item(3) {
+                Ok(flag) if flag.is_truthy()? => Some(description.py().import("builtins")?.getattr("object")?.getattr("__new__")?.unbind()),
+                _ => None,
+            };
+            Node::Struct { class, fields, fill }
         }
         "members" => {
-            let mut members = HashMap::new();
+            let mut members = Vec::new();
             for (name, member) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
-                members.insert(name.extract::<String>()?, member.unbind());
+                members.push((name.extract::<String>()?, member.unbind()));
             }
-            Node::Members(members)
+            Node::Members(Named::new(members))
         }
         "variants" => {
-            let mut variants = HashMap::new();
+            let mut variants = Vec::new();
             for (name, plan) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
-                variants.insert(name.extract::<String>()?, compile(&plan)?);
+                variants.push((name.extract::<String>()?, compile(&plan)?));
             }
-            Node::Variants(variants)
+            Node::Variants(Named::new(variants))
         }
         "call" => Node::Call(tuple.get_item(1)?.unbind()),
         "optional" => Node::Optional(Box::new(compile(&tuple.get_item(1)?)?)),
@@ -100,15 +137,41 @@ fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> PyResult<Bound<
         Node::Plain => convert::to_python(py, value),
         Node::Optional(_) if value.is_null() => Ok(py.None().into_bound(py)),
         Node::Optional(inner) => build(py, inner, value),
-        Node::Struct { class, fields } => {
+        Node::Struct { class, fields, fill } => {
             let Some(dict) = value.as_dict() else { return convert::to_python(py, value) };
-            let kwargs = PyDict::new(py);
-            for (key, name, plan) in fields {
-                if let Some(item) = dict.get(name) {
-                    kwargs.set_item(key.bind(py), build(py, plan, item)?)?;
+            // With `fill`, the fields go straight into a new instance's `__dict__`: with every
+            // field stored, that is what the generated `__init__` would leave, without it.
+            let made = match fill {
+                Some(new) => {
+                    let object = new.bind(py).call1((class.bind(py),))?;
+                    let attributes = object.getattr(intern!(py, "__dict__"))?.downcast_into::<PyDict>()?;
+                    Some((object, attributes))
+                }
+                None => None,
+            };
+            let kwargs = match &made {
+                Some((_, attributes)) => attributes.clone(),
+                None => PyDict::new(py),
+            };
+            let mut complete = true;
+            for (position, (key, name, plan)) in fields.iter().enumerate() {
+                // A record stores its fields in declared order: the field at its own position
+                // is found without looking its name up.
+                let item = match dict.entry(position) {
+                    Some((stored, item)) if stored == name => Some(item),
+                    _ => dict.get(name),
+                };
+                match item {
+                    Some(item) => kwargs.set_item(key.bind(py), build(py, plan, item)?)?,
+                    None => complete = false,
                 }
             }
-            class.bind(py).call((), Some(&kwargs))
+            match made {
+                Some((object, _)) if complete => Ok(object),
+                // A field is missing: the class's own `__init__` applies its default (or
+                // raises), from the fields given.
+                _ => class.bind(py).call((), Some(&kwargs)),
+            }
         }
         Node::Members(members) => match value.as_str().and_then(|name| members.get(name)) {
             Some(member) => Ok(member.bind(py).clone()),

@@ -97,11 +97,13 @@ impl Database {
         let db = self.shared.db(py)?;
         let records = py
             .allow_threads(|| {
-                let records = build(&collection, text, offset, limit)?.fetch_stored(&db)?;
-                if let Some(reads) = &reads {
-                    reads.get().record_query(name, text, offset, limit, &records)?;
-                }
-                Ok(records)
+                db.read(|txn| {
+                    let records = build(&collection, text, offset, limit)?.fetch_stored(txn)?;
+                    if let Some(reads) = &reads {
+                        reads.get().record_query(name, text, offset, limit, &records, txn.sequence())?;
+                    }
+                    Ok(records)
+                })
             })
             .map_err(|error| errors::to_py(py, error))?;
         Ok(QueryResult { collection, records: records.into_iter(), plan })
@@ -114,11 +116,13 @@ impl Database {
         let collection = self.shared.collection(py, name)?;
         let db = self.shared.db(py)?;
         py.allow_threads(|| {
-            let count = build(&collection, text, 0, None)?.count(&db)?;
-            if let Some(reads) = &reads {
-                reads.get().record_count(name, text, count)?;
-            }
-            Ok(count)
+            db.read(|txn| {
+                let count = build(&collection, text, 0, None)?.count(txn)?;
+                if let Some(reads) = &reads {
+                    reads.get().record_count(name, text, count, txn.sequence())?;
+                }
+                Ok(count)
+            })
         })
         .map_err(|error| errors::to_py(py, error))
     }

@@ -256,6 +256,11 @@ class Collection(Generic[T]):
         # stored schema), and read records are built by it along this plan.
         self._encoder = self._spec.type.native_encoder
         self._plan = self._spec.type.native_plan
+        # Read on every call: kept here rather than looked up through the database each time.
+        self._native = native
+        self._local = db._local
+        self._single_key = len(self._spec.key) == 1
+        self._key_field = self._spec.key[0]
         db._collections[cls] = self
 
     def __repr__(self) -> str:
@@ -264,11 +269,11 @@ class Collection(Generic[T]):
     # Writes -----------------------------------------------------------------------------
 
     def _write(self, kind: str, obj: Any) -> Optional[str]:
-        transaction = self._db._transaction()
+        transaction = getattr(self._local, "transaction", None)
         if transaction is not None:
             transaction._queue_record(kind, self, obj)
             return None
-        return self._db._native.write_records(kind, self.name, self._encoder, (obj,))[0]
+        return self._native.write_records(kind, self.name, self._encoder, (obj,))[0]
 
     def insert(self, obj: T) -> None:
         """Stores a new record: :class:`tessera.DuplicateKey` if its key exists,
@@ -279,7 +284,11 @@ class Collection(Generic[T]):
     def upsert(self, obj: T) -> Optional[str]:
         """Stores the record, replacing one with its key: "inserted", "updated" or
         "unchanged" (None inside ``db.write()``, where it is known at the commit)."""
-        return self._write("upsert", obj)
+        transaction = getattr(self._local, "transaction", None)
+        if transaction is not None:
+            transaction._queue_record("upsert", self, obj)
+            return None
+        return self._native.write_records("upsert", self.name, self._encoder, (obj,))[0]
 
     def insert_many(self, objs: Sequence[T]) -> None:
         """Inserts every record in one transaction (all or nothing)."""
@@ -335,14 +344,20 @@ class Collection(Generic[T]):
     def get(self, key: Any) -> Optional[T]:
         """The record at ``key`` (a tuple for a composite key), or None. Inside
         ``db.write()``, the transaction's own writes are seen."""
-        transaction = self._db._transaction()
+        if not self._single_key:
+            key = self._spec.native_key(key)
+        transaction = getattr(self._local, "transaction", None)
         if transaction is not None:
-            pending = transaction._pending(self, key)
+            pending = _ABSENT
+            written = transaction._overlay.get(self.name)
+            if written is not None:
+                key_type = type(key)
+                pending = written.get(key if key_type is str or key_type is int else _overlay_key(key), _ABSENT)
             if pending is not _ABSENT:
                 return None if pending is None else pending.build(self._plan)
             # Recorded, for the commit to check that it still holds.
-            return self._db._native.get(self.name, self._spec.native_key(key), self._plan, transaction._reads)
-        return self._db._native.get(self.name, self._spec.native_key(key), self._plan)
+            return self._native.get(self.name, key, self._plan, transaction._reads)
+        return self._native.get(self.name, key, self._plan)
 
     def get_many(self, keys: Sequence[Any]) -> List[Optional[T]]:
         """The records at ``keys`` (None where absent), read in one snapshot."""
@@ -493,9 +508,9 @@ class Transaction:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._operations: List[tuple] = []
-        # (collection name, key as `_overlay_key` makes it) -> the encoded record, or None for
+        # Collection name -> key as `_overlay_key` makes it -> the encoded record, or None for
         # a delete.
-        self._overlay: Dict[tuple, Any] = {}
+        self._overlay: Dict[str, Dict[Any, Any]] = {}
         # What the block read, checked again by the commit (the extension's ReadSet).
         self._reads = _native.ReadSet()
         self._active = False
@@ -525,22 +540,26 @@ class Transaction:
         not change what commits, and an unstorable value raises at the call."""
         if not self._active:
             raise Error("the transaction has ended")
-        encoded = collection._encoder.encode_record(collection.name, obj)
-        key = (collection.name, _overlay_key(collection._spec.key_of(obj)))
-        if kind == "insert" and self._overlay.get(key, _ABSENT) not in (_ABSENT, None):
-            shown = _shown_key(key[1])
-            raise DuplicateKey(f"collection {collection.name!r}: a record with key {shown} exists", collection=collection.name, key=shown)
-        self._overlay[key] = encoded
-        self._operations.append((kind, collection.name, encoded))
+        name = collection.name
+        encoded = collection._native.encode_record(name, collection._encoder, obj)
+        key = getattr(obj, collection._key_field) if collection._single_key else collection._spec.key_of(obj)
+        key_type = type(key)
+        if key_type is not str and key_type is not int:
+            key = _overlay_key(key)
+        written = self._overlay.get(name)
+        if written is None:
+            written = self._overlay[name] = {}
+        if kind == "insert" and written.get(key, _ABSENT) not in (_ABSENT, None):
+            shown = _shown_key(key)
+            raise DuplicateKey(f"collection {name!r}: a record with key {shown} exists", collection=name, key=shown)
+        written[key] = encoded
+        self._operations.append((kind, name, encoded))
 
     def _queue_delete(self, collection: Collection[Any], key: Any) -> None:
         if not self._active:
             raise Error("the transaction has ended")
-        self._overlay[(collection.name, _overlay_key(key))] = None
+        self._overlay.setdefault(collection.name, {})[_overlay_key(key)] = None
         self._operations.append(("delete", collection.name, key))
-
-    def _pending(self, collection: Collection[Any], key: Any) -> Any:
-        return self._overlay.get((collection.name, _overlay_key(collection._spec.native_key(key))), _ABSENT)
 
     def insert(self, obj: Any) -> None:
         """Queues an insert of ``obj`` into its record type's collection."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import inspect
 import sys
 import types
 import typing
@@ -190,7 +191,9 @@ class RecordType:
             plans.append((name, described.plan))
             encodings.append((name, described.encoding))
         self.shape = {"Struct": fields}
-        self.plan = ("struct", cls, plans)
+        # The fourth element: whether the extension may build an instance by filling a new
+        # object's __dict__ (what the generated __init__ does) when every field is stored.
+        self.plan = ("struct", cls, plans, _filled_like_init(cls))
         # How the extension encodes an instance: each field read by name and written along
         # its node, in declaration order.
         self.encoding = ("struct", cls, encodings)
@@ -242,6 +245,38 @@ class RecordType:
         except TypeError:
             known = {name: values.get(name) for name in self.names}
             return self.cls(**known)
+
+
+def _filled_like_init(cls: type) -> bool:
+    """Whether filling a new instance's ``__dict__`` with every field does what calling
+    ``cls(**fields)`` does: the class's ``__init__`` is the one ``dataclasses`` generated (no
+    ``__post_init__``, no ``init=False`` field), nothing intercepts making or setting (no
+    custom ``__new__``, metaclass ``__call__``, ``__setattr__`` or data descriptor on a
+    field), and instances have a ``__dict__``. Anything else is built by calling the class."""
+    init = getattr(cls.__init__, "__code__", None)
+    if init is None or init.co_filename != "<string>" or init.co_name != "__init__":
+        return False  # an __init__ written by hand (dataclasses generates its own from text)
+    if hasattr(cls, "__post_init__") or hasattr(cls, "__slots__"):
+        return False
+    if cls.__new__ is not object.__new__ or type(cls).__call__ is not type.__call__:
+        return False
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.init:
+        return False
+    if not params.frozen and cls.__setattr__ is not object.__setattr__:
+        return False
+    fields = dataclasses.fields(cls)
+    # Exactly the fields as parameters (an InitVar is a parameter and no field).
+    parameters = list(inspect.signature(cls.__init__).parameters)[1:]
+    if parameters != [field.name for field in fields]:
+        return False
+    for field in fields:
+        if not field.init:
+            return False
+        found = next((klass.__dict__[field.name] for klass in cls.__mro__ if field.name in klass.__dict__), None)
+        if hasattr(type(found), "__set__"):
+            return False
+    return True
 
 
 def _struct_field(cls: type, path: str, depth: int) -> Field:

@@ -48,3 +48,20 @@ def test_people_round_trip_through_a_transaction_and_a_batch(db, values):
     assert sorted((p.name for p in collection.query()), key=lambda name: name.encode()) == sorted(
         (value.name for value in values), key=lambda name: name.encode()
     )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(people)
+def test_a_record_stored_as_encoded_is_what_conforming_writes(db, value):
+    """A record the extension encoded with the collection's shared keys is stored as it is
+    when conforming would not change it: then writing the same record as a plain dict (which
+    is conformed) finds the very bytes stored, "unchanged"; and the batch and write-block
+    paths agree."""
+    collection = db.collection(Person)
+    assert collection.upsert(value) in ("inserted", "updated", "unchanged")
+    plain = dict(Person.__tessera_record__.type.to_stored(value))
+    assert db._native.commit([("upsert", collection.name, plain)]) == ["unchanged"]
+    with db.write():
+        collection.upsert(value)
+    assert collection.upsert(value) == "unchanged"
+    assert collection.get(value.name) == value

@@ -80,6 +80,42 @@ def test_writes_elsewhere_that_the_block_did_not_read_do_not_conflict(db):
     assert (tasks.get(1).priority, tasks.get(2).priority) == (2, 50)
 
 
+def test_reads_of_different_snapshots_are_all_checked(db):
+    """A commit between two reads of a block: the reads saw different snapshots, so the commit
+    checks every one of them (none may be skipped as unchanged)."""
+    tasks = db.collection(Task)
+    tasks.insert_many([Task(1, "a", 1), Task(2, "b", 1)])
+    with db.write():
+        first = tasks.get(1)
+        _elsewhere(lambda: tasks.upsert(Task(2, "b", 50)))
+        second = tasks.get(2)  # sees the other writer's commit: still what is stored
+        tasks.upsert(dataclasses.replace(first, priority=first.priority + second.priority))
+    assert tasks.get(1).priority == 51
+    with pytest.raises(tessera.TransactionConflict):
+        with db.write():
+            first = tasks.get(1)
+            _elsewhere(lambda: tasks.upsert(Task(1, "a", 0)))  # changes the first read
+            second = tasks.get(2)  # the last read saw the last commit: the first is checked still
+            tasks.upsert(dataclasses.replace(first, priority=first.priority + second.priority))
+    assert tasks.get(1).priority == 0
+
+
+def test_a_commit_right_after_the_reads_snapshot_commits_without_reading_again(db):
+    """Nothing committed since the block's reads: the commit goes through, and what the block
+    read and wrote is what is stored."""
+    tasks = db.collection(Task)
+    tasks.insert_many([Task(i, "t", i) for i in range(1, 6)])
+    with db.write():
+        total = sum(task.priority for task in tasks.query("priority > 0"))
+        count = tasks.count()
+        for key in range(1, 6):
+            current = tasks.get(key)
+            tasks.upsert(dataclasses.replace(current, priority=current.priority * 10))
+        tasks.upsert(Task(100, "total", total + count))
+    assert [tasks.get(key).priority for key in range(1, 6)] == [10, 20, 30, 40, 50]
+    assert tasks.get(100).priority == 20
+
+
 def test_concurrent_increments_lose_no_update(db):
     tasks = db.collection(Task)
     tasks.insert(Task(1, "counter", 0))

@@ -31,7 +31,9 @@ impl Encode for Conforming<'_, '_> {
 /// [`conform::conform`] into a new encoder would, into a new `Vec`.
 pub(super) fn conform_into(record: Value<'_>, shape: &TypeDesc, shared: &SharedKeys) -> Result<Vec<u8>, ConformError> {
     let source = Conforming { record, shape, misfit: RefCell::new(None) };
-    let mut bytes = Vec::new();
+    // The per-thread encoder takes this buffer for the next record (its own becomes the
+    // result): with room for a record of this size, that one is written without regrowing.
+    let mut bytes = Vec::with_capacity(record.doc().bytes().len().saturating_add(64));
     let written = codec::encode_into(&source, Some(shared), &FieldIds::default(), &mut bytes);
     match (source.misfit.into_inner(), written) {
         (Some(misfit), _) => Err(misfit),

@@ -152,6 +152,43 @@ impl KeyKind {
         true
     }
 
+    /// Appends `text` as this kind when it is [`KeyKind::String`], as [`KeyKind::encode`]
+    /// would a string value, without building one; `false`, with nothing appended, for any
+    /// other kind (ask `encode` then, for the error).
+    ///
+    /// ```
+    /// use tessera::collection::KeyKind;
+    /// let mut key = Vec::new();
+    /// assert!(KeyKind::String.encode_str("ada", &mut key));
+    /// assert_eq!(key, tessera::store::key::encode("ada"));
+    /// assert!(!KeyKind::U32.encode_str("7", &mut Vec::new()));
+    /// ```
+    pub fn encode_str(self, text: &str, out: &mut Vec<u8>) -> bool {
+        use crate::store::key::KeyPart;
+        if self != KeyKind::String {
+            return false;
+        }
+        text.encode_key(out);
+        true
+    }
+
+    /// Appends `integer` as this kind when it is an integer kind whose range holds it, as
+    /// [`KeyKind::encode`] would an integer value, without building one; `false`, with nothing
+    /// appended, otherwise (out of range, or a float, string, bytes or bool kind: ask `encode`
+    /// then, for the error).
+    ///
+    /// ```
+    /// use tessera::collection::KeyKind;
+    /// let mut key = Vec::new();
+    /// assert!(KeyKind::I64.encode_i64(-7, &mut key));
+    /// assert_eq!(key, tessera::store::key::encode(&-7i64));
+    /// assert!(!KeyKind::U8.encode_i64(300, &mut Vec::new()));
+    /// assert!(!KeyKind::String.encode_i64(1, &mut Vec::new()));
+    /// ```
+    pub fn encode_i64(self, integer: i64, out: &mut Vec<u8>) -> bool {
+        self.encode_integer(i128::from(integer), out).is_some()
+    }
+
     /// Appends `integer` as this integer kind; `None` if out of its range (or not an integer
     /// kind).
     fn encode_integer(self, integer: i128, out: &mut Vec<u8>) -> Option<()> {

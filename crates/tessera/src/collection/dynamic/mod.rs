@@ -59,6 +59,7 @@
 mod catalog;
 mod conform;
 mod conform_into;
+mod conformed;
 mod key_kind;
 mod live;
 mod query;
@@ -310,6 +311,11 @@ pub(super) fn keyspace_if_present(db: &Db, name: &str) -> Result<Option<crate::s
         return db.internal_keyspace(name).map(Some);
     }
     Ok(None)
+}
+
+/// Whether `key` has a size a stored key can have (LMDB refuses to look up any other).
+fn stored_key_size(key: &[u8]) -> bool {
+    !key.is_empty() && key.len() <= crate::store::KEY_LEN_MAX
 }
 
 /// The stored schema and shared-key table of `name`, if it has a schema.
@@ -676,6 +682,32 @@ impl DynCollection {
         Ok(Some(out))
     }
 
+    /// The stored encoding of `key` (the key field's value; an array of the values for a
+    /// composite key), for [`DynCollection::get_stored_with`] and
+    /// [`DynCollection::delete_stored`]: [`Error::SchemaViolation`] naming the key field if a
+    /// part is not of its type, and `None` when the key kinds are not known (see the module
+    /// docs, "Keys": no record can be found by key then).
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "events")]
+    /// # struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Event>()?;
+    /// let events = db.dyn_collection("events")?;
+    /// let key = tessera::value::from_json(br#"[3, "launch"]"#).unwrap();
+    /// let stored = events.stored_key(tessera::value::Doc::from_untrusted(&key)?.root())?;
+    /// assert_eq!(stored, Some(tessera::store::key::encode(&(3u16, "launch"))));
+    /// let wrong = tessera::value::from_json(br#"[3, 4]"#).unwrap();
+    /// assert!(events.stored_key(tessera::value::Doc::from_untrusted(&wrong)?.root()).is_err());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn stored_key(&self, key: Value<'_>) -> Result<Option<Vec<u8>>> {
+        self.encode_key(key)
+    }
+
     /// The record at `key` (the key field's value; an array of the values for a composite
     /// key).
     ///
@@ -737,6 +769,28 @@ impl DynCollection {
             Err(ConformError::Misfit(misfit)) => return Err(self.violation(&self.key_text(record), misfit)),
             Err(ConformError::Encode(error)) => return Err(error.into()),
         };
+        self.keyed(record, bytes)
+    }
+
+    /// [`DynCollection::prepare`] for a record given as a whole document: opened with the
+    /// shared keys (validated, unless the caller opened it trusted with this collection's
+    /// table), and when it is already what conforming would write (`conformed.rs`), its bytes
+    /// are taken as they are.
+    fn prepare_document(&self, document: Doc<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
+        let shared = &self.state.keys.shared;
+        let document = match document.shared_keys() {
+            Some(keys) if std::ptr::eq(keys, shared) => document,
+            _ => Doc::from_untrusted_with_keys(document.bytes(), shared)?,
+        };
+        let record = document.root();
+        if conformed::is_conformed(record, &self.state.shape) {
+            return self.keyed(record, document.bytes().to_vec());
+        }
+        self.prepare(record)
+    }
+
+    /// `bytes` (`record` conformed) with the key read from them.
+    fn keyed(&self, record: Value<'_>, bytes: Vec<u8>) -> Result<(Vec<u8>, Vec<u8>)> {
         let key_text = || self.key_text(record);
         let kinds = self.key_kinds()?;
         let mut key = Vec::with_capacity(32);
@@ -833,6 +887,100 @@ impl DynCollection {
         self.state.store(tx, &key, old.as_deref(), &bytes)
     }
 
+    /// The shared-key table this collection's records are encoded with: a binding that
+    /// encodes records itself encodes them with it for [`DynCollection::insert_document`] and
+    /// [`DynCollection::upsert_document`].
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// assert!(tags.shared_keys().id("name").is_some());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn shared_keys(&self) -> &tessera_value::SharedKeys {
+        &self.state.keys.shared
+    }
+
+    /// [`DynCollection::insert`] of a record given as a whole binary document, best encoded
+    /// with [`DynCollection::shared_keys`]. The document is validated (damage is an error and
+    /// nothing is written) unless it was opened with [`Doc::from_trusted_with_keys`] and this
+    /// collection's shared keys, which vouches for it; when it is already what the check
+    /// against the schema would write
+    /// (every struct lists exactly its fields in declared order, null for an unset optional
+    /// one, a float in every float field, ...) its bytes are stored as they are, without being
+    /// encoded again; otherwise it is checked and conformed as `insert` does, with the same
+    /// errors.
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// use tessera::value::Doc;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let mut out = tessera::value::Encoder::with_shared_keys(tags.shared_keys());
+    /// out.begin_dict()?;
+    /// out.key("name")?;
+    /// out.push_str("rust")?;
+    /// out.key("uses")?;
+    /// out.push_i64(3)?;
+    /// out.end_dict()?;
+    /// let bytes = out.finish()?;
+    /// let document = Doc::from_trusted_with_keys(&bytes, tags.shared_keys())?; // the encoder's output
+    /// assert_eq!(db.write(|tx| tags.insert_document(tx, document))?, WriteOutcome::Inserted);
+    /// assert_eq!(typed.get(&db, "rust")?.unwrap().uses, 3);
+    /// if let Ok(damaged) = Doc::from_trusted(&bytes[1..]) {
+    ///     // Not opened with the collection's keys: validated, and refused.
+    ///     assert!(db.write(|tx| tags.insert_document(tx, damaged)).is_err());
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn insert_document(&self, tx: &mut WriteTxn<'_>, document: Doc<'_>) -> Result<WriteOutcome> {
+        let (key, bytes) = self.prepare_document(document)?;
+        if tx.get(&self.state.records, &key)?.is_some() {
+            let record = Doc::from_trusted_with_keys(&bytes, &self.state.keys.shared)?.root();
+            return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: self.key_text(record) });
+        }
+        self.state.store(tx, &key, None, &bytes)
+    }
+
+    /// [`DynCollection::upsert`] of a record given as a whole binary document: see
+    /// [`DynCollection::insert_document`].
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// use tessera::value::Doc;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let bytes = tessera::value::from_json(br#"{"name": "go", "uses": 1}"#)?; // no shared keys: conformed
+    /// let document = Doc::from_untrusted(&bytes)?;
+    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, document))?, WriteOutcome::Inserted);
+    /// assert_eq!(db.write(|tx| tags.upsert_document(tx, document))?, WriteOutcome::Unchanged);
+    /// let wrong = tessera::value::from_json(br#"{"name": "go", "uses": "many"}"#)?;
+    /// let wrong = Doc::from_untrusted(&wrong)?;
+    /// assert!(matches!(db.write(|tx| tags.upsert_document(tx, wrong)), Err(tessera::Error::SchemaViolation { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn upsert_document(&self, tx: &mut WriteTxn<'_>, document: Doc<'_>) -> Result<WriteOutcome> {
+        let (key, bytes) = self.prepare_document(document)?;
+        let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
+        self.state.store(tx, &key, old.as_deref(), &bytes)
+    }
+
     /// [`DynCollection::insert`] from JSON text.
     ///
     /// ```
@@ -894,5 +1042,33 @@ impl DynCollection {
     pub fn delete(&self, tx: &mut WriteTxn<'_>, key: Value<'_>) -> Result<WriteOutcome> {
         let key = self.encode_key(key)?.ok_or_else(|| self.unknown_key_kinds())?;
         self.state.delete(tx, &key)
+    }
+
+    /// [`DynCollection::delete`] by the stored key's encoding (as
+    /// [`DynCollection::stored_key`] gives it), for a caller that encoded the key once:
+    /// Deleted, or Unchanged if no record is stored under `key` (bytes that are no stored key
+    /// included).
+    ///
+    /// ```
+    /// # use tessera::collection::{Record, WriteOutcome};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # db.collection::<Tag>()?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// db.write(|tx| tags.insert_json(tx, br#"{"name": "go"}"#))?;
+    /// let key = tessera::store::key::encode("go");
+    /// assert_eq!(db.write(|tx| tags.delete_stored(tx, &key))?, WriteOutcome::Deleted);
+    /// assert_eq!(db.write(|tx| tags.delete_stored(tx, &key))?, WriteOutcome::Unchanged);
+    /// assert_eq!(db.write(|tx| tags.delete_stored(tx, b""))?, WriteOutcome::Unchanged);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn delete_stored(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
+        if !stored_key_size(key) {
+            return Ok(WriteOutcome::Unchanged);
+        }
+        self.state.delete(tx, key)
     }
 }

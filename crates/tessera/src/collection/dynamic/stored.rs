@@ -37,6 +37,36 @@ impl DynCollection {
         })
     }
 
+    /// [`DynCollection::get_with`] by the stored key's encoding (as [`DynCollection::stored_key`]
+    /// or [`DynRecord::key_bytes`](super::DynRecord::key_bytes) give it), for a caller that
+    /// encoded the key once. Bytes that are no stored key find nothing.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(serde::Serialize, serde::Deserialize, Record)]
+    /// # #[record(name = "tags")]
+    /// # struct Tag { #[record(key)] name: String, uses: u32 }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let typed = db.collection::<Tag>()?;
+    /// # db.write(|tx| typed.insert(tx, &Tag { name: "rust".into(), uses: 3 }))?;
+    /// let tags = db.dyn_collection("tags")?;
+    /// let key = tessera::store::key::encode("rust");
+    /// let uses = tags.get_stored_with(&db, &key, |record| record.get("uses").and_then(|uses| uses.as_i64()))?;
+    /// assert_eq!(uses, Some(Some(3)));
+    /// assert_eq!(tags.get_stored_with(&db, b"", |_| ())?, None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn get_stored_with<R>(&self, source: &impl ReadSource, key: &[u8], read: impl FnOnce(Value<'_>) -> R) -> Result<Option<R>> {
+        if !super::stored_key_size(key) {
+            return Ok(None);
+        }
+        source.with_snapshot(|snapshot| match snapshot.get_value(&self.state.records, key)? {
+            Some(bytes) => Ok(Some(read(self.state.open_record(key, bytes)?.root()))),
+            None => Ok(None),
+        })
+    }
+
     /// Calls `read` with a record of this collection given as its key and stored bytes (from
     /// [`DynQuery::fetch_stored`]), opened as a read opens it: checked (a damaged record is an
     /// error naming the collection and key), names resolved through the shared keys, nothing
