@@ -52,7 +52,7 @@ fn info_ls_and_schema_describe_the_tour_database() {
     let db = db.to_str().unwrap();
     let (status, out, err) = run(&["info", db]);
     assert_eq!(status, 0, "{err}");
-    assert!(out.contains("tessera database, storage format 7"), "{out}");
+    assert!(out.contains("tessera database, storage format 8"), "{out}");
     assert!(out.lines().any(|line| line.starts_with("tasks") && line.contains(" 4 ") && line.contains("priority (ready)")), "{out}");
     assert!(out.lines().any(|line| line.starts_with("default") && line.ends_with('3')), "{out}");
     assert!(out.lines().any(|line| line.starts_with("profiles") && line.ends_with('1')), "{out}");
@@ -536,7 +536,7 @@ fn a_file_of_an_older_format_is_not_migrated_by_a_reading_command() {
     let before = std::fs::read(&old).unwrap();
     let (status, _, err) = run(&["info", old.to_str().unwrap()]);
     assert_eq!(status, 3);
-    assert!(err.contains("storage format 4 to 7, which a read-write open does"), "{err}");
+    assert!(err.contains("storage format 4 to 8, which a read-write open does"), "{err}");
     assert_eq!(err.matches("v4.tessera").count(), 1, "{err}");
     assert_eq!(std::fs::read(&old).unwrap(), before, "nothing written");
 }
