@@ -393,6 +393,16 @@ pub(crate) fn compare(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.cmp(b)
 }
 
+/// The first eight bytes of a sort key (zeros after a shorter one) as a big-endian integer:
+/// two keys whose heads differ are ordered as their heads are; equal heads leave it to
+/// [`compare`].
+pub(crate) fn head(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let len = key.len().min(8);
+    bytes[..len].copy_from_slice(&key[..len]);
+    u64::from_be_bytes(bytes)
+}
+
 impl Interval {
     pub(crate) fn contains(&self, point: &[u8]) -> bool {
         compare(&self.low, point).is_le() && self.high.as_deref().is_none_or(|high| compare(point, high).is_lt())
@@ -499,6 +509,19 @@ pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn heads_order_keys_as_their_bytes_do_where_they_differ() {
+        let keys: [&[u8]; 7] = [&[], &[0, 255], &[1], &[1, 0], &[1, 0, 0, 5], &[1, 2, 3, 4, 5, 6, 7, 8, 9], &[1, 2, 3, 4, 5, 6, 7, 9]];
+        for a in keys {
+            for b in keys {
+                if head(a) != head(b) {
+                    assert_eq!(head(a).cmp(&head(b)), compare(a, b), "{a:?} {b:?}");
+                }
+            }
+        }
+        assert_eq!(head(&[1]), head(&[1, 0]), "equal heads leave the order to the bytes");
+    }
+
     use super::*;
 
     fn key_of(json: &str, descending: bool) -> Vec<u8> {

@@ -133,12 +133,16 @@ impl<T: LiveRecord> QuerySub<T> {
         if lookups < 2 || lookups * 12 < self.rows.len() {
             return relevant.iter().map(|(_, old, _)| old.and_then(|(sort, _)| self.rows.search(sort).ok())).collect();
         }
-        let mut order: Vec<(usize, &[u8])> =
-            relevant.iter().enumerate().filter_map(|(slot, (_, old, _))| old.map(|(sort, _)| (slot, &sort[..]))).collect();
-        order.sort_unstable_by(|a, b| sort_key::compare(a.1, b.1));
-        let sorts: Vec<&[u8]> = order.iter().map(|(_, sort)| *sort).collect();
+        // Sorted by the first eight bytes as an integer, read once per key, then by the bytes.
+        let mut order: Vec<(u64, usize, &[u8])> = relevant
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, (_, old, _))| old.map(|(sort, _)| (sort_key::head(sort), slot, &sort[..])))
+            .collect();
+        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| sort_key::compare(a.2, b.2)));
+        let sorts: Vec<&[u8]> = order.iter().map(|(_, _, sort)| *sort).collect();
         let mut positions: RowScratch<Option<usize>> = SmallVec::from_elem(None, relevant.len());
-        for ((slot, _), found) in order.iter().zip(self.rows.find_sorted(&sorts)) {
+        for ((_, slot, _), found) in order.iter().zip(self.rows.find_sorted(&sorts)) {
             positions[*slot] = found;
         }
         positions
