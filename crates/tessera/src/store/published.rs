@@ -9,7 +9,7 @@
 
 use super::change_log::{ChangeLog, ChangeView};
 use super::feed::ChangeBatch;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Where the changes are.
 enum Source {
@@ -25,8 +25,6 @@ pub(crate) struct Published {
     /// How many changes: decides who delivers the batch (see [`super::feed`]).
     len: usize,
     source: Source,
-    /// The listeners' owned copy of a log, made at most once.
-    owned: OnceLock<Arc<ChangeBatch>>,
 }
 
 impl Published {
@@ -34,13 +32,13 @@ impl Published {
     pub(crate) fn from_log(sequence: u64, log: ChangeLog) -> Published {
         let len = log.changes().count();
         debug_assert!(len > 0, "an empty commit publishes no batch");
-        Published { sequence, len, source: Source::Log(log), owned: OnceLock::new() }
+        Published { sequence, len, source: Source::Log(log) }
     }
 
     /// A batch made elsewhere.
     pub(crate) fn from_batch(batch: ChangeBatch) -> Published {
         let (sequence, len) = (batch.sequence, batch.changes.len());
-        Published { sequence, len, source: Source::Owned(Arc::new(batch)), owned: OnceLock::new() }
+        Published { sequence, len, source: Source::Owned(Arc::new(batch)) }
     }
 
     /// The commit's sequence number.
@@ -61,13 +59,12 @@ impl Published {
         }
     }
 
-    /// The batch as listeners receive it: owned, made on first use.
+    /// The batch as listeners receive it, owned: a log's changes are copied (delivery asks
+    /// once per batch, and only when a listener exists).
     pub(crate) fn owned(&self) -> Arc<ChangeBatch> {
         match &self.source {
             Source::Owned(batch) => batch.clone(),
-            Source::Log(log) => {
-                self.owned.get_or_init(|| Arc::new(ChangeBatch { sequence: self.sequence, changes: log.to_changes() })).clone()
-            }
+            Source::Log(log) => Arc::new(ChangeBatch { sequence: self.sequence, changes: log.to_changes() }),
         }
     }
 
