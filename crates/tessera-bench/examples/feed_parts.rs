@@ -7,6 +7,7 @@
 //!   the ratios feed on / feed off printed (the crud rows' figures, without the other rows),
 //!   after the size of the insert's feed entry in both entry formats.
 //! - `ONLY=insert`: the insert alone (for profiles of its transaction).
+//! - `WARM=0`: without the thread that warms the map's next pages (`DbOptions::warm_pages_ahead`).
 //! - `CLOCK=cpu`: the writing thread's CPU time instead of the elapsed time (steadier on a
 //!   loaded machine: time spent waiting for a core is not counted; page faults are).
 use std::time::Duration;
@@ -36,7 +37,8 @@ use tessera_bench::crud_model::{parts, BenchDoc};
 /// Insert and update of every record in one fresh database; (insert, update) elapsed.
 fn round(clock: Clock, records: &[BenchDoc], durable_feed: bool) -> (Duration, Duration) {
     let dir = tempfile::tempdir().unwrap();
-    let options = DbOptions { durability: Durability::BUFFERED, durable_feed, ..DbOptions::default() };
+    let warm_pages_ahead = std::env::var("WARM").map_or(true, |warm| warm != "0");
+    let options = DbOptions { durability: Durability::BUFFERED, durable_feed, warm_pages_ahead, ..DbOptions::default() };
     let db = Db::open_with(dir.path().join("db"), options).unwrap();
     let docs = db.collection::<BenchDoc>().unwrap();
     let start = clock.now();

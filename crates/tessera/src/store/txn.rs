@@ -911,6 +911,10 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         }
         // The kept read snapshot is now old: drop it before it pins pages this commit freed.
         inner.snapshot_cache.clear();
+        if let Some(warmer) = inner.warmer.get() {
+            let info = inner.env.info();
+            warmer.committed(used_bytes(inner, &info), info.map_size as u64);
+        }
         let delay = match durability {
             Durability::Buffered { max_delay } => Some(max_delay),
             Durability::Immediate => None,
@@ -1011,10 +1015,19 @@ fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
 fn resize_inside_gate(inner: &Inner, bytes: u64) -> Result<()> {
     // The kept read transaction is outside the gate: end it too.
     inner.snapshot_cache.clear();
+    // The warming thread stays out of the map until it has moved, then finds it anew.
+    let warming_paused = inner.warmer.get().map(|warmer| warmer.resizing());
     // SAFETY: LMDB requires that no transaction of this process is open: the caller holds the
     // writer lock with no write transaction, the gate has no reader, and the kept read
     // transaction is gone.
-    unsafe { inner.env.resize(bytes as usize) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))
+    let resized = unsafe { inner.env.resize(bytes as usize) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes));
+    drop(warming_paused);
+    if let Some(warmer) = inner.warmer.get() {
+        // The new map's pages are cold: warm them before the next transaction writes them.
+        let info = inner.env.info();
+        warmer.committed(used_bytes(inner, &info), info.map_size as u64);
+    }
+    resized
 }
 
 /// Grows the map before a write transaction starts if less than a quarter of it is free
@@ -1070,6 +1083,25 @@ fn disk_free_bytes(inner: &Inner) -> Option<u64> {
 /// `bytes` rounded down to whole 64 KiB pages (see [`super::round_to_page`]).
 fn round_down_to_page(bytes: u64) -> u64 {
     bytes >> 16 << 16
+}
+
+/// Starts the thread that warms the map's next pages ([`crate::DbOptions::warm_pages_ahead`]),
+/// for a writable database with `write_map` on Linux.
+pub(crate) fn start_warmer(inner: &Inner) -> Result<()> {
+    let options = &inner.options;
+    if !(options.warm_pages_ahead && options.write_map && !options.read_only) {
+        return Ok(());
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&inner.path)?;
+        let file = super::warm::MappedFile { device: meta.dev(), inode: meta.ino() };
+        let info = inner.env.info();
+        let warmer = super::warm::Warmer::start(file, used_bytes(inner, &info), info.map_size as u64)?;
+        assert!(inner.warmer.set(warmer).is_ok(), "started once, at open");
+    }
+    Ok(())
 }
 
 /// With `write_map`, reserves disk blocks for the whole current map.
