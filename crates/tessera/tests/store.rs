@@ -484,6 +484,31 @@ fn a_thousand_small_transactions_never_run_their_closure_twice() {
 }
 
 #[test]
+fn a_transaction_as_large_as_the_one_before_runs_its_closure_once() {
+    // An import followed by a rewrite of every record, as the crud table's insert and update
+    // rows do: the import left more than a quarter of the 4 MiB map free, but less than the
+    // rewrite needed (it copies every leaf page), so the rewrite met a full map and ran twice.
+    // The map now also grows ahead when less than four times what the last transaction wrote
+    // is free.
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let ks = db.keyspace("records").unwrap();
+    let records = 10_000u32;
+    let write_all = |fill: u8| {
+        let mut runs = 0;
+        db.write(|tx| {
+            runs += 1;
+            (0..records).try_for_each(|i| tx.put(&ks, format!("record{i}").as_bytes(), &[fill; 110]))
+        })
+        .unwrap();
+        runs
+    };
+    assert_eq!(write_all(1), 1, "the import fits the first map");
+    assert_eq!(write_all(2), 1, "the rewrite ran its closure again");
+    assert_eq!(db.read(|tx| tx.get(&ks, b"record9999").map(|v| v.map(<[u8]>::to_vec))).unwrap(), Some(vec![2; 110]));
+}
+
+#[test]
 fn too_many_keyspaces_is_a_typed_error() {
     // LMDB's MDB_DBS_FULL used to surface as the catch-all `Storage`.
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,8 @@
 //! atomically; every commit is announced once, in order, on the change feed.
 //!
 //! The map size is managed here: the file starts small, the map is grown before a write
-//! transaction when less than a quarter of it is free, and when LMDB still reports the map full
+//! transaction when less than a quarter of it is free (or less than four times what the last
+//! transaction wrote), and when LMDB still reports the map full
 //! the transaction is rolled back, the map grown (up to [`DbOptions::map_size_max_bytes`]) and
 //! the transaction run again. That is why `write` takes an `FnMut`.
 //!
@@ -45,7 +46,7 @@ use heed::types::Bytes;
 use heed::{EnvFlags, EnvOpenOptions, WithoutTls};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use sync::Syncer;
@@ -372,6 +373,9 @@ pub(crate) struct Inner {
     pub(crate) feed: Arc<Feed>,
     pub(crate) syncer: Arc<Syncer>,
     sync_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Bytes (keys and values) the last committed transaction wrote: the map grows ahead when
+    /// less than four times that is free (`txn::grow_ahead`).
+    pub(crate) last_written_bytes: AtomicU64,
     /// The thread that faults in the map's next pages ([`DbOptions::warm_pages_ahead`]).
     pub(crate) warmer: std::sync::OnceLock<Arc<warm::Warmer>>,
     /// State that modules above the store share per database (one dictionary cache per name),
@@ -542,6 +546,7 @@ impl Db {
             keyspaces: Mutex::new(HashMap::new()),
             syncer,
             sync_thread: Mutex::new(Some(sync_thread)),
+            last_written_bytes: AtomicU64::new(0),
             warmer: std::sync::OnceLock::new(),
             shared_state: Mutex::new(HashMap::new()),
             opening: Mutex::new(()),
@@ -946,8 +951,10 @@ impl Db {
     /// beyond what is in use) and `write` called again.
     ///
     /// Exactly when: before the transaction starts, the map is grown if less than a quarter of
-    /// it is free, so a transaction runs once if it writes less than that quarter. It runs
-    /// again only if it writes more than the map had free when it started, or if growing
+    /// it is free, or less than four times the bytes (keys and values) the previous
+    /// transaction wrote, so a transaction runs once if it writes less than that quarter, or
+    /// as much as the one before it (a rewrite of every record after an import of them). It
+    /// runs again only if it writes more than the map had free when it started, or if growing
     /// ahead was skipped (a read transaction of this process was open, the map was at its
     /// ceiling, or the disk was short), or if its commit found the map full; a large import
     /// almost always runs twice, never more often than the map must grow. The map starts at

@@ -41,6 +41,12 @@ const MAP_GROWTH_PER_WRITTEN_BYTE: u64 = 8;
 /// smaller than that share never fills the map and never runs its closure twice.
 const MAP_FREE_SHARE_MIN_DENOMINATOR: u64 = 4;
 
+/// Before a write transaction starts, the map is also grown if less than this many times the
+/// bytes (keys and values) the previous transaction wrote is free, so that a transaction like
+/// the one before it runs its closure once. A rewrite of records copies every page it touches,
+/// so it needs about twice its bytes in fresh pages; four times leaves room for that.
+const MAP_FREE_PER_LAST_WRITTEN_BYTE: u64 = 4;
+
 /// Whether a key can be stored: 1 to [`KEY_LEN_MAX`] bytes. Reads of other keys find nothing;
 /// writes of them are `Error::KeySize`, in every API.
 fn key_size_valid(key: &[u8]) -> bool {
@@ -896,6 +902,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
         }
         let written = txn.written_bytes;
+        inner.last_written_bytes.store(written, Ordering::Relaxed);
         let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
         // Held from the commit until its batch is published: nothing comes between.
@@ -1031,18 +1038,23 @@ fn resize_inside_gate(inner: &Inner, bytes: u64) -> Result<()> {
 }
 
 /// Grows the map before a write transaction starts if less than a quarter of it is free
-/// (see [`MAP_FREE_SHARE_MIN_DENOMINATOR`]). Best effort: it does nothing when read
-/// transactions of this process are open (a resize would wait for them), when the map is at
-/// its ceiling, or when the disk has no room; the transaction then runs on the map it has.
-/// Called with the writer lock held and no write transaction open.
+/// (see [`MAP_FREE_SHARE_MIN_DENOMINATOR`]) or less than four times what the previous
+/// transaction wrote (see [`MAP_FREE_PER_LAST_WRITTEN_BYTE`]). Best effort: it does nothing
+/// when read transactions of this process are open (a resize would wait for them), when the
+/// map is at its ceiling, or when the disk has no room; the transaction then runs on the map it
+/// has. Called with the writer lock held and no write transaction open.
 fn grow_ahead(inner: &Inner) {
     let info = inner.env.info();
     let current = info.map_size as u64;
-    let free = current.saturating_sub(used_bytes(inner, &info));
-    if free >= current / MAP_FREE_SHARE_MIN_DENOMINATOR || current >= inner.options.map_size_max_bytes {
+    let used = used_bytes(inner, &info);
+    let free = current.saturating_sub(used);
+    let last_written = inner.last_written_bytes.load(Ordering::Relaxed);
+    let wanted_free = (current / MAP_FREE_SHARE_MIN_DENOMINATOR).max(last_written.saturating_mul(MAP_FREE_PER_LAST_WRITTEN_BYTE));
+    if free >= wanted_free || current >= inner.options.map_size_max_bytes {
         return;
     }
-    let Ok(grown) = reserve_step(inner, current, next_map_size(inner, current, 0)) else { return };
+    let needed = used.saturating_add(wanted_free);
+    let Ok(grown) = reserve_step(inner, current, next_map_size(inner, current, needed)) else { return };
     let _ = inner.resize_gate.try_exclusive(|| resize_inside_gate(inner, grown));
 }
 
