@@ -509,6 +509,24 @@ fn a_transaction_as_large_as_the_one_before_runs_its_closure_once() {
 }
 
 #[test]
+fn one_large_write_does_not_make_the_next_small_one_grow_a_map_with_half_of_it_free() {
+    // The last-write rule asks for at most half the map: without that bound, a write of a
+    // quarter of the map's size made the next write of a few bytes double it (and reserve the
+    // disk blocks for it).
+    let dir = tempfile::tempdir().unwrap();
+    let map_bytes = 32 << 20;
+    let db = Db::open_with(dir.path().join("db"), DbOptions { map_size_initial_bytes: map_bytes, ..DbOptions::default() }).unwrap();
+    let ks = db.keyspace("bulk").unwrap();
+    let value = vec![5u8; 4000];
+    // About 10 MB of keys and values (one overflow page each): more than half the map stays
+    // free, less than four times the bytes written.
+    db.write(|tx| (0..2_500u32).try_for_each(|i| tx.put(&ks, &i.to_be_bytes(), &value))).unwrap();
+    assert_eq!(db.map_size_bytes(), map_bytes, "the bulk write fit");
+    db.write(|tx| tx.put(&ks, b"small", b"value")).unwrap();
+    assert_eq!(db.map_size_bytes(), map_bytes, "a small write after a large one grew the map");
+}
+
+#[test]
 fn too_many_keyspaces_is_a_typed_error() {
     // LMDB's MDB_DBS_FULL used to surface as the catch-all `Storage`.
     let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 //!
 //! The map size is managed here: the file starts small, the map is grown before a write
 //! transaction when less than a quarter of it is free (or less than four times what the last
-//! transaction wrote), and when LMDB still reports the map full
+//! transaction wrote, up to half of it), and when LMDB still reports the map full
 //! the transaction is rolled back, the map grown (up to [`DbOptions::map_size_max_bytes`]) and
 //! the transaction run again. That is why `write` takes an `FnMut`.
 //!
@@ -374,7 +374,7 @@ pub(crate) struct Inner {
     pub(crate) syncer: Arc<Syncer>,
     sync_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Bytes (keys and values) the last committed transaction wrote: the map grows ahead when
-    /// less than four times that is free (`txn::grow_ahead`).
+    /// less than four times that (at most half the map) is free (`txn::grow_ahead`).
     pub(crate) last_written_bytes: AtomicU64,
     /// The thread that faults in the map's next pages ([`DbOptions::warm_pages_ahead`]).
     pub(crate) warmer: std::sync::OnceLock<Arc<warm::Warmer>>,
@@ -952,7 +952,7 @@ impl Db {
     ///
     /// Exactly when: before the transaction starts, the map is grown if less than a quarter of
     /// it is free, or less than four times the bytes (keys and values) the previous
-    /// transaction wrote, so a transaction runs once if it writes less than that quarter, or
+    /// transaction wrote (but at most half the map), so a transaction runs once if it writes less than that quarter, or
     /// as much as the one before it (a rewrite of every record after an import of them). It
     /// runs again only if it writes more than the map had free when it started, or if growing
     /// ahead was skipped (a read transaction of this process was open, the map was at its

@@ -44,8 +44,15 @@ const MAP_FREE_SHARE_MIN_DENOMINATOR: u64 = 4;
 /// Before a write transaction starts, the map is also grown if less than this many times the
 /// bytes (keys and values) the previous transaction wrote is free, so that a transaction like
 /// the one before it runs its closure once. A rewrite of records copies every page it touches,
-/// so it needs about twice its bytes in fresh pages; four times leaves room for that.
+/// so it needs about twice its bytes in fresh pages; four times leaves room for that. The room
+/// this rule asks for is at most half the map (see [`MAP_FREE_FOR_LAST_WRITE_MAX_DENOMINATOR`]),
+/// so that one large import does not make the next small write reserve several times the
+/// file's size on disk.
 const MAP_FREE_PER_LAST_WRITTEN_BYTE: u64 = 4;
+
+/// The most free room the last-write rule asks for: 1/`MAP_FREE_FOR_LAST_WRITE_MAX_DENOMINATOR`
+/// of the map.
+const MAP_FREE_FOR_LAST_WRITE_MAX_DENOMINATOR: u64 = 2;
 
 /// Whether a key can be stored: 1 to [`KEY_LEN_MAX`] bytes. Reads of other keys find nothing;
 /// writes of them are `Error::KeySize`, in every API.
@@ -1039,7 +1046,7 @@ fn resize_inside_gate(inner: &Inner, bytes: u64) -> Result<()> {
 
 /// Grows the map before a write transaction starts if less than a quarter of it is free
 /// (see [`MAP_FREE_SHARE_MIN_DENOMINATOR`]) or less than four times what the previous
-/// transaction wrote (see [`MAP_FREE_PER_LAST_WRITTEN_BYTE`]). Best effort: it does nothing
+/// transaction wrote, up to half the map (see [`MAP_FREE_PER_LAST_WRITTEN_BYTE`]). Best effort: it does nothing
 /// when read transactions of this process are open (a resize would wait for them), when the
 /// map is at its ceiling, or when the disk has no room; the transaction then runs on the map it
 /// has. Called with the writer lock held and no write transaction open.
@@ -1049,7 +1056,8 @@ fn grow_ahead(inner: &Inner) {
     let used = used_bytes(inner, &info);
     let free = current.saturating_sub(used);
     let last_written = inner.last_written_bytes.load(Ordering::Relaxed);
-    let wanted_free = (current / MAP_FREE_SHARE_MIN_DENOMINATOR).max(last_written.saturating_mul(MAP_FREE_PER_LAST_WRITTEN_BYTE));
+    let for_last_write = last_written.saturating_mul(MAP_FREE_PER_LAST_WRITTEN_BYTE).min(current / MAP_FREE_FOR_LAST_WRITE_MAX_DENOMINATOR);
+    let wanted_free = (current / MAP_FREE_SHARE_MIN_DENOMINATOR).max(for_last_write);
     if free >= wanted_free || current >= inner.options.map_size_max_bytes {
         return;
     }
