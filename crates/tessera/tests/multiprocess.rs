@@ -48,3 +48,50 @@ fn two_processes_share_one_database() {
     let events: Vec<FeedEvent> = std::iter::from_fn(|| stream.recv_timeout(Duration::from_millis(200))).collect();
     assert_eq!(events.len(), 1, "only this process's own commit: {events:?}");
 }
+
+const READER_CHILD_PATH: &str = "TESSERA_STALE_READER_CHILD_PATH";
+
+#[test]
+#[ignore = "run by a_killed_reader_process_does_not_pin_pages_forever as a child process"]
+fn stale_reader_child() {
+    let path = std::env::var(READER_CHILD_PATH).expect("run by the parent test");
+    let db = Db::open(&path).unwrap();
+    let _snapshot = db.read_txn().unwrap();
+    println!("reading");
+    // Held until the parent kills this process.
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn a_killed_reader_process_does_not_pin_pages_forever() {
+    // A process killed inside a read transaction leaves its slot in LMDB's reader table. Until
+    // the slot was cleared, every later commit's freed pages stayed pinned by that snapshot, so
+    // the file grew with every commit: `tessera replicate` killed 50 times beside a writer
+    // filled a 60 GB disk (the CLI's replicate test, in CI).
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stale.tessera");
+    let db = Db::open_with(&path, DbOptions { durability: tessera::Durability::BUFFERED, ..DbOptions::default() }).unwrap();
+    let ks = db.keyspace("rewritten").unwrap();
+    let value = vec![1u8; 1000];
+    db.write(|tx| (0u32..200).try_for_each(|i| tx.put(&ks, &i.to_be_bytes(), &value))).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["stale_reader_child", "--exact", "--ignored", "--test-threads=1", "--nocapture"])
+        .env(READER_CHILD_PATH, &path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.any(|line| line.is_ok_and(|line| line.ends_with("reading"))), "the child opened its read transaction");
+    child.kill().unwrap(); // SIGKILL: the reader slot is left behind
+    child.wait().unwrap();
+    let used_before = db.file_info().unwrap().used_bytes;
+    // Each commit rewrites the same 200 values: with their pages reused, the file stays near
+    // its size; pinned, it grows by about 200 pages (800 KB) per commit.
+    for round in 0u8..100 {
+        let value = vec![round; 1000];
+        db.write(|tx| (0u32..200).try_for_each(|i| tx.put(&ks, &i.to_be_bytes(), &value))).unwrap();
+    }
+    let used_after = db.file_info().unwrap().used_bytes;
+    assert!(used_after < used_before + (8 << 20), "the file grew from {used_before} to {used_after} bytes: the killed reader pins pages");
+}

@@ -373,6 +373,8 @@ pub(crate) struct Inner {
     pub(crate) feed: Arc<Feed>,
     pub(crate) syncer: Arc<Syncer>,
     sync_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// When a writer next clears dead processes' reader slots (`txn::clear_stale_readers`).
+    pub(crate) stale_reader_check_due: Mutex<std::time::Instant>,
     /// Bytes (keys and values) the last committed transaction wrote: the map grows ahead when
     /// less than four times that (at most half the map) is free (`txn::grow_ahead`).
     pub(crate) last_written_bytes: AtomicU64,
@@ -546,6 +548,7 @@ impl Db {
             keyspaces: Mutex::new(HashMap::new()),
             syncer,
             sync_thread: Mutex::new(Some(sync_thread)),
+            stale_reader_check_due: Mutex::new(std::time::Instant::now()),
             last_written_bytes: AtomicU64::new(0),
             warmer: std::sync::OnceLock::new(),
             shared_state: Mutex::new(HashMap::new()),

@@ -54,6 +54,10 @@ const MAP_FREE_PER_LAST_WRITTEN_BYTE: u64 = 4;
 /// of the map.
 const MAP_FREE_FOR_LAST_WRITE_MAX_DENOMINATOR: u64 = 2;
 
+/// How often a writer clears the reader slots of dead processes (see [`clear_stale_readers`]),
+/// besides before every growth of the map.
+const STALE_READER_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Whether a key can be stored: 1 to [`KEY_LEN_MAX`] bytes. Reads of other keys find nothing;
 /// writes of them are `Error::KeySize`, in every API.
 fn key_size_valid(key: &[u8]) -> bool {
@@ -853,6 +857,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
     let ceiling = inner.options.map_size_max_bytes;
     let _writing = WritingGuard::enter()?;
     let writer = lock(&inner.writer);
+    clear_stale_readers_when_due(inner);
     grow_ahead(inner);
     let (value, sequence) = loop {
         let txn = match inner.env.write_txn() {
@@ -1006,9 +1011,34 @@ fn used_bytes(inner: &Inner, info: &heed::EnvInfo) -> u64 {
     (info.last_page_number as u64 + 1).saturating_mul(inner.page_bytes)
 }
 
+/// Clears the slots that processes which died inside a read transaction left in LMDB's reader
+/// table (`mdb_reader_check`: a slot whose process no longer holds its lock on the lock file).
+/// Such a slot pins the snapshot it was reading: no page freed after it can be reused, so
+/// every later commit grows the file (a follower killed 50 times beside a writer filled a
+/// 60 GB disk). LMDB clears them only when its reader table is full. Best effort: an error
+/// leaves the slots for the next check. Returns how many were cleared.
+pub(crate) fn clear_stale_readers(inner: &Inner) -> usize {
+    inner.env.clear_stale_readers().unwrap_or(0)
+}
+
+/// [`clear_stale_readers`] at most once per [`STALE_READER_CHECK_INTERVAL`]; called by each
+/// writer before its transaction (one lock of LMDB's reader table and a `fcntl` per process
+/// with a slot, a few microseconds).
+fn clear_stale_readers_when_due(inner: &Inner) {
+    let mut due = lock(&inner.stale_reader_check_due);
+    let now = std::time::Instant::now();
+    if now >= *due {
+        *due = now + STALE_READER_CHECK_INTERVAL;
+        clear_stale_readers(inner);
+    }
+}
+
 /// Grows the map after a transaction that had written `written_bytes` found it full, up to
 /// the ceiling. Called with the writer lock held and no write transaction open.
 fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
+    // A dead reader may be why the map is full: free its pages for the retry (and the growth
+    // below makes room in any case).
+    clear_stale_readers(inner);
     let ceiling = inner.options.map_size_max_bytes;
     let info = inner.env.info();
     let current = info.map_size as u64;
@@ -1061,6 +1091,9 @@ fn grow_ahead(inner: &Inner) {
     if free >= wanted_free || current >= inner.options.map_size_max_bytes {
         return;
     }
+    // A dead reader may be why the file grows: its pages become reusable from this
+    // transaction on (the map grows all the same: what is free now is what is free).
+    clear_stale_readers(inner);
     let needed = used.saturating_add(wanted_free);
     let Ok(grown) = reserve_step(inner, current, next_map_size(inner, current, needed)) else { return };
     let _ = inner.resize_gate.try_exclusive(|| resize_inside_gate(inner, grown));
