@@ -188,15 +188,13 @@ fn warm_child_grows_the_file() {
     }
 }
 
-/// Ignored: it fails about half the time with SIGBUS in either process, with the warming
-/// thread on or off (`WARM_OFF=1` switches it off in both): a process's resize (LMDB's
-/// `mdb_env_map` with `MDB_WRITEMAP` calls `ftruncate(fd, its map size)`; an adoption,
-/// `env.resize(0)`, takes the size in the newest meta page) cuts the file below a map another
-/// process has already grown but not yet committed with, and that process's next write into
-/// the cut pages is SIGBUS. Run it with `--ignored` once resizes across processes never shrink
-/// the file.
+/// Before resizes took a lock across processes and never asked for less than the file's
+/// length, this failed about half the time with SIGBUS in either process, with the warming
+/// thread on or off (`WARM_OFF=1`): LMDB with the write map sets the file's length to its own
+/// map size (`ftruncate` in `mdb_env_map`, at open and at every resize; an adoption,
+/// `env.resize(0)`, takes the size in the newest meta page), which cut the file below a map the
+/// other process had already grown, and that process's next write into the cut pages was SIGBUS.
 #[test]
-#[ignore = "SIGBUS: a resize in one process shrinks the file under the other's larger map (not the warmer)"]
 fn a_map_grown_by_another_process_is_adopted_and_warmed_without_harm() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
