@@ -511,6 +511,8 @@ impl Db {
 
     /// Opens the environment, starts the database's threads and checks the version.
     fn open_file(path: PathBuf, options: DbOptions) -> Result<Db> {
+        // Held until LMDB has set the file's length: no other process resizes in between.
+        let resizes = txn::ResizeAcrossProcesses::lock_path(&path, &options)?;
         // Before LMDB touches the file: it would extend a truncated one (see `preflight`).
         let file = preflight::check(&path, options.verify_structure_on_open)?;
         let new_file = file == preflight::FileState::New;
@@ -522,6 +524,7 @@ impl Db {
             )));
         }
         let env = open_env(&path, &options, file)?;
+        drop(resizes);
         let flush_env = env.clone();
         let injected_flush_failures = Arc::new(AtomicU32::new(0));
         let failures = injected_flush_failures.clone();

@@ -1059,6 +1059,12 @@ fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
 fn resize_inside_gate(inner: &Inner, bytes: u64) -> Result<()> {
     // The kept read transaction is outside the gate: end it too.
     inner.snapshot_cache.clear();
+    // With the write map LMDB sets the file's length to the new map size (`ftruncate`): never
+    // below the file's length, which another process's larger map may need (cut under it, its
+    // next write there is SIGBUS), and under a lock that every process takes to resize, so no
+    // other process grows the file between the length read here and the resize.
+    let _across_processes = ResizeAcrossProcesses::lock(inner)?;
+    let bytes = never_below_file(inner, bytes);
     // The warming thread stays out of the map until it has moved, then finds it anew.
     let warming_paused = inner.warmer.get().map(|warmer| warmer.resizing());
     // SAFETY: LMDB requires that no transaction of this process is open: the caller holds the
@@ -1072,6 +1078,60 @@ fn resize_inside_gate(inner: &Inner, bytes: u64) -> Result<()> {
         warmer.committed(used_bytes(inner, &info), info.map_size as u64);
     }
     resized
+}
+
+/// An exclusive `flock` on the data file, held by a resize (see [`resize_inside_gate`]); LMDB
+/// itself takes no `flock` on it. Released when dropped (the descriptor is closed).
+pub(crate) struct ResizeAcrossProcesses {
+    _file: Option<std::fs::File>,
+}
+
+impl ResizeAcrossProcesses {
+    fn lock(inner: &Inner) -> Result<ResizeAcrossProcesses> {
+        Self::lock_path(&inner.path, &inner.options)
+    }
+
+    /// The lock for an open: with the write map, LMDB sets the file's length to the map size
+    /// `preflight` read, which must not be older than another process's resize. Nothing to lock
+    /// when it is not a regular file yet (nothing to open it as, or a new file).
+    pub(crate) fn lock_path(path: &std::path::Path, options: &crate::DbOptions) -> Result<ResizeAcrossProcesses> {
+        if !options.write_map || options.read_only || !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
+            return Ok(ResizeAcrossProcesses { _file: None });
+        }
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::File::open(path)?;
+            loop {
+                // SAFETY: `file` is an open descriptor for the duration of the call.
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                    return Ok(ResizeAcrossProcesses { _file: Some(file) });
+                }
+                let error = std::io::Error::last_os_error();
+                if error.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(Error::Io(error));
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        Ok(ResizeAcrossProcesses { _file: None })
+    }
+}
+
+/// The map size to resize to: `bytes` (0: the size in the newest meta page), but with the write
+/// map never less than the file's length (in whole 64 KiB) nor the current map, so that LMDB's
+/// `ftruncate` never cuts the file. Called under [`ResizeAcrossProcesses`].
+fn never_below_file(inner: &Inner, bytes: u64) -> u64 {
+    if !inner.options.write_map || inner.options.read_only {
+        return bytes;
+    }
+    let file_bytes = std::fs::metadata(&inner.path).map_or(0, |meta| meta.len());
+    let floor = super::round_to_page(file_bytes).max(inner.env.info().map_size as u64);
+    if bytes == 0 {
+        floor
+    } else {
+        bytes.max(floor)
+    }
 }
 
 /// Grows the map before a write transaction starts if less than a quarter of it is free

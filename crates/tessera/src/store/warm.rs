@@ -37,8 +37,11 @@ const CHUNK_BYTES: u64 = 256 << 10;
 /// How far past the used end the pages are warmed: a quarter of what is used, or twice what
 /// the last commit that grew the file added, whichever is more, within [`AHEAD_BYTES_MIN`] and
 /// [`AHEAD_BYTES_MAX`].
+/// Rounded down to whole 64 KiB, so that every chunk starts on a page boundary (`madvise`
+/// refuses an unaligned start with `EINVAL`: a quarter of 20 MiB + 4 KiB used is not whole
+/// pages, and every chunk after such an end failed silently).
 pub(crate) fn ahead_bytes(used_bytes: u64, last_growth_bytes: u64) -> u64 {
-    (used_bytes / 4).max(last_growth_bytes.saturating_mul(2)).clamp(AHEAD_BYTES_MIN, AHEAD_BYTES_MAX)
+    (used_bytes / 4).max(last_growth_bytes.saturating_mul(2)).clamp(AHEAD_BYTES_MIN, AHEAD_BYTES_MAX) >> 16 << 16
 }
 
 /// What the writer last reported: where the used pages end, how much the last commit that
@@ -145,10 +148,10 @@ impl Warmer {
         request.used_end_bytes.saturating_add(request.ahead_bytes()).min(request.map_bytes)
     }
 
-    /// Whether the thread has pages to warm, knowing the map as `map` (generation, address).
-    fn has_work(&self, request: &Request, map: Option<(u64, Option<usize>)>) -> bool {
+    /// Whether the thread has pages to warm, knowing the map as `map`.
+    fn has_work(&self, request: &Request, map: Option<KnownMap>) -> bool {
         let generation = self.map_generation.load(Ordering::SeqCst);
-        match map.filter(|&(seen, _)| seen == generation) {
+        match map.filter(|known| known.is_current(generation, request)).map(|known| (known.generation, known.base)) {
             // A new map: find it once there is work.
             None => self.needs_work(request),
             // Not found: nothing to do until the next resize.
@@ -160,7 +163,7 @@ impl Warmer {
 
     /// The thread: waits for work, then warms one chunk at a time until the wanted end.
     fn run(&self, file: MappedFile) {
-        let mut map: Option<(u64, Option<usize>)> = None; // (generation, base address)
+        let mut map: Option<KnownMap> = None;
         loop {
             let request = {
                 let mut request = lock(&self.request);
@@ -176,10 +179,11 @@ impl Warmer {
             };
             let _still = self.map_lock.read().unwrap_or_else(|poisoned| poisoned.into_inner());
             let generation = self.map_generation.load(Ordering::SeqCst);
-            if map.is_none_or(|(seen, _)| seen != generation) {
-                map = Some((generation, find_map(file, request.map_bytes)));
+            if !map.is_some_and(|known| known.is_current(generation, &request)) {
+                let base = find_map(file, request.map_bytes);
+                map = Some(KnownMap { generation, map_bytes: request.map_bytes, base });
             }
-            let Some((_, Some(base))) = map else { continue };
+            let Some(KnownMap { base: Some(base), .. }) = map else { continue };
             let start = self.warmed_end_bytes.load(Ordering::SeqCst).max(request.used_end_bytes);
             let end = self.wanted_end(&request).min(start.saturating_add(CHUNK_BYTES));
             if start < end {
@@ -187,6 +191,25 @@ impl Warmer {
             }
             self.warmed_end_bytes.store(end.max(start), Ordering::SeqCst);
         }
+    }
+}
+
+/// What the thread last found in `/proc/self/maps`: the map's address (`None`: no mapping of
+/// the file was `map_bytes` long) while the map generation was `generation`.
+#[derive(Debug, Clone, Copy)]
+struct KnownMap {
+    generation: u64,
+    map_bytes: u64,
+    base: Option<usize>,
+}
+
+impl KnownMap {
+    /// Whether this lookup still holds: no resize since, and the size looked for is the one
+    /// last reported. A request copied before a resize but served after it looks for the old
+    /// size and finds nothing; the resize's report (the new size) then asks for a new lookup
+    /// instead of leaving the map cold until the next resize.
+    fn is_current(&self, generation: u64, request: &Request) -> bool {
+        self.generation == generation && self.map_bytes == request.map_bytes
     }
 }
 
@@ -308,6 +331,121 @@ mod tests {
         }
     }
 
+    /// A file of its own, mapped shared and writable from offset 0 as LMDB maps it, so that a
+    /// test can move the map as a resize does.
+    #[cfg(target_os = "linux")]
+    struct Mapped {
+        _dir: tempfile::TempDir,
+        file: std::fs::File,
+        base: usize,
+        bytes: usize,
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Mapped {
+        fn new(bytes: usize) -> Mapped {
+            let dir = tempfile::tempdir().unwrap();
+            let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.path().join("map")).unwrap();
+            let mut mapped = Mapped { _dir: dir, file, base: 0, bytes: 0 };
+            mapped.map(bytes);
+            mapped
+        }
+
+        /// Sets the file's length (a hole: no page of it is cached) and maps it whole.
+        fn map(&mut self, bytes: usize) {
+            use std::os::fd::AsRawFd;
+            self.file.set_len(bytes as u64).unwrap();
+            // SAFETY: a new mapping of a file this test owns; nothing else refers to it.
+            let base = unsafe {
+                libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, self.file.as_raw_fd(), 0)
+            };
+            assert_ne!(base, libc::MAP_FAILED);
+            // No read-around: a fault would otherwise bring `read_ahead_kb` (8 MiB here) of the
+            // file's neighbouring pages into the cache, and `cold_pages` would see them warm.
+            // SAFETY: advice on the mapping just made; it changes no contents.
+            assert_eq!(unsafe { libc::madvise(base, bytes, libc::MADV_RANDOM) }, 0);
+            (self.base, self.bytes) = (base as usize, bytes);
+        }
+
+        /// What `mdb_env_set_mapsize` does: unmap, then map anew (usually elsewhere).
+        fn remap(&mut self, bytes: usize) {
+            self.unmap();
+            self.map(bytes);
+        }
+
+        fn unmap(&mut self) {
+            // SAFETY: the mapping made by `map`; the warmer is out of it (the caller holds
+            // `Warmer::resizing` or has stopped the thread).
+            assert_eq!(unsafe { libc::munmap(self.base as *mut libc::c_void, self.bytes) }, 0);
+        }
+
+        fn file(&self) -> MappedFile {
+            use std::os::unix::fs::MetadataExt;
+            let meta = self.file.metadata().unwrap();
+            MappedFile { device: meta.dev(), inode: meta.ino() }
+        }
+
+        /// The pages of bytes `start..end` not in the page cache (`mincore`): never faulted in.
+        fn cold_pages(&self, start: u64, end: u64) -> usize {
+            let page = 4096;
+            let pages = (end - start).div_ceil(page) as usize;
+            let mut resident = vec![0u8; pages];
+            // SAFETY: `start..end` lies in the mapping, `start` is page-aligned, and `resident`
+            // has one byte per page.
+            let status =
+                unsafe { libc::mincore((self.base + start as usize) as *mut libc::c_void, (end - start) as usize, resident.as_mut_ptr()) };
+            assert_eq!(status, 0, "mincore: {}", std::io::Error::last_os_error());
+            resident.iter().filter(|&&flags| flags & 1 == 0).count()
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Drop for Mapped {
+        fn drop(&mut self) {
+            self.unmap();
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_resize_while_the_thread_waits_for_the_map_lock_is_followed() {
+        // The thread copied a request naming the old size, then waited for the map lock while
+        // the map moved: it looked for the old size, found nothing, and then took that as "no
+        // map until the next resize", leaving every page of the new map cold.
+        let mut mapped = Mapped::new(4 << 20);
+        let warmer = Warmer::start(mapped.file(), 0, 4 << 20).unwrap();
+        eventually("the first map warmed", || warmer.warmed_end_bytes() == 4 << 20);
+        let resize = warmer.resizing();
+        warmer.committed(64 << 10, 4 << 20); // wakes the thread, which waits for the map lock
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        mapped.remap(16 << 20);
+        drop(resize);
+        warmer.committed(64 << 10, 16 << 20);
+        let wanted_end = (64 << 10) + ahead_bytes(64 << 10, 64 << 10);
+        eventually("the moved map warmed", || warmer.warmed_end_bytes() == wanted_end);
+        assert_eq!(mapped.cold_pages(64 << 10, wanted_end), 0, "every page up to the warmed end is faulted in");
+        warmer.stop();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn every_page_up_to_the_warmed_end_is_faulted_in_when_a_quarter_of_the_used_bytes_is_not_whole_pages() {
+        // 20 MiB + 4 KiB used: a quarter of it ends 1 KiB into a page. The chunks that began
+        // there were refused by madvise (EINVAL), silently, and counted as warmed.
+        let mapped = Mapped::new(64 << 20);
+        let used = (20 << 20) + 4096;
+        let warmer = Warmer::start(mapped.file(), used, 64 << 20).unwrap();
+        let first_end = used + ahead_bytes(used, 0);
+        eventually("the first distance warmed", || warmer.warmed_end_bytes() == first_end);
+        // A commit that adds 3 MiB: more than half of the distance is used up.
+        let used_after = used + (3 << 20);
+        warmer.committed(used_after, 64 << 20);
+        let wanted_end = used_after + ahead_bytes(used_after, 3 << 20);
+        eventually("the next distance warmed", || warmer.warmed_end_bytes() == wanted_end);
+        warmer.stop();
+        assert_eq!(mapped.cold_pages(used, wanted_end), 0, "pages in {used}..{wanted_end} never faulted in");
+    }
+
     #[test]
     fn no_thread_without_write_map_or_when_switched_off() {
         let dir = tempfile::tempdir().unwrap();
@@ -324,5 +462,6 @@ mod tests {
         assert_eq!(ahead_bytes(8 << 20, 5 << 20), 10 << 20, "twice the last growth");
         assert_eq!(ahead_bytes(1 << 40, 0), AHEAD_BYTES_MAX);
         assert_eq!(ahead_bytes(0, 1 << 30), AHEAD_BYTES_MAX);
+        assert_eq!(ahead_bytes((20 << 20) + 4096, 0), 5 << 20, "whole 64 KiB, rounded down");
     }
 }
