@@ -90,7 +90,9 @@ impl<'a> KeyspaceTable<'a> {
         KeyspaceTable { names: Vec::new(), last: 0 }
     }
 
-    /// `name`'s index, added if new.
+    /// `name`'s index, added if new. Inlined: it runs twice per change (measuring and
+    /// writing), and a call cost 33 instructions of a 40-instruction lookup.
+    #[inline]
     fn index_of(&mut self, name: &'a str) -> usize {
         if let Some(&last) = self.names.get(self.last) {
             // Changes of one keyspace share one `Arc<str>`: the pointer settles most lookups.
