@@ -1226,13 +1226,13 @@ impl Drop for Inner {
 
 /// A file as the file system knows it (device and inode), whatever name it was opened by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct FileIdentity {
-    device: u64,
-    inode: u64,
+pub(crate) struct FileIdentity {
+    pub(crate) device: u64,
+    pub(crate) inode: u64,
 }
 
 impl FileIdentity {
-    fn of(path: &Path) -> Option<FileIdentity> {
+    pub(crate) fn of(path: &Path) -> Option<FileIdentity> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;

@@ -930,10 +930,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         }
         // The kept read snapshot is now old: drop it before it pins pages this commit freed.
         inner.snapshot_cache.clear();
-        if let Some(warmer) = inner.warmer.get() {
-            let info = inner.env.info();
-            warmer.committed(used_bytes(inner, &info), info.map_size as u64);
-        }
+        report_to_warmer(inner);
         let delay = match durability {
             Durability::Buffered { max_delay } => Some(max_delay),
             Durability::Immediate => None,
@@ -1011,14 +1008,23 @@ fn used_bytes(inner: &Inner, info: &heed::EnvInfo) -> u64 {
     (info.last_page_number as u64 + 1).saturating_mul(inner.page_bytes)
 }
 
+/// Tells the warming thread, if any, where the used pages end now and how large the map is
+/// (after a commit or a resize).
+fn report_to_warmer(inner: &Inner) {
+    if let Some(warmer) = inner.warmer.get() {
+        let info = inner.env.info();
+        warmer.committed(used_bytes(inner, &info), info.map_size as u64);
+    }
+}
+
 /// Clears the slots that processes which died inside a read transaction left in LMDB's reader
 /// table (`mdb_reader_check`: a slot whose process no longer holds its lock on the lock file).
 /// Such a slot pins the snapshot it was reading: no page freed after it can be reused, so
 /// every later commit grows the file (a follower killed 50 times beside a writer filled a
 /// 60 GB disk). LMDB clears them only when its reader table is full. Best effort: an error
-/// leaves the slots for the next check. Returns how many were cleared.
-pub(crate) fn clear_stale_readers(inner: &Inner) -> usize {
-    inner.env.clear_stale_readers().unwrap_or(0)
+/// leaves the slots for the next check.
+fn clear_stale_readers(inner: &Inner) {
+    let _ = inner.env.clear_stale_readers();
 }
 
 /// [`clear_stale_readers`] at most once per [`STALE_READER_CHECK_INTERVAL`]; called by each
@@ -1072,11 +1078,8 @@ fn resize_inside_gate(inner: &Inner, bytes: u64) -> Result<()> {
     // transaction is gone.
     let resized = unsafe { inner.env.resize(bytes as usize) }.map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes));
     drop(warming_paused);
-    if let Some(warmer) = inner.warmer.get() {
-        // The new map's pages are cold: warm them before the next transaction writes them.
-        let info = inner.env.info();
-        warmer.committed(used_bytes(inner, &info), info.map_size as u64);
-    }
+    // The new map's pages are cold: warm them before the next transaction writes them.
+    report_to_warmer(inner);
     resized
 }
 
@@ -1207,9 +1210,9 @@ pub(crate) fn start_warmer(inner: &Inner) -> Result<()> {
     }
     #[cfg(target_os = "linux")]
     {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(&inner.path)?;
-        let file = super::warm::MappedFile { device: meta.dev(), inode: meta.ino() };
+        let file = super::FileIdentity::of(&inner.path).ok_or_else(|| {
+            Error::Io(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{}: the file's device and inode", inner.path.display())))
+        })?;
         let info = inner.env.info();
         let warmer = super::warm::Warmer::start(file, used_bytes(inner, &info), info.map_size as u64)?;
         assert!(inner.warmer.set(warmer).is_ok(), "started once, at open");

@@ -73,12 +73,8 @@ pub(crate) struct Warmer {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-/// The file whose map is warmed, as `/proc/self/maps` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct MappedFile {
-    pub(crate) device: u64,
-    pub(crate) inode: u64,
-}
+/// The file whose map is warmed, as `/proc/self/maps` names it: by device and inode.
+pub(crate) use super::FileIdentity as MappedFile;
 
 impl Warmer {
     /// Starts the thread for the file `file`, whose map is `map_bytes` long with its used pages
