@@ -177,17 +177,18 @@ pub fn encode_into<T: Encode + ?Sized>(
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     thread_local! {
-        static ENCODER: std::cell::RefCell<Option<Encoder<'static>>> = const { std::cell::RefCell::new(None) };
+        static BUFFERS: std::cell::Cell<Option<Box<crate::encoder::Buffers>>> = const { std::cell::Cell::new(None) };
     }
-    let parked = ENCODER.with(|cell| cell.try_borrow_mut().ok().and_then(|mut parked| parked.take()));
-    let mut encoder = parked.unwrap_or_default().rebind(shared);
+    // Taken out of the cell (a re-entrant call, from inside a hand-written `Encode`, finds it
+    // empty and starts fresh buffers), and put back emptied: one pointer moves each way.
+    let parked = BUFFERS.with(std::cell::Cell::take);
+    let mut encoder = match parked {
+        Some(buffers) => Encoder::with_buffers(shared, buffers),
+        None => Encoder::with_buffers(shared, Box::new(crate::encoder::Buffers::new())),
+    };
     let result = value.encode(&mut encoder, ids).and_then(|()| encoder.finish_into(out));
-    let parked = encoder.rebind(None);
-    ENCODER.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            *slot = Some(parked);
-        }
-    });
+    let buffers = encoder.into_buffers();
+    BUFFERS.with(|cell| cell.set(Some(buffers)));
     result
 }
 

@@ -84,7 +84,7 @@ impl Encoder<'_> {
     pub fn push_value(&mut self, value: Value<'_>) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
         if let Repr::Item(pos) = value.repr() {
-            if self.original_len > 0 && value.doc().bytes().as_ptr() as usize == self.original_ptr {
+            if self.b.original_len > 0 && value.doc().bytes().as_ptr() as usize == self.b.original_ptr {
                 let height = value.doc().item_height(pos);
                 self.place(Slot::pointer(pos, height));
                 return Ok(());

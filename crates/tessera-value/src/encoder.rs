@@ -256,9 +256,16 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
 /// assert_eq!(doc.root().to_json(), r#"{"name":"Ada","langs":["en","fr"]}"#);
 /// ```
 pub struct Encoder<'k> {
-    out: Vec<u8>,
     shared: Option<&'k SharedKeys>,
     shared_count: u64,
+    /// Everything else, boxed: a per-thread encoder is handed from one document (and one
+    /// shared-key table) to the next by moving one pointer, not the whole state.
+    pub(crate) b: Box<Buffers>,
+}
+
+/// The encoder's state and reusable buffers; none of it borrows anything.
+pub(crate) struct Buffers {
+    pub(crate) out: Vec<u8>,
     frames: Vec<Frame>,
     slots: Vec<Slot>,
     slot_keys: Vec<u64>,
@@ -284,6 +291,32 @@ pub struct Encoder<'k> {
     /// Amend mode: items below this position belong to the original document.
     pub(crate) original_len: usize,
     pub(crate) original_ptr: usize,
+}
+
+impl Buffers {
+    pub(crate) fn new() -> Self {
+        Buffers {
+            out: Vec::new(),
+            frames: Vec::new(),
+            slots: Vec::new(),
+            slot_keys: Vec::new(),
+            root: None,
+            key_index: HashTable::new(),
+            key_entries: Vec::new(),
+            key_arena: Vec::new(),
+            key_next: Vec::new(),
+            local_keys: Vec::new(),
+            strings: StringCache::empty(),
+            atoms: Vec::new(),
+            scratch: Vec::new(),
+            tail_scratch: Vec::new(),
+            hash_scratch: Vec::new(),
+            index_scratch: Vec::new(),
+            pack_scratch: Vec::new(),
+            original_len: 0,
+            original_ptr: 0,
+        }
+    }
 }
 
 impl Default for Encoder<'static> {
@@ -328,29 +361,12 @@ impl<'k> Encoder<'k> {
     }
 
     fn build(shared: Option<&'k SharedKeys>) -> Self {
-        Encoder {
-            out: Vec::new(),
-            shared,
-            shared_count: shared.map_or(0, |s| s.len() as u64),
-            frames: Vec::new(),
-            slots: Vec::new(),
-            slot_keys: Vec::new(),
-            root: None,
-            key_index: HashTable::new(),
-            key_entries: Vec::new(),
-            key_arena: Vec::new(),
-            key_next: Vec::new(),
-            local_keys: Vec::new(),
-            strings: StringCache::empty(),
-            atoms: Vec::new(),
-            scratch: Vec::new(),
-            tail_scratch: Vec::new(),
-            hash_scratch: Vec::new(),
-            index_scratch: Vec::new(),
-            pack_scratch: Vec::new(),
-            original_len: 0,
-            original_ptr: 0,
-        }
+        Encoder::with_buffers(shared, Box::new(Buffers::new()))
+    }
+
+    /// An encoder over `buffers` (emptied by [`Encoder::reset`] or new) and `shared`.
+    pub(crate) fn with_buffers(shared: Option<&'k SharedKeys>, buffers: Box<Buffers>) -> Self {
+        Encoder { shared, shared_count: shared.map_or(0, |s| s.len() as u64), b: buffers }
     }
 
     /// Reserves output capacity, e.g. for the size of the JSON being converted.
@@ -364,10 +380,10 @@ impl<'k> Encoder<'k> {
     /// # Ok::<(), tessera_value::EncodeError>(())
     /// ```
     pub fn reserve(&mut self, bytes: usize) {
-        self.out.reserve(bytes);
+        self.b.out.reserve(bytes);
         // About one distinct string per 32 bytes of output, in JSON-like data.
-        if bytes / 32 > self.strings.entries.len() {
-            self.strings = StringCache::with_len(bytes / 32);
+        if bytes / 32 > self.b.strings.entries.len() {
+            self.b.strings = StringCache::with_len(bytes / 32);
         }
     }
 
@@ -376,17 +392,17 @@ impl<'k> Encoder<'k> {
     pub(crate) fn amend(doc: Doc<'k>) -> Self {
         let mut enc = Encoder::build(doc.shared_keys());
         enc.shared_count = doc.shared_count();
-        enc.out = doc.bytes().to_vec();
-        enc.original_len = doc.bytes().len();
-        enc.original_ptr = doc.bytes().as_ptr() as usize;
+        enc.b.out = doc.bytes().to_vec();
+        enc.b.original_len = doc.bytes().len();
+        enc.b.original_ptr = doc.bytes().as_ptr() as usize;
         for local in 0..doc.local_key_count() {
             let item_pos = doc.local_key_item(local);
             let name = doc.item_str(item_pos);
-            enc.local_keys.push(item_pos);
+            enc.b.local_keys.push(item_pos);
             enc.register_key(name, hash_bytes(name.as_bytes()), enc.shared_count + local as u64);
         }
         for atom in 0..doc.atom_count() {
-            enc.atoms.push(doc.atom_item(atom));
+            enc.b.atoms.push(doc.atom_item(atom));
         }
         enc
     }
@@ -426,15 +442,15 @@ impl<'k> Encoder<'k> {
     }
 
     fn open(&mut self, is_dict: bool) -> Result<(), EncodeError> {
-        if self.frames.len() >= HEIGHT_MAX as usize {
+        if self.b.frames.len() >= HEIGHT_MAX as usize {
             return Err(EncodeError::TooDeep(HEIGHT_MAX));
         }
         self.check_value_allowed()?;
-        self.frames.push(Frame {
+        self.b.frames.push(Frame {
             is_dict,
-            out_start: self.out.len(),
-            slots_start: self.slots.len(),
-            keys_start: self.slot_keys.len(),
+            out_start: self.b.out.len(),
+            slots_start: self.b.slots.len(),
+            keys_start: self.b.slot_keys.len(),
             pending_key: None,
             previous_key_entry: NO_ENTRY,
         });
@@ -454,12 +470,12 @@ impl<'k> Encoder<'k> {
     /// # Ok::<(), tessera_value::EncodeError>(())
     /// ```
     pub fn end_array(&mut self) -> Result<(), EncodeError> {
-        match self.frames.last() {
+        match self.b.frames.last() {
             Some(frame) if !frame.is_dict => {}
             Some(_) => return Err(EncodeError::Unbalanced("end_array inside a dict")),
             None => return Err(EncodeError::Unbalanced("end_array without begin_array")),
         }
-        let frame = self.frames.pop().expect("checked above");
+        let frame = self.b.frames.pop().expect("checked above");
         let slot = self.write_array(frame)?;
         self.place(slot);
         Ok(())
@@ -480,13 +496,13 @@ impl<'k> Encoder<'k> {
     /// # Ok::<(), tessera_value::EncodeError>(())
     /// ```
     pub fn end_dict(&mut self) -> Result<(), EncodeError> {
-        match self.frames.last() {
+        match self.b.frames.last() {
             Some(frame) if frame.is_dict && frame.pending_key.is_none() => {}
             Some(frame) if frame.is_dict => return Err(EncodeError::KeyOrder("key without a value")),
             Some(_) => return Err(EncodeError::Unbalanced("end_dict inside an array")),
             None => return Err(EncodeError::Unbalanced("end_dict without begin_dict")),
         }
-        let frame = self.frames.pop().expect("checked above");
+        let frame = self.b.frames.pop().expect("checked above");
         let slot = self.write_dict(frame)?;
         self.place(slot);
         Ok(())
@@ -495,7 +511,7 @@ impl<'k> Encoder<'k> {
     fn children_shape(&self, from: usize, pos: usize) -> Result<(usize, u8), EncodeError> {
         let mut width = 1;
         let mut height = 0u8;
-        for slot in &self.slots[from..] {
+        for slot in &self.b.slots[from..] {
             width = width.max(slot.width_at(pos));
             height = height.max(slot.height);
         }
@@ -507,88 +523,88 @@ impl<'k> Encoder<'k> {
 
     fn write_array(&mut self, frame: Frame) -> Result<Slot, EncodeError> {
         if let Some(slot) = self.pack_array(&frame) {
-            self.slots.truncate(frame.slots_start);
+            self.b.slots.truncate(frame.slots_start);
             return Ok(slot);
         }
-        let pos = self.out.len();
+        let pos = self.b.out.len();
         let (width, height) = self.children_shape(frame.slots_start, pos)?;
-        let count = self.slots.len() - frame.slots_start;
-        self.out.push(TAG_ARRAY | code_of_width(width));
-        self.out.push(height);
-        write_varint(&mut self.out, count as u64);
-        write_slots(&mut self.out, &self.slots[frame.slots_start..], pos, width);
-        self.slots.truncate(frame.slots_start);
+        let count = self.b.slots.len() - frame.slots_start;
+        self.b.out.push(TAG_ARRAY | code_of_width(width));
+        self.b.out.push(height);
+        write_varint(&mut self.b.out, count as u64);
+        write_slots(&mut self.b.out, &self.b.slots[frame.slots_start..], pos, width);
+        self.b.slots.truncate(frame.slots_start);
         Ok(Slot::pointer(pos, height))
     }
 
     /// Writes the array as a packed vector or matrix if it can be one (see `packing.rs`):
     /// its elements' items, the last ones written, are replaced by the packed item.
     fn pack_array(&mut self, frame: &Frame) -> Option<Slot> {
-        let slots = &self.slots[frame.slots_start..];
-        if slots.is_empty() || frame.out_start < self.original_len {
+        let slots = &self.b.slots[frame.slots_start..];
+        if slots.is_empty() || frame.out_start < self.b.original_len {
             return None;
         }
-        let mut values = std::mem::take(&mut self.pack_scratch);
-        let plan = crate::packing::plan(&self.out, frame.out_start, slots.iter().map(Slot::as_element), &mut values);
+        let mut values = std::mem::take(&mut self.b.pack_scratch);
+        let plan = crate::packing::plan(&self.b.out, frame.out_start, slots.iter().map(Slot::as_element), &mut values);
         let slot = plan.map(|plan| {
-            self.out.truncate(frame.out_start);
-            let pos = self.out.len();
-            crate::packing::write(&mut self.out, &plan, &values);
+            self.b.out.truncate(frame.out_start);
+            let pos = self.b.out.len();
+            crate::packing::write(&mut self.b.out, &plan, &values);
             Slot::pointer(pos, plan.height())
         });
         values.clear();
-        self.pack_scratch = values;
+        self.b.pack_scratch = values;
         slot
     }
 
     fn write_dict(&mut self, frame: Frame) -> Result<Slot, EncodeError> {
-        let keys = &self.slot_keys[frame.keys_start..];
-        debug_assert_eq!(keys.len(), self.slots.len() - frame.slots_start);
+        let keys = &self.b.slot_keys[frame.keys_start..];
+        debug_assert_eq!(keys.len(), self.b.slots.len() - frame.slots_start);
         let sorted_unique = keys.windows(2).all(|pair| pair[0] < pair[1]);
         if !sorted_unique {
             self.sort_dict_entries(frame);
         }
-        let pos = self.out.len();
+        let pos = self.b.out.len();
         let (width, height) = self.children_shape(frame.slots_start, pos)?;
-        let keys = &self.slot_keys[frame.keys_start..];
+        let keys = &self.b.slot_keys[frame.keys_start..];
         let count = keys.len();
         let key_width = width_of(width_code_for_unsigned(keys.last().copied().unwrap_or(0)));
-        self.out.push(TAG_DICT | code_of_width(width) | (code_of_width(key_width) << 2));
-        self.out.push(height);
-        write_varint(&mut self.out, count as u64);
-        write_key_ids(&mut self.out, keys, key_width);
-        write_slots(&mut self.out, &self.slots[frame.slots_start..], pos, width);
-        self.slots.truncate(frame.slots_start);
-        self.slot_keys.truncate(frame.keys_start);
+        self.b.out.push(TAG_DICT | code_of_width(width) | (code_of_width(key_width) << 2));
+        self.b.out.push(height);
+        write_varint(&mut self.b.out, count as u64);
+        write_key_ids(&mut self.b.out, keys, key_width);
+        write_slots(&mut self.b.out, &self.b.slots[frame.slots_start..], pos, width);
+        self.b.slots.truncate(frame.slots_start);
+        self.b.slot_keys.truncate(frame.keys_start);
         Ok(Slot::pointer(pos, height))
     }
 
     /// Sorts a dict's entries by key id; of repeated keys the last one stays.
     fn sort_dict_entries(&mut self, frame: Frame) {
-        let count = self.slot_keys.len() - frame.keys_start;
+        let count = self.b.slot_keys.len() - frame.keys_start;
         if count <= INSERTION_SORT_LEN_MAX && self.sort_small_dict(frame) {
             return;
         }
-        self.scratch.clear();
-        for (index, &key) in self.slot_keys[frame.keys_start..].iter().enumerate() {
-            self.scratch.push((key, self.slots[frame.slots_start + index]));
+        self.b.scratch.clear();
+        for (index, &key) in self.b.slot_keys[frame.keys_start..].iter().enumerate() {
+            self.b.scratch.push((key, self.b.slots[frame.slots_start + index]));
         }
-        self.scratch.sort_by_key(|entry| entry.0); // stable: repeats keep their order
+        self.b.scratch.sort_by_key(|entry| entry.0); // stable: repeats keep their order
         let mut write = 0;
-        for read in 0..self.scratch.len() {
-            if write > 0 && self.scratch[write - 1].0 == self.scratch[read].0 {
-                self.scratch[write - 1] = self.scratch[read];
+        for read in 0..self.b.scratch.len() {
+            if write > 0 && self.b.scratch[write - 1].0 == self.b.scratch[read].0 {
+                self.b.scratch[write - 1] = self.b.scratch[read];
             } else {
-                self.scratch[write] = self.scratch[read];
+                self.b.scratch[write] = self.b.scratch[read];
                 write += 1;
             }
         }
-        self.scratch.truncate(write);
-        self.slot_keys.truncate(frame.keys_start);
-        self.slots.truncate(frame.slots_start);
-        for &(key, slot) in &self.scratch {
-            self.slot_keys.push(key);
-            self.slots.push(slot);
+        self.b.scratch.truncate(write);
+        self.b.slot_keys.truncate(frame.keys_start);
+        self.b.slots.truncate(frame.slots_start);
+        for &(key, slot) in &self.b.scratch {
+            self.b.slot_keys.push(key);
+            self.b.slots.push(slot);
         }
     }
 
@@ -596,8 +612,8 @@ impl<'k> Encoder<'k> {
     /// first seen in a nested dict is out of place). Returns false, leaving the entries
     /// sorted, if a key repeats; the general path then drops the repeats.
     fn sort_small_dict(&mut self, frame: Frame) -> bool {
-        let keys = &mut self.slot_keys[frame.keys_start..];
-        let slots = &mut self.slots[frame.slots_start..];
+        let keys = &mut self.b.slot_keys[frame.keys_start..];
+        let slots = &mut self.b.slots[frame.slots_start..];
         for next in 1..keys.len() {
             let (key, slot) = (keys[next], slots[next]);
             let mut at = next;
@@ -627,7 +643,7 @@ impl<'k> Encoder<'k> {
     /// # Ok::<(), tessera_value::EncodeError>(())
     /// ```
     pub fn key(&mut self, name: &str) -> Result<(), EncodeError> {
-        match self.frames.last() {
+        match self.b.frames.last() {
             Some(frame) if frame.is_dict && frame.pending_key.is_none() => {}
             Some(frame) if frame.is_dict => return Err(EncodeError::KeyOrder("two keys in a row")),
             _ => return Err(EncodeError::KeyOrder("key outside a dict")),
@@ -657,7 +673,7 @@ impl<'k> Encoder<'k> {
         if id as u64 >= self.shared_count {
             return Err(EncodeError::KeyOrder("shared key id beyond the encoder's shared-key table"));
         }
-        match self.frames.last_mut() {
+        match self.b.frames.last_mut() {
             Some(frame) if frame.is_dict && frame.pending_key.is_none() => {
                 frame.pending_key = Some(id as u64);
                 Ok(())
@@ -669,12 +685,12 @@ impl<'k> Encoder<'k> {
 
     /// `key` for callers that know the innermost frame is a dict waiting for a key.
     pub(crate) fn key_unchecked(&mut self, name: &str) {
-        let frame_index = self.frames.len() - 1;
-        let previous = self.frames[frame_index].previous_key_entry;
+        let frame_index = self.b.frames.len() - 1;
+        let previous = self.b.frames[frame_index].previous_key_entry;
         let entry = self.key_entry(name, previous);
-        let frame = &mut self.frames[frame_index];
+        let frame = &mut self.b.frames[frame_index];
         frame.previous_key_entry = entry;
-        frame.pending_key = Some(self.key_entries[entry as usize].id);
+        frame.pending_key = Some(self.b.key_entries[entry as usize].id);
     }
 
     /// Finds or creates the key-table entry for `name`, trying first the key that followed
@@ -682,19 +698,19 @@ impl<'k> Encoder<'k> {
     fn key_entry(&mut self, name: &str, previous: u32) -> u32 {
         let bytes = name.as_bytes();
         let hint_slot = if previous == NO_ENTRY { 0 } else { previous as usize + 1 };
-        if self.key_next.is_empty() {
-            self.key_next.push(NO_ENTRY); // the "dict start" hint
+        if self.b.key_next.is_empty() {
+            self.b.key_next.push(NO_ENTRY); // the "dict start" hint
         }
-        let predicted = self.key_next[hint_slot];
+        let predicted = self.b.key_next[hint_slot];
         if predicted != NO_ENTRY {
-            let entry = self.key_entries[predicted as usize];
-            if &self.key_arena[entry.arena_start..entry.arena_start + entry.len] == bytes {
+            let entry = self.b.key_entries[predicted as usize];
+            if &self.b.key_arena[entry.arena_start..entry.arena_start + entry.len] == bytes {
                 return predicted;
             }
         }
         let hash = hash_bytes(bytes);
-        let (entries, arena) = (&self.key_entries, &self.key_arena);
-        let found = self.key_index.find(hash, |&i| {
+        let (entries, arena) = (&self.b.key_entries, &self.b.key_arena);
+        let found = self.b.key_index.find(hash, |&i| {
             let entry = entries[i as usize];
             &arena[entry.arena_start..entry.arena_start + entry.len] == bytes
         });
@@ -702,7 +718,7 @@ impl<'k> Encoder<'k> {
             Some(&index) => index,
             None => self.new_key_entry(name, hash),
         };
-        self.key_next[hint_slot] = entry_index;
+        self.b.key_next[hint_slot] = entry_index;
         entry_index
     }
 
@@ -710,11 +726,11 @@ impl<'k> Encoder<'k> {
         let id = match self.shared.and_then(|shared| shared.id_below(name, self.shared_count)) {
             Some(shared_id) => shared_id as u64,
             None => {
-                let item_pos = self.out.len();
-                write_blob_header(&mut self.out, name.len(), true);
-                self.out.extend_from_slice(name.as_bytes());
-                self.local_keys.push(item_pos);
-                self.shared_count + (self.local_keys.len() - 1) as u64
+                let item_pos = self.b.out.len();
+                write_blob_header(&mut self.b.out, name.len(), true);
+                self.b.out.extend_from_slice(name.as_bytes());
+                self.b.local_keys.push(item_pos);
+                self.shared_count + (self.b.local_keys.len() - 1) as u64
             }
         };
         self.register_key(name, hash, id)
@@ -722,25 +738,25 @@ impl<'k> Encoder<'k> {
 
     /// Adds a key-table entry for `name` with key id `id`; returns the entry's index.
     fn register_key(&mut self, name: &str, hash: u64, id: u64) -> u32 {
-        if self.key_next.is_empty() {
-            self.key_next.push(NO_ENTRY); // the "dict start" hint, before one slot per entry
+        if self.b.key_next.is_empty() {
+            self.b.key_next.push(NO_ENTRY); // the "dict start" hint, before one slot per entry
         }
-        let entry_index = self.key_entries.len() as u32;
-        let arena_start = self.key_arena.len();
-        self.key_arena.extend_from_slice(name.as_bytes());
-        self.key_entries.push(KeyEntry { hash, arena_start, len: name.len(), id });
-        self.key_next.push(NO_ENTRY);
-        let entries = &self.key_entries;
-        self.key_index.insert_unique(hash, entry_index, |&i| entries[i as usize].hash);
+        let entry_index = self.b.key_entries.len() as u32;
+        let arena_start = self.b.key_arena.len();
+        self.b.key_arena.extend_from_slice(name.as_bytes());
+        self.b.key_entries.push(KeyEntry { hash, arena_start, len: name.len(), id });
+        self.b.key_next.push(NO_ENTRY);
+        let entries = &self.b.key_entries;
+        self.b.key_index.insert_unique(hash, entry_index, |&i| entries[i as usize].hash);
         entry_index
     }
 
     // ---------------------------------------------------------------- scalars
 
     pub(crate) fn check_value_allowed(&self) -> Result<(), EncodeError> {
-        match self.frames.last() {
+        match self.b.frames.last() {
             Some(frame) if frame.is_dict && frame.pending_key.is_none() => Err(EncodeError::KeyOrder("dict value without a key")),
-            None if self.root.is_some() => Err(EncodeError::Incomplete("a document has one root value")),
+            None if self.b.root.is_some() => Err(EncodeError::Incomplete("a document has one root value")),
             _ => Ok(()),
         }
     }
@@ -748,14 +764,14 @@ impl<'k> Encoder<'k> {
     /// Places a finished value in the innermost container, or as the root.
     #[inline]
     pub(crate) fn place(&mut self, slot: Slot) {
-        match self.frames.last_mut() {
+        match self.b.frames.last_mut() {
             Some(frame) => {
                 if let Some(key) = frame.pending_key.take() {
-                    self.slot_keys.push(key);
+                    self.b.slot_keys.push(key);
                 }
-                self.slots.push(slot);
+                self.b.slots.push(slot);
             }
-            None => self.root = Some(slot),
+            None => self.b.root = Some(slot),
         }
     }
 
@@ -821,9 +837,9 @@ impl<'k> Encoder<'k> {
         if int_slot_width(value).is_some() {
             return Slot { kind: SlotKind::Int, height: 0, payload: value as u64 };
         }
-        let pos = self.out.len();
-        self.out.push(TAG_INT | 7);
-        self.out.extend_from_slice(&value.to_le_bytes());
+        let pos = self.b.out.len();
+        self.b.out.push(TAG_INT | 7);
+        self.b.out.extend_from_slice(&value.to_le_bytes());
         Slot::pointer(pos, 0)
     }
 
@@ -847,9 +863,9 @@ impl<'k> Encoder<'k> {
         if let Ok(signed) = i64::try_from(value) {
             return self.int_slot(signed);
         }
-        let pos = self.out.len();
-        self.out.push(TAG_UINT | 7);
-        self.out.extend_from_slice(&value.to_le_bytes());
+        let pos = self.b.out.len();
+        self.b.out.push(TAG_UINT | 7);
+        self.b.out.extend_from_slice(&value.to_le_bytes());
         Slot::pointer(pos, 0)
     }
 
@@ -870,14 +886,14 @@ impl<'k> Encoder<'k> {
     }
 
     pub(crate) fn float_slot(&mut self, value: f64) -> Slot {
-        let pos = self.out.len();
+        let pos = self.b.out.len();
         let narrow = value as f32;
         if (narrow as f64).to_bits() == value.to_bits() {
-            self.out.push(TAG_F32);
-            self.out.extend_from_slice(&narrow.to_le_bytes());
+            self.b.out.push(TAG_F32);
+            self.b.out.extend_from_slice(&narrow.to_le_bytes());
         } else {
-            self.out.push(TAG_F64);
-            self.out.extend_from_slice(&value.to_le_bytes());
+            self.b.out.push(TAG_F64);
+            self.b.out.extend_from_slice(&value.to_le_bytes());
         }
         Slot::pointer(pos, 0)
     }
@@ -925,12 +941,12 @@ impl<'k> Encoder<'k> {
 
     fn push_numbers(&mut self, values: impl Iterator<Item = crate::packed::PackedValue>) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
-        let mut scratch = std::mem::take(&mut self.pack_scratch);
+        let mut scratch = std::mem::take(&mut self.b.pack_scratch);
         scratch.clear();
         scratch.extend(values);
         let slot = self.numbers_slot(&scratch);
         scratch.clear();
-        self.pack_scratch = scratch;
+        self.b.pack_scratch = scratch;
         match slot {
             Some(slot) => {
                 self.place(slot);
@@ -947,8 +963,8 @@ impl<'k> Encoder<'k> {
     /// they cannot be one (empty, or integers mixed with floats).
     pub(crate) fn numbers_slot(&mut self, values: &[crate::packed::PackedValue]) -> Option<Slot> {
         let plan = crate::packing::plan_numbers(values)?;
-        let pos = self.out.len();
-        crate::packing::write(&mut self.out, &plan, values);
+        let pos = self.b.out.len();
+        crate::packing::write(&mut self.b.out, &plan, values);
         Some(Slot::pointer(pos, plan.height()))
     }
 
@@ -988,9 +1004,9 @@ impl<'k> Encoder<'k> {
     /// ```
     pub fn push_bytes(&mut self, value: &[u8]) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
-        let pos = self.out.len();
-        write_blob_header(&mut self.out, value.len(), false);
-        self.out.extend_from_slice(value);
+        let pos = self.b.out.len();
+        write_blob_header(&mut self.b.out, value.len(), false);
+        self.b.out.extend_from_slice(value);
         self.place(Slot::pointer(pos, 0));
         Ok(())
     }
@@ -998,16 +1014,16 @@ impl<'k> Encoder<'k> {
     /// The slot for a string whose bytes are UTF-8 (checked by the caller).
     pub(crate) fn string_slot(&mut self, bytes: &[u8]) -> Slot {
         let hash = hash_bytes(bytes);
-        let out_len = self.out.len();
+        let out_len = self.b.out.len();
         let live = {
-            let entry = *self.strings.slot(hash);
-            self.strings.is_live(&entry).then_some(entry)
+            let entry = *self.b.strings.slot(hash);
+            self.b.strings.is_live(&entry).then_some(entry)
         };
-        let entry = self.strings.slot(hash);
-        let hit = live.is_some_and(|live| live.hash == hash && &self.out[live.content_pos..live.content_pos + live.len] == bytes);
+        let entry = self.b.strings.slot(hash);
+        let hit = live.is_some_and(|live| live.hash == hash && &self.b.out[live.content_pos..live.content_pos + live.len] == bytes);
         if !hit {
             let (item_pos, content_pos) = self.write_string_item(bytes);
-            self.strings.insert(StringEntry { hash, item_pos, content_pos, len: bytes.len(), atom: NO_ENTRY, generation: 0 });
+            self.b.strings.insert(StringEntry { hash, item_pos, content_pos, len: bytes.len(), atom: NO_ENTRY, generation: 0 });
             return Slot::pointer(item_pos, 0);
         }
         if out_len - entry.item_pos < NEAR_DISTANCE_MAX {
@@ -1019,21 +1035,21 @@ impl<'k> Encoder<'k> {
         if entry.content_pos - entry.item_pos + entry.len <= ATOM_ENTRY_COST {
             // Cheaper to write again; later repeats will point at the new copy.
             let (item_pos, content_pos) = self.write_string_item(bytes);
-            let entry = self.strings.slot(hash);
+            let entry = self.b.strings.slot(hash);
             entry.item_pos = item_pos;
             entry.content_pos = content_pos;
             return Slot::pointer(item_pos, 0);
         }
-        entry.atom = self.atoms.len() as u32;
-        self.atoms.push(entry.item_pos);
+        entry.atom = self.b.atoms.len() as u32;
+        self.b.atoms.push(entry.item_pos);
         Slot { kind: SlotKind::Atom, height: 0, payload: entry.atom as u64 }
     }
 
     fn write_string_item(&mut self, bytes: &[u8]) -> (usize, usize) {
-        let item_pos = self.out.len();
-        write_blob_header(&mut self.out, bytes.len(), true);
-        let content_pos = self.out.len();
-        self.out.extend_from_slice(bytes);
+        let item_pos = self.b.out.len();
+        write_blob_header(&mut self.b.out, bytes.len(), true);
+        let content_pos = self.b.out.len();
+        self.b.out.extend_from_slice(bytes);
         (item_pos, content_pos)
     }
 
@@ -1058,50 +1074,27 @@ impl<'k> Encoder<'k> {
 
     /// Forgets the document under construction, keeping every buffer's capacity.
     pub(crate) fn reset(&mut self) {
-        self.out.clear();
-        self.frames.clear();
-        self.slots.clear();
-        self.slot_keys.clear();
-        self.root = None;
-        self.key_index.clear();
-        self.key_entries.clear();
-        self.key_arena.clear();
-        self.key_next.clear();
-        self.local_keys.clear();
-        self.strings.reset();
-        self.atoms.clear();
-        self.scratch.clear();
-        self.original_len = 0;
-        self.original_ptr = 0;
+        self.b.out.clear();
+        self.b.frames.clear();
+        self.b.slots.clear();
+        self.b.slot_keys.clear();
+        self.b.root = None;
+        self.b.key_index.clear();
+        self.b.key_entries.clear();
+        self.b.key_arena.clear();
+        self.b.key_next.clear();
+        self.b.local_keys.clear();
+        self.b.strings.reset();
+        self.b.atoms.clear();
+        self.b.scratch.clear();
+        self.b.original_len = 0;
+        self.b.original_ptr = 0;
     }
 
-    /// This encoder's buffers, kept with their capacity, in an encoder for another shared-key
-    /// table (or none). The document under construction is dropped.
-    pub(crate) fn rebind<'n>(mut self, shared: Option<&'n SharedKeys>) -> Encoder<'n> {
+    /// The encoder's buffers, emptied, for [`Encoder::with_buffers`].
+    pub(crate) fn into_buffers(mut self) -> Box<Buffers> {
         self.reset();
-        Encoder {
-            out: self.out,
-            shared,
-            shared_count: shared.map_or(0, |s| s.len() as u64),
-            frames: self.frames,
-            slots: self.slots,
-            slot_keys: self.slot_keys,
-            root: None,
-            key_index: self.key_index,
-            key_entries: self.key_entries,
-            key_arena: self.key_arena,
-            key_next: self.key_next,
-            local_keys: self.local_keys,
-            strings: self.strings,
-            atoms: self.atoms,
-            scratch: self.scratch,
-            tail_scratch: self.tail_scratch,
-            hash_scratch: self.hash_scratch,
-            index_scratch: self.index_scratch,
-            pack_scratch: self.pack_scratch,
-            original_len: 0,
-            original_ptr: 0,
-        }
+        self.b
     }
 
     /// Writes the tail and leaves the document in `out` (cleared first), keeping `out`'s old
@@ -1110,7 +1103,7 @@ impl<'k> Encoder<'k> {
         let result = self.write_tail();
         if result.is_ok() {
             out.clear();
-            std::mem::swap(&mut self.out, out);
+            std::mem::swap(&mut self.b.out, out);
         }
         self.reset();
         result
@@ -1122,8 +1115,8 @@ impl<'k> Encoder<'k> {
         let result = self.write_tail();
         let bytes = match result {
             Ok(()) => {
-                let capacity = self.out.len();
-                std::mem::replace(&mut self.out, Vec::with_capacity(capacity))
+                let capacity = self.b.out.len();
+                std::mem::replace(&mut self.b.out, Vec::with_capacity(capacity))
             }
             Err(error) => {
                 self.reset();
@@ -1135,23 +1128,23 @@ impl<'k> Encoder<'k> {
     }
 
     fn write_tail(&mut self) -> Result<(), EncodeError> {
-        if !self.frames.is_empty() {
+        if !self.b.frames.is_empty() {
             return Err(EncodeError::Incomplete("containers left open"));
         }
-        let root = self.root.ok_or(EncodeError::Incomplete("no value was pushed"))?;
-        let tail_start = self.out.len();
-        let key_count = self.local_keys.len() as u64;
-        let atom_count = self.atoms.len() as u64;
+        let root = self.b.root.ok_or(EncodeError::Incomplete("no value was pushed"))?;
+        let tail_start = self.b.out.len();
+        let key_count = self.b.local_keys.len() as u64;
+        let atom_count = self.b.atoms.len() as u64;
         if key_count > u32::MAX as u64 || atom_count > u32::MAX as u64 {
             return Err(EncodeError::Incomplete("more than 2^32 keys or atoms"));
         }
-        let mut tables = std::mem::take(&mut self.tail_scratch);
+        let mut tables = std::mem::take(&mut self.b.tail_scratch);
         tables.clear();
         let key_width =
-            width_of(width_code_for_unsigned(self.local_keys.iter().copied().max().unwrap_or(0).max(self.local_keys.len()) as u64));
-        let atom_width = width_of(width_code_for_unsigned(self.atoms.iter().copied().max().unwrap_or(0) as u64));
+            width_of(width_code_for_unsigned(self.b.local_keys.iter().copied().max().unwrap_or(0).max(self.b.local_keys.len()) as u64));
+        let atom_width = width_of(width_code_for_unsigned(self.b.atoms.iter().copied().max().unwrap_or(0) as u64));
         let key_index_growth = self.write_key_table(&mut tables, key_width);
-        for &pos in &self.atoms {
+        for &pos in &self.b.atoms {
             write_uint(&mut tables, pos as u64, atom_width);
         }
         let offset_width = width_of(width_code_for_unsigned((tail_start as u64).max(self.shared_count)));
@@ -1177,15 +1170,15 @@ impl<'k> Encoder<'k> {
         while fixed + varint_len(total as u64) != total {
             total = fixed + varint_len(total as u64);
         }
-        self.out.reserve(total);
-        self.out.push(TAG_TAIL | flags);
-        write_varint(&mut self.out, total as u64);
-        self.out.extend_from_slice(&tables);
-        write_uint(&mut self.out, root.bits_at(tail_start), root_width);
-        write_uint(&mut self.out, tail_start as u64, offset_width);
-        self.out.push((FORMAT_VERSION << 4) | (code_of_width(offset_width) << 2) | code_of_width(root_width));
-        debug_assert_eq!(self.out.len(), tail_start + total);
-        self.tail_scratch = tables;
+        self.b.out.reserve(total);
+        self.b.out.push(TAG_TAIL | flags);
+        write_varint(&mut self.b.out, total as u64);
+        self.b.out.extend_from_slice(&tables);
+        write_uint(&mut self.b.out, root.bits_at(tail_start), root_width);
+        write_uint(&mut self.b.out, tail_start as u64, offset_width);
+        self.b.out.push((FORMAT_VERSION << 4) | (code_of_width(offset_width) << 2) | code_of_width(root_width));
+        debug_assert_eq!(self.b.out.len(), tail_start + total);
+        self.b.tail_scratch = tables;
         Ok(())
     }
 
@@ -1196,25 +1189,25 @@ impl<'k> Encoder<'k> {
     /// fits none (only sets crafted against XXH3 can) gets a sorted index, so no valid document
     /// is refused.
     fn write_key_table(&mut self, tables: &mut Vec<u8>, width: usize) -> u8 {
-        let count = self.local_keys.len();
+        let count = self.b.local_keys.len();
         if count == 0 {
             return 0;
         }
-        for &pos in &self.local_keys {
+        for &pos in &self.b.local_keys {
             write_uint(tables, pos as u64, width);
         }
         // Local ids are handed out in entry order, so the local entries in order are by id.
-        self.hash_scratch.clear();
-        for entry in &self.key_entries {
+        self.b.hash_scratch.clear();
+        for entry in &self.b.key_entries {
             if entry.id >= self.shared_count {
-                self.hash_scratch.push(key_hash(&self.key_arena[entry.arena_start..entry.arena_start + entry.len]));
+                self.b.hash_scratch.push(key_hash(&self.b.key_arena[entry.arena_start..entry.arena_start + entry.len]));
             }
         }
-        debug_assert_eq!(self.hash_scratch.len(), count);
+        debug_assert_eq!(self.b.hash_scratch.len(), count);
         for growth in 0..=KEY_INDEX_GROWTH_MAX {
             let slots = key_index_slots(count as u64, growth) as usize;
-            if build_key_index(&self.hash_scratch, slots, &mut self.index_scratch) {
-                for &entry in &self.index_scratch {
+            if build_key_index(&self.b.hash_scratch, slots, &mut self.b.index_scratch) {
+                for &entry in &self.b.index_scratch {
                     write_uint(tables, entry as u64, width);
                 }
                 return growth;
@@ -1222,9 +1215,9 @@ impl<'k> Encoder<'k> {
         }
         let mut sorted: Vec<u32> = (0..count as u32).collect();
         let local_name = |local: u32| {
-            let item = self.local_keys[local as usize];
-            let (start, len) = blob_extent(&self.out, item);
-            &self.out[start..start + len]
+            let item = self.b.local_keys[local as usize];
+            let (start, len) = blob_extent(&self.b.out, item);
+            &self.b.out[start..start + len]
         };
         sorted.sort_unstable_by(|&a, &b| local_name(a).cmp(local_name(b)));
         for local in sorted {
