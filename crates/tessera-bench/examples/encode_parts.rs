@@ -1,7 +1,7 @@
 //! Profiling aid for the generated encoder: encodes 10,000 BenchDocs with the shared keys a
 //! collection of them would have, `ITER` times, and prints the time per record.
 //! `DUMP=path` writes every record's bytes once (length-prefixed) to `path`, so that two builds'
-//! outputs can be compared byte for byte.
+//! outputs can be compared byte for byte. `MODE=decode`: decodes the encoded records instead.
 use std::hint::black_box;
 use std::time::Instant;
 use tessera::codec::{encode_into, FieldIds};
@@ -33,6 +33,25 @@ fn main() {
         let serde = tessera::value::to_vec(&records).unwrap();
         all.extend_from_slice(&serde);
         std::fs::write(path, all).unwrap();
+    }
+    if std::env::var("MODE").is_ok_and(|mode| mode == "decode") {
+        let stored: Vec<Vec<u8>> = records
+            .iter()
+            .map(|record| {
+                encode_into(record, Some(&shared), &ids, &mut buffer).unwrap();
+                buffer.clone()
+            })
+            .collect();
+        let start = Instant::now();
+        for _ in 0..iterations {
+            for bytes in &stored {
+                let doc = tessera::value::Doc::from_trusted_with_keys(bytes, &shared).unwrap();
+                black_box(tessera::codec::decode::<BenchDoc>(doc.root(), &ids).unwrap());
+            }
+        }
+        let per_record = start.elapsed().as_secs_f64() * 1e9 / (iterations * records.len()) as f64;
+        println!("codec decode: {per_record:.1} ns per BenchDoc");
+        return;
     }
     let start = Instant::now();
     for _ in 0..iterations {
