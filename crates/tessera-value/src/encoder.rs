@@ -1138,6 +1138,18 @@ impl<'k> Encoder<'k> {
         if key_count > u32::MAX as u64 || atom_count > u32::MAX as u64 {
             return Err(EncodeError::Incomplete("more than 2^32 keys or atoms"));
         }
+        if key_count == 0 && atom_count == 0 {
+            self.write_small_tail(root, tail_start);
+        } else {
+            self.write_tail_with_tables(root, tail_start);
+        }
+        Ok(())
+    }
+
+    /// The tail in general: key table, atom table, their counts and widths, then the footer.
+    fn write_tail_with_tables(&mut self, root: Slot, tail_start: usize) {
+        let key_count = self.b.local_keys.len() as u64;
+        let atom_count = self.b.atoms.len() as u64;
         let mut tables = std::mem::take(&mut self.b.tail_scratch);
         tables.clear();
         let key_width =
@@ -1179,7 +1191,6 @@ impl<'k> Encoder<'k> {
         self.b.out.push((FORMAT_VERSION << 4) | (code_of_width(offset_width) << 2) | code_of_width(root_width));
         debug_assert_eq!(self.b.out.len(), tail_start + total);
         self.b.tail_scratch = tables;
-        Ok(())
     }
 
     /// Key table: item offsets by local id, then the key index, each `width` bytes. Returns the
@@ -1188,6 +1199,39 @@ impl<'k> Encoder<'k> {
     /// The hashed index is tried at every growth up to [`KEY_INDEX_GROWTH_MAX`]; a key set that
     /// fits none (only sets crafted against XXH3 can) gets a sorted index, so no valid document
     /// is refused.
+    /// The tail of a document without local keys or atoms (every record whose field names are
+    /// all shared keys, and whose strings do not repeat far apart): the same bytes as the
+    /// general case of [`Encoder::write_tail`] writes, built in one small array and appended
+    /// at once.
+    fn write_small_tail(&mut self, root: Slot, tail_start: usize) {
+        let shared_count = self.shared_count;
+        let offset_width = width_of(width_code_for_unsigned((tail_start as u64).max(shared_count)));
+        let root_width = root.width_at(tail_start);
+        let (flags, tables_len) = if shared_count > 0 { (TAIL_HAS_SHARED, offset_width) } else { (0, 0) };
+        // tag, total, the shared count, root slot, tail start, footer byte: at most 27 bytes,
+        // so `total` is a one-byte varint.
+        let total = 1 + 1 + tables_len + root_width + offset_width + 1;
+        debug_assert!(total < 0x80);
+        // Each field is copied as 8 bytes and the next one starts `width` bytes on, overwriting
+        // the excess: the array has room for the last 8-byte copy.
+        let mut tail = [0u8; 40];
+        tail[0] = TAG_TAIL | flags;
+        tail[1] = total as u8;
+        let mut at = 2;
+        if shared_count > 0 {
+            tail[at..at + 8].copy_from_slice(&shared_count.to_le_bytes());
+            at += offset_width;
+        }
+        tail[at..at + 8].copy_from_slice(&root.bits_at(tail_start).to_le_bytes());
+        at += root_width;
+        tail[at..at + 8].copy_from_slice(&(tail_start as u64).to_le_bytes());
+        at += offset_width;
+        tail[at] = (FORMAT_VERSION << 4) | (code_of_width(offset_width) << 2) | code_of_width(root_width);
+        at += 1;
+        debug_assert_eq!(at, total);
+        self.b.out.extend_from_slice(&tail[..at]);
+    }
+
     fn write_key_table(&mut self, tables: &mut Vec<u8>, width: usize) -> u8 {
         let count = self.b.local_keys.len();
         if count == 0 {
@@ -1273,4 +1317,70 @@ fn build_key_index(hashes: &[u64], slots: usize, index: &mut Vec<u32>) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document `build` pushes, finished by [`Encoder::write_tail`] and by the general
+    /// [`Encoder::write_tail_with_tables`].
+    fn both_tails(shared: Option<&SharedKeys>, build: impl Fn(&mut Encoder<'_>)) -> (Vec<u8>, Vec<u8>) {
+        let finish = |general: bool| {
+            let mut encoder = Encoder::with_buffers(shared, Box::new(Buffers::new()));
+            build(&mut encoder);
+            let root = encoder.b.root.expect("a root value");
+            let tail_start = encoder.b.out.len();
+            if general {
+                encoder.write_tail_with_tables(root, tail_start);
+            } else {
+                encoder.write_tail().unwrap();
+            }
+            std::mem::take(&mut encoder.b.out)
+        };
+        (finish(false), finish(true))
+    }
+
+    #[test]
+    fn the_small_tail_is_the_general_tail_byte_for_byte() {
+        let mut keys = SharedKeys::new();
+        for id in 0..300 {
+            keys.add(&format!("k{id}")).unwrap();
+        }
+        let mut few = SharedKeys::new();
+        few.add("k0").unwrap();
+        let mut checked = 0;
+        for shared in [None, Some(&few), Some(&keys)] {
+            // Roots inline (small and large integers, specials) and pointers at distances
+            // across every slot and offset width.
+            for string_len in [0usize, 1, 40, 300, 70_000] {
+                for int in [0i64, -16, 15, 4095, -4097, 1 << 27, 1 << 40, i64::MIN] {
+                    let (small, general) = both_tails(shared, |out| {
+                        if string_len == 0 {
+                            out.push_i64(int).unwrap();
+                            return;
+                        }
+                        out.begin_array().unwrap();
+                        out.push_str(&"x".repeat(string_len)).unwrap();
+                        out.push_i64(int).unwrap();
+                        if let Some(keys) = shared {
+                            out.begin_dict().unwrap();
+                            out.shared_key(keys.len() as u32 - 1).unwrap();
+                            out.push_null().unwrap();
+                            out.end_dict().unwrap();
+                        }
+                        out.end_array().unwrap();
+                    });
+                    assert_eq!(small, general, "shared {:?}, string of {string_len}, int {int}", shared.map(SharedKeys::len));
+                    let doc = match shared {
+                        Some(keys) => Doc::from_untrusted_with_keys(&small, keys),
+                        None => Doc::from_untrusted(&small),
+                    };
+                    assert!(doc.is_ok(), "a valid document");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 5 * 8);
+    }
 }
