@@ -218,8 +218,7 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
                 let mut literals = literals.iter();
                 #(
                     let ::std::option::Option::Some(literal) = literals.next() else { return true };
-                    let ::std::option::Option::Some(part) = <#key_types as ::tessera::collection::KeyLiteral>::from_literal(literal) else { return false };
-                    ::tessera::store::key::KeyPart::encode_key(&part, out);
+                    if !<#key_types as ::tessera::collection::KeyLiteral>::encode_literal(literal, out) { return false; }
                 )*
                 true
             }
@@ -244,8 +243,7 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
                 let mut literals = literals.iter();
                 #(
                     let ::std::option::Option::Some(literal) = literals.next() else { return false };
-                    let ::std::option::Option::Some(part) = <#key_types as ::tessera::collection::KeyLiteral>::from_literal(literal) else { return false };
-                    ::tessera::store::key::KeyPart::encode_key(&part, out);
+                    if !<#key_types as ::tessera::collection::KeyLiteral>::encode_literal(literal, out) { return false; }
                 )*
                 true
             }

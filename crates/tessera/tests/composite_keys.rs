@@ -129,3 +129,22 @@ fn leading_equalities_and_a_range_are_one_key_range() {
     assert!(matches!(exact.explain().unwrap().access, Access::Keys(ref keys) if keys.len() == 1));
     assert_eq!(exact.fetch(&db).unwrap().len(), 1);
 }
+
+/// `KeyLiteral::encode_literal` for strings encodes in place what `from_literal` then
+/// `encode_key` encode, zero bytes and all, and refuses what `from_literal` refuses.
+#[test]
+fn a_string_literal_encodes_in_place_as_its_converted_value_does() {
+    use tessera::collection::KeyLiteral;
+    use tessera::query::Literal;
+    use tessera::store::key::KeyPart;
+    for text in ["", "a", "\0", "a\0b\0", "\0\u{1}\u{ff}", "naïve ✓", &"x\0".repeat(300)] {
+        let literal = Literal::Str(text.to_owned());
+        let (mut in_place, mut converted) = (vec![9u8], vec![9u8]);
+        assert!(String::encode_literal(&literal, &mut in_place));
+        String::from_literal(&literal).expect("a string").encode_key(&mut converted);
+        assert_eq!(in_place, converted, "{text:?}");
+    }
+    let mut untouched = vec![1u8];
+    assert!(!String::encode_literal(&Literal::Int(1), &mut untouched));
+    assert_eq!(untouched, [1]);
+}

@@ -227,6 +227,28 @@ pub trait KeyLiteral: KeyPart + Sized {
     /// ```
     fn from_literal(literal: &Literal) -> Option<Self>;
 
+    /// Appends the constant's key encoding to `out`, as [`KeyPart::encode_key`] of
+    /// [`KeyLiteral::from_literal`] would; false (and `out` untouched) if it does not convert.
+    /// Types whose conversion allocates (`String`) encode from the literal in place.
+    ///
+    /// ```
+    /// use tessera::collection::KeyLiteral;
+    /// use tessera::query::Literal;
+    /// let mut key = Vec::new();
+    /// assert!(String::encode_literal(&Literal::Str("k".into()), &mut key));
+    /// assert_eq!(key, tessera::store::key::encode("k"));
+    /// assert!(!u8::encode_literal(&Literal::Int(300), &mut key), "does not fit");
+    /// ```
+    fn encode_literal(literal: &Literal, out: &mut Vec<u8>) -> bool {
+        match Self::from_literal(literal) {
+            Some(part) => {
+                part.encode_key(out);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Reads one encoded part of this type from the start of `encoded`, as text (strings
     /// quoted when `quote`); returns it and the rest. `None` if the bytes are not one.
     ///
@@ -284,6 +306,16 @@ impl KeyLiteral for String {
         match literal {
             Literal::Str(text) => Some(text.clone()),
             _ => None,
+        }
+    }
+
+    fn encode_literal(literal: &Literal, out: &mut Vec<u8>) -> bool {
+        match literal {
+            Literal::Str(text) => {
+                text.as_str().encode_key(out);
+                true
+            }
+            _ => false,
         }
     }
 }
