@@ -103,6 +103,30 @@ pub(crate) struct ChangeLog {
     /// was deleted earlier in the transaction), and [`ChangeLog::record_new`] looks it up.
     deleted: bool,
     hasher: foldhash::fast::RandomState,
+    /// By keyspace index: what its changes add to a durable-feed entry, summed by
+    /// [`ChangeLog::finish`] while it walks the entries (see [`KeyspaceTotals`]).
+    totals: Vec<KeyspaceTotals>,
+}
+
+/// One keyspace's changes after [`ChangeLog::finish`], summed for sizing a durable-feed entry
+/// (`feed_entry::size_of_log`) without a pass over the changes of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyspaceTotals {
+    /// Changes left after `finish`.
+    pub(crate) count: usize,
+    /// Their keys and new values, each with its varint length: what a feed entry holds of
+    /// them besides each change's head.
+    pub(crate) body_bytes: usize,
+    /// Position in the log of the keyspace's first change left (`usize::MAX` for none): a
+    /// feed entry names its keyspaces in the order their first change comes.
+    pub(crate) first: usize,
+}
+
+const NO_CHANGE: KeyspaceTotals = KeyspaceTotals { count: 0, body_bytes: 0, first: usize::MAX };
+
+/// LEB128 bytes of `value` (the feed entry's varints).
+fn varint_len(value: usize) -> usize {
+    (usize::BITS as usize - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 impl Default for ChangeLog {
@@ -115,6 +139,7 @@ impl Default for ChangeLog {
             indexed: 0,
             deleted: false,
             hasher: foldhash::fast::RandomState::default(),
+            totals: Vec::new(),
         }
     }
 }
@@ -167,6 +192,7 @@ impl ChangeLog {
         self.positions.clear();
         self.indexed = 0;
         self.deleted = false;
+        self.totals.clear();
         Some(self)
     }
 
@@ -269,19 +295,35 @@ impl ChangeLog {
     }
 
     /// Gives each entry its kind; a key written back to its old value, or inserted then
-    /// deleted, drops out.
+    /// deleted, drops out. Sums each keyspace's changes on the way, for sizing a feed entry
+    /// ([`ChangeLog::totals`]).
     pub(crate) fn finish(mut self) -> ChangeLog {
         let bytes = &self.bytes;
         let slice = |span: Span| &bytes[span.start..span.start + span.len];
-        for entry in &mut self.entries {
+        self.totals.clear();
+        self.totals.resize(self.keyspaces.len(), NO_CHANGE);
+        for (position, entry) in self.entries.iter_mut().enumerate() {
             entry.kind = match (entry.old, entry.new) {
                 (None, Some(_)) => Some(ChangeKind::Insert),
                 (Some(old), Some(new)) if slice(old) != slice(new) => Some(ChangeKind::Update),
                 (Some(_), None) => Some(ChangeKind::Delete),
                 _ => None,
             };
+            if entry.kind.is_some() {
+                let totals = &mut self.totals[entry.keyspace as usize];
+                totals.count += 1;
+                totals.body_bytes += varint_len(entry.key.len) + entry.key.len + entry.new.map_or(0, |new| varint_len(new.len) + new.len);
+                totals.first = totals.first.min(position);
+            }
         }
         self
+    }
+
+    /// Each keyspace's name and [`KeyspaceTotals`], in the order the log first recorded them
+    /// (after [`ChangeLog::finish`]; keyspaces whose changes all dropped out have a count of 0).
+    pub(crate) fn totals(&self) -> impl Iterator<Item = (&str, KeyspaceTotals)> + '_ {
+        debug_assert_eq!(self.totals.len(), self.keyspaces.len(), "finish summed every keyspace");
+        self.keyspaces.iter().map(|name| &**name).zip(self.totals.iter().copied())
     }
 
     /// The changes after [`ChangeLog::finish`], in the order the transaction first made them.

@@ -199,7 +199,8 @@ pub(crate) const META_LAST_EMPTY_KEY: &[u8] = b"cross_process_empty_commit";
 pub(crate) fn append(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequence: u64, log: &ChangeLog) -> Result<()> {
     let (feed, meta) = (&target.feed, &target.meta);
     let recorded_changes = log.changes_of(recorded);
-    let size = feed_entry::size(recorded_changes.clone());
+    let size = feed_entry::size_of_log(log, recorded);
+    debug_assert_eq!(size.len, feed_entry::size(recorded_changes.clone()).len, "the totals size the entry as a pass does");
     let (count, entry_len) = (size.count, size.len);
     if count == 0 {
         if target.olds.is_some() {
