@@ -181,14 +181,15 @@ pub fn encode_into<T: Encode + ?Sized>(
     }
     // Taken out of the cell (a re-entrant call, from inside a hand-written `Encode`, finds it
     // empty and starts fresh buffers), and put back emptied: one pointer moves each way.
-    let parked = BUFFERS.with(std::cell::Cell::take);
+    // `try_with`: during the thread's teardown the slot is gone, and fresh buffers serve.
+    let parked = BUFFERS.try_with(std::cell::Cell::take).ok().flatten();
     let mut encoder = match parked {
         Some(buffers) => Encoder::with_buffers(shared, buffers),
         None => Encoder::with_buffers(shared, Box::new(crate::encoder::Buffers::new())),
     };
     let result = value.encode(&mut encoder, ids).and_then(|()| encoder.finish_into(out));
     let buffers = encoder.into_buffers();
-    BUFFERS.with(|cell| cell.set(Some(buffers)));
+    let _ = BUFFERS.try_with(|cell| cell.set(Some(buffers)));
     result
 }
 

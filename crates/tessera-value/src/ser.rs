@@ -25,6 +25,9 @@ pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> 
     }
     ENCODER.with(|cell| match cell.try_borrow_mut() {
         Ok(mut encoder) => {
+            // A `Serialize` impl that panicked half-way (inside a `Db::write` closure, which
+            // catches panics) left its containers open: start from an empty document.
+            encoder.reset();
             if let Err(error) = value.serialize(&mut *encoder) {
                 encoder.reset();
                 return Err(error);

@@ -60,3 +60,43 @@ fn consecutive_documents_with_and_without_shared_keys_match_a_fresh_encoder() {
         assert_eq!(out, fresh, "document {i}");
     }
 }
+
+/// A value that opens a container, then panics half-way through writing itself.
+struct PanicsHalfWay;
+
+impl Encode for PanicsHalfWay {
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.begin_dict()?;
+        out.key("open")?;
+        out.begin_array()?;
+        panic!("a hand-written Encode panicked");
+    }
+}
+
+impl serde::Serialize for PanicsHalfWay {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_key("open")?;
+        panic!("a Serialize impl panicked");
+    }
+}
+
+#[test]
+fn a_panic_inside_encode_into_leaves_the_next_document_whole() {
+    let mut out = Vec::new();
+    let caught = std::panic::catch_unwind(|| encode_into(&PanicsHalfWay, None, &FieldIds::default(), &mut Vec::new()));
+    assert!(caught.is_err());
+    encode_into(&vec!["after"], None, &FieldIds::default(), &mut out).unwrap();
+    assert_eq!(Doc::from_untrusted(&out).unwrap().root().to_json(), r#"["after"]"#);
+}
+
+/// Before the fix, the per-thread encoder of `to_vec` kept the panicked value's open
+/// containers, and the next valid value was refused with `Incomplete`.
+#[test]
+fn a_panic_inside_to_vec_leaves_the_next_value_whole() {
+    let caught = std::panic::catch_unwind(|| tessera_value::to_vec(&PanicsHalfWay));
+    assert!(caught.is_err());
+    let bytes = tessera_value::to_vec(&vec![1, 2]).expect("a valid value after a panic");
+    assert_eq!(Doc::from_untrusted(&bytes).unwrap().root().to_json(), "[1,2]");
+}
