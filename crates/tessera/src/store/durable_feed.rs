@@ -200,7 +200,7 @@ pub(crate) fn append(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequence: u64, l
     let (feed, meta) = (&target.feed, &target.meta);
     let recorded_changes = log.changes_of(recorded);
     let size = feed_entry::size_of_log(log, recorded);
-    debug_assert_eq!(size.len, feed_entry::size(recorded_changes.clone()).len, "the totals size the entry as a pass does");
+    debug_assert!(size.agrees_with(&feed_entry::size(recorded_changes.clone())), "the totals size the entry as a pass does");
     let (count, entry_len) = (size.count, size.len);
     if count == 0 {
         if target.olds.is_some() {
