@@ -119,7 +119,6 @@ pub(crate) struct EntrySize<'a> {
     table: KeyspaceTable<'a>,
 }
 
-/// A change's head: its kind in the low bits, its keyspace's index above them.
 impl EntrySize<'_> {
     /// Whether two sizings agree on everything an entry is written from: the count, the length
     /// and the keyspace table in its order.
@@ -128,6 +127,7 @@ impl EntrySize<'_> {
     }
 }
 
+/// A change's head: its kind in the low bits, its keyspace's index above them.
 fn head_of(kind: ChangeKind, keyspace_index: usize) -> u64 {
     ((keyspace_index as u64) << V2_KIND_BITS) | u64::from(kind_code(kind))
 }
@@ -429,14 +429,14 @@ mod tests {
     fn the_logs_totals_size_an_entry_as_a_pass_over_its_changes_does() {
         let mut rng = fastrand::Rng::with_seed(28);
         for round in 0..3_000 {
-            // Up to 40 keyspaces: past 31, a change's head takes two bytes.
-            // Every tenth round keeps them all, with enough writes to reach index 32.
+            // Up to 40 keyspaces: past 31, a change's head takes two bytes. Every tenth round
+            // has 40, and enough writes to reach index 32.
             let wide = round % 10 == 0;
             let keyspaces = if wide { 40 } else { rng.usize(1..5) };
             let names: Vec<Arc<str>> = (0..keyspaces).map(|i| format!("ks{i}").into()).collect();
             let writes = if wide { 400 } else { rng.usize(0..60) };
             let log = random_log(&mut rng, &names, writes);
-            // Wide rounds drop a few keyspaces, so that indices past 31 still come.
+            // Wide rounds drop up to two keyspaces, so that indices past 31 still come.
             let kept_mask = if wide { !((1u64 << rng.u32(0..40)) | (1u64 << rng.u32(0..40))) } else { rng.u64(..) };
             let kept = |name: &str| (kept_mask >> (name[2..].parse::<u32>().unwrap() % 64)) & 1 == 1;
             let by_totals = size_of_log(&log, kept);
