@@ -20,6 +20,7 @@
 //! and the seed lives only as long as the transaction, which never shows a hash.
 
 use super::feed::{Change, ChangeKind};
+use super::feed_entry::varint_len;
 use std::cell::RefCell;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -123,11 +124,6 @@ pub(crate) struct KeyspaceTotals {
 }
 
 const NO_CHANGE: KeyspaceTotals = KeyspaceTotals { count: 0, body_bytes: 0, first: usize::MAX };
-
-/// LEB128 bytes of `value` (the feed entry's varints).
-fn varint_len(value: usize) -> usize {
-    (usize::BITS as usize - (value | 1).leading_zeros() as usize).div_ceil(7)
-}
 
 impl Default for ChangeLog {
     fn default() -> Self {
@@ -312,7 +308,8 @@ impl ChangeLog {
             if entry.kind.is_some() {
                 let totals = &mut self.totals[entry.keyspace as usize];
                 totals.count += 1;
-                totals.body_bytes += varint_len(entry.key.len) + entry.key.len + entry.new.map_or(0, |new| varint_len(new.len) + new.len);
+                totals.body_bytes +=
+                    varint_len(entry.key.len as u64) + entry.key.len + entry.new.map_or(0, |new| varint_len(new.len as u64) + new.len);
                 totals.first = totals.first.min(position);
             }
         }

@@ -65,7 +65,7 @@ fn kind_of(code: u8) -> Option<ChangeKind> {
 // ------------------------------------------------------------------------------ writing
 
 /// Bytes of `value` as LEB128.
-fn varint_len(value: u64) -> usize {
+pub(crate) fn varint_len(value: u64) -> usize {
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
