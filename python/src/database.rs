@@ -236,7 +236,7 @@ impl Database {
             other => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "durability must be \"immediate\" or \"buffered\", not {other:?}"
-                )))
+                )));
             }
         };
         let mut options = DbOptions { durability, read_only, ..DbOptions::default() };
@@ -380,7 +380,7 @@ impl Database {
                         return Err(pyo3::exceptions::PyValueError::new_err(format!(
                             "a record encoded for collection {:?} queued for collection {name:?}",
                             encoder.records_keyspace()
-                        )))
+                        )));
                     }
                     None => Record::Plain(encoded.get().bytes.clone()),
                 },

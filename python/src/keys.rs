@@ -32,17 +32,16 @@ pub fn key_bytes(py: Python<'_>, collection: &DynCollection, name: &str, key: &B
         let mut stored = Vec::with_capacity(32);
         if let Ok(text) = key.downcast_exact::<PyString>() {
             // A str with lone surrogates takes the general path, for its error.
-            if let Ok(text) = text.to_cow() {
-                if kind.encode_str(&text, &mut stored) {
-                    return Ok(KeyBytes::Stored(stored));
-                }
+            if let Ok(text) = text.to_cow()
+                && kind.encode_str(&text, &mut stored)
+            {
+                return Ok(KeyBytes::Stored(stored));
             }
-        } else if let Ok(integer) = key.downcast_exact::<PyInt>() {
-            if let Ok(integer) = integer.extract::<i64>() {
-                if kind.encode_i64(integer, &mut stored) {
-                    return Ok(KeyBytes::Stored(stored));
-                }
-            }
+        } else if let Ok(integer) = key.downcast_exact::<PyInt>()
+            && let Ok(integer) = integer.extract::<i64>()
+            && kind.encode_i64(integer, &mut stored)
+        {
+            return Ok(KeyBytes::Stored(stored));
         }
     }
     let document = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;

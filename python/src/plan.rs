@@ -50,11 +50,7 @@ const NAMED_SCAN_MAX: usize = 16;
 
 impl<T> Named<T> {
     fn new(entries: Vec<(String, T)>) -> Named<T> {
-        if entries.len() <= NAMED_SCAN_MAX {
-            Named::Few(entries)
-        } else {
-            Named::Many(entries.into_iter().collect())
-        }
+        if entries.len() <= NAMED_SCAN_MAX { Named::Few(entries) } else { Named::Many(entries.into_iter().collect()) }
     }
 
     fn get(&self, name: &str) -> Option<&T> {

@@ -16,10 +16,10 @@ use pyo3::types::PyTuple;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tessera::QuerySubscription;
 use tessera::collection::{DynCollection, DynQuery, DynRecord};
 use tessera::live::Event;
 use tessera::value::Doc;
-use tessera::QuerySubscription;
 
 /// Longest a single wait of `Subscription.next` lasts, in seconds: a wait without a timeout
 /// wakes this often to let Python deliver signals (Ctrl-C), then waits again.

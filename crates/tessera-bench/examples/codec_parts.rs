@@ -6,7 +6,7 @@
 mod people;
 use std::hint::black_box;
 use tessera::collection::Embed;
-use tessera_value::codec::{decode, encode_into, FieldIds};
+use tessera_value::codec::{FieldIds, decode, encode_into};
 use tessera_value::{Doc, SharedKeys};
 
 #[allow(non_snake_case, dead_code)]

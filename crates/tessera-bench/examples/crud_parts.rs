@@ -1,7 +1,7 @@
 //! Where an insert of 10,000 BenchDocs spends its time: encoding, key encoding, LMDB puts.
 
 use std::time::Instant;
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 fn main() {
     let n = 10_000;

@@ -5,7 +5,7 @@
 //! after each commit, so the next transaction meets pages the flush just cleaned), `PAUSE`
 //! (milliseconds to wait between the puts and the deletes), `ROUNDS` (default 5).
 use std::time::Instant;
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 fn main() {
     let n = 10_000;

@@ -4,9 +4,9 @@
 //! outputs can be compared byte for byte. `MODE=decode`: decodes the encoded records instead.
 use std::hint::black_box;
 use std::time::Instant;
-use tessera::codec::{encode_into, FieldIds};
+use tessera::codec::{FieldIds, encode_into};
 use tessera::value::SharedKeys;
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 fn main() {
     let iterations: usize = std::env::var("ITER").map_or(20, |v| v.parse().expect("ITER is a number"));

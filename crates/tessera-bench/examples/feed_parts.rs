@@ -32,7 +32,7 @@ impl Clock {
     }
 }
 use tessera::{Db, DbOptions, Durability};
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 /// Insert and update of every record in one fresh database; (insert, update) elapsed.
 fn round(clock: Clock, records: &[BenchDoc], durable_feed: bool) -> (Duration, Duration) {

@@ -3,7 +3,7 @@
 //! `MODE=queries` makes them case 1's queries (`title == "title{i}"`) instead.
 
 use std::time::{Duration, Instant};
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();

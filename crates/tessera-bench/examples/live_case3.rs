@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 use tessera::collection::Order;
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();

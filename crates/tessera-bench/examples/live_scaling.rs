@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 use tessera::live::{Event, QuerySubscription};
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 const AFFECTED: usize = 100;
 const ROUNDS: usize = 20;

@@ -1,5 +1,5 @@
 //! Where a fetch by key through a query spends its time, beside a plain get.
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 fn main() {
     let n = 10_000;

@@ -7,9 +7,9 @@
 //! committers share a flush (`store/sync.rs`); LMDB needs two flushes per durable commit (the
 //! data pages, then the meta page), where SQLite's WAL needs one.
 
-use crate::harness::{median, percentile, Goal, Table};
-use native_db::{native_db, ToKey};
-use native_model::{native_model, Model};
+use crate::harness::{Goal, Table, median, percentile};
+use native_db::{ToKey, native_db};
+use native_model::{Model, native_model};
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@ mod scaling;
 mod sqlite;
 mod tessera;
 
-use crate::harness::{elapsed_ms, median, Goal, Table};
+use crate::harness::{Goal, Table, elapsed_ms, median};
 use backend::{CrudBackend, Support};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
@@ -277,11 +277,7 @@ fn feed_rows(table: &mut Table, options: &Options) {
         for durable_feed in [false, true] {
             let dir = tempfile::tempdir().unwrap();
             let figures = tessera::insert_and_update_ms(dir.path(), n, durable_feed);
-            if durable_feed {
-                with.push(figures)
-            } else {
-                without.push(figures)
-            }
+            if durable_feed { with.push(figures) } else { without.push(figures) }
         }
     }
     let pick = |figures: &[(f64, f64)], which: fn(&(f64, f64)) -> f64| median(figures.iter().map(which));

@@ -1,7 +1,7 @@
 //! Dflat's BenchDoc, as tessera, native_db and SQLite store it, and its data.
 
-use native_db::{native_db, ToKey};
-use native_model::{native_model, Model};
+use native_db::{ToKey, native_db};
+use native_model::{Model, native_model};
 use serde::{Deserialize, Serialize};
 use tessera::collection::{Embed, Record};
 

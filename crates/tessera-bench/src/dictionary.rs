@@ -69,12 +69,14 @@ fn concurrent(task: impl Fn(usize) + Sync) -> f64 {
     let start = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..workers {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= TASKS {
-                    return;
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= TASKS {
+                        return;
+                    }
+                    task(index);
                 }
-                task(index);
             });
         }
     });

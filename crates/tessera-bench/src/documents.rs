@@ -2,7 +2,7 @@
 //! one key per field, against raw heed doing the same work by hand — the same keys, the same
 //! per-field encoding, the same prefix scan — with none of the library's machinery.
 
-use crate::harness::{percentile, Goal, Table};
+use crate::harness::{Goal, Table, percentile};
 use heed::types::Bytes;
 use heed::{EnvFlags, EnvOpenOptions};
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::time::Instant;
 use tessera::store::key;
 use tessera::{Db, DbOptions, Durability};
-use tessera_value::{from_value, to_vec, Doc};
+use tessera_value::{Doc, from_value, to_vec};
 
 pub struct Options {
     pub iterations: usize,

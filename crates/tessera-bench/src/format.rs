@@ -5,10 +5,10 @@
 //! validation, 61–85 ns lookup) come from the issue and are quoted in the README, not in the
 //! JSON's `peers`, which holds only what this run measured.
 
-use crate::harness::{median_ns, Goal, Table};
+use crate::harness::{Goal, Table, median_ns};
 use crate::people::Person;
 use std::hint::black_box;
-use tessera_value::{from_json, to_vec, DictKey, Doc, MutableDoc};
+use tessera_value::{DictKey, Doc, MutableDoc, from_json, to_vec};
 
 pub struct Options {
     pub json: Option<std::path::PathBuf>,

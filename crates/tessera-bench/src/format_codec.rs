@@ -2,10 +2,10 @@
 //! `#[derive(Embed)]` code from records stored with shared keys (as a collection stores them),
 //! beside serde_json decoding the same struct from text (issue 13, item 7: ≥ 10×).
 
-use crate::harness::{median_ns, Goal, Table};
+use crate::harness::{Goal, Table, median_ns};
 use std::hint::black_box;
 use tessera::collection::Embed;
-use tessera_value::codec::{decode, encode_into, FieldIds};
+use tessera_value::codec::{FieldIds, decode, encode_into};
 use tessera_value::{Doc, SharedKeys};
 
 /// One person of the seed's data set, owning its strings, with the JSON's own field names (the

@@ -2,11 +2,11 @@
 //! 100,000 keys, beside MessagePack and serde_json, and lookups in a map whose keys were
 //! crafted to collide under the key hash (the sorted key index).
 
-use crate::harness::{median_ns, Goal, Table};
+use crate::harness::{Goal, Table, median_ns};
 use std::collections::{BTreeMap, HashMap};
 use std::hint::black_box;
-use tessera_value::layout::{key_hash, key_index_slots, KeyIndexKind, KEY_INDEX_GROWTH_MAX};
-use tessera_value::{to_vec, Doc};
+use tessera_value::layout::{KEY_INDEX_GROWTH_MAX, KeyIndexKind, key_hash, key_index_slots};
+use tessera_value::{Doc, to_vec};
 
 /// Keys looked up per timed batch, cycling through existing keys in a shuffled order.
 const PROBES: usize = 1024;

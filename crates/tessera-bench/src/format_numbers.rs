@@ -5,7 +5,7 @@
 //! beside serde_json parsing into a `Value` (issue 13, item 7: ≥ 2× serde_json, size ≤
 //! MessagePack's).
 
-use crate::harness::{median_ns, Goal, Table};
+use crate::harness::{Goal, Table, median_ns};
 use std::fmt::Write;
 use std::hint::black_box;
 use tessera_value::from_json;

@@ -176,11 +176,7 @@ pub fn results_directory() -> std::path::PathBuf {
 }
 
 fn round(value: f64) -> f64 {
-    if value.abs() >= 100.0 {
-        (value * 10.0).round() / 10.0
-    } else {
-        (value * 1000.0).round() / 1000.0
-    }
+    if value.abs() >= 100.0 { (value * 10.0).round() / 10.0 } else { (value * 1000.0).round() / 1000.0 }
 }
 
 fn fmt(value: f64) -> String {

@@ -8,12 +8,12 @@
 //! compared.
 //! Plus the common case: 10 and 100 subscriptions, 10 changed objects.
 
-use crate::harness::{elapsed_ms, median, Goal, Table};
+use crate::harness::{Goal, Table, elapsed_ms, median};
 use std::time::{Duration, Instant};
 use tessera::collection::Order;
 use tessera::live::Event;
 use tessera::{Collection, Db, DbOptions, Durability, Query};
-use tessera_bench::crud_model::{parts, sql_create, BenchDoc, SqlDoc, SQL_COLUMNS};
+use tessera_bench::crud_model::{BenchDoc, SQL_COLUMNS, SqlDoc, parts, sql_create};
 
 pub struct Options {
     /// Rounds per case (medians are reported).

@@ -4,12 +4,12 @@
 //! from the first commit read to the last one in PostgreSQL), and the lag of a follower from
 //! a 10,000-record commit's return to its visibility in PostgreSQL (issue 19 item 3).
 
-use crate::harness::{elapsed_ms, median, Goal, Table};
+use crate::harness::{Goal, Table, elapsed_ms, median};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tessera::store::Durability;
 use tessera::{Db, DbOptions};
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 use tessera_postgres::{FeedWait, Replicator, ReplicatorOptions, TempPostgres};
 
 pub struct Options {

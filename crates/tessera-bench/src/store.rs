@@ -12,7 +12,7 @@ mod sqlite;
 mod tessera;
 
 use crate::harness::{Goal, Table};
-use backend::{Run, StoreBackend, WCDB_READS_COUNT, WCDB_THREADS_COUNT, WCDB_THREAD_KEYS_COUNT, WCDB_WRITES_COUNT};
+use backend::{Run, StoreBackend, WCDB_READS_COUNT, WCDB_THREAD_KEYS_COUNT, WCDB_THREADS_COUNT, WCDB_WRITES_COUNT};
 
 pub struct Options {
     pub samples: usize,

@@ -2,7 +2,7 @@
 
 use crate::failure::{Failure, Outcome};
 use std::io::{Read, Write};
-use tessera_value::{from_json, Doc, FormatError, JsonStyle, SharedKeys};
+use tessera_value::{Doc, FormatError, JsonStyle, SharedKeys, from_json};
 
 /// Reads `path`, or standard input for `-`.
 pub fn read_input(path: &str) -> Outcome<Vec<u8>> {

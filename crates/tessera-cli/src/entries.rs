@@ -4,7 +4,7 @@
 use crate::failure::{Failure, Outcome};
 use crate::open::{self, Access};
 use crate::table::Table;
-use serde_json::{json, Value as Json};
+use serde_json::{Value as Json, json};
 use std::path::Path;
 use tessera::Db;
 
@@ -105,7 +105,7 @@ pub fn doc_get(path: &Path, namespace: Option<&str>, id: &str, field: Option<&st
         (None, [only]) => only.clone(),
         (None, []) => return Err(Failure::Usage(format!("{file}: no documents"))),
         (None, many) => {
-            return Err(Failure::Usage(format!("{file}: several document namespaces ({}): pick one with --namespace", many.join(", "))))
+            return Err(Failure::Usage(format!("{file}: several document namespaces ({}): pick one with --namespace", many.join(", "))));
         }
     };
     let documents = db.documents(&namespace).map_err(fail)?;

@@ -388,9 +388,5 @@ fn report(tally: &mut Tally, options: &ImportOptions<'_>) -> Outcome {
         }
         println!("{summary}");
     }
-    if tally.rejected > 0 {
-        Err(Failure::Reported(crate::failure::EXIT_INVALID))
-    } else {
-        Ok(())
-    }
+    if tally.rejected > 0 { Err(Failure::Reported(crate::failure::EXIT_INVALID)) } else { Ok(()) }
 }

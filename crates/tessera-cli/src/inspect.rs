@@ -2,11 +2,11 @@
 
 use crate::failure::{Failure, Outcome};
 use crate::open::{self, Access};
-use crate::table::{pairs, Table};
-use serde_json::{json, Value as Json};
+use crate::table::{Table, pairs};
+use serde_json::{Value as Json, json};
 use std::path::Path;
-use tessera::collection::{DynCollection, DynIndex, DynSchema, TypeDesc};
 use tessera::Db;
+use tessera::collection::{DynCollection, DynIndex, DynSchema, TypeDesc};
 
 /// A stored shape's type as text: `int`, `option<string>`, `list<struct>`, `enum(Open|Done)`.
 pub fn type_name(desc: &TypeDesc) -> String {

@@ -1,6 +1,6 @@
 //! `check`, `backup` and `compact`: the file as a whole.
 
-use crate::failure::{write_failed, Failure, Outcome, EXIT_INVALID};
+use crate::failure::{EXIT_INVALID, Failure, Outcome, write_failed};
 use crate::open::{self, Access};
 use serde_json::json;
 use std::io::Write;
@@ -19,11 +19,7 @@ fn require_lmdb(path: &Path) -> Outcome {
         .and_then(|file| file.take(MAGIC_END as u64).read_to_end(&mut bytes))
         .map_err(|error| Failure::Io(format!("cannot read {}: {error}", path.display())))?;
     let magic = bytes.get(16..20).and_then(|magic| <[u8; 4]>::try_from(magic).ok()).map(u32::from_ne_bytes);
-    if magic == Some(LMDB_MAGIC) {
-        Ok(())
-    } else {
-        Err(open::not_a_database(path))
-    }
+    if magic == Some(LMDB_MAGIC) { Ok(()) } else { Err(open::not_a_database(path)) }
 }
 
 /// Walks `db`'s LMDB structure first (so that opening it cannot crash inside LMDB: opening
@@ -52,11 +48,7 @@ pub fn check_in_process(path: &Path, as_json: bool) -> Outcome {
         print!("{file}: {report}");
     }
     std::io::stdout().flush().map_err(|error| write_failed("the report", error))?;
-    if report.is_ok() {
-        Ok(())
-    } else {
-        Err(Failure::Reported(EXIT_INVALID))
-    }
+    if report.is_ok() { Ok(()) } else { Err(Failure::Reported(EXIT_INVALID)) }
 }
 
 /// Runs the check in a child process (this program, `check --in-process`) and passes its

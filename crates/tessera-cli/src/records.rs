@@ -1,14 +1,14 @@
 //! `get`, `query` and `export`: records read through dynamic collections.
 
-use crate::failure::{write_failed, Failure, Outcome};
+use crate::failure::{Failure, Outcome, write_failed};
 use crate::open::{self, Access};
 use crate::table::Table;
 use serde_json::json;
 use std::io::Write;
 use std::path::Path;
+use tessera::Db;
 use tessera::collection::{DynCollection, DynRecord, KeyKind, TypeDesc};
 use tessera::value::{Kind, Value};
-use tessera::Db;
 
 /// The first line of each collection's section in an export: `{"tessera_export": 1, ...}`.
 pub const EXPORT_HEADER_FIELD: &str = "tessera_export";

@@ -5,7 +5,7 @@
 //! `tessera_postgres::FeedWait`), and looking again at least every 20 ms for writers that do
 //! not notify.
 
-use crate::failure::{write_failed, Failure, Outcome};
+use crate::failure::{Failure, Outcome, write_failed};
 use crate::open;
 use serde_json::json;
 use std::io::Write;

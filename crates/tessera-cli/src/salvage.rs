@@ -7,7 +7,7 @@
 //! when something was (the file is damaged), 3 for I/O errors and files that are not tessera
 //! databases.
 
-use crate::failure::{write_failed, Failure, Outcome, EXIT_INVALID};
+use crate::failure::{EXIT_INVALID, Failure, Outcome, write_failed};
 use crate::open;
 use crate::records::{export_header, export_summary, export_summary_text, write_output};
 use serde_json::json;
@@ -71,11 +71,7 @@ pub fn export_salvage(path: &Path, names: &[String], output: Option<&str>, as_js
             print_report(&report).map_err(|error| write_failed("the report", error))?;
         }
     }
-    if report.is_complete() {
-        Ok(())
-    } else {
-        Err(Failure::Reported(EXIT_INVALID))
-    }
+    if report.is_complete() { Ok(()) } else { Err(Failure::Reported(EXIT_INVALID)) }
 }
 
 /// A library error as the command's failure: a file that is not a tessera database is named

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tessera::collection::Record;
 use tessera::store::Durability;
 use tessera::{Db, DbOptions};
-use tessera_postgres::{postgres_digest, tessera_digest, TempPostgres};
+use tessera_postgres::{TempPostgres, postgres_digest, tessera_digest};
 
 #[derive(Debug, Clone, Serialize, Deserialize, Record)]
 #[record(name = "orders")]

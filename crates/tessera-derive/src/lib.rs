@@ -6,7 +6,7 @@ mod codec;
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::quote;
-use syn::{parse_macro_input, Data, DeriveInput, Error, Fields, LitInt, LitStr};
+use syn::{Data, DeriveInput, Error, Fields, LitInt, LitStr, parse_macro_input};
 
 /// Implements `tessera::collection::Record` (and `Describe`, and the generated codec
 /// `tessera::codec::{Encode, Decode}`) for a struct with named fields.

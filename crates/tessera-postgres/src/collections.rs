@@ -5,8 +5,8 @@
 use crate::columns::TableShape;
 use crate::error::{ReplicateError, Result};
 use std::collections::{BTreeSet, HashMap};
-use tessera::collection::DynCollection;
 use tessera::Db;
+use tessera::collection::DynCollection;
 
 /// Keyspaces whose changes mean a collection's schema or shared keys changed.
 const SCHEMA_KEYSPACES: [&str; 2] = ["tessera.schema", "tessera.keys"];

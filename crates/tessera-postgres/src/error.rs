@@ -61,7 +61,9 @@ pub enum ReplicateError {
     },
     /// tessera's feed no longer holds the commits after the replica's cursor: resynchronise
     /// (`resync`, a full copy from a snapshot).
-    #[error("consumer {consumer}: the feed no longer has the commits after cursor {cursor} (oldest kept {oldest_kept}); resynchronise with --resync")]
+    #[error(
+        "consumer {consumer}: the feed no longer has the commits after cursor {cursor} (oldest kept {oldest_kept}); resynchronise with --resync"
+    )]
     CursorExpired {
         /// The consumer.
         consumer: String,

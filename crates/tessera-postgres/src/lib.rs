@@ -55,12 +55,12 @@ mod session;
 mod table;
 mod wait;
 
-pub use columns::{ColumnType, FieldColumn, TableShape, KEY_COLUMN, RECORD_COLUMN};
-pub use digest::{postgres_digest, tessera_digest, Digest};
+pub use columns::{ColumnType, FieldColumn, KEY_COLUMN, RECORD_COLUMN, TableShape};
+pub use digest::{Digest, postgres_digest, tessera_digest};
 pub use error::{ReplicateError, Result};
 pub use ident::IDENTIFIER_LEN_MAX;
-pub use options::{ReplicatorOptions, RetryPolicy, BATCHES_PER_TRANSACTION_MAX, RETRY_ATTEMPTS_MAX};
-pub use replicator::{ReplicationStats, Replicator, ACK_INTERVAL_MS_MAX};
+pub use options::{BATCHES_PER_TRANSACTION_MAX, RETRY_ATTEMPTS_MAX, ReplicatorOptions, RetryPolicy};
+pub use replicator::{ACK_INTERVAL_MS_MAX, ReplicationStats, Replicator};
 pub use rows::ROWS_PER_STATEMENT_MAX;
 pub use server::{ServerError, TempPostgres};
 pub use table::CURSOR_TABLE;

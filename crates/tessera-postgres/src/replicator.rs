@@ -16,8 +16,8 @@ use crate::table;
 use crate::wait::Wait;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tessera::store::{ChangeBatch, Consumer};
 use tessera::Db;
+use tessera::store::{ChangeBatch, Consumer};
 
 /// Longest time between two acknowledgements to tessera's consumer while the replicator is
 /// busy (it also acknowledges whenever it has caught up). The acknowledgement only lets

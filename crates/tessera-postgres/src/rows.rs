@@ -2,12 +2,12 @@
 //! prepared statement per table and kind, at most [`ROWS_PER_STATEMENT_MAX`] rows each.
 
 use crate::cells::Row;
-use crate::columns::{TableShape, KEY_COLUMN, RECORD_COLUMN};
+use crate::columns::{KEY_COLUMN, RECORD_COLUMN, TableShape};
 use crate::error::Result;
 use crate::ident;
 use crate::session::Statements;
-use postgres::types::ToSql;
 use postgres::Transaction;
+use postgres::types::ToSql;
 
 /// Most rows one statement carries.
 ///

@@ -2,7 +2,7 @@
 //! against the shape it needs (refused, naming the column, when it differs), and given the
 //! columns of newly indexed fields (filled from the records already there).
 
-use crate::columns::{FieldColumn, TableShape, KEY_COLUMN, RECORD_COLUMN};
+use crate::columns::{FieldColumn, KEY_COLUMN, RECORD_COLUMN, TableShape};
 use crate::error::{ReplicateError, Result};
 use crate::ident;
 use postgres::Transaction;

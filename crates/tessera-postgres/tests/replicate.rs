@@ -8,7 +8,7 @@ use std::time::Duration;
 use tessera::collection::Record;
 use tessera::store::{Durability, FeedRetention};
 use tessera::{Collection, Db, DbOptions};
-use tessera_postgres::{postgres_digest, tessera_digest, ReplicateError, Replicator, ReplicatorOptions, TempPostgres};
+use tessera_postgres::{ReplicateError, Replicator, ReplicatorOptions, TempPostgres, postgres_digest, tessera_digest};
 
 #[derive(Debug, Clone, Serialize, Deserialize, Record)]
 #[record(name = "people")]

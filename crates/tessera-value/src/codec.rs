@@ -907,11 +907,7 @@ impl Encode for () {
 impl Decode<'_> for () {
     #[inline]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
-        if value.is_null() {
-            Ok(())
-        } else {
-            Err(FieldError::wrong_type("null", value))
-        }
+        if value.is_null() { Ok(()) } else { Err(FieldError::wrong_type("null", value)) }
     }
 }
 

@@ -83,12 +83,13 @@ impl Encoder<'_> {
     /// ```
     pub fn push_value(&mut self, value: Value<'_>) -> Result<(), EncodeError> {
         self.check_value_allowed()?;
-        if let Repr::Item(pos) = value.repr() {
-            if self.b.original_len > 0 && value.doc().bytes().as_ptr() as usize == self.b.original_ptr {
-                let height = value.doc().item_height(pos);
-                self.place(Slot::pointer(pos, height));
-                return Ok(());
-            }
+        if let Repr::Item(pos) = value.repr()
+            && self.b.original_len > 0
+            && value.doc().bytes().as_ptr() as usize == self.b.original_ptr
+        {
+            let height = value.doc().item_height(pos);
+            self.place(Slot::pointer(pos, height));
+            return Ok(());
         }
         copy_value(self, value)
     }

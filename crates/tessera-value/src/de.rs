@@ -156,11 +156,7 @@ impl<'s, 'de> de::Deserializer<'de> for Reader<'s, 'de> {
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        if self.repr == Repr::Null {
-            visitor.visit_none()
-        } else {
-            visitor.visit_some(self)
-        }
+        if self.repr == Repr::Null { visitor.visit_none() } else { visitor.visit_some(self) }
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, DecodeError> {

@@ -7,7 +7,7 @@
 //! from the global allocator) can be read as `&[f64]` or `&[i32]` in place.
 
 use crate::error::FormatError;
-use crate::layout::{packed_data_start, read_varint, read_varint_trusted, write_varint, PackedNumber, PACKED_MATRIX, TAG_PACKED};
+use crate::layout::{PACKED_MATRIX, PackedNumber, TAG_PACKED, packed_data_start, read_varint, read_varint_trusted, write_varint};
 
 /// Most rows a matrix may have (a row is addressed with a `u32`).
 ///
@@ -37,11 +37,7 @@ impl Header {
     /// Number of stored numbers.
     #[inline(always)]
     pub(crate) fn numbers(&self) -> usize {
-        if self.columns == 0 {
-            self.len
-        } else {
-            self.len * self.columns
-        }
+        if self.columns == 0 { self.len } else { self.len * self.columns }
     }
 
     /// Items a reader walks: the item, each row of a matrix, and each number.
@@ -272,7 +268,7 @@ impl<'a> Numbers<'a> {
     /// let numbers = doc.root().as_array().unwrap().numbers().unwrap();
     /// assert_eq!(numbers.iter_f64().sum::<f64>(), 4.0);
     /// ```
-    pub fn iter_f64(&self) -> impl ExactSizeIterator<Item = f64> + 'a {
+    pub fn iter_f64(&self) -> impl ExactSizeIterator<Item = f64> + 'a + use<'a> {
         let numbers = *self;
         (0..numbers.len()).map(move |index| numbers.get_f64(index).expect("index below len"))
     }

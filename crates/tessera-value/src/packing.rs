@@ -14,8 +14,8 @@
 //! plan checks that: the items of the elements must add up to exactly the bytes written since
 //! the array was opened, or the array is not packed.
 
-use crate::layout::{sign_extend, PackedNumber, TAG_F32, TAG_F64, TAG_INT, TAG_UINT};
-use crate::packed::{self, PackedValue, MATRIX_ROWS_MAX};
+use crate::layout::{PackedNumber, TAG_F32, TAG_F64, TAG_INT, TAG_UINT, sign_extend};
+use crate::packed::{self, MATRIX_ROWS_MAX, PackedValue};
 
 /// An element of the array being closed, as the encoder's slot describes it.
 #[derive(Clone, Copy, Debug)]
@@ -41,11 +41,7 @@ pub(crate) struct Plan {
 impl Plan {
     /// Container height of the packed item.
     pub(crate) fn height(&self) -> u8 {
-        if self.columns == 0 {
-            1
-        } else {
-            2
-        }
+        if self.columns == 0 { 1 } else { 2 }
     }
 }
 

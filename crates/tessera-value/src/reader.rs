@@ -10,7 +10,7 @@
 //! UTF-8 on access).
 
 use crate::error::FormatError;
-use crate::footer::{parse_footer, read_footer, Footer};
+use crate::footer::{Footer, parse_footer, read_footer};
 use crate::layout::*;
 pub(crate) use crate::repr::Repr;
 use crate::shared_keys::SharedKeys;
@@ -413,10 +413,10 @@ impl<'a> Doc<'a> {
     #[inline]
     pub(crate) fn key_id(&self, name: &str) -> Option<u64> {
         let shared_count = self.shared_count as u64;
-        if shared_count > 0 {
-            if let Some(id) = self.shared.and_then(|s| s.id_below(name, shared_count)) {
-                return Some(id as u64);
-            }
+        if shared_count > 0
+            && let Some(id) = self.shared.and_then(|s| s.id_below(name, shared_count))
+        {
+            return Some(id as u64);
         }
         if self.key_count == 0 {
             return None;
@@ -957,11 +957,7 @@ enum ArrayBody<'a> {
 /// Height of a packed item: 1 for a vector, 2 for a matrix.
 #[inline(always)]
 pub(crate) const fn packed_height(tag: u8) -> u8 {
-    if tag & PACKED_MATRIX == 0 {
-        1
-    } else {
-        2
-    }
+    if tag & PACKED_MATRIX == 0 { 1 } else { 2 }
 }
 
 impl<'a> Array<'a> {
@@ -1054,7 +1050,7 @@ impl<'a> Array<'a> {
     /// let doubled: Vec<i64> = array.iter().map(|value| 2 * value.as_i64().unwrap()).collect();
     /// assert_eq!(doubled, [2, 4, 6]);
     /// ```
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = Value<'a>> + 'a {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Value<'a>> + 'a + use<'a> {
         let array = *self;
         (0..array.len()).map(move |index| array.get(index).expect("index below len"))
     }
@@ -1190,11 +1186,7 @@ impl<'a> Dict<'a> {
     /// ```
     #[inline]
     pub fn get_field(&self, id: u32, name: &str) -> Option<Value<'a>> {
-        if (id as u64) < self.doc.shared_count() {
-            self.get_id(id as u64)
-        } else {
-            self.get(name)
-        }
+        if (id as u64) < self.doc.shared_count() { self.get_id(id as u64) } else { self.get(name) }
     }
 
     /// [`Dict::get_field`] for a field expected at entry `position` (its rank among the
@@ -1282,7 +1274,7 @@ impl<'a> Dict<'a> {
     /// let entries: Vec<(&str, i64)> = dict.iter().map(|(key, value)| (key, value.as_i64().unwrap())).collect();
     /// assert_eq!(entries, [("x", 1), ("y", 2)]);
     /// ```
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'a str, Value<'a>)> + 'a {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&'a str, Value<'a>)> + 'a + use<'a> {
         let dict = *self;
         (0..dict.shape.len).map(move |index| dict.entry(index).expect("index below len"))
     }

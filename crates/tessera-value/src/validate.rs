@@ -32,7 +32,7 @@
 //! container in that second pass.
 
 use crate::error::FormatError;
-use crate::footer::{decode_slot_checked, parse_footer, Footer, Table};
+use crate::footer::{Footer, Table, decode_slot_checked, parse_footer};
 use crate::layout::*;
 use crate::reader::Doc;
 use crate::repr::Repr;

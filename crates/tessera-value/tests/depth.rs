@@ -5,7 +5,7 @@
 
 use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeSeq, Serializer};
-use tessera_value::{from_json, from_slice, layout, to_vec, Doc, EncodeError, Encoder, JsonErrorKind, ValidateOptions};
+use tessera_value::{Doc, EncodeError, Encoder, JsonErrorKind, ValidateOptions, from_json, from_slice, layout, to_vec};
 
 /// An array nested `0` levels deep, serialized and deserialized recursively (as any derived
 /// recursive type is).

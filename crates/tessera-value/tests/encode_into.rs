@@ -1,7 +1,7 @@
 //! `codec::encode_into` reuses one set of buffers per thread: documents encoded one after the
 //! other, with and without shared keys, and from inside another encode, stay independent.
 
-use tessera_value::codec::{encode, encode_into, Encode, FieldIds};
+use tessera_value::codec::{Encode, FieldIds, encode, encode_into};
 use tessera_value::{Doc, EncodeError, Encoder, SharedKeys};
 
 /// A value whose encoder encodes another document through `encode_into` while its own is half

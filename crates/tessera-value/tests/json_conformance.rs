@@ -1,7 +1,7 @@
 //! RFC 8259 conformance of the JSON converter: every JSON text is accepted, everything else is
 //! rejected with a typed error that points at the right byte, line and column.
 
-use tessera_value::{from_json, from_json_with, Doc, JsonErrorKind, JsonOptions};
+use tessera_value::{Doc, JsonErrorKind, JsonOptions, from_json, from_json_with};
 
 /// Valid JSON texts, each compared with serde_json's view after a round trip.
 const VALID: &[&str] = &[

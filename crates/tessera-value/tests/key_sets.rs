@@ -4,8 +4,8 @@
 
 use proptest::prelude::*;
 use std::collections::{BTreeSet, HashMap};
-use tessera_value::layout::{key_hash, key_index_slots, KeyIndexKind, KEY_INDEX_GROWTH_MAX};
-use tessera_value::{from_json, from_slice, to_vec, Doc};
+use tessera_value::layout::{KEY_INDEX_GROWTH_MAX, KeyIndexKind, key_hash, key_index_slots};
+use tessera_value::{Doc, from_json, from_slice, to_vec};
 
 /// A JSON object mapping each key to its position, as text.
 fn object_json(keys: &[String]) -> String {

@@ -2,8 +2,8 @@
 //! beyond `f32`'s range read as an `f32` (through the generated codec and through serde), and
 //! a JSON number beyond `f64`'s range.
 
-use tessera_value::codec::{decode, FieldIds, FieldProblem};
-use tessera_value::{from_json, from_slice, to_vec, Doc, JsonErrorKind};
+use tessera_value::codec::{FieldIds, FieldProblem, decode};
+use tessera_value::{Doc, JsonErrorKind, from_json, from_slice, to_vec};
 
 #[test]
 fn a_double_beyond_f32_range_is_not_read_as_an_infinity() {

@@ -2,7 +2,7 @@
 //! validator's checks, and edits through `MutableDoc`.
 
 use tessera_value::layout::PackedNumber;
-use tessera_value::{from_json, Doc, Encoder, FormatError, Kind, MutableDoc, Value};
+use tessera_value::{Doc, Encoder, FormatError, Kind, MutableDoc, Value, from_json};
 
 fn doc(bytes: &[u8]) -> Doc<'_> {
     Doc::from_untrusted(bytes).expect("valid")

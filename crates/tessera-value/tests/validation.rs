@@ -1,7 +1,7 @@
 //! Hand-built malformed documents: each is refused with the right typed error, in linear time.
 
 use std::time::{Duration, Instant};
-use tessera_value::{from_json, layout, Doc, FormatError, SharedKeys, ValidateOptions};
+use tessera_value::{Doc, FormatError, SharedKeys, ValidateOptions, from_json, layout};
 
 /// Appends a tail with 1-byte widths to `values`: tag, total length, `fields`, root slot,
 /// tail offset and the last byte.

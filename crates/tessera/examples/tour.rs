@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tessera::collection::{Embed, Order, Record};
 use tessera::live::Event;
 use tessera::store::key;
-use tessera::value::{from_json, from_value, to_vec, to_vec_with_keys, DictKey, Doc, MutableDoc, SharedKeys};
+use tessera::value::{DictKey, Doc, MutableDoc, SharedKeys, from_json, from_value, to_vec, to_vec_with_keys};
 use tessera::{Db, DbOptions, Durability, FeedEvent};
 
 #[derive(Debug, Serialize, Deserialize)]

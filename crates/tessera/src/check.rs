@@ -14,8 +14,8 @@
 //! from the file's bytes (`store::structure`), and a damaged keyspace is never handed to LMDB,
 //! which trusts its pages and would crash the process on damage.
 
-use crate::error::Result;
 use crate::Db;
+use crate::error::Result;
 
 /// What [`Db::check`] found.
 ///

@@ -25,7 +25,7 @@ pub mod live;
 pub mod query;
 pub mod store;
 
-pub use check::{CheckReport, Problem, CHECK_PROBLEMS_MAX, PROBLEM_KEY_BYTES_MAX};
+pub use check::{CHECK_PROBLEMS_MAX, CheckReport, PROBLEM_KEY_BYTES_MAX, Problem};
 pub use collection::{Collection, CollectionOptions, Order, Query, Record, WriteOutcome};
 pub use dictionary::{DictTxn, Dictionary, DictionaryOptions};
 pub use documents::{Document, Documents, DocumentsOptions, FieldHandle, FieldTransform};

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use tessera::codec::{decode, encode, encode_into, FieldIds, FieldProblem};
+use tessera::codec::{FieldIds, FieldProblem, decode, encode, encode_into};
 use tessera::collection::{Embed, Record};
 use tessera_value::{Doc, SharedKeys};
 

@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tessera::collection::{DynCollection, DynQuery, DynRecord, Nulls, Order, Record};
 use tessera::live::{Event, ObjectChange};
-use tessera::query::{field, Expr, OrderKey};
+use tessera::query::{Expr, OrderKey, field};
 use tessera::store::Keyspace;
-use tessera::value::{from_json, Doc};
+use tessera::value::{Doc, from_json};
 use tessera::{ChangeStream, Collection, Db, DbOptions, Durability, FeedEvent, QuerySubscription, ResultChange};
 
 /// How long the feed may take to hand a commit to its listeners before the test gives up.

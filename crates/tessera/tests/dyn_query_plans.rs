@@ -8,8 +8,8 @@
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use tessera::collection::Record;
 use tessera::Db;
+use tessera::collection::Record;
 
 /// A secondary index, a unique index and a plain field.
 #[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use tessera::collection::{DynSchema, Embed, KeyKind, Record, TypeDesc, WriteOutcome};
-use tessera::value::{from_json, Doc};
+use tessera::value::{Doc, from_json};
 use tessera::{Db, DbOptions, Error};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]

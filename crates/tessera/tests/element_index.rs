@@ -28,11 +28,7 @@ const NUMBERS: [i64; 5] = [1 << 53, (1 << 53) + 1, -1, 0, 7];
 
 fn long_word(word: &str) -> String {
     // Past 256 bytes a string's entry is truncated: two of them share a prefix.
-    if word == "long" {
-        format!("{}{word}", "x".repeat(300))
-    } else {
-        word.to_owned()
-    }
+    if word == "long" { format!("{}{word}", "x".repeat(300)) } else { word.to_owned() }
 }
 
 fn doc() -> impl Strategy<Value = Doc> {

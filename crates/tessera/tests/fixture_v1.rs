@@ -8,8 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use tessera::collection::{Embed, Record};
 use tessera::Db;
+use tessera::collection::{Embed, Record};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]
 #[record(name = "items", version = 1)]

@@ -32,7 +32,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 use tessera::collection::{Embed, Nulls, Order, Record};
 use tessera::live::Event;
-use tessera::query::{field, CompareOp, Expr, Literal};
+use tessera::query::{CompareOp, Expr, Literal, field};
 use tessera::store::Keyspace;
 use tessera::{ChangeStream, Collection, Db, DbOptions, Durability, Error, FeedEvent, Policy, Query, QuerySubscription, ResultChange};
 
@@ -195,11 +195,7 @@ fn string_test(left: Expr, op: TextTest, text: &str) -> Expr {
 }
 
 fn null_test(left: Expr, negated: bool) -> Expr {
-    if negated {
-        left.is_not_null()
-    } else {
-        left.is_null()
-    }
+    if negated { left.is_not_null() } else { left.is_null() }
 }
 
 fn compare_op() -> impl Strategy<Value = CompareOp> {

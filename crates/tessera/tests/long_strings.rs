@@ -12,7 +12,7 @@
 use proptest::prelude::*;
 use std::time::Duration;
 use tessera::collection::{Order, Record};
-use tessera::query::{field, Expr};
+use tessera::query::{Expr, field};
 use tessera::{Db, Error};
 
 #[derive(Record, Debug, Clone, PartialEq)]

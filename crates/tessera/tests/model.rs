@@ -225,11 +225,7 @@ fn run(ops: &[Op]) {
                         // a refused call leaves nothing of itself in the transaction.
                         assert_eq!(actual.is_ok(), expected.is_ok(), "step {step}: {call_op:?} gave {actual:?}, the model {expected:?}");
                     }
-                    if *abort {
-                        Err(Error::other("the closure changed its mind"))
-                    } else {
-                        Ok(())
-                    }
+                    if *abort { Err(Error::other("the closure changed its mind")) } else { Ok(()) }
                 });
                 assert_eq!(result.is_ok(), !abort, "step {step}: {result:?}");
                 if !abort {

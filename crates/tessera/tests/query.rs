@@ -3,8 +3,8 @@
 //! logic included. Also: the text syntax round-trips, and parse errors point at the column.
 
 use proptest::prelude::*;
-use serde_json::{json, Value as Json};
-use tessera::query::{field, ArithOp, CompareOp, Expr, Literal, StringOp, Truth};
+use serde_json::{Value as Json, json};
+use tessera::query::{ArithOp, CompareOp, Expr, Literal, StringOp, Truth, field};
 
 // ------------------------------------------------------------------------------ the oracle
 
@@ -179,11 +179,7 @@ fn truth(e: &Expr, r: &Json) -> Option<bool> {
             for l in list {
                 found = kleene_or(found, cmp(&v, CompareOp::Eq, &literal(l)));
             }
-            if *negated {
-                found.map(|b| !b)
-            } else {
-                found
-            }
+            if *negated { found.map(|b| !b) } else { found }
         }
         Expr::IsNull(a, negated) => Some((value(a, r) == V::Null) != *negated),
         Expr::Str(a, op, text) => match value(a, r) {
@@ -550,7 +546,7 @@ proptest! {
 
 #[test]
 fn the_query_limits_hold_at_their_boundaries() {
-    use tessera::query::{Statement, ORDER_KEYS_MAX, QUERY_LEN_MAX};
+    use tessera::query::{ORDER_KEYS_MAX, QUERY_LEN_MAX, Statement};
     let keys = |count: usize| (0..count).map(|index| format!("f{index}")).collect::<Vec<_>>().join(", ");
     assert_eq!(Statement::parse(&format!("order by {}", keys(ORDER_KEYS_MAX))).unwrap().order_by.len(), ORDER_KEYS_MAX);
     let error = Statement::parse(&format!("order by {}", keys(ORDER_KEYS_MAX + 1))).unwrap_err();

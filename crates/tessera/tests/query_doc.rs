@@ -141,7 +141,7 @@ fn every_error_example_fails_with_its_documented_message() {
 #[test]
 fn text_and_builder_forms_agree() {
     use tessera::collection::{Nulls, Order};
-    use tessera::query::{field, OrderKey};
+    use tessera::query::{OrderKey, field};
     let (_dir, db, products) = setup();
     let pairs = [
         (r#"tags contains "sweet" and price < 5"#, products.filter(Product::tags().contains("sweet").and(Product::price().lt(5)))),

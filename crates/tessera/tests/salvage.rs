@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use tessera::collection::{salvage, DynRecord, DynSchema, Record, SalvageSink};
+use tessera::collection::{DynRecord, DynSchema, Record, SalvageSink, salvage};
 use tessera::store::structure::{self, StructureDamage, Tree};
 use tessera::{Db, DbOptions, Error};
 

@@ -3,7 +3,7 @@
 //! struct field and several levels deep, in predicates and orders alike.
 
 use tessera::collection::{Embed, Order, Record};
-use tessera::query::{field, Field};
+use tessera::query::{Field, field};
 
 #[derive(Embed, Debug, Clone, PartialEq)]
 struct Geo {

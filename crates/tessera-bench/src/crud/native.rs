@@ -7,7 +7,7 @@ use native_db::{Builder, Database, Models, ToInput};
 use std::path::Path;
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread::JoinHandle;
-use tessera_bench::crud_model::{parts, Content, NativeDoc, NativeDoc1, NativeDoc2, NativeDoc3, Parts};
+use tessera_bench::crud_model::{Content, NativeDoc, NativeDoc1, NativeDoc2, NativeDoc3, Parts, parts};
 
 pub struct Native {
     db: Arc<Database<'static>>,

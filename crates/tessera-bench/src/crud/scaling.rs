@@ -2,9 +2,9 @@
 //! at 1k, 10k and 100k records; linear means the cost stays flat.
 
 use super::{expected_priority_count, tessera::open_buffered};
-use crate::harness::{median, Goal, Table};
+use crate::harness::{Goal, Table, median};
 use std::time::Instant;
-use tessera_bench::crud_model::{parts, BenchDoc};
+use tessera_bench::crud_model::{BenchDoc, parts};
 
 /// The operations, in the order of `scaling_round`'s result.
 const OPERATIONS: [&str; 5] = ["insert", "filtered scan", "get", "update", "delete"];

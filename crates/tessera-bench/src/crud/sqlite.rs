@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tessera_bench::crud_model::{parts, sql_create, SqlDoc, SQL_COLUMNS};
+use tessera_bench::crud_model::{SQL_COLUMNS, SqlDoc, parts, sql_create};
 
 /// The table of the single-thread rows, then one table per writer thread.
 const TABLES: [&str; 4] = ["bench_doc", "bench_doc_1", "bench_doc_2", "bench_doc_3"];

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use tessera::collection::Record;
 use tessera::{Collection, Db, DbOptions, Durability};
-use tessera_bench::crud_model::{parts, BenchDoc, BenchDoc1, BenchDoc2, BenchDoc3, Parts};
+use tessera_bench::crud_model::{BenchDoc, BenchDoc1, BenchDoc2, BenchDoc3, Parts, parts};
 
 /// How long a Buffered commit may wait for its flush, in the crud table's databases.
 const BUFFERED_DELAY_MS_MAX: u64 = 100;

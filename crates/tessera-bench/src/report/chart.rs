@@ -219,11 +219,7 @@ pub fn render_svg(plan: &ChartPlan) -> Result<String, String> {
 
 /// An axis tick (a power of ten): `0.01`, `1`, `1,000`.
 fn format_tick(value: f64) -> String {
-    if value >= 1.0 {
-        format_figure(value.round()).trim_end_matches(".000").trim_end_matches(".0").to_owned()
-    } else {
-        format!("{value}")
-    }
+    if value >= 1.0 { format_figure(value.round()).trim_end_matches(".000").trim_end_matches(".0").to_owned() } else { format!("{value}") }
 }
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;

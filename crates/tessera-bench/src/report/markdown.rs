@@ -2,7 +2,7 @@
 //! and the seed figures its chart shows.
 
 use super::results::ResultsTable;
-use super::seed_figures::{seed_figures_for, SeedFigure};
+use super::seed_figures::{SeedFigure, seed_figures_for};
 use std::fmt::Write;
 
 /// A figure as the report prints it: thousands grouped, three significant decimals below 10,

@@ -14,14 +14,14 @@ mod markdown;
 mod results;
 mod seed_figures;
 
-pub use chart::{render_svg, Bar, ChartPlan, ReferenceLine, RowGroup, SYSTEMS_COUNT_MAX, WIDTH_PX};
+pub use chart::{Bar, ChartPlan, ReferenceLine, RowGroup, SYSTEMS_COUNT_MAX, WIDTH_PX, render_svg};
 pub use error::ReportError;
 pub use markdown::{format_figure, markdown_document, markdown_section, peer_names};
 pub use results::{
-    producer_command, read_table, results_path, ResultsRow, ResultsTable, EXTERNAL_TABLE_NAMES, PEERS_COUNT_MAX, REPORT_TABLE_NAMES,
-    ROWS_COUNT_MAX, TABLE_NAMES,
+    EXTERNAL_TABLE_NAMES, PEERS_COUNT_MAX, REPORT_TABLE_NAMES, ROWS_COUNT_MAX, ResultsRow, ResultsTable, TABLE_NAMES, producer_command,
+    read_table, results_path,
 };
-pub use seed_figures::{seed_figures_for, SeedFigure, SEED_FIGURES};
+pub use seed_figures::{SEED_FIGURES, SeedFigure, seed_figures_for};
 
 use std::path::{Path, PathBuf};
 

@@ -156,10 +156,10 @@ fn check(results: &ResultsTable, table: &str) -> Result<(), String> {
         }
         let figures = std::iter::once(("tessera", row.tessera)).chain(row.peers.iter().map(|(name, figure)| (name.as_str(), *figure)));
         for (system, figure) in figures {
-            if let Some(figure) = figure {
-                if !figure.is_finite() || figure < 0.0 {
-                    return Err(format!("row `{}`: {system}'s figure {figure} is not a finite number >= 0", row.row));
-                }
+            if let Some(figure) = figure
+                && (!figure.is_finite() || figure < 0.0)
+            {
+                return Err(format!("row `{}`: {system}'s figure {figure} is not a finite number >= 0", row.row));
             }
         }
     }

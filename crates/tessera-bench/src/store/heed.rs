@@ -1,6 +1,6 @@
 //! Raw heed in the `store` table: the same work by hand, with tessera's LMDB configuration.
 
-use super::backend::{key, read_key, Run, StoreBackend, READ_ROWS_COUNT};
+use super::backend::{READ_ROWS_COUNT, Run, StoreBackend, key, read_key};
 use crate::harness::median_ns;
 use heed::types::Bytes;
 use heed::{EnvFlags, EnvOpenOptions};

@@ -2,7 +2,7 @@
 //! durable row), a table of an integer key and a blob.
 
 use super::backend::{
-    Run, StoreBackend, READ_ROWS_COUNT, WCDB_READS_COUNT, WCDB_THREADS_COUNT, WCDB_THREAD_BATCH_COUNT, WCDB_THREAD_KEYS_COUNT,
+    READ_ROWS_COUNT, Run, StoreBackend, WCDB_READS_COUNT, WCDB_THREAD_BATCH_COUNT, WCDB_THREAD_KEYS_COUNT, WCDB_THREADS_COUNT,
     WCDB_WRITES_COUNT,
 };
 use crate::harness::median_ns;

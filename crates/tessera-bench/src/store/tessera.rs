@@ -1,8 +1,8 @@
 //! tessera in the `store` table: one database per durability, as an application opens them.
 
 use super::backend::{
-    key, read_key, Run, StoreBackend, READ_ROWS_COUNT, WCDB_READS_COUNT, WCDB_THREADS_COUNT, WCDB_THREAD_BATCH_COUNT,
-    WCDB_THREAD_KEYS_COUNT, WCDB_WRITES_COUNT,
+    READ_ROWS_COUNT, Run, StoreBackend, WCDB_READS_COUNT, WCDB_THREAD_BATCH_COUNT, WCDB_THREAD_KEYS_COUNT, WCDB_THREADS_COUNT,
+    WCDB_WRITES_COUNT, key, read_key,
 };
 use crate::harness::median_ns;
 use std::hint::black_box;

@@ -7,12 +7,12 @@
 //! field is NULL or not an array). It serves `tags contains VALUE` (see `plan`), and never an
 //! order or a comparison of the whole field. It cannot be unique.
 
-use super::{sort_key, CollectionState, IndexState};
+use super::{CollectionState, IndexState, sort_key};
+use crate::Db;
 use crate::error::{Error, Result};
 use crate::store::{Keyspace, WriteTxn};
-use crate::Db;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use tessera_value::SharedKeys;
 
 /// Records indexed per transaction by a background build: small enough that writers wait at
@@ -235,15 +235,15 @@ pub(crate) fn update_entries<'i>(
         }
         for component in new_components.iter().filter(|component| !old_components.contains(component)) {
             let entry = entry_key(index, component, primary_key)?;
-            if index.unique {
-                if let Some(holder) = unique_holder(tx, target, index, &entry, component, primary_key)? {
-                    return Err(Error::UniqueViolation {
-                        collection: collection.to_owned(),
-                        index: index.path.clone(),
-                        key: target.show_key(primary_key),
-                        holder: target.show_key(&holder),
-                    });
-                }
+            if index.unique
+                && let Some(holder) = unique_holder(tx, target, index, &entry, component, primary_key)?
+            {
+                return Err(Error::UniqueViolation {
+                    collection: collection.to_owned(),
+                    index: index.path.clone(),
+                    key: target.show_key(primary_key),
+                    holder: target.show_key(&holder),
+                });
             }
             adds.push(entry);
         }
@@ -416,7 +416,7 @@ fn mark_ready(db: &Db, state: &CollectionState, id: u8) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::collection::{sort_key, Record};
+    use crate::collection::{Record, sort_key};
     use crate::store::key::encode;
 
     #[derive(Record, Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@
 
 use super::key_layout::KeyLayout;
 use super::plan::{self, Access, Plan, PlanOrdering};
-use super::{sort_key, CollectionState, IndexState};
+use super::{CollectionState, IndexState, sort_key};
 use crate::error::Result;
 use crate::query::{Expr, Order, OrderKey, Truth};
 use crate::store::{Entries, Snapshot};
@@ -88,11 +88,7 @@ impl QuerySpec<'_> {
                     start: Bound::Included(vec![id]),
                     end: sort_key::prefix_end(&[id]).map_or(Bound::Unbounded, Bound::Excluded),
                 };
-                if *order == Order::Asc {
-                    PlanOrdering::Natural
-                } else {
-                    PlanOrdering::Reversed
-                }
+                if *order == Order::Asc { PlanOrdering::Natural } else { PlanOrdering::Reversed }
             }
             ([(path, Order::Asc)], Access::Scan | Access::KeyRange(..) | Access::Keys(_) | Access::Intersect(_) | Access::Union(_))
                 if is_key(path) =>
@@ -340,25 +336,27 @@ fn ties_ascending<'t>(
     };
     let mut group: Vec<(&'t [u8], &'t [u8])> = Vec::new();
     let mut next: Option<Result<(&'t [u8], &'t [u8])>> = None;
-    std::iter::from_fn(move || loop {
-        if let Some(entry) = group.pop() {
-            return Some(Ok(entry));
-        }
-        let first = match next.take().or_else(|| descending.next())? {
-            Ok(entry) => entry,
-            Err(error) => return Some(Err(error)),
-        };
-        group.push(first);
+    std::iter::from_fn(move || {
         loop {
-            match descending.next() {
-                Some(Ok(entry)) if value_of(entry) == value_of(first) => group.push(entry),
-                other => {
-                    next = other;
-                    break;
+            if let Some(entry) = group.pop() {
+                return Some(Ok(entry));
+            }
+            let first = match next.take().or_else(|| descending.next())? {
+                Ok(entry) => entry,
+                Err(error) => return Some(Err(error)),
+            };
+            group.push(first);
+            loop {
+                match descending.next() {
+                    Some(Ok(entry)) if value_of(entry) == value_of(first) => group.push(entry),
+                    other => {
+                        next = other;
+                        break;
+                    }
                 }
             }
+            // `group` is in descending primary-key order: popping yields ascending.
         }
-        // `group` is in descending primary-key order: popping yields ascending.
     })
 }
 
@@ -379,40 +377,42 @@ fn in_full_order<'t>(
     let group_of = |entry: &'t [u8]| sort_key::string_group(entry.get(1..).unwrap_or_default());
     let mut ready: std::collections::VecDeque<Result<Candidate<'t>>> = std::collections::VecDeque::new();
     let mut next: Option<Result<(&'t [u8], &'t [u8])>> = None;
-    std::iter::from_fn(move || loop {
-        if let Some(candidate) = ready.pop_front() {
-            return Some(candidate);
-        }
-        let first = match next.take().or_else(|| entries.next())? {
-            Ok(entry) => entry,
-            Err(error) => return Some(Err(error)),
-        };
-        let Some(group) = group_of(first.0) else { return Some(record_of_entry(snapshot, &state, Ok(first))) };
-        let mut run = vec![first];
+    std::iter::from_fn(move || {
         loop {
-            match entries.next() {
-                Some(Ok(entry)) if group_of(entry.0) == Some(group) => run.push(entry),
-                other => {
-                    next = other;
-                    break;
+            if let Some(candidate) = ready.pop_front() {
+                return Some(candidate);
+            }
+            let first = match next.take().or_else(|| entries.next())? {
+                Ok(entry) => entry,
+                Err(error) => return Some(Err(error)),
+            };
+            let Some(group) = group_of(first.0) else { return Some(record_of_entry(snapshot, &state, Ok(first))) };
+            let mut run = vec![first];
+            loop {
+                match entries.next() {
+                    Some(Ok(entry)) if group_of(entry.0) == Some(group) => run.push(entry),
+                    other => {
+                        next = other;
+                        break;
+                    }
                 }
             }
-        }
-        if !run.iter().any(|(entry, _)| sort_key::is_truncated(entry.get(1..).unwrap_or_default())) {
-            ready.extend(run.into_iter().map(|entry| record_of_entry(snapshot, &state, Ok(entry))));
-            continue;
-        }
-        let mut keyed = Vec::with_capacity(run.len());
-        for entry in run {
-            let sorted = record_of_entry(snapshot, &state, Ok(entry))
-                .and_then(|(key, bytes)| Ok((record_sort_key(&state, &order, &key, bytes)?, key, bytes)));
-            match sorted {
-                Ok(sorted) => keyed.push(sorted),
-                Err(error) => return Some(Err(error)),
+            if !run.iter().any(|(entry, _)| sort_key::is_truncated(entry.get(1..).unwrap_or_default())) {
+                ready.extend(run.into_iter().map(|entry| record_of_entry(snapshot, &state, Ok(entry))));
+                continue;
             }
+            let mut keyed = Vec::with_capacity(run.len());
+            for entry in run {
+                let sorted = record_of_entry(snapshot, &state, Ok(entry))
+                    .and_then(|(key, bytes)| Ok((record_sort_key(&state, &order, &key, bytes)?, key, bytes)));
+                match sorted {
+                    Ok(sorted) => keyed.push(sorted),
+                    Err(error) => return Some(Err(error)),
+                }
+            }
+            keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            ready.extend(keyed.into_iter().map(|(_, key, bytes)| Ok((key, bytes))));
         }
-        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        ready.extend(keyed.into_iter().map(|(_, key, bytes)| Ok((key, bytes))));
     })
 }
 

@@ -4,7 +4,7 @@
 //! ([`KindsKey`]). The planner and the candidate runner (`engine`) depend on nothing else
 //! about the record, so typed and dynamic queries share them.
 
-use super::{key_display, KeyKind, Record};
+use super::{KeyKind, Record, key_display};
 use crate::query::Literal;
 use std::marker::PhantomData;
 

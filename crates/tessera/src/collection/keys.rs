@@ -16,8 +16,8 @@
 use super::Record;
 use crate::error::{Error, Result};
 use crate::store::{Keyspace, Snapshot, WriteTxn};
-use tessera_value::codec::FieldIds;
 use tessera_value::SharedKeys;
+use tessera_value::codec::FieldIds;
 
 /// Keyspace of every collection's shared-key table.
 pub(crate) const KEYS_KEYSPACE: &str = "tessera.keys";

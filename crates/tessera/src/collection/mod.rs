@@ -60,8 +60,8 @@ mod view;
 
 pub use build::ELEMENT_ENTRIES_MAX;
 pub use dynamic::{
-    salvage, Catalog, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, KeyKind, SalvageReport, SalvageSink, SkipReason,
-    SkippedEntry, SALVAGE_FORMAT_VERSION_MIN, SALVAGE_SKIPPED_MAX,
+    Catalog, DynCollection, DynIndex, DynQuery, DynRecord, DynSchema, KeyKind, SALVAGE_FORMAT_VERSION_MIN, SALVAGE_SKIPPED_MAX,
+    SalvageReport, SalvageSink, SkipReason, SkippedEntry, salvage,
 };
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
@@ -71,11 +71,11 @@ pub use tessera_derive::{Embed, Record};
 pub(crate) use upgrade::upgrade_keyspace;
 pub use view::{PlainView, RecordRef, RecordView, ViewParts};
 
+use crate::Db;
 use crate::error::{Error, Result};
 use crate::query::{Expr, Literal};
 use crate::store::key::KeyPart;
 use crate::store::{Keyspace, ReadSource, Snapshot, WriteTxn};
-use crate::Db;
 use keys::RecordKeys;
 use schema::{StoredIndex, StoredSchema};
 use serde::Serialize;
@@ -686,11 +686,7 @@ pub(crate) fn open_stored<'a>(
     keys: &'a tessera_value::SharedKeys,
     verified: bool,
 ) -> std::result::Result<Doc<'a>, tessera_value::FormatError> {
-    if verified {
-        Doc::from_trusted_with_keys(bytes, keys)
-    } else {
-        Doc::from_untrusted_with_keys(bytes, keys)
-    }
+    if verified { Doc::from_trusted_with_keys(bytes, keys) } else { Doc::from_untrusted_with_keys(bytes, keys) }
 }
 
 /// Where a schema change (a unique index's build, a migration) writes index entries. It reads
@@ -881,10 +877,10 @@ fn with_buffer<R>(write: impl FnOnce(&mut Vec<u8>) -> Result<R>) -> Result<R> {
     let mut buffer = BUFFER.with(|cell| cell.try_borrow_mut().map(|mut buffer| std::mem::take(&mut *buffer)).unwrap_or_default());
     let result = write(&mut buffer);
     BUFFER.with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut() {
-            if slot.capacity() < buffer.capacity() {
-                *slot = buffer;
-            }
+        if let Ok(mut slot) = cell.try_borrow_mut()
+            && slot.capacity() < buffer.capacity()
+        {
+            *slot = buffer;
         }
     });
     result
@@ -941,11 +937,7 @@ impl<T: Record> Collection<T> {
             // No index to maintain: one descent writes the record or finds the key taken.
             return with_buffer(|bytes| {
                 self.state.encode(record, bytes)?;
-                if tx.insert_new(&self.state.records, &key, bytes)? {
-                    Ok(WriteOutcome::Inserted)
-                } else {
-                    Err(duplicate())
-                }
+                if tx.insert_new(&self.state.records, &key, bytes)? { Ok(WriteOutcome::Inserted) } else { Err(duplicate()) }
             });
         }
         if tx.get(&self.state.records, &key)?.is_some() {

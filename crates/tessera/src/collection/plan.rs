@@ -4,9 +4,9 @@
 //! evaluated on each candidate's stored bytes. So the planner only has to be conservative, and
 //! three-valued logic is decided in one place (`query::eval`).
 
+use super::CollectionState;
 use super::key_layout::{KeyLayout, KeyText};
 use super::sort_key::{self, prefix_end};
-use super::CollectionState;
 use crate::query::{CompareOp, Expr, Literal, StringOp};
 use crate::store::key::part_prefix;
 use std::fmt;
@@ -147,12 +147,13 @@ impl Access {
             Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start, key_text), bound_text(end, key_text)),
             Access::IndexRange { path, start, end } => {
                 // Every entry of one value (or of NULL): the entries that start with a prefix.
-                if let (Bound::Included(low), Bound::Excluded(high)) = (start, end) {
-                    if low.len() >= 2 && prefix_end(low).as_deref() == Some(high.as_slice()) {
-                        let value = sort_key::describe(&low[1..]);
-                        let word = if value.ends_with('…') { "prefix" } else { "=" };
-                        return write!(f, "index range on {path} {word} {value}");
-                    }
+                if let (Bound::Included(low), Bound::Excluded(high)) = (start, end)
+                    && low.len() >= 2
+                    && prefix_end(low).as_deref() == Some(high.as_slice())
+                {
+                    let value = sort_key::describe(&low[1..]);
+                    let word = if value.ends_with('…') { "prefix" } else { "=" };
+                    return write!(f, "index range on {path} {word} {value}");
                 }
                 // Entry keys are the index id, the value's sort key, and (mostly) the primary
                 // key: show the value part of each bound. A bound of the id alone, or of a
@@ -323,10 +324,11 @@ fn composite_key_access(layout: &dyn KeyLayout, conjuncts: &[&Expr]) -> Option<A
 }
 
 fn plan_expr(state: &CollectionState, key: &dyn KeyLayout, expr: &Expr) -> Option<Access> {
-    if matches!(expr, Expr::And(..) | Expr::Compare(..) | Expr::Between(..)) && key.key_fields().len() > 1 {
-        if let Some(access) = composite_key_access(key, &expr.conjuncts()) {
-            return Some(access);
-        }
+    if matches!(expr, Expr::And(..) | Expr::Compare(..) | Expr::Between(..))
+        && key.key_fields().len() > 1
+        && let Some(access) = composite_key_access(key, &expr.conjuncts())
+    {
+        return Some(access);
     }
     match expr {
         Expr::And(a, b) => {

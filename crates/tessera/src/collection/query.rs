@@ -4,7 +4,7 @@
 use super::engine::{Candidates, QuerySpec};
 use super::key_layout::{KeyLayout, RecordKey};
 use super::plan::Plan;
-use super::{decode, sort_key, Collection, CollectionState, Record};
+use super::{Collection, CollectionState, Record, decode, sort_key};
 use crate::error::Result;
 use crate::query::{Expr, OrderKey};
 use crate::store::{ReadSource, Snapshot};

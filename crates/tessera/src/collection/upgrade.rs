@@ -12,7 +12,7 @@
 //! The old entries of a unique index never collide under the new encoding: two values with
 //! one format-7 component are equal, so they had one format-6 component too.
 
-use super::{build, keys, IndexState, StoredSchema, SCHEMA_KEYSPACE};
+use super::{IndexState, SCHEMA_KEYSPACE, StoredSchema, build, keys};
 use crate::error::{Error, Result};
 use crate::store::{Keyspace, Upgrade, WriteTxn};
 use std::ops::Bound;

@@ -15,7 +15,7 @@
 //! for the first 255 keys of a hash, then `0xFF` and a big-endian u32.
 
 use crate::error::{Error, Result};
-use crate::store::{key, HashKey, Keyspace, ReadTxn, Snapshot, WriteTxn};
+use crate::store::{HashKey, Keyspace, ReadTxn, Snapshot, WriteTxn, key};
 use siphasher::sip::SipHasher13;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -39,11 +39,7 @@ enum Slot {
 
 fn slot(name: &str) -> Slot {
     let encoded = key::encode(name);
-    if encoded.len() <= DIRECT_KEY_LEN_MAX {
-        Slot::Direct(encoded)
-    } else {
-        Slot::Long(name.to_owned())
-    }
+    if encoded.len() <= DIRECT_KEY_LEN_MAX { Slot::Direct(encoded) } else { Slot::Long(name.to_owned()) }
 }
 
 /// The hash that places long keys: SipHash-1-3 keyed with the file's hash key (the key's
@@ -416,11 +412,11 @@ pub(super) fn entry_of<'r>(stored: &'r [u8], record: &'r [u8]) -> Result<(std::b
     }
     // An encoded key ends with the terminator 0x00 0x01; a key with no other 0x00 byte is its
     // own bytes before it.
-    if let Some(plain) = stored.strip_suffix(&[0x00, 0x01]) {
-        if !plain.contains(&0x00) {
-            let name = std::str::from_utf8(plain).map_err(|_| corrupt())?;
-            return Ok((std::borrow::Cow::Borrowed(name), record));
-        }
+    if let Some(plain) = stored.strip_suffix(&[0x00, 0x01])
+        && !plain.contains(&0x00)
+    {
+        let name = std::str::from_utf8(plain).map_err(|_| corrupt())?;
+        return Ok((std::borrow::Cow::Borrowed(name), record));
     }
     match key::decode_bytes(stored) {
         Some((name, [])) => Ok((std::borrow::Cow::Owned(String::from_utf8(name).map_err(|_| corrupt())?), record)),

@@ -30,8 +30,8 @@ use crate::error::{Error, Result};
 use crate::live::ValueSubscription;
 use crate::store::{Db, Durability, Keyspace, WriteTxn};
 use rustc_hash::FxHasher;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -566,11 +566,11 @@ impl DictInner {
                 }
             } else {
                 for key in dirty {
-                    if let Some(entry) = shard.entries.get_mut(&key) {
-                        if entry.pending > 0 {
-                            batch.push((key, entry.value.clone(), entry.pending));
-                            entry.pending = 0;
-                        }
+                    if let Some(entry) = shard.entries.get_mut(&key)
+                        && entry.pending > 0
+                    {
+                        batch.push((key, entry.value.clone(), entry.pending));
+                        entry.pending = 0;
                     }
                 }
             }
@@ -624,12 +624,12 @@ fn flusher_loop(dictionary: Weak<DictInner>, shared: Arc<FlusherShared>, interva
             }
         }
         let Some(inner) = dictionary.upgrade() else { return };
-        if inner.has_pending.load(Ordering::SeqCst) {
-            if let Err(error) = inner.flush_pending() {
-                // Kept for the next `set` or `remove`; the values stay pending for a retry.
-                lock(&inner.flusher.state).error = Some(error.to_string());
-                inner.write_behind_failed.store(true, Ordering::Release);
-            }
+        if inner.has_pending.load(Ordering::SeqCst)
+            && let Err(error) = inner.flush_pending()
+        {
+            // Kept for the next `set` or `remove`; the values stay pending for a retry.
+            lock(&inner.flusher.state).error = Some(error.to_string());
+            inner.write_behind_failed.store(true, Ordering::Release);
         }
     }
 }
@@ -894,10 +894,10 @@ impl Drop for DictInner {
             flusher.stopped = true;
             self.flusher.changed.notify_all();
         }
-        if let Some(thread) = lock(&self.thread).take() {
-            if thread.thread().id() != std::thread::current().id() {
-                let _ = thread.join();
-            }
+        if let Some(thread) = lock(&self.thread).take()
+            && thread.thread().id() != std::thread::current().id()
+        {
+            let _ = thread.join();
         }
         let pending = self.has_pending.load(Ordering::SeqCst) || !self.shards.iter().all(|s| lock(s).dirty.is_empty());
         if pending && crate::store::writing_on_this_thread() {
@@ -918,11 +918,9 @@ impl Drop for DictInner {
             }
             return;
         }
-        if pending {
-            if let Err(error) = self.flush_pending().and_then(|()| self.db.sync()) {
-                // Drop cannot return it: say so rather than swallow it (`close` returns it).
-                eprintln!("tessera: dictionary {:?} could not write its pending values when dropped: {error}", self.name);
-            }
+        if pending && let Err(error) = self.flush_pending().and_then(|()| self.db.sync()) {
+            // Drop cannot return it: say so rather than swallow it (`close` returns it).
+            eprintln!("tessera: dictionary {:?} could not write its pending values when dropped: {error}", self.name);
         }
     }
 }

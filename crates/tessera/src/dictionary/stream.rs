@@ -1,11 +1,11 @@
 //! Subscriptions to one dictionary key: value subscriptions ([`crate::live::ValueSubscription`])
 //! that follow the change bus with the same shape as every other subscription.
 
-use super::{keys, Dictionary};
+use super::{Dictionary, keys};
+use crate::Db;
 use crate::error::{Error, Result};
 use crate::live::{Follow, Policy, ValueSubscription};
 use crate::store::Published;
-use crate::Db;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 

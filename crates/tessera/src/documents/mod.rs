@@ -24,9 +24,9 @@ mod probe;
 
 use crate::error::{Error, Result};
 use crate::live::ValueSubscription;
-use crate::store::{key, Db, Durability, Entries, Keyspace, ReadTxn, WriteTxn};
-use serde::de::DeserializeOwned;
+use crate::store::{Db, Durability, Entries, Keyspace, ReadTxn, WriteTxn, key};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 use std::sync::Arc;
 

@@ -1,13 +1,13 @@
 //! Observing a document or one field: value subscriptions ([`crate::live::ValueSubscription`])
 //! that follow the change feed with the same shape as every other subscription.
 
-use super::{fields, Collection, Document};
+use super::{Collection, Document, fields};
+use crate::Db;
 use crate::error::Result;
 use crate::live::{Follow, Policy, ValueSubscription};
 use crate::store::{Keyspace, Published};
-use crate::Db;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

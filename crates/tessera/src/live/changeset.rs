@@ -197,8 +197,8 @@ pub(super) fn diff_by_key(old: &[Box<[u8]>], new: &[Box<[u8]>], modified: &HashS
 /// ending at or below each position.
 fn heaviest_increasing_run(stayed: &[(usize, usize)], heavy: impl Fn(&(usize, usize)) -> bool, old_len: usize) -> Vec<bool> {
     let light_max = stayed.len() as u64 + 1; // more than every light pair together
-                                             // tree[i]: the best (weight, index into `stayed`) of a run ending at an old position in
-                                             // the range node i covers; (0, MAX) is no run.
+    // tree[i]: the best (weight, index into `stayed`) of a run ending at an old position in
+    // the range node i covers; (0, MAX) is no run.
     let mut tree: Vec<(u64, usize)> = vec![(0, usize::MAX); old_len + 1];
     let mut previous = vec![usize::MAX; stayed.len()];
     let mut best = (0u64, usize::MAX);

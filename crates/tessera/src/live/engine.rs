@@ -8,11 +8,11 @@ use super::matcher::Matcher;
 use super::record::LiveRecord;
 use super::state::{Commit, Hits, QuerySub, SortKeys, Values};
 use super::watch::{AnyWatch, Watches};
-use crate::collection::{sort_key, CollectionState, TypeDesc};
+use crate::Db;
+use crate::collection::{CollectionState, TypeDesc, sort_key};
 use crate::error::Result;
 use crate::query::FieldPath;
 use crate::store::{ChangeDemand, ChangeView, Published, WeakDb};
-use crate::Db;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,12 +92,12 @@ impl<T: LiveRecord> LiveCollection<T> {
             !subs.is_empty()
         });
         for slot in 0..self.queries.len() {
-            if self.queries[slot].as_ref().is_some_and(|sub| sub.mailbox.strong_count() == 0) {
-                if let Some(sub) = self.queries[slot].take() {
-                    self.matcher.remove(slot as u64, &sub.anchors);
-                    self.free_slots.push(slot);
-                    removed += 1;
-                }
+            if self.queries[slot].as_ref().is_some_and(|sub| sub.mailbox.strong_count() == 0)
+                && let Some(sub) = self.queries[slot].take()
+            {
+                self.matcher.remove(slot as u64, &sub.anchors);
+                self.free_slots.push(slot);
+                removed += 1;
             }
         }
         self.orders.retain(|_, shared| shared.strong_count() > 0);

@@ -12,8 +12,8 @@
 //! component order agrees with the query language's comparison (strings, booleans, integer
 //! fields against integer constants below 2^53): then the lookup itself decides the match.
 
-use crate::collection::sort_key::{self, Interval};
 use crate::collection::TypeDesc;
+use crate::collection::sort_key::{self, Interval};
 use crate::query::{CompareOp, Expr, Literal, StringOp};
 use std::collections::HashMap;
 

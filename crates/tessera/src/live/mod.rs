@@ -70,15 +70,15 @@ mod watch;
 
 pub use changeset::{ObjectChange, ResultChange};
 pub use event::Event;
-pub use mailbox::{Policy, SubscriptionEnd, QUEUE_LEN_MAX};
+pub use mailbox::{Policy, QUEUE_LEN_MAX, SubscriptionEnd};
 pub(crate) use record::LiveRecord;
 pub use subscription::{ObjectSubscription, QuerySubscription, Subscription, SubscriptionHandle, ValueSubscription};
-pub(crate) use watch::{watch, Follow};
+pub(crate) use watch::{Follow, watch};
 
+use crate::Db;
 use crate::collection::{Collection, CollectionState, Query, QueryParts, Record};
 use crate::error::Result;
 use crate::store::Snapshot;
-use crate::Db;
 use engine::{Engine, ObjectSub};
 use mailbox::Mailbox;
 use state::QuerySub;

@@ -5,7 +5,7 @@
 //! else in the engine depends on the record, so typed and dynamic subscriptions share it.
 
 use crate::collection::key_layout::{KeyLayout, RecordKey};
-use crate::collection::{decode, CollectionState, QueryParts, Record};
+use crate::collection::{CollectionState, QueryParts, Record, decode};
 use crate::error::Result;
 use crate::store::Snapshot;
 use std::sync::Arc;

@@ -7,17 +7,17 @@
 //! storage only when the subscriber has dropped the previous delivery: the engine keeps no
 //! decoded record of its own, so a result's memory is the subscriber's copy.
 
-use super::changeset::{diff_by_key, CoalesceKeys, Diff, ResultChange};
+use super::changeset::{CoalesceKeys, Diff, ResultChange, diff_by_key};
 use super::event::QueryMailbox;
 use super::mailbox::Policy;
 use super::matcher::Anchor;
 use super::record::{self, LiveRecord};
 use super::rows::Rows;
-use crate::collection::{sort_key, CollectionState, QueryParts};
+use crate::Db;
+use crate::collection::{CollectionState, QueryParts, sort_key};
 use crate::error::Result;
 use crate::query::Truth;
 use crate::store::{ChangeDemand, ChangeView, ReadSource};
-use crate::Db;
 use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
@@ -343,7 +343,7 @@ impl<T: LiveRecord> QuerySub<T> {
         if !any_removed && inserted.is_empty() && !any_rewritten_visible {
             return Ok(None);
         }
-        inserted.sort_by(|a, b| sort_key::compare(&a.0 .0, &b.0 .0));
+        inserted.sort_by(|a, b| sort_key::compare(&a.0.0, &b.0.0));
         // Rows only appended after the last one (a result in insertion order) are pushed onto
         // the buffer instead of merged into a new one: a commit costs what it adds, not the
         // whole result's sort keys again. The old rows stay a prefix, so their positions and

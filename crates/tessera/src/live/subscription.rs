@@ -3,8 +3,8 @@
 
 use super::event::Event;
 use super::mailbox::{Mailbox, SubscriptionEnd};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// A live subscription: [`Event::Initial`] first, then [`Event::Changed`] per commit that

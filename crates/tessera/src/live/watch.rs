@@ -7,9 +7,9 @@ use super::engine::Engine;
 use super::event::{Event, Settle};
 use super::mailbox::{Coalesce, Mailbox, Policy, SubscriptionEnd};
 use super::subscription::Subscription;
+use crate::Db;
 use crate::error::Result;
 use crate::store::{ChangeDemand, Published, ReadTxn};
-use crate::Db;
 use std::sync::{Arc, Weak};
 
 /// What follows a value: given a commit after the subscription's start, the change it made

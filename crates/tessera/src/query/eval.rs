@@ -214,11 +214,7 @@ impl Expr {
                 for literal in list {
                     truth = truth.or(compare(&value, CompareOp::Eq, &from_literal(literal)));
                 }
-                if *negated {
-                    !truth
-                } else {
-                    truth
-                }
+                if *negated { !truth } else { truth }
             }
             Expr::IsNull(a, negated) => Truth::from_bool((a.operand(record) == Operand::Null) != *negated),
             Expr::Str(a, op, text) => match a.operand(record) {

@@ -30,10 +30,10 @@ mod parse;
 mod statement;
 
 pub(crate) use eval::lookup;
-pub(crate) use limits::check_query_depth;
 pub use limits::EXPR_DEPTH_MAX;
+pub(crate) use limits::check_query_depth;
 pub use order::{Nulls, Order, OrderKey};
-pub use parse::{ParseError, ORDER_KEYS_MAX, QUERY_LEN_MAX};
+pub use parse::{ORDER_KEYS_MAX, ParseError, QUERY_LEN_MAX};
 pub use statement::Statement;
 
 /// `docs/query.md`, compiled as documentation only under `cargo test --doc`, so that its
@@ -112,11 +112,7 @@ impl Truth {
     }
 
     fn from_bool(value: bool) -> Truth {
-        if value {
-            Truth::True
-        } else {
-            Truth::False
-        }
+        if value { Truth::True } else { Truth::False }
     }
 }
 

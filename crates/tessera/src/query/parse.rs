@@ -259,11 +259,7 @@ impl Parser<'_> {
     }
 
     fn expect_symbol(&mut self, symbol: &str) -> Result<(), ParseError> {
-        if self.symbol(symbol) {
-            Ok(())
-        } else {
-            Err(self.expected(&format!("`{symbol}`")))
-        }
+        if self.symbol(symbol) { Ok(()) } else { Err(self.expected(&format!("`{symbol}`"))) }
     }
 
     fn nested<T>(&mut self, parse: impl FnOnce(&mut Self) -> Result<T, ParseError>) -> Result<T, ParseError> {

@@ -194,10 +194,10 @@ impl ChangeLog {
 
     fn keyspace_index(&mut self, keyspace: &Arc<str>) -> u32 {
         // The last one first: a transaction usually writes one keyspace many times.
-        if let Some(last) = self.keyspaces.last() {
-            if Arc::ptr_eq(last, keyspace) {
-                return (self.keyspaces.len() - 1) as u32;
-            }
+        if let Some(last) = self.keyspaces.last()
+            && Arc::ptr_eq(last, keyspace)
+        {
+            return (self.keyspaces.len() - 1) as u32;
         }
         // Two handles of one keyspace may hold two copies of its name: compare the text too.
         match self.keyspaces.iter().position(|known| Arc::ptr_eq(known, keyspace) || **known == **keyspace) {

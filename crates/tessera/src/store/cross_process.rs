@@ -23,7 +23,7 @@
 //! grew), and neither holds `delivered` while waiting for anything else.
 
 use super::wake::{self, Signal, Waiter};
-use super::{durable_feed, Db, Inner, ReadTxn, Snapshot, WeakDb};
+use super::{Db, Inner, ReadTxn, Snapshot, WeakDb, durable_feed};
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -170,10 +170,10 @@ impl CrossProcess {
     /// tessera lock held but, at most, the delivery lock.
     pub(crate) fn report_gap(&self, inner: &Inner) {
         let gap = lock(&self.gap).take();
-        if let Some(error) = gap {
-            if !inner.feed.try_report_gap(&error) {
-                lock(&self.gap).get_or_insert(error);
-            }
+        if let Some(error) = gap
+            && !inner.feed.try_report_gap(&error)
+        {
+            lock(&self.gap).get_or_insert(error);
         }
     }
 

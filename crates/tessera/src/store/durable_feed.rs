@@ -16,12 +16,12 @@
 
 use super::change_log::{ChangeLog, ChangeView};
 use super::feed::{ChangeBatch, ChangeKind};
-use super::feed_entry::{self, decode, Fields};
-use super::{Db, Keyspace, ReadTxn, Snapshot, WriteTxn, META_KEYSPACE};
+use super::feed_entry::{self, Fields, decode};
+use super::{Db, Keyspace, META_KEYSPACE, ReadTxn, Snapshot, WriteTxn};
 use crate::error::{Error, Result};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The feed's entries: commit sequence (8 bytes, big-endian) → the commit's changes.
 pub(crate) const FEED_KEYSPACE: &str = "tessera.feed";
@@ -393,10 +393,10 @@ fn opened_in(inner: &super::Inner, txn: &heed::RwTxn<'_>, name: &str) -> Result<
 /// their own wake-ups: a watcher looks anyway every 100 ms.
 pub(crate) fn wake_others_late(inner: &super::Inner, sequence: u64) {
     let state = &inner.feed_state;
-    if state.late_signal.get().is_none() {
-        if let Ok(signal) = super::wake::Signal::open(&super::wake::notify_path_of(&inner.path)) {
-            let _ = state.late_signal.set(signal);
-        }
+    if state.late_signal.get().is_none()
+        && let Ok(signal) = super::wake::Signal::open(&super::wake::notify_path_of(&inner.path))
+    {
+        let _ = state.late_signal.set(signal);
     }
     if let Some(signal) = state.late_signal.get() {
         let _ = signal.raise(sequence);
@@ -456,7 +456,7 @@ pub(crate) fn read_with_olds(
                 return Err(Error::CrossProcessGap {
                     after,
                     reason: format!("commit {} was made without cross-process notification, so its old values are unknown", batch.sequence),
-                })
+                });
             }
         }
         batches.push(batch);

@@ -250,29 +250,31 @@ impl Feed {
             thread: Mutex::new(None),
         });
         let weak = Arc::downgrade(&feed);
-        let thread = std::thread::Builder::new().name("tessera-feed".into()).spawn(move || loop {
-            {
-                let mut state = lock(&outbox.state);
-                while !state.thread_work && !state.closed {
-                    state = outbox.wake.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
+        let thread = std::thread::Builder::new().name("tessera-feed".into()).spawn(move || {
+            loop {
+                {
+                    let mut state = lock(&outbox.state);
+                    while !state.thread_work && !state.closed {
+                        state = outbox.wake.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner());
+                    }
+                    if state.closed && state.batches.is_empty() {
+                        return;
+                    }
+                    state.thread_work = false;
                 }
-                if state.closed && state.batches.is_empty() {
-                    return;
+                let Some(feed) = weak.upgrade() else { return };
+                // Waits for a committer that is delivering; then delivers whatever is left.
+                let delivering = lock(&feed.delivering);
+                while let Some(batch) = feed.outbox.pop() {
+                    feed.deliver(&batch);
+                    batch.recycle();
                 }
-                state.thread_work = false;
-            }
-            let Some(feed) = weak.upgrade() else { return };
-            // Waits for a committer that is delivering; then delivers whatever is left.
-            let delivering = lock(&feed.delivering);
-            while let Some(batch) = feed.outbox.pop() {
-                feed.deliver(&batch);
-                batch.recycle();
-            }
-            drop(delivering);
-            // A batch queued after the last pop, by a committer that found the lock held, is
-            // this thread's to deliver (looked at after the lock is released, as committers do).
-            if !feed.outbox.is_empty() {
-                lock(&feed.outbox.state).thread_work = true;
+                drop(delivering);
+                // A batch queued after the last pop, by a committer that found the lock held, is
+                // this thread's to deliver (looked at after the lock is released, as committers do).
+                if !feed.outbox.is_empty() {
+                    lock(&feed.outbox.state).thread_work = true;
+                }
             }
         })?;
         *lock(&feed.thread) = Some(thread);

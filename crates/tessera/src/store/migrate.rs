@@ -21,7 +21,7 @@
 //! it is by the modules above the store.
 
 use super::{
-    checksum, hash_key_of, version_of, Db, Durability, HashKey, Keyspace, WriteTxn, META_HASH_KEY, META_KEYSPACE, META_VERSION_KEY,
+    Db, Durability, HashKey, Keyspace, META_HASH_KEY, META_KEYSPACE, META_VERSION_KEY, WriteTxn, checksum, hash_key_of, version_of,
 };
 use super::{HASH_KEY_LEN, STORAGE_FORMAT_VERSION};
 use crate::error::{Error, Result};

@@ -31,14 +31,14 @@ mod wake;
 mod warm;
 
 pub(crate) use change_log::ChangeView;
-pub use durable_feed::{Consumer, FeedRetention, CONSUMER_NAME_LEN_MAX};
+pub use durable_feed::{CONSUMER_NAME_LEN_MAX, Consumer, FeedRetention};
 pub(crate) use feed::ChangeDemand;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub(crate) use migrate::Upgrade;
 pub(crate) use published::Published;
 pub use sync::Durability;
+pub use txn::{Entries, KEY_LEN_MAX, ReadSource, ReadTxn, Snapshot, WriteTxn};
 pub(crate) use txn::{panic_message, writing_on_this_thread};
-pub use txn::{Entries, ReadSource, ReadTxn, Snapshot, WriteTxn, KEY_LEN_MAX};
 
 use crate::error::{Error, Result};
 use feed::Feed;

@@ -191,11 +191,7 @@ pub(super) fn readable_metas(file: &std::fs::File) -> Result<[Option<Meta>; 2]> 
 /// the first on a tie (`mdb_env_pick_meta`).
 pub(super) fn newest(metas: [Meta; 2]) -> Meta {
     let [first, second] = metas;
-    if second.txn_id > first.txn_id {
-        second
-    } else {
-        first
-    }
+    if second.txn_id > first.txn_id { second } else { first }
 }
 
 /// One look at the file: the verdict, and the id of the commit it was made at.

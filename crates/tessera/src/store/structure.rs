@@ -68,7 +68,7 @@
 //! [`verify`] lists it. `tessera export --salvage` is built on it: it reads a damaged file
 //! that LMDB itself might crash on.
 
-use super::preflight::{self, u16_at, u32_at, u64_at, Meta, TREE_RECORD_BYTES};
+use super::preflight::{self, Meta, TREE_RECORD_BYTES, u16_at, u32_at, u64_at};
 use crate::error::{Error, Result};
 use std::path::Path;
 

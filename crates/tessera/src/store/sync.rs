@@ -96,10 +96,12 @@ impl Syncer {
             flush,
         });
         let background = Arc::downgrade(&syncer);
-        let thread = std::thread::Builder::new().name("tessera-sync".into()).spawn(move || loop {
-            let Some(syncer) = background.upgrade() else { return };
-            if !syncer.background_step() {
-                return;
+        let thread = std::thread::Builder::new().name("tessera-sync".into()).spawn(move || {
+            loop {
+                let Some(syncer) = background.upgrade() else { return };
+                if !syncer.background_step() {
+                    return;
+                }
             }
         })?;
         Ok((syncer, thread))
@@ -244,11 +246,7 @@ mod tests {
         let counter = flushes.clone();
         let (syncer, _thread) = Syncer::start(Box::new(move || {
             let count = counter.fetch_add(1, Ordering::SeqCst);
-            if count == 1 {
-                Err("disk on fire".into())
-            } else {
-                Ok(())
-            }
+            if count == 1 { Err("disk on fire".into()) } else { Ok(()) }
         }))
         .unwrap();
         syncer.committed(1, Some(Duration::from_millis(20)));

@@ -4,7 +4,7 @@
 use super::change_log::{ChangeLog, Staged};
 use super::published::Published;
 use super::sync::Durability;
-use super::{checksum, durable_feed, Inner, Keyspace};
+use super::{Inner, Keyspace, checksum, durable_feed};
 use crate::error::{Error, Result};
 use heed::{EnvFlags, WithoutTls};
 use std::cell::Cell;
@@ -1130,11 +1130,7 @@ fn never_below_file(inner: &Inner, bytes: u64) -> u64 {
     }
     let file_bytes = std::fs::metadata(&inner.path).map_or(0, |meta| meta.len());
     let floor = super::round_to_page(file_bytes).max(inner.env.info().map_size as u64);
-    if bytes == 0 {
-        floor
-    } else {
-        bytes.max(floor)
-    }
+    if bytes == 0 { floor } else { bytes.max(floor) }
 }
 
 /// Grows the map before a write transaction starts if less than a quarter of it is free

@@ -2,8 +2,8 @@
 //! read from the names of its keyspaces (`tessera.schema`'s entries for collections,
 //! `tessera.dictionary.NAME`, `tessera.documents.NAME`).
 
-use crate::error::Result;
 use crate::Db;
+use crate::error::Result;
 
 const DICTIONARY_PREFIX: &str = "tessera.dictionary.";
 const DOCUMENTS_PREFIX: &str = "tessera.documents.";

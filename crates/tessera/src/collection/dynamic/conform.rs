@@ -181,7 +181,7 @@ fn walk_enum(out: &mut Encoder<'_>, value: Value<'_>, variants: &[(String, Optio
 mod tests {
     use super::*;
     use crate::collection::IntType;
-    use tessera_value::{from_json, Doc};
+    use tessera_value::{Doc, from_json};
 
     fn shape() -> TypeDesc {
         TypeDesc::Struct(vec![

@@ -45,7 +45,7 @@ pub(super) fn conform_into(record: Value<'_>, shape: &TypeDesc, shared: &SharedK
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_value::{from_json, Doc};
+    use tessera_value::{Doc, from_json};
 
     #[test]
     fn a_reused_encoder_writes_what_a_fresh_one_writes_and_reports_misfits() {

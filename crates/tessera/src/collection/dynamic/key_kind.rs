@@ -112,11 +112,7 @@ impl KeyKind {
                     return Err(self.expected(value));
                 }
                 let number = value.as_f64().ok_or_else(|| self.expected(value))?;
-                if self == KeyKind::F32 {
-                    (number as f32).encode_key(out)
-                } else {
-                    number.encode_key(out)
-                }
+                if self == KeyKind::F32 { (number as f32).encode_key(out) } else { number.encode_key(out) }
             }
             _ => {
                 let integer = match value.kind() {
@@ -145,7 +141,7 @@ impl KeyKind {
             (_, Literal::Int(integer)) => return self.encode_integer(i128::from(*integer), out).is_some(),
             (_, Literal::UInt(integer)) => return self.encode_integer(i128::from(*integer), out).is_some(),
             (_, Literal::Float(float)) if float.fract() == 0.0 && float.abs() < 9.0e15 => {
-                return self.encode_integer(*float as i128, out).is_some()
+                return self.encode_integer(*float as i128, out).is_some();
             }
             (_, _) => return false,
         }
@@ -352,7 +348,7 @@ pub(crate) fn learn(candidates: &[&'static [KeyKind]], samples: &[(Vec<u8>, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_value::{from_json, Doc};
+    use tessera_value::{Doc, from_json};
 
     #[test]
     fn every_kind_displays_what_it_encodes() {

@@ -2,7 +2,7 @@
 //! record at a key ([`DynCollection::subscribe_object`]), kept by the incremental engine
 //! typed subscriptions use (`crate::live`), with records delivered as [`DynRecord`]s.
 
-use super::{plain, DynCollection, DynQuery, DynRecord, DynSchema};
+use super::{DynCollection, DynQuery, DynRecord, DynSchema, plain};
 use crate::collection::key_layout::{KeyLayout, KindsKey};
 use crate::collection::{CollectionState, QueryParts};
 use crate::error::Result;

@@ -69,14 +69,14 @@ mod stored;
 pub use catalog::Catalog;
 pub use key_kind::KeyKind;
 pub use query::DynQuery;
-pub use salvage::{salvage, SalvageReport, SalvageSink, SkipReason, SkippedEntry, SALVAGE_FORMAT_VERSION_MIN, SALVAGE_SKIPPED_MAX};
+pub use salvage::{SALVAGE_FORMAT_VERSION_MIN, SALVAGE_SKIPPED_MAX, SalvageReport, SalvageSink, SkipReason, SkippedEntry, salvage};
 
 use super::keys::{self, RecordKeys};
 use super::schema::{StoredIndex, StoredSchema};
-use super::{CollectionState, IndexState, TypeDesc, WriteOutcome, COLLECTION_NAME_LEN_MAX, SCHEMA_KEYSPACE};
+use super::{COLLECTION_NAME_LEN_MAX, CollectionState, IndexState, SCHEMA_KEYSPACE, TypeDesc, WriteOutcome};
+use crate::Db;
 use crate::error::{Error, Result};
 use crate::store::{ReadSource, Snapshot, WriteTxn};
-use crate::Db;
 use conform::{ConformError, Misfit};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

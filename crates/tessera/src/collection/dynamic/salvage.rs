@@ -20,13 +20,13 @@
 //! written to meanwhile. Only collections are salvaged (indexes are rebuilt by an import);
 //! entries of other keyspaces are not read, and pages of every keyspace are reported.
 
-use super::{key_kind, plain, DynRecord, DynSchema};
+use super::{DynRecord, DynSchema, key_kind, plain};
+use crate::collection::SCHEMA_KEYSPACE;
 use crate::collection::keys::KEYS_KEYSPACE;
 use crate::collection::schema::StoredSchema;
-use crate::collection::SCHEMA_KEYSPACE;
 use crate::error::{Error, Result};
 use crate::store::structure::{self, LeafEntry, StructureReport, Tree};
-use crate::store::{checksum, META_KEYSPACE, META_VERSION_KEY, STORAGE_FORMAT_VERSION};
+use crate::store::{META_KEYSPACE, META_VERSION_KEY, STORAGE_FORMAT_VERSION, checksum};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use tessera_value::{Doc, SharedKeys, Value};
@@ -278,7 +278,7 @@ fn read_catalog(path: &Path, report: &mut SalvageReport) -> Result<Catalog> {
     }
     match catalog.format_version {
         Some(found) if found > STORAGE_FORMAT_VERSION => {
-            return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION })
+            return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
         }
         Some(found) if found < SALVAGE_FORMAT_VERSION_MIN => {
             return Err(Error::SalvageFormat { found, min: SALVAGE_FORMAT_VERSION_MIN });
