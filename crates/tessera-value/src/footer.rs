@@ -5,7 +5,7 @@ use crate::error::FormatError;
 use crate::layout::*;
 use crate::repr::Repr;
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Table {
     /// Position of the first entry.
     pub(crate) entries: usize,
@@ -14,7 +14,7 @@ pub(crate) struct Table {
 }
 
 /// Where a document's parts are, as read from its footer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Footer {
     pub(crate) tail_start: usize,
     pub(crate) root_slot_pos: usize,
@@ -37,6 +37,47 @@ pub const TABLE_COUNT_MAX: u64 = u32::MAX as u64;
 
 const fn bad(reason: &'static str) -> FormatError {
     FormatError::BadFooter { reason }
+}
+
+/// [`read_footer`] for the document a typed collection stores: current version, shared keys
+/// and no local keys or atoms. `None` for any other footer (the caller then reads it with
+/// [`read_footer`], which gives the same `Footer` for these bytes, or the error).
+#[inline(always)]
+pub(crate) fn read_shared_only_footer(bytes: &[u8]) -> Option<Footer> {
+    let len = bytes.len();
+    let &last = bytes.last()?;
+    if last >> 4 != FORMAT_VERSION {
+        return None;
+    }
+    let root_width = width_of(last & 3);
+    let offset_width = width_of((last >> 2) & 3);
+    let root_slot_pos = len.checked_sub(1 + offset_width + root_width)?;
+    // The one tail field: the shared-key count, just before the root slot.
+    let count_pos = root_slot_pos.checked_sub(offset_width)?;
+    let tail_start = read_uint(bytes, len - 1 - offset_width, offset_width);
+    if tail_start >= count_pos as u64 {
+        return None;
+    }
+    let tail_start = tail_start as usize;
+    if bytes[tail_start] != TAG_TAIL | TAIL_HAS_SHARED {
+        return None;
+    }
+    let shared_count = read_uint(bytes, count_pos, offset_width);
+    if shared_count == 0 || shared_count > TABLE_COUNT_MAX {
+        return None;
+    }
+    let empty = |entries| Table { entries, count: 0, width: 1 };
+    Some(Footer {
+        tail_start,
+        root_slot_pos,
+        root_width,
+        keys: empty(count_pos),
+        key_index_kind: KeyIndexKind::Hashed,
+        key_index_len: 0,
+        atoms: empty(count_pos),
+        shared_count,
+        tables_start: count_pos,
+    })
 }
 
 /// Reads the footer from the end of the document (see `docs/format.md`, "Tail"): a fixed
@@ -176,5 +217,67 @@ pub(crate) fn decode_slot_checked(bits: u64, width: usize, container: usize, ato
             usize::try_from(pos).ok().map(Repr::Item)
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Encoder, SharedKeys};
+
+    /// Documents of every footer shape: shared keys only (small and large), local keys, atoms,
+    /// both, and none.
+    fn documents() -> Vec<Vec<u8>> {
+        let mut keys = SharedKeys::new();
+        for name in ["id", "title", "priority", "tags"] {
+            keys.add(name).unwrap();
+        }
+        let mut documents = Vec::new();
+        let string_lens: &[usize] = if cfg!(miri) { &[0, 3] } else { &[0, 3, 300, 70_000] };
+        for &string_len in string_lens {
+            for local in [false, true] {
+                let mut out = Encoder::with_shared_keys(&keys);
+                out.begin_dict().unwrap();
+                out.key("id").unwrap();
+                out.push_i64(7).unwrap();
+                out.key("title").unwrap();
+                out.push_str(&"t".repeat(string_len)).unwrap();
+                if local {
+                    out.key("not shared").unwrap();
+                    out.push_i64(-1).unwrap();
+                }
+                out.end_dict().unwrap();
+                documents.push(out.finish().unwrap());
+            }
+        }
+        for json in [&br#"{"a": 1}"#[..], b"[1, 2]", b"\"text\"", b"3", br#"{"a": "repeated", "b": "repeated"}"#] {
+            documents.push(crate::from_json(json).unwrap());
+        }
+        documents
+    }
+
+    #[test]
+    fn the_shared_only_footer_is_the_general_footer_or_none() {
+        let mut fast = 0;
+        for document in documents() {
+            let mut variants = vec![document.clone()];
+            let tail = document.len().saturating_sub(24);
+            for byte in tail..document.len() {
+                for bit in 0..8 {
+                    let mut damaged = document.clone();
+                    damaged[byte] ^= 1 << bit;
+                    variants.push(damaged);
+                }
+            }
+            variants.extend((0..document.len()).rev().take(24).map(|cut| document[..cut].to_vec()));
+            for bytes in variants {
+                if let Some(footer) = read_shared_only_footer(&bytes) {
+                    assert_eq!(Ok(footer), read_footer(&bytes), "{bytes:02x?}");
+                    fast += 1;
+                }
+            }
+        }
+        // The undamaged shared-only documents, at least, take the short read.
+        assert!(fast >= 4, "{fast}");
     }
 }

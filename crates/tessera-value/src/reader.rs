@@ -224,6 +224,10 @@ impl<'a> Doc<'a> {
     /// ```
     #[inline]
     pub fn from_trusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
+        // A stored record's footer, in fewer reads; any other footer the general way.
+        if let Some(footer) = crate::footer::read_shared_only_footer(bytes) {
+            return Ok(Doc::from_footer(bytes, Some(shared), &footer, false));
+        }
         Ok(Doc::from_footer(bytes, Some(shared), &read_footer(bytes)?, false))
     }
 
@@ -1189,6 +1193,44 @@ impl<'a> Dict<'a> {
         if (id as u64) < self.doc.shared_count() { self.get_id(id as u64) } else { self.get(name) }
     }
 
+    /// [`Dict::get_field`] for a field usually found at entry `*hint` (its rank in records of
+    /// one layout): one comparison when it is there, else a search, after which `*hint` is
+    /// where the field was found. A hint past the end or wrong is only slower.
+    ///
+    /// ```
+    /// use tessera_value::{Doc, Encoder, SharedKeys};
+    /// let mut keys = SharedKeys::new();
+    /// let (a, b) = (keys.add("a").unwrap(), keys.add("b").unwrap());
+    /// let mut out = Encoder::with_shared_keys(&keys);
+    /// out.begin_dict()?;
+    /// out.key("a")?;
+    /// out.push_i64(1)?;
+    /// out.key("b")?;
+    /// out.push_i64(2)?;
+    /// out.end_dict()?;
+    /// let bytes = out.finish()?;
+    /// let dict = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root().as_dict().unwrap();
+    /// let mut hint = 0;
+    /// assert_eq!(dict.get_field_hinted(b, "b", &mut hint).unwrap().as_i64(), Some(2));
+    /// assert_eq!(hint, 1, "found at entry 1");
+    /// assert_eq!(dict.get_field_hinted(a, "a", &mut hint).unwrap().as_i64(), Some(1));
+    /// assert_eq!(hint, 0);
+    /// # Ok::<(), tessera_value::EncodeError>(())
+    /// ```
+    #[inline]
+    pub fn get_field_hinted(&self, id: u32, name: &str, hint: &mut usize) -> Option<Value<'a>> {
+        if (id as u64) >= self.doc.shared_count() {
+            return self.get(name);
+        }
+        let position = *hint;
+        if position < self.shape.len && self.key_at(position) == id as u64 {
+            return Some(self.value_at(position));
+        }
+        let index = self.index_of_id(id as u64)?;
+        *hint = index;
+        Some(self.value_at(index))
+    }
+
     /// [`Dict::get_field`] for a field expected at entry `position` (its rank among the
     /// fields of a dict that has them all): one comparison when it is there, a search when not.
     #[inline]
@@ -1214,12 +1256,17 @@ impl<'a> Dict<'a> {
 
     #[inline]
     fn get_id(&self, id: u64) -> Option<Value<'a>> {
+        self.index_of_id(id).map(|index| self.value_at(index))
+    }
+
+    /// The entry whose key is the id `id`, if any.
+    #[inline]
+    fn index_of_id(&self, id: u64) -> Option<usize> {
         if self.shape.key_width == 1 {
             // Ids are unique, so the first byte equal to the id is its entry.
             let keys = &self.doc.bytes[self.shape.keys..self.shape.keys + self.shape.len];
             let id = u8::try_from(id).ok()?;
-            let index = if keys.len() <= 64 { find_byte(keys, id) } else { memchr::memchr(id, keys) };
-            return index.map(|index| self.value_at(index));
+            return if keys.len() <= 64 { find_byte(keys, id) } else { memchr::memchr(id, keys) };
         }
         if self.shape.len == 0 {
             return None;
@@ -1231,7 +1278,7 @@ impl<'a> Dict<'a> {
         let last = self.shape.len - 1;
         let bound = usize::try_from(below_first).map_or(last, |bound| bound.min(last));
         if bound as u64 == below_first && self.key_at(bound) == id {
-            return Some(self.value_at(bound));
+            return Some(bound);
         }
         let (mut low, mut high) = (0, bound + 1);
         while low < high {
@@ -1242,7 +1289,7 @@ impl<'a> Dict<'a> {
             } else if probe > id {
                 high = middle;
             } else {
-                return Some(self.value_at(middle));
+                return Some(middle);
             }
         }
         None

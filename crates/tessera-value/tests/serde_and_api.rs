@@ -362,3 +362,40 @@ fn pretty_output_matches_serde_json_layout() {
     let theirs = serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap();
     assert_eq!(ours, theirs);
 }
+
+/// `Dict::get_field_hinted` against `Dict::get_field`, whatever the hint: right, wrong, past the
+/// end; over dicts of shared keys (1-byte and 2-byte ids), local keys, and keys not in the dict.
+#[test]
+fn a_hinted_field_lookup_finds_what_get_field_finds() {
+    let mut keys = SharedKeys::new();
+    let ids: Vec<u32> = (0..300).map(|i| keys.add(&format!("k{i}")).unwrap()).collect();
+    for (present, local) in [(vec![0, 1, 2, 3], false), (vec![1, 5, 9], true), (vec![3, 250, 299], false), (vec![], true)] {
+        let mut out = Encoder::with_shared_keys(&keys);
+        out.begin_dict().unwrap();
+        for &i in &present {
+            out.key(&format!("k{i}")).unwrap();
+            out.push_i64(i as i64).unwrap();
+        }
+        if local {
+            out.key("local").unwrap();
+            out.push_i64(-1).unwrap();
+        }
+        out.end_dict().unwrap();
+        let bytes = out.finish().unwrap();
+        let dict = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root().as_dict().unwrap();
+        let mut probes: Vec<(u32, String)> = [0, 1, 3, 5, 250, 299, 7].iter().map(|&i| (ids[i], format!("k{i}"))).collect();
+        probes.push((u32::MAX, "local".to_owned()));
+        for (id, name) in &probes {
+            let expected = dict.get_field(*id, name).map(|value| value.as_i64());
+            for start in [0, 1, 2, 3, 4, 1000] {
+                let mut hint = start;
+                let found = dict.get_field_hinted(*id, name, &mut hint).map(|value| value.as_i64());
+                assert_eq!(found, expected, "{name} from hint {start} in {present:?}");
+                if found.is_some() && *id != u32::MAX {
+                    // The hint now names the entry: the next lookup takes it at once.
+                    assert_eq!(dict.entry(hint).unwrap().0, name.as_str());
+                }
+            }
+        }
+    }
+}

@@ -308,6 +308,9 @@ struct ResolvedSteps {
     table: u64,
     /// Each step's id, or `u32::MAX` for a name the table lacks (looked up by name).
     ids: Box<[u32]>,
+    /// Where a one-step path's field was last found in a record (records of one collection
+    /// share a layout): tried first, before a search.
+    rank: std::sync::atomic::AtomicU32,
 }
 
 impl FieldPath {
@@ -344,11 +347,19 @@ impl FieldPath {
             let resolved = self.resolved.get_or_init(|| ResolvedSteps {
                 table: shared.identity(),
                 ids: self.text.split('.').map(|step| shared.id(step).unwrap_or(u32::MAX)).collect(),
+                rank: std::sync::atomic::AtomicU32::new(0),
             });
             if resolved.table == shared.identity() {
                 // Same table: an id below the document's shared count names the step.
                 if let [id] = *resolved.ids {
-                    return record.as_dict()?.get_field(id, &self.text);
+                    use std::sync::atomic::Ordering::Relaxed;
+                    let rank = resolved.rank.load(Relaxed);
+                    let mut hint = rank as usize;
+                    let found = record.as_dict()?.get_field_hinted(id, &self.text, &mut hint);
+                    if hint != rank as usize {
+                        resolved.rank.store(u32::try_from(hint).unwrap_or(0), Relaxed);
+                    }
+                    return found;
                 }
                 let mut current = record;
                 for (step, &id) in self.text.split('.').zip(resolved.ids.iter()) {
