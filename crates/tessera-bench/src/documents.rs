@@ -3,38 +3,16 @@
 //! per-field encoding, the same prefix scan — with none of the library's machinery.
 
 use crate::harness::{Goal, Table, percentile};
-use heed::types::Bytes;
-use heed::{EnvFlags, EnvOpenOptions};
-use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::time::Instant;
 use tessera::store::key;
 use tessera::{Db, DbOptions, Durability};
-use tessera_value::{Doc, from_value, to_vec};
+use tessera_bench::documents_model::{Profile, Raw, profile};
 
 pub struct Options {
     pub iterations: usize,
     pub warmup: usize,
     pub others: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Profile {
-    id: i64,
-    name: String,
-    email: String,
-    age: i32,
-    active: bool,
-}
-
-fn profile(i: u64) -> Profile {
-    Profile {
-        id: i as i64,
-        name: format!("Person {i}"),
-        email: format!("person{i}@example.com"),
-        age: 20 + (i % 50) as i32,
-        active: i.is_multiple_of(2),
-    }
 }
 
 /// Median and 95th percentile of single-operation timings, in µs.
@@ -66,122 +44,6 @@ fn time_pair(iterations: usize, warmup: usize, mut ours: impl FnMut(u64), mut th
         their_samples.push(timed(&mut theirs, i));
     }
     (summary(our_samples), summary(their_samples))
-}
-
-/// Raw heed, by hand: same configuration as tessera's defaults with Buffered durability.
-struct Raw {
-    env: heed::Env,
-    table: heed::Database<Bytes, Bytes>,
-}
-
-const FIELDS: [&str; 5] = ["id", "name", "email", "age", "active"];
-
-impl Raw {
-    fn open(path: &std::path::Path) -> Raw {
-        let mut options = EnvOpenOptions::new();
-        options.map_size(1 << 32).max_dbs(DbOptions::default().keyspaces_max);
-        // SAFETY: a fresh file used by this process only.
-        unsafe { options.flags(EnvFlags::NO_SUB_DIR | EnvFlags::NO_META_SYNC | EnvFlags::NO_SYNC | EnvFlags::WRITE_MAP) };
-        // SAFETY: as above.
-        let env = unsafe { options.open(path) }.unwrap();
-        let mut txn = env.write_txn().unwrap();
-        let table = env.create_database(&mut txn, Some("documents")).unwrap();
-        txn.commit().unwrap();
-        Raw { env, table }
-    }
-
-    fn field_key(prefix: &[u8], field: &str) -> Vec<u8> {
-        let mut stored = prefix.to_vec();
-        stored.extend_from_slice(field.as_bytes());
-        stored
-    }
-
-    fn encode(value: &Profile) -> [(&'static str, Vec<u8>); 5] {
-        [
-            ("id", to_vec(&value.id).unwrap()),
-            ("name", to_vec(&value.name).unwrap()),
-            ("email", to_vec(&value.email).unwrap()),
-            ("age", to_vec(&value.age).unwrap()),
-            ("active", to_vec(&value.active).unwrap()),
-        ]
-    }
-
-    fn write_fields(&self, txn: &mut heed::RwTxn, prefix: &[u8], value: &Profile) {
-        let fields = Raw::encode(value);
-        let stale: Vec<Vec<u8>> = self
-            .table
-            .prefix_iter(txn, prefix)
-            .unwrap()
-            .map(|e| e.unwrap().0.to_vec())
-            .filter(|k| !FIELDS.iter().any(|f| k[prefix.len()..] == *f.as_bytes()))
-            .collect();
-        for stored in stale {
-            self.table.delete(txn, &stored).unwrap();
-        }
-        for (field, bytes) in fields {
-            self.table.put(txn, &Raw::field_key(prefix, field), &bytes).unwrap();
-        }
-    }
-
-    fn set(&self, id: &str, value: &Profile) {
-        let prefix = key::encode(id);
-        let mut txn = self.env.write_txn().unwrap();
-        self.write_fields(&mut txn, &prefix, value);
-        txn.commit().unwrap();
-    }
-
-    fn read_fields(&self, txn: &heed::RoTxn, prefix: &[u8]) -> Option<Profile> {
-        let (mut id, mut name, mut email, mut age, mut active) = (None, None, None, None, None);
-        for entry in self.table.prefix_iter(txn, prefix).unwrap() {
-            let (stored, bytes) = entry.unwrap();
-            let root = Doc::from_untrusted(bytes).unwrap().root();
-            match &stored[prefix.len()..] {
-                b"id" => id = Some(from_value(root).unwrap()),
-                b"name" => name = Some(from_value(root).unwrap()),
-                b"email" => email = Some(from_value(root).unwrap()),
-                b"age" => age = Some(from_value(root).unwrap()),
-                b"active" => active = Some(from_value(root).unwrap()),
-                _ => {}
-            }
-        }
-        Some(Profile { id: id?, name: name?, email: email?, age: age?, active: active? })
-    }
-
-    fn get(&self, id: &str) -> Option<Profile> {
-        let prefix = key::encode(id);
-        let txn = self.env.read_txn().unwrap();
-        self.read_fields(&txn, &prefix)
-    }
-
-    fn update(&self, id: &str, change: impl FnOnce(Profile) -> Profile) {
-        let prefix = key::encode(id);
-        let mut txn = self.env.write_txn().unwrap();
-        let current = self.read_fields(&txn, &prefix).unwrap();
-        self.write_fields(&mut txn, &prefix, &change(current));
-        txn.commit().unwrap();
-    }
-
-    fn update_field<V: Serialize>(&self, id: &str, field: &str, value: &V) {
-        let stored = Raw::field_key(&key::encode(id), field);
-        let bytes = to_vec(value).unwrap();
-        let mut txn = self.env.write_txn().unwrap();
-        // Writing one field of a document that does not exist would leave a document that
-        // does not decode: like tessera, look for the document first (one prefix seek).
-        let exists = self.table.prefix_iter(&txn, &key::encode(id)).unwrap().next().is_some();
-        assert!(exists, "the bench writes fields of existing documents");
-        self.table.put(&mut txn, &stored, &bytes).unwrap();
-        txn.commit().unwrap();
-    }
-
-    fn delete(&self, id: &str) {
-        let prefix = key::encode(id);
-        let mut txn = self.env.write_txn().unwrap();
-        let keys: Vec<Vec<u8>> = self.table.prefix_iter(&txn, &prefix).unwrap().map(|e| e.unwrap().0.to_vec()).collect();
-        for stored in keys {
-            self.table.delete(&mut txn, &stored).unwrap();
-        }
-        txn.commit().unwrap();
-    }
 }
 
 pub fn run(options: &Options) -> std::io::Result<()> {

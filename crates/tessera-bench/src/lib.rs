@@ -2,4 +2,5 @@
 //! that turns the benchmark results into charts and markdown.
 
 pub mod crud_model;
+pub mod documents_model;
 pub mod report;

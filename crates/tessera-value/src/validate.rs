@@ -60,14 +60,29 @@ impl Default for ValidateOptions {
 }
 
 /// One bit per byte of the value region: set where a value item starts.
-struct ItemStarts {
-    words: Vec<u64>,
+struct ItemStarts<'w> {
+    words: &'w mut [u64],
 }
 
-impl ItemStarts {
-    fn new(len: usize) -> Self {
-        ItemStarts { words: vec![0; len.div_ceil(64)] }
-    }
+/// Words of one [`ItemStarts`] kept on the stack: value regions up to 512 bytes (a document
+/// field, a dictionary value, most records) validate with no allocation.
+const INLINE_WORDS: usize = 8;
+
+/// The words of a validator's two bitmaps, each `len.div_ceil(64)` long, zeroed: from `inline`
+/// when they fit, else from `heap` (one allocation for both).
+fn bitmap_words<'w>(len: usize, inline: &'w mut [u64; 2 * INLINE_WORDS], heap: &'w mut Vec<u64>) -> (ItemStarts<'w>, ItemStarts<'w>) {
+    let words = len.div_ceil(64);
+    let (first, second) = if words <= INLINE_WORDS {
+        let (first, second) = inline.split_at_mut(INLINE_WORDS);
+        (&mut first[..words], &mut second[..words])
+    } else {
+        *heap = vec![0; 2 * words];
+        heap.split_at_mut(words)
+    };
+    (ItemStarts { words: first }, ItemStarts { words: second })
+}
+
+impl ItemStarts<'_> {
     #[inline(always)]
     fn set(&mut self, pos: usize) {
         self.words[pos / 64] |= 1 << (pos % 64);
@@ -81,9 +96,9 @@ impl ItemStarts {
 struct Validator<'a> {
     bytes: &'a [u8],
     end: usize,
-    starts: ItemStarts,
+    starts: ItemStarts<'a>,
     /// Containers referenced by a pointer slot so far.
-    referenced: ItemStarts,
+    referenced: ItemStarts<'a>,
     /// Some container is referenced by more than one slot.
     shared_container: bool,
     atoms: Table,
@@ -102,11 +117,13 @@ pub(crate) fn validate(bytes: &[u8], shared: Option<&SharedKeys>, options: &Vali
         }
     }
     let end = footer.tail_start;
+    let (mut inline, mut heap) = ([0; 2 * INLINE_WORDS], Vec::new());
+    let (starts, referenced) = bitmap_words(end, &mut inline, &mut heap);
     let mut validator = Validator {
         bytes,
         end,
-        starts: ItemStarts::new(end),
-        referenced: ItemStarts::new(end),
+        starts,
+        referenced,
         shared_container: false,
         atoms: footer.atoms,
         key_id_limit: footer.shared_count + footer.keys.count as u64,

@@ -267,3 +267,51 @@ fn the_worked_examples_of_docs_format_md_are_byte_exact() {
     let vector = [0x31, 0x03, 0x01, 0x00, 0x2c, 0x01, 0xfe, 0xff, 0x70, 0x05, 0x10, 0x08, 0x30];
     assert_eq!(from_json(b"[1,300,-2]").unwrap(), vector);
 }
+
+/// The validator keeps its bitmaps on the stack for value regions up to 512 bytes and on the
+/// heap past that: documents of every size across the boundary validate, and one whose last
+/// pointer lands inside a string is refused on either side of it.
+#[test]
+fn documents_on_both_sides_of_the_inline_bitmap_validate() {
+    for len in (0..1100).step_by(if cfg!(miri) { 97 } else { 1 }) {
+        let json = format!(r#"["{}", [1, 2]]"#, "s".repeat(len));
+        let bytes = from_json(json.as_bytes()).unwrap();
+        let doc = Doc::from_untrusted(&bytes).unwrap_or_else(|error| panic!("{len}: {error}"));
+        assert_eq!(doc.root().index(0).unwrap().as_str().map(str::len), Some(len));
+    }
+    for len in [100, 400, 600, 1000] {
+        // A long string (tag BF, varint length), then an array with one 2-byte slot pointing
+        // at the string's second byte.
+        let mut values = vec![0xBF];
+        let mut rest = len;
+        while rest >= 0x80 {
+            values.push((rest & 0x7F) as u8 | 0x80);
+            rest >>= 7;
+        }
+        values.push(rest as u8);
+        values.extend(std::iter::repeat_n(b'a', len));
+        let array = values.len();
+        values.extend_from_slice(&[layout::TAG_ARRAY | 1, 1, 1]);
+        values.extend_from_slice(&(((array - 1) << 1) as u16).to_le_bytes());
+        let bytes = values_with_wide_tail(&values, array);
+        let accepted = Doc::from_untrusted(&bytes).map(|_| ());
+        assert!(matches!(accepted, Err(FormatError::BadSlot { .. })), "{len}: {accepted:?}");
+        // The same array pointing at the string itself is sound.
+        let sound_at = values.len() - 2;
+        values[sound_at..].copy_from_slice(&((array << 1) as u16).to_le_bytes());
+        let bytes = values_with_wide_tail(&values, array);
+        let doc = Doc::from_untrusted(&bytes).unwrap_or_else(|error| panic!("{len}: {error}"));
+        assert_eq!(doc.root().index(0).unwrap().as_str().map(str::len), Some(len));
+    }
+}
+
+/// A tail with 2-byte offsets and a 2-byte root slot pointing at `root`.
+fn values_with_wide_tail(values: &[u8], root: usize) -> Vec<u8> {
+    let tail_start = values.len();
+    let mut out = values.to_vec();
+    out.extend_from_slice(&[layout::TAG_TAIL, 7]);
+    out.extend_from_slice(&(((tail_start - root) << 1) as u16).to_le_bytes());
+    out.extend_from_slice(&(tail_start as u16).to_le_bytes());
+    out.push(layout::FORMAT_VERSION << 4 | 1 << 2 | 1);
+    out
+}
