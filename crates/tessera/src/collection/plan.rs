@@ -230,7 +230,12 @@ pub(crate) fn exact_key(state: &CollectionState, layout: &dyn KeyLayout, predica
         return None;
     }
     let (_, _, literal) = comparison(predicate)?;
-    let mut key = Vec::new();
+    // Room for the encoded key at once (a string's bytes, escapes aside, and its terminator),
+    // rather than growing the buffer byte by byte.
+    let mut key = Vec::with_capacity(match literal {
+        Literal::Str(text) => text.len() + 8,
+        _ => 16,
+    });
     layout.encode_key_literals(std::slice::from_ref(literal), &mut key).then_some(key)
 }
 
