@@ -1235,13 +1235,7 @@ impl<'a> Dict<'a> {
     /// fields of a dict that has them all): one comparison when it is there, a search when not.
     #[inline]
     pub(crate) fn get_field_at(&self, id: u32, name: &str, position: usize) -> Option<Value<'a>> {
-        if (id as u64) >= self.doc.shared_count() {
-            return self.get(name);
-        }
-        if position < self.shape.len && self.key_at(position) == id as u64 {
-            return Some(self.value_at(position));
-        }
-        self.get_id(id as u64)
+        self.get_field_hinted(id, name, &mut { position })
     }
 
     #[inline]

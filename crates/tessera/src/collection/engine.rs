@@ -152,7 +152,8 @@ impl QuerySpec<'_> {
                 _ => (Bound::Unbounded, Bound::Unbounded),
             };
             let entries = snapshot.entries(&self.state.records, start, end)?;
-            return Ok(Box::new(FilteredRecords { entries, state: self.state.clone(), predicate: predicate.clone() }));
+            let candidates = entries.map(|entry| entry.map(|(key, bytes)| (Cow::Borrowed(key), bytes)));
+            return Ok(Box::new(Filtered { candidates, state: self.state.clone(), predicate: predicate.clone() }));
         }
         let candidates = if reversed {
             candidates_reversed(self.state, snapshot, access, walk)?
@@ -160,16 +161,7 @@ impl QuerySpec<'_> {
             candidates(self.state, snapshot, access, walk)?
         };
         let Some(predicate) = predicate else { return Ok(candidates) };
-        let state = self.state.clone();
-        // A record that does not open is an error wherever it is met, never a match or a
-        // miss: `count`, `exists` and `delete_where` would otherwise act on a guess.
-        Ok(Box::new(candidates.filter_map(move |candidate| match candidate {
-            Ok((key, bytes)) => match state.open_stored(bytes) {
-                Ok(doc) => (predicate.eval(doc.root()) == Truth::True).then_some(Ok((key, bytes))),
-                Err(error) => Some(Err(state.decode_error(&key, error))),
-            },
-            Err(error) => Some(Err(error)),
-        })))
+        Ok(Box::new(Filtered { candidates, state: self.state.clone(), predicate }))
     }
 
     /// Plans the query and returns the matching candidates, ordered, offset and limited.
@@ -194,28 +186,28 @@ impl QuerySpec<'_> {
     }
 }
 
-/// The records of a forward walk that satisfy a predicate (see [`QuerySpec::matches`]).
-struct FilteredRecords<'t> {
-    entries: Entries<'t>,
+/// The candidates whose records satisfy a predicate. A record that does not open is an error
+/// wherever it is met, never a match or a miss: `count`, `exists` and `delete_where` would
+/// otherwise act on a guess.
+struct Filtered<I> {
+    candidates: I,
     state: Arc<CollectionState>,
     predicate: Arc<Expr>,
 }
 
-impl<'t> Iterator for FilteredRecords<'t> {
+impl<'t, I: Iterator<Item = Result<Candidate<'t>>>> Iterator for Filtered<I> {
     type Item = Result<Candidate<'t>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let (key, bytes) = match self.entries.next()? {
-                Ok(entry) => entry,
+            let (key, bytes) = match self.candidates.next()? {
+                Ok(candidate) => candidate,
                 Err(error) => return Some(Err(error)),
             };
-            // A record that does not open is an error wherever it is met, never a match or a
-            // miss (as in `QuerySpec::matches`).
             match self.state.open_stored(bytes) {
-                Ok(doc) if self.predicate.eval(doc.root()) == Truth::True => return Some(Ok((Cow::Borrowed(key), bytes))),
+                Ok(doc) if self.predicate.eval(doc.root()) == Truth::True => return Some(Ok((key, bytes))),
                 Ok(_) => {}
-                Err(error) => return Some(Err(self.state.decode_error(key, error))),
+                Err(error) => return Some(Err(self.state.decode_error(&key, error))),
             }
         }
     }
