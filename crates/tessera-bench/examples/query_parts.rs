@@ -1,6 +1,6 @@
 //! Where a fetch by key through a query spends its time, beside a plain get; and other
 //! single operations of the crud table (`MODE`), for callgrind. `delete` deletes all 10,000 and
-//! inserts them again; `reinsert` does that twice, so the difference is one delete and insert.
+//! inserts them again (each repetition starts from the full collection).
 use tessera_bench::crud_model::{BenchDoc, parts};
 
 fn main() {
@@ -30,12 +30,6 @@ fn main() {
                 records.iter().for_each(|r| drop(docs.filter(BenchDoc::title().eq(r.title.as_str())).first(&tx).unwrap().unwrap()))
             }
             "delete" => {
-                db.write(|tx| records.iter().try_for_each(|r| docs.delete(tx, &r.title).map(drop))).unwrap();
-                db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
-            }
-            "reinsert" => {
-                db.write(|tx| records.iter().try_for_each(|r| docs.delete(tx, &r.title).map(drop))).unwrap();
-                db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
                 db.write(|tx| records.iter().try_for_each(|r| docs.delete(tx, &r.title).map(drop))).unwrap();
                 db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
             }

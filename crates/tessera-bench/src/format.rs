@@ -6,8 +6,8 @@
 //! JSON's `peers`, which holds only what this run measured.
 
 use crate::harness::{Goal, Table, median_ns};
-use crate::people::Person;
 use std::hint::black_box;
+use tessera_bench::people::Person;
 use tessera_value::{DictKey, Doc, MutableDoc, from_json, to_vec};
 
 pub struct Options {
@@ -18,7 +18,7 @@ pub struct Options {
 pub fn run(options: &Options) -> std::io::Result<()> {
     let (json, is_people) = match &options.json {
         Some(path) => (std::fs::read(path)?, false),
-        None => (crate::people::people_json(1000), true),
+        None => (tessera_bench::people::people_json(1000), true),
     };
     // Minify, so that sizes compare with the seed's "JSON (no whitespace)".
     let parsed: serde_json::Value = serde_json::from_slice(&json).map_err(std::io::Error::other)?;

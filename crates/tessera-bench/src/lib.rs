@@ -3,4 +3,5 @@
 
 pub mod crud_model;
 pub mod documents_model;
+pub mod people;
 pub mod report;

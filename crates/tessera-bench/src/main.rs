@@ -13,7 +13,6 @@ mod format_numbers;
 mod harness;
 mod live;
 mod live_cross_process;
-mod people;
 mod replicate;
 mod store;
 
