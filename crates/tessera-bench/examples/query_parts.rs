@@ -7,7 +7,10 @@ fn main() {
     let n = 10_000;
     let records: Vec<BenchDoc> = (0..n).map(|i| parts(i).into()).collect();
     let dir = tempfile::tempdir().unwrap();
-    let db = tessera::Db::open(dir.path().join("db")).unwrap();
+    // VERIFY=0 opens the database without checksum verification on reads.
+    let verify_checksums = std::env::var("VERIFY").map_or(true, |v| v != "0");
+    let options = tessera::DbOptions { verify_checksums, ..Default::default() };
+    let db = tessera::Db::open_with(dir.path().join("db"), options).unwrap();
     let docs = db.collection::<BenchDoc>().unwrap();
     db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
     let mode = std::env::var("MODE").unwrap_or_default();

@@ -871,16 +871,26 @@ pub(crate) fn decode<T: Record>(state: &CollectionState, key: &[u8], bytes: &[u8
 /// Runs `write` with a per-thread buffer for a record's bytes, reused across writes (a
 /// fresh one when called re-entrantly).
 fn with_buffer<R>(write: impl FnOnce(&mut Vec<u8>) -> Result<R>) -> Result<R> {
+    with_buffers(|_, bytes| write(bytes))
+}
+
+/// Runs `write` with two empty per-thread buffers, for a primary key and a record's bytes,
+/// reused across writes (fresh ones when called re-entrantly, as a write inside a migration
+/// closure is): an insert then allocates nothing of its own.
+fn with_buffers<R>(write: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<R>) -> Result<R> {
     thread_local! {
-        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        static BUFFERS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
     }
-    let mut buffer = BUFFER.with(|cell| cell.try_borrow_mut().map(|mut buffer| std::mem::take(&mut *buffer)).unwrap_or_default());
-    let result = write(&mut buffer);
-    BUFFER.with(|cell| {
+    let (mut key, mut bytes) =
+        BUFFERS.with(|cell| cell.try_borrow_mut().map(|mut buffers| std::mem::take(&mut *buffers)).unwrap_or_default());
+    key.clear();
+    bytes.clear();
+    let result = write(&mut key, &mut bytes);
+    BUFFERS.with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut()
-            && slot.capacity() < buffer.capacity()
+            && slot.1.capacity() <= bytes.capacity()
         {
-            *slot = buffer;
+            *slot = (key, bytes);
         }
     });
     result
@@ -930,22 +940,19 @@ impl<T: Record> Collection<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn insert(&self, tx: &mut WriteTxn<'_>, record: &T) -> Result<WriteOutcome> {
-        let mut key = Vec::with_capacity(32);
-        record.encode_key(&mut key);
-        let duplicate = || Error::DuplicateKey { collection: self.state.name.clone(), key: self.state.display_key(&key) };
-        if self.state.indexes.is_empty() {
-            // No index to maintain: one descent writes the record or finds the key taken.
-            return with_buffer(|bytes| {
+        with_buffers(|key, bytes| {
+            record.encode_key(key);
+            let duplicate = || Error::DuplicateKey { collection: self.state.name.clone(), key: self.state.display_key(key) };
+            if self.state.indexes.is_empty() {
+                // No index to maintain: one descent writes the record or finds the key taken.
                 self.state.encode(record, bytes)?;
-                if tx.insert_new(&self.state.records, &key, bytes)? { Ok(WriteOutcome::Inserted) } else { Err(duplicate()) }
-            });
-        }
-        if tx.get(&self.state.records, &key)?.is_some() {
-            return Err(duplicate());
-        }
-        with_buffer(|bytes| {
+                return if tx.insert_new_in(&self.state.records, key, bytes)? { Ok(WriteOutcome::Inserted) } else { Err(duplicate()) };
+            }
+            if tx.get(&self.state.records, key)?.is_some() {
+                return Err(duplicate());
+            }
             self.state.encode(record, bytes)?;
-            self.store(tx, &key, None, bytes)
+            self.store(tx, key, None, bytes)
         })
     }
 

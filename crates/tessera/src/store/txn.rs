@@ -669,6 +669,35 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
+    /// [`WriteTxn::insert_new`] for a value in a buffer the caller owns and does not need
+    /// intact during the call: in a checksummed keyspace the checksum is appended to `value`
+    /// for the put and removed after it, where `insert_new` copies the value to seal it. On
+    /// return `value` holds what it held before, whatever the outcome.
+    pub(crate) fn insert_new_in(&mut self, keyspace: &Keyspace, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
+        Self::check_key(key)?;
+        let len = value.len();
+        self.written_bytes += (key.len() + len + checksum::CHECKSUM_LEN) as u64;
+        let result = if keyspace.checksummed {
+            let sum = checksum::of(key, value);
+            value.extend_from_slice(&sum);
+            let result = keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value);
+            value.truncate(len);
+            result
+        } else {
+            keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value)
+        };
+        match result {
+            Ok(()) => {
+                if let Some(log) = &mut self.log {
+                    log.record_new(&keyspace.name, key, value);
+                }
+                Ok(true)
+            }
+            Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => Ok(false),
+            Err(error) => Err(self.note_error(error)),
+        }
+    }
+
     /// The greatest key of `keyspace` as this transaction sees it (`None` when it is empty).
     pub(crate) fn last_key(&self, keyspace: &Keyspace) -> Result<Option<Vec<u8>>> {
         match keyspace.handle.last(&self.txn) {
@@ -1396,5 +1425,38 @@ impl<S: ReadSource + ?Sized> ReadSource for &S {
 impl<S: ReadSource + ?Sized> ReadSource for &mut S {
     fn with_snapshot<R>(&self, read: impl FnOnce(&dyn Snapshot) -> Result<R>) -> Result<R> {
         (**self).with_snapshot(read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Db, DbOptions};
+
+    /// `insert_new_in` appends the checksum to the caller's buffer for the put: the buffer must
+    /// come back as it was whatever the outcome, the stored value must verify, and the change
+    /// feed must record the value without the checksum.
+    #[test]
+    fn insert_new_in_stores_a_checked_value_and_hands_the_buffer_back_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() }).unwrap();
+        let notes = db.keyspace("notes").unwrap();
+        let mut value = b"first value".to_vec();
+        let inserted = db.write(|tx| tx.insert_new_in(&notes, b"k", &mut value)).unwrap();
+        assert!(inserted);
+        assert_eq!(value, b"first value", "the checksum was removed again");
+        let mut other = b"second".to_vec();
+        let inserted = db.write(|tx| tx.insert_new_in(&notes, b"k", &mut other)).unwrap();
+        assert!(!inserted, "the key is taken");
+        assert_eq!(other, b"second");
+        let stored = db.read(|tx| Ok(tx.get(&notes, b"k")?.map(<[u8]>::to_vec))).unwrap();
+        assert_eq!(stored.as_deref(), Some(&b"first value"[..]), "read back through the checksum check");
+        let batches = db.changes_since(0, 10).unwrap();
+        let recorded: Vec<_> = batches.iter().flat_map(|batch| &batch.changes).filter(|change| &*change.keyspace == "notes").collect();
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].new.as_deref(), Some(&b"first value"[..]));
+        let mut too_long = vec![0u8; 4];
+        let refused = db.write(|tx| tx.insert_new_in(&notes, &[7u8; crate::store::KEY_LEN_MAX + 1], &mut too_long));
+        assert!(matches!(refused, Err(crate::Error::KeySize { .. })));
+        assert_eq!(too_long, [0u8; 4]);
     }
 }
