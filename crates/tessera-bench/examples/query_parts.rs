@@ -36,6 +36,7 @@ fn main() {
                 db.write(|tx| records.iter().try_for_each(|r| docs.delete(tx, &r.title).map(drop))).unwrap();
                 db.write(|tx| records.iter().try_for_each(|doc| docs.insert(tx, doc).map(drop))).unwrap();
             }
+            "update" => db.write(|tx| records.iter().try_for_each(|r| docs.update(tx, &r.title, |d| d.priority += 1).map(drop))).unwrap(),
             "image" => (0..20).for_each(|_| drop(docs.filter(BenchDoc::content().is_variant("Image")).fetch(&db).unwrap())),
             _ => records.iter().for_each(|r| drop(docs.filter(BenchDoc::title().eq(r.title.as_str())).first(&db).unwrap().unwrap())),
         }
