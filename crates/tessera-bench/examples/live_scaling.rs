@@ -2,14 +2,20 @@
 //! queries over 10,000 BenchDocs (or N, if more) and makes 20 commits changing the objects of
 //! 100 of them; under callgrind, `--toggle-collect=*measured_commits*` counts only those
 //! commits and their deliveries, to compare N = 100 with N = 10,000. `live_scaling N bare`
-//! makes the same commits with no subscription (what the commits alone cost).
+//! makes the same commits with no subscription (what the commits alone cost). `AFFECTED=10
+//! live_scaling 10` is the live table's common case (10 subscriptions, 10 changed objects).
 
 use std::time::Duration;
 use tessera::live::{Event, QuerySubscription};
 use tessera_bench::crud_model::{BenchDoc, parts};
 
-const AFFECTED: usize = 100;
+const AFFECTED_DEFAULT: usize = 100;
 const ROUNDS: usize = 20;
+
+/// How many subscriptions each commit affects (`AFFECTED`, default 100).
+fn affected_count() -> usize {
+    std::env::var("AFFECTED").ok().and_then(|n| n.parse().ok()).unwrap_or(AFFECTED_DEFAULT)
+}
 
 /// Commits `ROUNDS` times; returns the median time from the end of the write closure to the
 /// last delivery (what the live table's scaling rows report).
@@ -20,10 +26,11 @@ fn measured_commits(
     subs: &[QuerySubscription<BenchDoc>],
     total: usize,
 ) -> Duration {
-    let stride = total / AFFECTED;
+    let affected_count = affected_count();
+    let stride = total / affected_count;
     let mut times = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
-        let affected: Vec<usize> = (0..AFFECTED).map(|k| k * stride + round % stride).collect();
+        let affected: Vec<usize> = (0..affected_count).map(|k| k * stride + round % stride).collect();
         let mut ended = std::time::Instant::now();
         db.write(|tx| {
             affected.iter().try_for_each(|i| docs.update(tx, &format!("title{i}"), |doc| doc.priority += 1).map(drop))?;
@@ -42,7 +49,7 @@ fn measured_commits(
 
 fn main() {
     let total: usize = std::env::args().nth(1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
-    assert!(total >= AFFECTED, "at least {AFFECTED} subscriptions");
+    assert!(total >= affected_count(), "at least as many subscriptions as affected ones");
     let dir = tempfile::tempdir().unwrap();
     let options = tessera::DbOptions { durability: tessera::Durability::BUFFERED, ..Default::default() };
     let db = tessera::Db::open_with(dir.path().join("db"), options).unwrap();

@@ -904,6 +904,34 @@ impl Encode for () {
         out.push_null()
     }
 }
+/// A value read from any document is written as a copy of itself (see
+/// [`Encoder::push_value`]), with its dict keys by name: so [`encode_into`] turns a value of a
+/// document that uses shared keys into a standalone one, reusing the thread's encoder buffers.
+///
+/// ```
+/// use tessera_value::codec::{encode_into, FieldIds};
+/// use tessera_value::{Doc, Encoder, SharedKeys};
+/// let mut keys = SharedKeys::new();
+/// keys.add("name").unwrap();
+/// let mut with_keys = Encoder::with_shared_keys(&keys);
+/// with_keys.begin_dict()?;
+/// with_keys.key("name")?;
+/// with_keys.push_str("Ada")?;
+/// with_keys.end_dict()?;
+/// let with_keys = with_keys.finish()?;
+/// assert!(Doc::from_untrusted(&with_keys).is_err(), "needs its shared keys");
+/// let root = Doc::from_untrusted_with_keys(&with_keys, &keys).unwrap().root();
+/// let mut standalone = Vec::new();
+/// encode_into(&root, None, &FieldIds::default(), &mut standalone)?;
+/// assert_eq!(Doc::from_untrusted(&standalone).unwrap().root().to_json(), r#"{"name":"Ada"}"#);
+/// # Ok::<(), tessera_value::EncodeError>(())
+/// ```
+impl Encode for Value<'_> {
+    #[inline]
+    fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
+        out.push_value(*self)
+    }
+}
 impl Decode<'_> for () {
     #[inline]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {

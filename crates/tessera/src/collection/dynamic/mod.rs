@@ -80,7 +80,7 @@ use crate::store::{ReadSource, Snapshot, WriteTxn};
 use conform::{ConformError, Misfit};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use tessera_value::{Doc, Encoder, Value};
+use tessera_value::{Doc, Value};
 
 /// Where a key given to a read is named in a [`Error::SchemaViolation`].
 const KEY_PATH: &str = "$key";
@@ -543,11 +543,12 @@ fn learn_key_kinds(db: &Db, state: &CollectionState, schema: &DynSchema) -> Resu
     })
 }
 
-/// `value` as a standalone document without shared keys.
+/// `value` as a standalone document without shared keys, encoded with the thread's reused
+/// encoder buffers (a fresh `Encoder` per record allocated and cleared its tables each time).
 fn plain(value: Value<'_>) -> Result<Vec<u8>> {
-    let mut encoder = Encoder::new();
-    encoder.push_value(value)?;
-    Ok(encoder.finish()?)
+    let mut bytes = Vec::new();
+    tessera_value::codec::encode_into(&value, None, &tessera_value::codec::FieldIds::default(), &mut bytes)?;
+    Ok(bytes)
 }
 
 /// JSON text as a document; the error names `what` it was.
