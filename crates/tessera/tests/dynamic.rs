@@ -330,3 +330,40 @@ fn a_schema_stored_before_float_widths_opens_as_f32() {
     // A stored value that does not fit is a typed error naming the record, not infinity.
     assert!(matches!(typed.get(&db, &2u32), Err(Error::RecordDecode { .. })), "{:?}", typed.get(&db, &2u32));
 }
+
+/// A record read from storage is kept with the collection's shared keys: its fields read
+/// through them, while `bytes` is still a standalone document that opens without them, and
+/// records compare by key and content whichever way they were read.
+#[test]
+fn a_stored_record_reads_through_its_shared_keys_and_copies_out_standalone() {
+    let (_dir, db) = open();
+    let typed = db.collection::<Task>().unwrap();
+    let done = Task { id: 7, title: "seven".into(), priority: 3, due: Some(9), state: State::Done { note: "shipped".into() } };
+    db.write(|tx| typed.insert(tx, &done)).unwrap();
+    let tasks = db.dyn_collection("tasks").unwrap();
+    let read = tasks.get_json(&db, "7").unwrap().unwrap();
+    let fetched = tasks.filter_text("id == 7").unwrap().fetch(&db).unwrap().remove(0);
+    let expected = r#"{"id":7,"title":"seven","priority":3,"due":9,"state":{"Done":{"note":"shipped"}}}"#;
+    for record in [&read, &fetched] {
+        assert_eq!(record.to_json(), expected);
+        assert_eq!(
+            record
+                .value()
+                .get("state")
+                .and_then(|state| state.get("Done"))
+                .and_then(|done| done.get("note"))
+                .and_then(|note| note.as_str()),
+            Some("shipped")
+        );
+        let standalone = Doc::from_untrusted(record.bytes()).expect("opens without the collection's keys");
+        assert_eq!(standalone.root().to_json(), expected);
+        assert_eq!(record.key_bytes(), tessera::store::key::encode(&7u32));
+    }
+    assert_eq!(read, fetched);
+    let cloned = read.clone();
+    assert_eq!(cloned.bytes(), read.bytes());
+    let json = br#"{"id": 8, "title": "eight", "priority": 1, "state": "Open"}"#;
+    db.write(|tx| tasks.insert_json(tx, json)).unwrap();
+    assert_ne!(tasks.get_json(&db, "8").unwrap().unwrap(), read, "another record");
+    assert_eq!(read.to_json(), expected);
+}

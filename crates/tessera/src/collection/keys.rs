@@ -23,9 +23,11 @@ use tessera_value::codec::FieldIds;
 pub(crate) const KEYS_KEYSPACE: &str = "tessera.keys";
 
 /// A collection's shared keys and the field-name lists of its record type resolved to them.
+/// The table is shared with the records read through it that keep their stored bytes (a
+/// dynamic collection's [`crate::collection::DynRecord`]).
 #[derive(Debug, Default)]
 pub(crate) struct RecordKeys {
-    pub(crate) shared: SharedKeys,
+    pub(crate) shared: std::sync::Arc<SharedKeys>,
     pub(crate) ids: FieldIds,
 }
 
@@ -55,7 +57,7 @@ pub(crate) fn register<T: Record>(tx: &mut WriteTxn<'_>, keyspace: &Keyspace, co
         tx.put(keyspace, collection.as_bytes(), &shared.to_bytes())?;
     }
     let ids = FieldIds::resolve(&shared, lists);
-    Ok(RecordKeys { shared, ids })
+    Ok(RecordKeys { shared: std::sync::Arc::new(shared), ids })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! record at a key ([`DynCollection::subscribe_object`]), kept by the incremental engine
 //! typed subscriptions use (`crate::live`), with records delivered as [`DynRecord`]s.
 
-use super::{DynCollection, DynQuery, DynRecord, DynSchema, plain};
+use super::{DynCollection, DynQuery, DynRecord, DynSchema};
 use crate::collection::key_layout::{KeyLayout, KindsKey};
 use crate::collection::{CollectionState, QueryParts};
 use crate::error::Result;
@@ -10,14 +10,14 @@ use crate::live::{LiveRecord, ObjectSubscription, Policy, QuerySubscription};
 use std::sync::Arc;
 use tessera_value::Value;
 
-/// A dynamic record decodes to its plain document; the key layout comes from the stored
+/// A dynamic record is kept as stored, with the collection's shared keys; the key layout comes from the stored
 /// schema (its key fields and kinds).
 impl LiveRecord for DynRecord {
     type Keys = Arc<DynSchema>;
 
     fn decode_stored(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
-        let doc = state.open_record(key, bytes)?;
-        Ok(DynRecord { key: key.to_vec(), bytes: plain(doc.root())? })
+        state.open_record(key, bytes)?;
+        Ok(DynRecord::stored(state, key, bytes))
     }
 
     fn sole_key_field(schema: &Arc<DynSchema>) -> Option<&str> {

@@ -189,13 +189,43 @@ impl DynSchema {
 /// assert_eq!(record.to_json(), r#"{"name":"rust"}"#);
 /// # Ok::<(), tessera::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct DynRecord {
     key: Vec<u8>,
-    bytes: Vec<u8>,
+    body: Body,
 }
 
+/// A record's document: standalone, or as it was stored, with the shared-key table it was read
+/// through (append-only, so the record's key ids keep their names) and, once asked for, its
+/// standalone copy. A record read from storage is kept as stored: a live subscription or a
+/// reader that reads fields never pays for the copy, which costs more than the read.
+#[derive(Debug, Clone)]
+enum Body {
+    Standalone(Vec<u8>),
+    Stored { bytes: Vec<u8>, keys: Arc<tessera_value::SharedKeys>, standalone: std::sync::OnceLock<Vec<u8>> },
+}
+
+/// Equal records have the same key and the same standalone document.
+impl PartialEq for DynRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key && self.bytes() == other.bytes()
+    }
+}
+impl Eq for DynRecord {}
+
 impl DynRecord {
+    /// A record whose document is standalone (no shared keys).
+    pub(crate) fn standalone(key: Vec<u8>, bytes: Vec<u8>) -> DynRecord {
+        DynRecord { key, body: Body::Standalone(bytes) }
+    }
+
+    /// A record of `collection` read from its stored value `bytes` (without the checksum),
+    /// which `open_record` opened: kept as stored, with the collection's shared keys.
+    pub(crate) fn stored(collection: &CollectionState, key: &[u8], bytes: &[u8]) -> DynRecord {
+        let body = Body::Stored { bytes: bytes.to_vec(), keys: collection.keys.shared.clone(), standalone: std::sync::OnceLock::new() };
+        DynRecord { key: key.to_vec(), body }
+    }
+
     /// The record's root value.
     ///
     /// ```
@@ -212,7 +242,12 @@ impl DynRecord {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn value(&self) -> Value<'_> {
-        Doc::from_trusted(&self.bytes).expect("a DynRecord holds encoder output").root()
+        let doc = match &self.body {
+            Body::Standalone(bytes) => Doc::from_trusted(bytes),
+            // Opened (validated or checksum-checked) when the record was read.
+            Body::Stored { bytes, keys, .. } => Doc::from_trusted_with_keys(bytes, keys),
+        };
+        doc.expect("a DynRecord holds encoder output").root()
     }
 
     /// The record as compact JSON.
@@ -249,7 +284,13 @@ impl DynRecord {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+        match &self.body {
+            Body::Standalone(bytes) => bytes,
+            Body::Stored { standalone, .. } => standalone.get_or_init(|| {
+                // A copy of a valid document meets every limit the original met.
+                plain(self.value()).expect("a stored record copies into a standalone document")
+            }),
+        }
     }
 
     /// The stored primary key's order-preserving encoding.
@@ -497,7 +538,7 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         index_keyspace,
         shape: stored.shape.clone(),
         indexes: stored.indexes.iter().map(|index| IndexState::new(index, index.ready && current_entries)).collect(),
-        keys: RecordKeys { shared, ids: Default::default() },
+        keys: RecordKeys { shared: Arc::new(shared), ids: Default::default() },
         key_text: |_| None,
         key_kinds: std::sync::OnceLock::new(),
         single_key_type,
@@ -639,8 +680,8 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn decode_stored(&self, key: &[u8], stored: &[u8]) -> Result<DynRecord> {
-        let doc = super::open_stored(stored, &self.state.keys.shared, false).map_err(|error| self.state.decode_error(key, error))?;
-        Ok(DynRecord { key: key.to_vec(), bytes: plain(doc.root())? })
+        super::open_stored(stored, &self.state.keys.shared, false).map_err(|error| self.state.decode_error(key, error))?;
+        Ok(DynRecord::stored(&self.state, key, stored))
     }
 
     fn violation(&self, key: &str, misfit: Misfit) -> Error {
@@ -758,8 +799,8 @@ impl DynCollection {
     }
 
     fn record(&self, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
-        let doc = self.state.open_record(key, bytes)?;
-        Ok(DynRecord { key: key.to_vec(), bytes: plain(doc.root())? })
+        self.state.open_record(key, bytes)?;
+        Ok(DynRecord::stored(&self.state, key, bytes))
     }
 
     /// Checks `record` against the schema and encodes it with the shared keys; returns its
@@ -778,7 +819,7 @@ impl DynCollection {
     /// table), and when it is already what conforming would write (`conformed.rs`), its bytes
     /// are taken as they are.
     fn prepare_document(&self, document: Doc<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
-        let shared = &self.state.keys.shared;
+        let shared: &tessera_value::SharedKeys = &self.state.keys.shared;
         let document = match document.shared_keys() {
             Some(keys) if std::ptr::eq(keys, shared) => document,
             _ => Doc::from_untrusted_with_keys(document.bytes(), shared)?,

@@ -454,7 +454,7 @@ fn hand_over(
         }
         let collection = &collections[index];
         let Ok(bytes) = collection.decode(entry.key, entry.value) else { return };
-        let record = DynRecord { key: entry.key.to_vec(), bytes };
+        let record = DynRecord::standalone(entry.key.to_vec(), bytes);
         let result = handed.open_sections(collections, index + 1, sink).and_then(|()| sink.record(&record));
         match result {
             Ok(()) => handed.records[index] += 1,
