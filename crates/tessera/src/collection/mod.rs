@@ -889,12 +889,16 @@ fn with_buffers<R>(write: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<R>) 
     BUFFERS.with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut()
             && slot.1.capacity() <= bytes.capacity()
+            && bytes.capacity() <= BUFFER_KEPT_BYTES_MAX
         {
             *slot = (key, bytes);
         }
     });
     result
 }
+
+/// Largest record buffer a thread keeps between writes: a rare large record's buffer is freed.
+const BUFFER_KEPT_BYTES_MAX: usize = 1 << 20;
 
 impl<T: Record> Collection<T> {
     /// The collection's name.

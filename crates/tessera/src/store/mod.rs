@@ -158,10 +158,10 @@ pub struct DbOptions {
     pub create_parent_dirs: bool,
     /// Check every value's checksum when it is read (on by default). Off, a damaged value may
     /// be read as different data or fail to decode; writes still store checksums, and
-    /// [`Db::check`] always verifies them. Off is not faster for collections: a record whose
-    /// checksum was checked opens trusted in O(1), while one read unchecked is validated
-    /// structurally on every read, which costs more than the checksum (see `docs/design.md`,
-    /// "Trust policy").
+    /// [`Db::check`] always verifies them. Off does not make reading collection records
+    /// faster: a record whose checksum was checked opens trusted in O(1), while one read
+    /// unchecked is validated structurally on every read, which costs more than the checksum
+    /// (see `docs/design.md`, "Trust policy").
     pub verify_checksums: bool,
     /// Walk the structure of an existing file before LMDB reads it (off by default): every
     /// page reachable from its newest commit — each B-tree's branch and leaf pages and the

@@ -172,8 +172,12 @@ impl DynSchema {
     }
 }
 
-/// One record read through a dynamic handle: a standalone binary document (no shared keys),
-/// with its stored primary key.
+/// One record read through a dynamic handle, with its stored primary key: its document as
+/// stored, read through the collection's shared keys, and copied into a standalone document
+/// (no shared keys) when [`DynRecord::bytes`] first asks for one. A dict's entries come in the
+/// order of their key ids, so [`DynRecord::value`] and [`DynRecord::to_json`] give a stored
+/// record's fields in the collection's shared-key order, and the standalone copy may order a
+/// nested dict's entries otherwise; equality compares content, not order.
 ///
 /// ```
 /// # use tessera::collection::Record;
@@ -205,10 +209,11 @@ enum Body {
     Stored { bytes: Vec<u8>, keys: Arc<tessera_value::SharedKeys>, standalone: std::sync::OnceLock<Vec<u8>> },
 }
 
-/// Equal records have the same key and the same standalone document.
+/// Equal records have the same key and equal content (`Value`'s deep equality: dicts as maps),
+/// however each was read; nothing is copied to compare them.
 impl PartialEq for DynRecord {
     fn eq(&self, other: &Self) -> bool {
-        self.key == other.key && self.bytes() == other.bytes()
+        self.key == other.key && self.value() == other.value()
     }
 }
 impl Eq for DynRecord {}
@@ -1112,5 +1117,46 @@ impl DynCollection {
             return Ok(WriteOutcome::Unchanged);
         }
         self.state.delete(tx, key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DynRecord;
+    use crate::collection::Record;
+    use std::collections::BTreeMap;
+
+    #[derive(serde::Serialize, serde::Deserialize, Record, Debug, Clone, PartialEq)]
+    #[record(name = "notes")]
+    struct Note {
+        #[record(key)]
+        id: u32,
+        first: BTreeMap<String, i64>,
+        second: BTreeMap<String, i64>,
+    }
+
+    /// A record kept as stored equals its standalone copy, whose dict order may differ, and
+    /// differs from the same key with other content.
+    #[test]
+    fn stored_and_standalone_records_compare_by_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::Db::open(dir.path().join("db")).unwrap();
+        let notes = db.collection::<Note>().unwrap();
+        let map = |entries: &[(&str, i64)]| entries.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>();
+        // "q" is met first in `first`, so the standalone copy gives it the smaller local id.
+        let note = Note { id: 1, first: map(&[("q", 1)]), second: map(&[("z", 5), ("q", 6)]) };
+        db.write(|tx| notes.insert(tx, &note)).unwrap();
+        let dynamic = db.dyn_collection("notes").unwrap();
+        let stored = dynamic.get_json(&db, "1").unwrap().unwrap();
+        let standalone = DynRecord::standalone(stored.key_bytes().to_vec(), stored.bytes().to_vec());
+        assert!(matches!(standalone.body, super::Body::Standalone(_)));
+        assert!(matches!(stored.body, super::Body::Stored { .. }));
+        assert_eq!(stored, standalone);
+        assert_eq!(standalone, stored);
+        assert_eq!(stored.value(), standalone.value());
+        db.write(|tx| notes.upsert(tx, &Note { second: map(&[("z", 5), ("q", 7)]), ..note.clone() })).unwrap();
+        let changed = dynamic.get_json(&db, "1").unwrap().unwrap();
+        assert_ne!(changed, stored, "same key, other content");
+        assert_ne!(changed, standalone);
     }
 }
