@@ -288,6 +288,39 @@ impl<T: LiveRecord> QuerySub<T> {
         Ok(Some(found.into_iter().map(|value| value.expect("every visible row has its record")).collect()))
     }
 
+    /// The changeset of a commit that only appends rows after the last one (`inserted`, in
+    /// order) to a result that is visible whole (no offset) and stays complete, with nothing
+    /// rewritten in place, for a subscriber that takes every change: the new rows' positions,
+    /// and the previous delivery's records followed by the new ones, without the per-row
+    /// bookkeeping of a merge (a result that grows at its end, such as one in insertion order,
+    /// then costs a commit what it adds plus one pointer copy per row). `None`, changing
+    /// nothing, when the commit is not of that kind or the previous delivery is gone.
+    fn appended_whole(
+        &mut self,
+        commit: &Commit<'_, T>,
+        inserted: &[(&SortKey, Option<usize>, usize)],
+        marks: &Marks,
+    ) -> Result<Option<ResultChange<T>>> {
+        let old_len = self.rows.len();
+        let fits = inserted.len() <= self.window_end().saturating_sub(old_len);
+        if self.parts.offset != 0 || self.policy != Policy::EveryChange || !fits || marks.rewritten.iter().any(Option::is_some) {
+            return Ok(None);
+        }
+        let Some(previous) = self.delivered.upgrade().filter(|previous| previous.len() == old_len) else { return Ok(None) };
+        debug_assert!(inserted.iter().all(|(_, moved_from, _)| moved_from.is_none()), "an appended row was not in the result");
+        let mut values = Vec::with_capacity(old_len + inserted.len());
+        values.extend(previous.iter().cloned());
+        for &(_, _, change) in inserted {
+            values.push(commit.values.get(change, commit.changes, commit.state)?);
+        }
+        for (sort, _, _) in inserted {
+            self.rows.push(&sort.0, sort.1);
+        }
+        self.since = commit.sequence;
+        let insertions = (old_len..self.rows.len()).collect();
+        Ok(Some(self.change(old_len, (Vec::new(), insertions, Vec::new(), Vec::new()), None, values)))
+    }
+
     /// Applies one commit's changes (`hits`: change index, old version anchored, new version
     /// anchored); returns the changeset, if the visible result changed.
     pub(super) fn apply(&mut self, commit: &Commit<'_, T>, hits: &[Hit], sort_keys: &SortKeys) -> Result<Option<ResultChange<T>>> {
@@ -350,6 +383,9 @@ impl<T: LiveRecord> QuerySub<T> {
         // keys still hold.
         let appended = !any_removed
             && inserted.first().is_some_and(|(first, ..)| self.rows.last().is_none_or(|last| sort_key::compare(&first.0, last).is_gt()));
+        if appended && let Some(change) = self.appended_whole(commit, &inserted, &marks)? {
+            return Ok(Some(change));
+        }
         // Rows only rewritten in place keep their buffers: no merge, every row kept.
         let (old_rows, origin) = if !any_removed && inserted.is_empty() {
             (None, (0..self.rows.len()).map(Origin::Kept).collect())
