@@ -666,16 +666,8 @@ impl<'db> WriteTxn<'db> {
     pub fn insert_new(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
         self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
-        match self.store(keyspace, key, value, heed::PutFlags::NO_OVERWRITE) {
-            Ok(()) => {
-                if let Some(log) = &mut self.log {
-                    log.record_new(&keyspace.name, key, value);
-                }
-                Ok(true)
-            }
-            Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => Ok(false),
-            Err(error) => Err(self.note_error(error)),
-        }
+        let put = self.store(keyspace, key, value, heed::PutFlags::NO_OVERWRITE);
+        self.inserted_new(keyspace, key, value, put)
     }
 
     /// [`WriteTxn::insert_new`] for a value in a buffer the caller owns and does not need
@@ -695,7 +687,13 @@ impl<'db> WriteTxn<'db> {
         } else {
             keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value)
         };
-        match result {
+        self.inserted_new(keyspace, key, value, result)
+    }
+
+    /// The outcome of a `NO_OVERWRITE` put of `value` at `key`: true, recorded for the feed,
+    /// when it was stored; false when the key was taken; the error otherwise.
+    fn inserted_new(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], put: heed::Result<()>) -> Result<bool> {
+        match put {
             Ok(()) => {
                 if let Some(log) = &mut self.log {
                     log.record_new(&keyspace.name, key, value);
