@@ -904,6 +904,14 @@ impl Encode for () {
         out.push_null()
     }
 }
+
+impl Decode<'_> for () {
+    #[inline]
+    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
+        if value.is_null() { Ok(()) } else { Err(FieldError::wrong_type("null", value)) }
+    }
+}
+
 /// A value read from any document is written as a copy of itself (see
 /// [`Encoder::push_value`]), with its dict keys by name: so [`encode_into`] turns a value of a
 /// document that uses shared keys into a standalone one, reusing the thread's encoder buffers.
@@ -930,12 +938,6 @@ impl Encode for Value<'_> {
     #[inline]
     fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
         out.push_value(*self)
-    }
-}
-impl Decode<'_> for () {
-    #[inline]
-    fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
-        if value.is_null() { Ok(()) } else { Err(FieldError::wrong_type("null", value)) }
     }
 }
 

@@ -10,8 +10,8 @@ use crate::live::{LiveRecord, ObjectSubscription, Policy, QuerySubscription};
 use std::sync::Arc;
 use tessera_value::Value;
 
-/// A dynamic record is kept as stored, with the collection's shared keys; the key layout comes from the stored
-/// schema (its key fields and kinds).
+/// A dynamic record is kept as stored, with the collection's shared keys; the key layout
+/// comes from the stored schema (its key fields and kinds).
 impl LiveRecord for DynRecord {
     type Keys = Arc<DynSchema>;
 
