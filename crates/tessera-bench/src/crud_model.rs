@@ -136,6 +136,37 @@ pub fn sql_create(table: &str) -> String {
     )
 }
 
+/// Inserts `records` into `table` in one transaction, through one prepared statement.
+pub fn sql_insert_all(connection: &mut rusqlite::Connection, table: &str, records: &[SqlDoc]) {
+    let tx = connection.transaction().unwrap();
+    {
+        let mut insert = tx.prepare_cached(&format!("INSERT INTO {table} ({SQL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")).unwrap();
+        for doc in records {
+            doc.insert(&mut insert).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// Deletes `records` from `table` by title in one transaction, one statement each.
+pub fn sql_delete_all(connection: &mut rusqlite::Connection, table: &str, records: &[SqlDoc]) {
+    let tx = connection.transaction().unwrap();
+    {
+        let mut delete = tx.prepare_cached(&format!("DELETE FROM {table} WHERE title = ?1")).unwrap();
+        for doc in records {
+            delete.execute([&doc.title]).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// The `bench_doc` rows matching `condition` (SQL), decoded into `SqlDoc`s.
+pub fn sql_fetch(connection: &rusqlite::Connection, condition: &str) -> Vec<SqlDoc> {
+    let mut query = connection.prepare_cached(&format!("SELECT {SQL_COLUMNS} FROM bench_doc WHERE {condition}")).unwrap();
+    let rows = query.query_map([], SqlDoc::from_row).unwrap();
+    rows.collect::<rusqlite::Result<_>>().unwrap()
+}
+
 impl SqlDoc {
     pub fn insert(&self, statement: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<usize> {
         let pos = serde_json::to_vec(&self.pos).unwrap_or_default();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tessera_bench::crud_model::{SQL_COLUMNS, SqlDoc, parts, sql_create};
+use tessera_bench::crud_model::{SQL_COLUMNS, SqlDoc, parts, sql_create, sql_delete_all, sql_fetch, sql_insert_all};
 
 /// The table of the single-thread rows, then one table per writer thread.
 const TABLES: [&str; 4] = ["bench_doc", "bench_doc_1", "bench_doc_2", "bench_doc_3"];
@@ -27,34 +27,6 @@ fn open_connection(path: &Path) -> Connection {
     connection.pragma_update(None, "synchronous", "NORMAL").unwrap();
     connection.busy_timeout(Duration::from_secs(BUSY_TIMEOUT_S)).unwrap();
     connection
-}
-
-fn insert_all(connection: &mut Connection, table: &str, records: &[SqlDoc]) {
-    let tx = connection.transaction().unwrap();
-    {
-        let mut insert = tx.prepare_cached(&format!("INSERT INTO {table} ({SQL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")).unwrap();
-        for doc in records {
-            doc.insert(&mut insert).unwrap();
-        }
-    }
-    tx.commit().unwrap();
-}
-
-fn delete_all(connection: &mut Connection, table: &str, records: &[SqlDoc]) {
-    let tx = connection.transaction().unwrap();
-    {
-        let mut delete = tx.prepare_cached(&format!("DELETE FROM {table} WHERE title = ?1")).unwrap();
-        for doc in records {
-            delete.execute([&doc.title]).unwrap();
-        }
-    }
-    tx.commit().unwrap();
-}
-
-fn fetch(connection: &Connection, condition: &str) -> Vec<SqlDoc> {
-    let mut query = connection.prepare_cached(&format!("SELECT {SQL_COLUMNS} FROM bench_doc WHERE {condition}")).unwrap();
-    let rows = query.query_map([], SqlDoc::from_row).unwrap();
-    rows.collect::<rusqlite::Result<_>>().unwrap()
 }
 
 /// Read, change and write one record, as a SQLite user updates an object.
@@ -92,15 +64,15 @@ impl CrudBackend for Sqlite {
     }
 
     fn insert_all(&mut self) {
-        insert_all(&mut self.connection, TABLES[0], &self.records);
+        sql_insert_all(&mut self.connection, TABLES[0], &self.records);
     }
 
     fn fetch_priority(&mut self) -> Vec<SqlDoc> {
-        fetch(&self.connection, "priority > 2500")
+        sql_fetch(&self.connection, "priority > 2500")
     }
 
     fn fetch_image(&mut self) -> Vec<SqlDoc> {
-        fetch(&self.connection, "content_kind = 1")
+        sql_fetch(&self.connection, "content_kind = 1")
     }
 
     fn update_all(&mut self) {
@@ -151,7 +123,7 @@ impl CrudBackend for Sqlite {
     }
 
     fn delete_all(&mut self) {
-        delete_all(&mut self.connection, TABLES[0], &self.records);
+        sql_delete_all(&mut self.connection, TABLES[0], &self.records);
     }
 
     fn stored_count(&mut self) -> usize {
@@ -168,10 +140,10 @@ impl CrudBackend for Sqlite {
                 std::thread::spawn(move || {
                     let mut connection = open_connection(&path);
                     barrier.wait();
-                    insert_all(&mut connection, table, &records);
+                    sql_insert_all(&mut connection, table, &records);
                     barrier.wait();
                     barrier.wait();
-                    delete_all(&mut connection, table, &records);
+                    sql_delete_all(&mut connection, table, &records);
                     barrier.wait();
                 })
             })
