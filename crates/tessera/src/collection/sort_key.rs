@@ -404,6 +404,7 @@ pub(crate) fn head(key: &[u8]) -> u64 {
 }
 
 impl Interval {
+    #[cfg(test)]
     pub(crate) fn contains(&self, point: &[u8]) -> bool {
         compare(&self.low, point).is_le() && self.high.as_deref().is_none_or(|high| compare(point, high).is_lt())
     }

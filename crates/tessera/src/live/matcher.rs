@@ -154,66 +154,110 @@ pub(crate) fn anchoring(shape: &TypeDesc, predicate: Option<&Expr>) -> Anchoring
     Anchoring { anchors: vec![anchor], exact }
 }
 
-/// Intervals sorted by their low end, with the maximum high end of each subtree of an implicit
-/// segment tree, so that a stabbing query visits only subtrees that can contain the point.
+/// Intervals sorted by their low end, over an implicit perfect binary tree that knows, for
+/// each node, the intervals of the largest and of the smallest high end under it: a stabbing
+/// query skips a subtree whose largest high end is at or below the point, and reports a whole
+/// subtree at once when even its smallest high end is above it (every interval in the sorted
+/// prefix starts at or below the point). With many overlapping ranges (the live table's case 3:
+/// a changed record lies in hundreds of them) the hits come out as runs of ids, not one tree
+/// walk each: 258 instructions per hit before, in callgrind.
 #[derive(Default)]
 struct IntervalIndex {
+    /// Sorted by low end.
     intervals: Vec<(Interval, u64)>,
-    /// `max_high[node]`: the largest high end under the node (`None`: unbounded); nodes of a
-    /// perfect binary tree over `intervals`, root 1.
-    max_high: Vec<Option<Option<Vec<u8>>>>,
+    /// The intervals' ids, in the same order, for reporting runs.
+    ids: Vec<u64>,
+    /// Each interval's high end's first eight bytes ([`sort_key::head`]; unused for an unbounded
+    /// one): most comparisons with a point are decided on these without reading the bytes.
+    high_heads: Vec<u64>,
+    /// `max_high[node]` and `min_high[node]`: the position of the interval with the largest and
+    /// the smallest high end under the node (unbounded is largest), or [`NO_INTERVAL`] for a
+    /// node over padding only; root 1.
+    max_high: Vec<u32>,
+    min_high: Vec<u32>,
     leaves: usize,
 }
 
-fn max_high(a: &Option<Option<Vec<u8>>>, b: &Option<Option<Vec<u8>>>) -> Option<Option<Vec<u8>>> {
+/// A tree node over padding leaves only.
+const NO_INTERVAL: u32 = u32::MAX;
+
+/// Orders two high ends, unbounded above every bound.
+fn high_order(a: &Option<Vec<u8>>, b: &Option<Vec<u8>>) -> std::cmp::Ordering {
     match (a, b) {
-        (None, other) | (other, None) => other.clone(),
-        (Some(None), _) | (_, Some(None)) => Some(None),
-        (Some(Some(x)), Some(Some(y))) => Some(Some(x.clone().max(y.clone()))),
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (Some(a), Some(b)) => sort_key::compare(a, b),
     }
 }
 
 impl IntervalIndex {
     fn build(mut intervals: Vec<(Interval, u64)>) -> IntervalIndex {
-        intervals.sort_by(|a, b| a.0.low.cmp(&b.0.low));
+        assert!(intervals.len() < NO_INTERVAL as usize, "interval positions fit in u32");
+        intervals.sort_by(|a, b| sort_key::compare(&a.0.low, &b.0.low));
         let leaves = intervals.len().next_power_of_two().max(1);
-        let mut max_high_tree = vec![None; 2 * leaves];
-        for (position, (interval, _)) in intervals.iter().enumerate() {
-            max_high_tree[leaves + position] = Some(interval.high.clone());
+        let mut max_high = vec![NO_INTERVAL; 2 * leaves];
+        let mut min_high = vec![NO_INTERVAL; 2 * leaves];
+        for position in 0..intervals.len() {
+            max_high[leaves + position] = position as u32;
+            min_high[leaves + position] = position as u32;
         }
+        let high = |position: u32| &intervals[position as usize].0.high;
+        let pick = |a: u32, b: u32, want: std::cmp::Ordering| match (a, b) {
+            (NO_INTERVAL, other) | (other, NO_INTERVAL) => other,
+            (a, b) if high_order(high(b), high(a)) == want => b,
+            (a, _) => a,
+        };
         for node in (1..leaves).rev() {
-            max_high_tree[node] = max_high(&max_high_tree[2 * node], &max_high_tree[2 * node + 1]);
+            max_high[node] = pick(max_high[2 * node], max_high[2 * node + 1], std::cmp::Ordering::Greater);
+            min_high[node] = pick(min_high[2 * node], min_high[2 * node + 1], std::cmp::Ordering::Less);
         }
-        IntervalIndex { intervals, max_high: max_high_tree, leaves }
+        let ids = intervals.iter().map(|(_, id)| *id).collect();
+        let high_heads = intervals.iter().map(|(interval, _)| interval.high.as_deref().map_or(u64::MAX, sort_key::head)).collect();
+        IntervalIndex { intervals, ids, high_heads, max_high, min_high, leaves }
     }
 
     /// Calls `found` with the id of every interval containing `point`.
     fn stab(&self, point: &[u8], found: &mut impl FnMut(u64)) {
         let candidates = self.intervals.partition_point(|(interval, _)| sort_key::compare(&interval.low, point).is_le());
         if candidates > 0 {
-            self.visit(1, 0, self.leaves, candidates, point, found);
+            self.visit(1, 0, self.leaves, candidates, point, sort_key::head(point), found);
         }
     }
 
-    fn visit(&self, node: usize, start: usize, end: usize, limit: usize, point: &[u8], found: &mut impl FnMut(u64)) {
+    /// Whether the high end of the interval at `position` lies above `point`, whose head is
+    /// `point_head`.
+    #[inline]
+    fn high_above(&self, position: u32, point: &[u8], point_head: u64) -> bool {
+        let position = position as usize;
+        let Some(high) = &self.intervals[position].0.high else { return true };
+        let high_head = self.high_heads[position];
+        if high_head != point_head {
+            return high_head > point_head;
+        }
+        sort_key::compare(high, point).is_gt()
+    }
+
+    /// Reports the intervals under `node` (positions `start..end`) that contain `point`, among
+    /// the first `limit`, whose low ends are at or below it.
+    #[allow(clippy::too_many_arguments)]
+    fn visit(&self, node: usize, start: usize, end: usize, limit: usize, point: &[u8], point_head: u64, found: &mut impl FnMut(u64)) {
         if start >= limit {
             return;
         }
-        match &self.max_high[node] {
-            None => return,
-            Some(Some(high)) if sort_key::compare(high, point).is_le() => return,
-            _ => {}
+        let largest = self.max_high[node];
+        if largest == NO_INTERVAL || !self.high_above(largest, point, point_head) {
+            return;
         }
-        if end - start == 1 {
-            let (interval, id) = &self.intervals[start];
-            if interval.contains(point) {
-                found(*id);
-            }
+        if end <= limit && self.high_above(self.min_high[node], point, point_head) {
+            // Every interval under the node starts at or below the point and ends above it (a
+            // leaf that got here is one such).
+            self.ids[start..end].iter().for_each(|id| found(*id));
             return;
         }
         let middle = (start + end) / 2;
-        self.visit(2 * node, start, middle, limit, point, found);
-        self.visit(2 * node + 1, middle, end, limit, point, found);
+        self.visit(2 * node, start, middle, limit, point, point_head, found);
+        self.visit(2 * node + 1, middle, end, limit, point, point_head, found);
     }
 }
 
@@ -319,22 +363,30 @@ mod tests {
             rng ^= rng << 17;
             rng
         };
-        for size in [0usize, 1, 2, 3, 7, 64, 300] {
-            let intervals: Vec<(Interval, u64)> = (0..size as u64)
-                .map(|id| {
-                    let low = (next() % 100) as u8;
-                    let high = if next() % 5 == 0 { None } else { Some(vec![low.saturating_add((next() % 30) as u8)]) };
-                    (Interval { low: vec![low], high }, id)
-                })
-                .collect();
-            let index = IntervalIndex::build(intervals.clone());
-            for point in 0..=130u8 {
-                let mut found = Vec::new();
-                index.stab(&[point], &mut |id| found.push(id));
-                found.sort_unstable();
-                let mut expected: Vec<u64> = intervals.iter().filter(|(i, _)| i.contains(&[point])).map(|(_, id)| *id).collect();
-                expected.sort_unstable();
-                assert_eq!(found, expected, "size {size}, point {point}");
+        // Points of one byte, and points of nine or ten whose first eight bytes are shared (as
+        // number components' are for close values), so that comparisons past the heads count.
+        let head = [2u8, 0x40, 0x8f, 0, 0, 0, 0, 0];
+        let component = |byte: u8, long: bool| if long { [&head[..], &[byte]].concat() } else { vec![byte] };
+        for long in [false, true] {
+            for size in [0usize, 1, 2, 3, 7, 64, 300, 1000] {
+                let intervals: Vec<(Interval, u64)> = (0..size as u64)
+                    .map(|id| {
+                        let low = (next() % 100) as u8;
+                        let high = (next() % 5 != 0).then(|| component(low.saturating_add((next() % 30) as u8), long));
+                        (Interval { low: component(low, long), high }, id)
+                    })
+                    .collect();
+                let index = IntervalIndex::build(intervals.clone());
+                let mut points: Vec<Vec<u8>> = (0..=130u8).map(|byte| component(byte, long)).collect();
+                points.extend([vec![], head[..3].to_vec(), [&head[..], &[7, 0]].concat(), vec![0xFF; 12]]);
+                for point in &points {
+                    let mut found = Vec::new();
+                    index.stab(point, &mut |id| found.push(id));
+                    found.sort_unstable();
+                    let mut expected: Vec<u64> = intervals.iter().filter(|(i, _)| i.contains(point)).map(|(_, id)| *id).collect();
+                    expected.sort_unstable();
+                    assert_eq!(found, expected, "size {size}, point {point:?}");
+                }
             }
         }
     }
