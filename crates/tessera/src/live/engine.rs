@@ -6,7 +6,7 @@ use super::event::{Event, ObjectMailbox};
 use super::mailbox::SubscriptionEnd;
 use super::matcher::Matcher;
 use super::record::LiveRecord;
-use super::state::{Commit, Hits, QuerySub, SortKeys, Values};
+use super::state::{Commit, Hit, Hits, QuerySub, SortKeys, Values};
 use super::watch::{AnyWatch, Watches};
 use crate::Db;
 use crate::collection::{CollectionState, TypeDesc, sort_key};
@@ -79,6 +79,15 @@ pub(super) trait AnyLive: Send {
 }
 
 impl<T: LiveRecord> LiveCollection<T> {
+    /// Ends every query subscription with `end`.
+    fn end_all_queries(&self, end: &SubscriptionEnd) {
+        for sub in self.queries.iter().flatten() {
+            if let Some(mailbox) = sub.mailbox.upgrade() {
+                mailbox.end_with(end.clone());
+            }
+        }
+    }
+
     /// Drops subscriptions whose handle is gone; returns how many.
     pub(super) fn prune(&mut self) -> usize {
         if self.dropped.swap(0, Ordering::AcqRel) == 0 {
@@ -127,11 +136,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                 mailbox.end_with(end.clone());
             }
         }
-        for sub in self.queries.iter().flatten() {
-            if let Some(mailbox) = sub.mailbox.upgrade() {
-                mailbox.end_with(end.clone());
-            }
-        }
+        self.end_all_queries(end);
     }
 
     fn apply(&mut self, batch: &Published, db: &Db) -> usize {
@@ -160,6 +165,15 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         }
         if self.queries.len() == self.free_slots.len() {
             return removed; // no query subscription
+        }
+        if changes.len() > Hit::CHANGES_MAX {
+            // Beyond what a hit can number: end the query subscriptions rather than miss changes.
+            let error = Arc::new(crate::Error::LimitExceeded {
+                what: "changes of one commit to a collection with query subscriptions",
+                limit: Hit::CHANGES_MAX as u64,
+            });
+            self.end_all_queries(&SubscriptionEnd::Failed(error));
+            return removed;
         }
         // Which subscriptions each change may affect: (change, old version hit, new hit), by
         // subscription id; only affected subscriptions appear.
@@ -196,7 +210,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             }
         }
         for id in &self.matcher.unanchored {
-            hits.replace(*id, (0..changes.len()).map(|index| (index, true, true)).collect());
+            hits.replace(*id, (0..changes.len()).map(|index| Hit::new(index, true, true)).collect());
         }
         // The work: each affected subscription with its hits, in change order, in slot order.
         let affected = hits.take_all();
@@ -215,11 +229,10 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                 continue;
             }
             // Several anchors (an `or`) can list a change twice.
-            list.sort_unstable_by_key(|hit| hit.0);
+            list.sort_unstable_by_key(|hit| hit.index());
             list.dedup_by(|later, earlier| {
-                if later.0 == earlier.0 {
-                    earlier.1 |= later.1;
-                    earlier.2 |= later.2;
+                if later.index() == earlier.index() {
+                    earlier.merge(*later);
                     true
                 } else {
                     false
@@ -234,7 +247,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             sort_keys.entry(order_of(sub)).or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
         }
         let commit = Commit { sequence: batch.sequence(), changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
-        let run = |work: &mut [(&mut QuerySub<T>, Hits)]| {
+        let run = |work: &mut [(&mut QuerySub<T>, Hits)], commit: Commit<'_, T>| {
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 let sort_keys = &sort_keys[&order_of(sub)];
@@ -257,12 +270,16 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                 half += 1;
             }
             let (first, second) = work.split_at_mut(half);
+            // The helper decodes its own copies of the records it delivers: sharing one `Arc`
+            // per record, the two threads' reference counts bounced between the cores.
+            let helper_values = Values::new(changes.len());
+            let helper_commit = Commit { values: &helper_values, ..commit };
             std::thread::scope(|scope| {
-                scope.spawn(|| run(second));
-                run(first);
+                scope.spawn(move || run(second, helper_commit));
+                run(first, commit);
             });
         } else {
-            run(&mut work);
+            run(&mut work, commit);
         }
         removed
     }
@@ -283,12 +300,10 @@ impl SlotHits<'_> {
         if list.is_empty() {
             self.touched.push(id);
         }
+        let hit = Hit::new(index, old, new);
         match list.last_mut() {
-            Some(last) if last.0 == index => {
-                last.1 |= old;
-                last.2 |= new;
-            }
-            _ => list.push((index, old, new)),
+            Some(last) if last.index() == index => last.merge(hit),
+            _ => list.push(hit),
         }
     }
 
