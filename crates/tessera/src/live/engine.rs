@@ -228,16 +228,19 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             if list.is_empty() || batch.sequence() <= sub.since {
                 continue;
             }
-            // Several anchors (an `or`) can list a change twice.
-            list.sort_unstable_by_key(|hit| hit.index());
-            list.dedup_by(|later, earlier| {
-                if later.index() == earlier.index() {
-                    earlier.merge(*later);
-                    true
-                } else {
-                    false
-                }
-            });
+            // Several anchors (an `or`) can list a change twice, and out of order; one anchor
+            // lists each change once, in order (recorded change by change), and needs no sort.
+            if !list.is_sorted_by(|earlier, later| earlier.index() < later.index()) {
+                list.sort_unstable_by_key(|hit| hit.index());
+                list.dedup_by(|later, earlier| {
+                    if later.index() == earlier.index() {
+                        earlier.merge(*later);
+                        true
+                    } else {
+                        false
+                    }
+                });
+            }
             work.push((sub, list));
         }
         // Sort keys by order, the interned order text's address standing for the order.

@@ -112,6 +112,27 @@ impl<'r> Cursor<'r> {
         true
     }
 
+    /// Moves past the rows of the block that starts at the next row, without reading them,
+    /// when `skip` says so for the range of their indexes; `false` where the next row does not
+    /// start a block (or there is none) or `skip` declines. The next `advance` reads the block
+    /// after (whose first row is whole).
+    pub(super) fn skip_block_if(&mut self, skip: impl FnOnce(std::ops::Range<usize>) -> bool) -> bool {
+        let next = self.index.wrapping_add(1);
+        if next >= self.rows.len || !next.is_multiple_of(RESTART_INTERVAL) {
+            return false;
+        }
+        let end = (next + RESTART_INTERVAL).min(self.rows.len);
+        if !skip(next..end) {
+            return false;
+        }
+        let block = next / RESTART_INTERVAL;
+        self.offset = self.rows.restarts.get(block + 1).map_or(self.rows.bytes.len(), |offset| *offset as usize);
+        self.index = end - 1;
+        self.sort.clear();
+        self.key_len = 0;
+        true
+    }
+
     /// The current row's index.
     pub(super) fn index(&self) -> usize {
         self.index
