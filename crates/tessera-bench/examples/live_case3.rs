@@ -22,6 +22,12 @@ fn main() {
         sub.recv_timeout(Duration::from_secs(60)).unwrap();
     }
     let rounds: i32 = std::env::var("ROUNDS").ok().and_then(|rounds| rounds.parse().ok()).unwrap_or(3);
+    // PAUSE_MS: a pause before the rounds, to attach a profiler to this process after the setup
+    // (`perf record -p`).
+    if let Some(pause_ms) = std::env::var("PAUSE_MS").ok().and_then(|ms| ms.parse().ok()) {
+        println!("pid {}: pausing {pause_ms} ms", std::process::id());
+        std::thread::sleep(Duration::from_millis(pause_ms));
+    }
     for round in 0..rounds {
         let start = Instant::now();
         db.write(|tx| (0..10_000).try_for_each(|i| docs.update(tx, &format!("title{i}"), |d| d.priority = -10000 + i + round).map(drop)))
