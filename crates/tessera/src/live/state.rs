@@ -599,9 +599,10 @@ mod tests {
             rng
         };
         for rows_count in [0usize, 1, 15, 16, 17, 40, 64, 100] {
-            // Old rows at even numbers; removal patterns: none, every row, whole blocks, and
-            // random rows (skipped blocks and read ones side by side).
-            for pattern in 0..6 {
+            // Old rows at even numbers; removal patterns: none, every row, whole blocks, a run
+            // across blocks aligned to them, a run starting and ending inside blocks (a block
+            // may be skipped only from its first row), and random rows.
+            for pattern in 0..7 {
                 let mut old = Rows::new(true);
                 for row in 0..rows_count as u32 {
                     let (sort, key_start) = sort_key(2 * row);
@@ -613,6 +614,7 @@ mod tests {
                         1 => true,
                         2 => (row / 16) % 2 == 0,
                         3 => (16..48).contains(&row),
+                        4 => (5..40).contains(&row),
                         _ => next() % 3 != 0,
                     })
                     .collect();
