@@ -162,6 +162,25 @@ fn modifications_and_moves_are_reported() {
     assert_eq!(ids(&change.result), [1, 2, 3, 0, 4]);
     assert_eq!(change.moves, [(0, 3)]);
     assert_eq!(change.modifications, [3]);
+    // A record whose sort key changes but which keeps its neighbours is modified, not moved.
+    db.write(|tx| items.update(tx, &2, |item| item.priority = Some(25))).unwrap();
+    let change = changed(live.recv_timeout(WAIT));
+    assert_eq!(ids(&change.result), [1, 2, 3, 0, 4]);
+    assert_eq!((change.modifications.as_slice(), change.moves.as_slice()), (&[1][..], &[][..]));
+    // Every record re-keyed in one commit, their order kept, one new record first: an insertion
+    // and modifications, no move (each row's index grew by one only for the insertion).
+    db.write(|tx| {
+        for id in 0..5 {
+            items.update(tx, &id, |item| item.priority = item.priority.map(|priority| priority + 1))?;
+        }
+        items.insert(tx, &Item { id: 5, priority: Some(0), tag: "a".into() }).map(drop)
+    })
+    .unwrap();
+    let change = changed(live.recv_timeout(WAIT));
+    assert_eq!(ids(&change.result), [5, 1, 2, 3, 0, 4]);
+    assert_eq!(change.insertions, [0]);
+    assert_eq!(change.modifications, [1, 2, 3, 4, 5]);
+    assert!(change.moves.is_empty() && change.deletions.is_empty(), "{change:?}");
     // A commit to a record outside the result delivers nothing.
     let reds = items.subscribe_query(&items.filter(Item::tag().eq("b"))).unwrap();
     assert_eq!(ids(&initial(reds.recv_timeout(WAIT))), [2]);

@@ -84,7 +84,10 @@ pub struct ResultChange<T> {
     pub insertions: Vec<usize>,
     /// Indices in the new result of records that stayed and changed.
     pub modifications: Vec<usize>,
-    /// (previous index, new index) of records that stayed but moved.
+    /// (previous index, new index) of records that stayed but moved: records whose sort key
+    /// changed and whose order among the records that stayed changed with it (each is also in
+    /// `modifications`). A record re-keyed in place, whose index shifts only for insertions and
+    /// deletions around it, is a modification and not a move.
     pub moves: Vec<(usize, usize)>,
     /// The subscriber fell more than [`super::QUEUE_LEN_MAX`] deliveries behind under
     /// [`super::Policy::EveryChange`], and the deliveries it had not read were merged without
@@ -195,7 +198,7 @@ pub(super) fn diff_by_key(old: &[Box<[u8]>], new: &[Box<[u8]>], modified: &HashS
 /// old positions of greatest weight, where each `heavy` pair outweighs all light ones
 /// together. O(n log n): a Fenwick tree over old positions (below `old_len`) keeps the best run
 /// ending at or below each position.
-fn heaviest_increasing_run(stayed: &[(usize, usize)], heavy: impl Fn(&(usize, usize)) -> bool, old_len: usize) -> Vec<bool> {
+pub(super) fn heaviest_increasing_run(stayed: &[(usize, usize)], heavy: impl Fn(&(usize, usize)) -> bool, old_len: usize) -> Vec<bool> {
     let light_max = stayed.len() as u64 + 1; // more than every light pair together
     // tree[i]: the best (weight, index into `stayed`) of a run ending at an old position in
     // the range node i covers; (0, MAX) is no run.

@@ -7,7 +7,7 @@
 //! storage only when the subscriber has dropped the previous delivery: the engine keeps no
 //! decoded record of its own, so a result's memory is the subscriber's copy.
 
-use super::changeset::{CoalesceKeys, Diff, ResultChange, diff_by_key};
+use super::changeset::{CoalesceKeys, Diff, ResultChange, diff_by_key, heaviest_increasing_run};
 use super::event::QueryMailbox;
 use super::mailbox::Policy;
 use super::matcher::Anchor;
@@ -432,24 +432,47 @@ impl<T: LiveRecord> QuerySub<T> {
         // Changesets of the visible window, from the merge's record of origins.
         let new_visible = self.visible();
         let mut accounted: RowScratch<bool> = SmallVec::from_elem(false, old_visible.len());
-        let (mut deletions, mut insertions, mut modifications, mut moves) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut deletions, mut insertions, mut modifications) = (Vec::new(), Vec::new(), Vec::new());
+        // The rows that stayed (old and new index in the window), in new order; while their old
+        // indexes rise, none of them moved.
+        let stayed_at = |new_position: usize| match origin[new_position] {
+            Origin::Kept(old_position) | Origin::New { moved_from: Some(old_position), .. } if old_visible.contains(&old_position) => {
+                Some((old_position - old_visible.start, new_position - new_visible.start))
+            }
+            _ => None,
+        };
+        let mut previous_from = None;
+        let mut stayed_in_order = true;
         for new_position in new_visible.clone() {
             let relative = new_position - new_visible.start;
-            match origin[new_position] {
-                Origin::Kept(old_position) | Origin::New { moved_from: Some(old_position), .. } if old_visible.contains(&old_position) => {
-                    let from = old_position - old_visible.start;
+            match stayed_at(new_position) {
+                Some((from, _)) => {
                     accounted[from] = true;
-                    if matches!(origin[new_position], Origin::New { .. }) {
-                        moves.push((from, relative));
-                        modifications.push(relative);
-                    } else if marks.rewritten[old_position].is_some() {
+                    stayed_in_order &= previous_from.is_none_or(|previous| previous < from);
+                    previous_from = Some(from);
+                    let rekeyed = matches!(origin[new_position], Origin::New { .. });
+                    if rekeyed || marks.rewritten[from + old_visible.start].is_some() {
                         modifications.push(relative);
                     }
                 }
-                _ => insertions.push(relative),
+                None => insertions.push(relative),
             }
         }
         deletions.extend(accounted.iter().enumerate().filter(|(_, done)| !**done).map(|(relative, _)| relative));
+        // Moves: the rows that stayed off the heaviest run of rising old indexes, where a row
+        // whose sort key did not change outweighs every re-keyed one, so only re-keyed rows (all
+        // of them modifications) are named, and only where the order among the rows that stayed
+        // changed; a re-keyed row whose neighbours stayed its neighbours is a modification only
+        // (as in a changeset computed by key, `diff_by_key`). A commit that re-keys every row of
+        // a result and keeps their order (the live table's case 3) names none.
+        let moves = if stayed_in_order {
+            Vec::new()
+        } else {
+            let stayed: Vec<(usize, usize)> = new_visible.clone().filter_map(stayed_at).collect();
+            let unchanged_key = |&(_, relative): &(usize, usize)| matches!(origin[new_visible.start + relative], Origin::Kept(_));
+            let in_order = heaviest_increasing_run(&stayed, unchanged_key, old_visible.len());
+            stayed.iter().zip(in_order).filter(|(_, ordered)| !ordered).map(|(pair, _)| *pair).collect()
+        };
         if deletions.is_empty() && insertions.is_empty() && modifications.is_empty() && moves.is_empty() {
             return Ok(None);
         }
