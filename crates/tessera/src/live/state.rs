@@ -353,6 +353,12 @@ impl<T: LiveRecord> QuerySub<T> {
                 continue;
             }
             let (old_all, new_all) = sort_keys[index].get_or_init(|| {
+                if self.orders.is_empty() {
+                    // Without an order, a sort key is the primary key, which both versions share:
+                    // one allocation per change instead of two for each version.
+                    let key: SortKey = (Arc::from(change.key), 0);
+                    return (change.old.map(|_| key.clone()), change.new.map(|_| key));
+                }
                 let of = |bytes: Option<&[u8]>| bytes.map(|bytes| sort_key_of(&self.orders, state, bytes, change.key));
                 (of(change.old), of(change.new))
             });
