@@ -356,13 +356,7 @@ mod tests {
 
     #[test]
     fn stabbing_finds_exactly_the_containing_intervals() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = crate::live::test_rng(0x2545_f491_4f6c_dd1du64);
         // Points of one byte, and points of nine or ten whose first eight bytes are shared (as
         // number components' are for close values), so that comparisons past the heads count.
         let head = [2u8, 0x40, 0x8f, 0, 0, 0, 0, 0];
@@ -372,7 +366,7 @@ mod tests {
                 let intervals: Vec<(Interval, u64)> = (0..size as u64)
                     .map(|id| {
                         let low = (next() % 100) as u8;
-                        let high = (next() % 5 != 0).then(|| component(low.saturating_add((next() % 30) as u8), long));
+                        let high = (!next().is_multiple_of(5)).then(|| component(low.saturating_add((next() % 30) as u8), long));
                         (Interval { low: component(low, long), high }, id)
                     })
                     .collect();

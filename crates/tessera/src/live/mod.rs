@@ -68,6 +68,18 @@ mod state;
 mod subscription;
 mod watch;
 
+/// A deterministic xorshift64 stream from `seed` (not zero), for the unit tests' random cases.
+#[cfg(test)]
+fn test_rng(mut seed: u64) -> impl FnMut() -> u64 {
+    assert_ne!(seed, 0, "xorshift stays at zero");
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 pub use changeset::{ObjectChange, ResultChange};
 pub use event::Event;
 pub use mailbox::{Policy, QUEUE_LEN_MAX, SubscriptionEnd};

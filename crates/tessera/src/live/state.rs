@@ -620,13 +620,7 @@ mod tests {
 
     #[test]
     fn merging_gives_the_surviving_rows_and_the_inserted_ones_in_order_whatever_goes() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = crate::live::test_rng(0x9e37_79b9_7f4a_7c15u64);
         for rows_count in [0usize, 1, 15, 16, 17, 40, 64, 100] {
             // Old rows at even numbers; removal patterns: none, every row, whole blocks, a run
             // across blocks aligned to them, a run starting and ending inside blocks (a block
@@ -644,13 +638,13 @@ mod tests {
                         2 => (row / 16) % 2 == 0,
                         3 => (16..48).contains(&row),
                         4 => (5..40).contains(&row),
-                        _ => next() % 3 != 0,
+                        _ => !next().is_multiple_of(3),
                     })
                     .collect();
                 let marks = Marks { removed: removed.clone(), rewritten: SmallVec::from_elem(None, rows_count) };
                 // New rows at odd numbers, some of them.
                 let inserted_sorts: Vec<SortKey> =
-                    (0..rows_count as u32 + 3).filter(|_| next() % 2 == 0).map(|row| sort_key(2 * row + 1)).collect();
+                    (0..rows_count as u32 + 3).filter(|_| next().is_multiple_of(2)).map(|row| sort_key(2 * row + 1)).collect();
                 let inserted: Vec<(&SortKey, Option<usize>, usize)> =
                     inserted_sorts.iter().enumerate().map(|(change, sort)| (sort, None, change)).collect();
                 let (merged, origin) = merge(&old, &marks, &inserted);
