@@ -16,8 +16,7 @@ impl LiveRecord for DynRecord {
     type Keys = Arc<DynSchema>;
 
     fn decode_stored(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
-        state.open_record(key, bytes)?;
-        Ok(DynRecord::stored(state, key, bytes))
+        DynRecord::read(state, key, bytes)
     }
 
     fn sole_key_field(schema: &Arc<DynSchema>) -> Option<&str> {

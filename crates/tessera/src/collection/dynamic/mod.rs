@@ -225,10 +225,18 @@ impl DynRecord {
     }
 
     /// A record of `collection` read from its stored value `bytes` (without the checksum),
-    /// which `open_record` opened: kept as stored, with the collection's shared keys.
+    /// which has been opened with the collection's shared keys: kept as stored.
     pub(crate) fn stored(collection: &CollectionState, key: &[u8], bytes: &[u8]) -> DynRecord {
         let body = Body::Stored { bytes: bytes.to_vec(), keys: collection.keys.shared.clone(), standalone: std::sync::OnceLock::new() };
         DynRecord { key: key.to_vec(), body }
+    }
+
+    /// The record of `collection` stored at `key` as `bytes`, opened under the database's
+    /// checksum policy (`CollectionState::open_record`): an error that names the collection
+    /// and the key if it does not open.
+    pub(crate) fn read(collection: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
+        collection.open_record(key, bytes)?;
+        Ok(DynRecord::stored(collection, key, bytes))
     }
 
     /// The record's root value.
@@ -798,14 +806,9 @@ impl DynCollection {
 
     fn get_encoded(&self, snapshot: &dyn Snapshot, key: &[u8]) -> Result<Option<DynRecord>> {
         match snapshot.get_value(&self.state.records, key)? {
-            Some(bytes) => self.record(key, bytes).map(Some),
+            Some(bytes) => DynRecord::read(&self.state, key, bytes).map(Some),
             None => Ok(None),
         }
-    }
-
-    fn record(&self, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
-        self.state.open_record(key, bytes)?;
-        Ok(DynRecord::stored(&self.state, key, bytes))
     }
 
     /// Checks `record` against the schema and encodes it with the shared keys; returns its

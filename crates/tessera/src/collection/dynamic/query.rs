@@ -255,7 +255,7 @@ impl DynQuery {
         source.with_snapshot(|snapshot| {
             let mut records = Vec::new();
             self.run(snapshot, |key, bytes| {
-                records.push(self.collection.record(key, bytes)?);
+                records.push(DynRecord::read(&self.collection.state, key, bytes)?);
                 Ok(true)
             })?;
             Ok(records)
@@ -279,7 +279,7 @@ impl DynQuery {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn for_each(&self, source: &impl ReadSource, mut visit: impl FnMut(DynRecord) -> Result<bool>) -> Result<()> {
-        source.with_snapshot(|snapshot| self.run(snapshot, |key, bytes| visit(self.collection.record(key, bytes)?)))
+        source.with_snapshot(|snapshot| self.run(snapshot, |key, bytes| visit(DynRecord::read(&self.collection.state, key, bytes)?)))
     }
 
     /// How many records match.
