@@ -6,7 +6,7 @@ use super::event::{Event, ObjectMailbox};
 use super::mailbox::SubscriptionEnd;
 use super::matcher::Matcher;
 use super::record::LiveRecord;
-use super::state::{Commit, Hit, Hits, QuerySub, SortKeys, Values};
+use super::state::{Commit, Hit, Hits, QuerySub, Scratch, SortKeys, Values};
 use super::watch::{AnyWatch, Watches};
 use crate::Db;
 use crate::collection::{CollectionState, TypeDesc, sort_key};
@@ -251,10 +251,11 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         }
         let commit = Commit { sequence: batch.sequence(), changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
         let run = |work: &mut [(&mut QuerySub<T>, Hits)], commit: Commit<'_, T>| {
+            let mut scratch = Scratch::default();
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 let sort_keys = &sort_keys[&order_of(sub)];
-                match sub.apply(&commit, list, sort_keys) {
+                match sub.apply(&commit, list, sort_keys, &mut scratch) {
                     Ok(Some(change)) => mailbox.push(Event::Changed(change)),
                     Ok(None) => {}
                     // The subscription cannot follow (a record that does not decode): end it.

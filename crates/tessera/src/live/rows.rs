@@ -285,13 +285,13 @@ impl Rows {
         Err(self.len.min((restart + 1) * RESTART_INTERVAL))
     }
 
-    /// The position of each of `sorts` (ascending, each at most once), as [`Rows::search`]
-    /// finds one, in one walk of the rows: for a commit that moves many of a result's rows,
-    /// one walk costs less than a search for each (a search walks up to
-    /// [`RESTART_INTERVAL`] rows after its binary search).
-    pub(super) fn find_sorted(&self, sorts: &[&[u8]]) -> Vec<Option<usize>> {
+    /// Finds each of `sorts` (ascending, each at most once) among the rows, as [`Rows::search`]
+    /// finds one, in one walk of the rows, and calls `found(i, position)` for each `sorts[i]`
+    /// that is a row, in order: for a commit that moves many of a result's rows, one walk
+    /// costs less than a search for each (a search walks up to [`RESTART_INTERVAL`] rows after
+    /// its binary search).
+    pub(super) fn find_sorted(&self, sorts: &[&[u8]], mut found: impl FnMut(usize, usize)) {
         debug_assert!(sorts.windows(2).all(|pair| sort_key::compare(pair[0], pair[1]).is_lt()), "sort keys ascending, each once");
-        let mut found = vec![None; sorts.len()];
         let mut next = 0;
         let mut cursor = self.cursor();
         'rows: while next < sorts.len() && cursor.advance() {
@@ -299,7 +299,7 @@ impl Rows {
                 match sort_key::compare(sorts[next], cursor.sort()) {
                     // Before this row and after the previous one: not a row.
                     Ordering::Less => {}
-                    Ordering::Equal => found[next] = Some(cursor.index()),
+                    Ordering::Equal => found(next, cursor.index()),
                     Ordering::Greater => continue 'rows,
                 }
                 next += 1;
@@ -308,7 +308,6 @@ impl Rows {
                 }
             }
         }
-        found
     }
 
     /// Keeps the first `len` rows.
@@ -389,7 +388,8 @@ mod tests {
             probes.sort_by(|a, b| sort_key::compare(a, b));
             for step in [1, 2, 3] {
                 let chosen: Vec<&[u8]> = probes.iter().step_by(step).map(Vec::as_slice).collect();
-                let walked = rows.find_sorted(&chosen);
+                let mut walked = vec![None; chosen.len()];
+                rows.find_sorted(&chosen, |probe, position| walked[probe] = Some(position));
                 let searched: Vec<Option<usize>> = chosen.iter().map(|sort| rows.search(sort).ok()).collect();
                 assert_eq!(walked, searched, "{count} rows, every {step}th probe");
             }
