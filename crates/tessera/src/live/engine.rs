@@ -3,10 +3,11 @@
 
 use super::changeset::ObjectChange;
 use super::event::{Event, ObjectMailbox};
+use super::hits::{Hit, HitRuns};
 use super::mailbox::SubscriptionEnd;
 use super::matcher::Matcher;
 use super::record::LiveRecord;
-use super::state::{Commit, Hit, Hits, QuerySub, Scratch, SortKeys, Values};
+use super::state::{Commit, QuerySub, Scratch, SortKeys, Values};
 use super::watch::{AnyWatch, Watches};
 use crate::Db;
 use crate::collection::{CollectionState, TypeDesc, sort_key};
@@ -55,10 +56,10 @@ pub(super) struct LiveCollection<T: LiveRecord> {
     /// collection counts itself here when it goes): a commit scans for them only then, so its
     /// cost does not grow with the subscriptions it does not affect.
     pub(super) dropped: Arc<AtomicUsize>,
-    /// A commit's hits, by query slot (empty between commits): filled by the matcher, taken
-    /// by the affected subscriptions. Kept from commit to commit, so that recording a hit is
-    /// an index, not a hash lookup (a commit of case 3 in the live table records 1.7 million).
-    pub(super) hits_by_slot: Vec<Hits>,
+    /// A commit's hit count per query slot, zero between commits (see [`HitRuns`]). Kept from
+    /// commit to commit, so that counting a hit is an index, not a hash lookup (a commit of
+    /// case 3 in the live table finds 1.7 million).
+    pub(super) hit_counts: Vec<usize>,
 }
 
 /// The registry goes with the database's change feed: every subscription still open then ends,
@@ -178,10 +179,10 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         // Which subscriptions each change may affect: (change, old version hit, new hit), by
         // subscription id; only affected subscriptions appear.
         self.matcher.prepare();
-        if self.hits_by_slot.len() < self.queries.len() {
-            self.hits_by_slot.resize_with(self.queries.len(), Hits::new);
+        if self.hit_counts.len() < self.queries.len() {
+            self.hit_counts.resize(self.queries.len(), 0);
         }
-        let mut hits = SlotHits { lists: &mut self.hits_by_slot, touched: Vec::new() };
+        let mut runs = HitRuns::new(&mut self.hit_counts);
         let mut component = Vec::with_capacity(32);
         let fields: Vec<(FieldPath, &super::matcher::FieldIndex)> =
             self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
@@ -196,8 +197,8 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                     component.clear();
                     component.push(sort_key::TAG_STRING);
                     component.extend_from_slice(change.key);
-                    let (old, new) = (change.old.is_some(), change.new.is_some());
-                    field.lookup(&component, &mut |id| hits.record(id, index, old, new));
+                    let hit = Hit::new(index, change.old.is_some(), change.new.is_some());
+                    field.lookup(&component, &mut |ids| runs.record(ids, hit));
                     continue;
                 }
                 for (bytes, is_new) in [(change.old, false), (change.new, true)] {
@@ -205,19 +206,28 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                     component.clear();
                     let Ok(doc) = self.state.open_stored(bytes) else { continue };
                     sort_key::encode_value(path.lookup(doc.root()), &mut component);
-                    field.lookup(&component, &mut |id| hits.record(id, index, !is_new, is_new));
+                    let hit = Hit::new(index, !is_new, is_new);
+                    field.lookup(&component, &mut |ids| runs.record(ids, hit));
                 }
             }
         }
-        for id in &self.matcher.unanchored {
-            hits.replace(*id, (0..changes.len()).map(|index| Hit::new(index, true, true)).collect());
+        let grouped = runs.group();
+        // Subscriptions without an anchor follow every change: one list that all of them share.
+        let mut unanchored: Vec<u64> = self.matcher.unanchored.clone();
+        unanchored.sort_unstable();
+        let every_change: Vec<Hit> =
+            if unanchored.is_empty() { Vec::new() } else { (0..changes.len()).map(|index| Hit::new(index, true, true)).collect() };
+        // The work: each affected subscription with its hits, in change order, in slot order
+        // (a subscription is anchored or not, so the two lists name different slots).
+        let mut affected: Vec<(u64, &[Hit])> = grouped.iter().collect();
+        if !unanchored.is_empty() {
+            affected.extend(unanchored.iter().map(|id| (*id, &every_change[..])));
+            affected.sort_unstable_by_key(|(id, _)| *id);
         }
-        // The work: each affected subscription with its hits, in change order, in slot order.
-        let affected = hits.take_all();
-        let mut work: Vec<(&mut QuerySub<T>, Hits)> = Vec::with_capacity(affected.len());
+        let mut work: Vec<(&mut QuerySub<T>, &[Hit])> = Vec::with_capacity(affected.len());
         let mut rest: &mut [Option<QuerySub<T>>] = &mut self.queries;
         let mut first_in_rest = 0;
-        for (id, mut list) in affected {
+        for (id, list) in affected {
             let slot = id as usize;
             debug_assert!(slot >= first_in_rest, "slots in increasing order, each once");
             let (_, from_slot) = std::mem::take(&mut rest).split_at_mut(slot - first_in_rest);
@@ -228,19 +238,6 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             if list.is_empty() || batch.sequence() <= sub.since {
                 continue;
             }
-            // Several anchors (an `or`) can list a change twice, and out of order; one anchor
-            // lists each change once, in order (recorded change by change), and needs no sort.
-            if !list.is_sorted_by(|earlier, later| earlier.index() < later.index()) {
-                list.sort_unstable_by_key(|hit| hit.index());
-                list.dedup_by(|later, earlier| {
-                    if later.index() == earlier.index() {
-                        earlier.merge(*later);
-                        true
-                    } else {
-                        false
-                    }
-                });
-            }
             work.push((sub, list));
         }
         // Sort keys by order, the interned order text's address standing for the order.
@@ -250,7 +247,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             sort_keys.entry(order_of(sub)).or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
         }
         let commit = Commit { sequence: batch.sequence(), changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
-        let run = |work: &mut [(&mut QuerySub<T>, Hits)], commit: Commit<'_, T>| {
+        let run = |work: &mut [(&mut QuerySub<T>, &[Hit])], commit: Commit<'_, T>| {
             let mut scratch = Scratch::default();
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
@@ -264,13 +261,13 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             }
         };
         // A large commit is split between two threads: the feed thread and one helper.
-        let cost = |list: &Hits| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
+        let cost = |list: &[Hit]| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
         let total: usize = work.iter().map(|(_, list)| cost(list)).sum();
         if total >= PARALLEL_PAIRS_MIN && work.len() > 1 {
             let mut half = 0;
             let mut counted = 0;
             while half < work.len() && counted * 2 < total {
-                counted += cost(&work[half].1);
+                counted += cost(work[half].1);
                 half += 1;
             }
             let (first, second) = work.split_at_mut(half);
@@ -286,47 +283,6 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             run(&mut work, commit);
         }
         removed
-    }
-}
-
-/// One commit's hits being recorded into [`LiveCollection::hits_by_slot`].
-struct SlotHits<'a> {
-    lists: &'a mut [Hits],
-    /// The slots with hits, each once.
-    touched: Vec<u64>,
-}
-
-impl SlotHits<'_> {
-    /// Notes that change `index` may affect subscription `id` through its old version, its
-    /// new version, or both: one hit per (subscription, change), the flags merged.
-    fn record(&mut self, id: u64, index: usize, old: bool, new: bool) {
-        let list = &mut self.lists[id as usize];
-        if list.is_empty() {
-            self.touched.push(id);
-        }
-        let hit = Hit::new(index, old, new);
-        match list.last_mut() {
-            Some(last) if last.index() == index => last.merge(hit),
-            _ => list.push(hit),
-        }
-    }
-
-    /// Sets subscription `id`'s hits to `list` (not empty).
-    fn replace(&mut self, id: u64, list: Hits) {
-        debug_assert!(!list.is_empty(), "a subscription with hits has one at least");
-        let slot = &mut self.lists[id as usize];
-        if slot.is_empty() {
-            self.touched.push(id);
-        }
-        *slot = list;
-    }
-
-    /// Every affected subscription with its hits, in slot order; the lists are left empty
-    /// for the next commit.
-    fn take_all(self) -> Vec<(u64, Hits)> {
-        let mut touched = self.touched;
-        touched.sort_unstable();
-        touched.into_iter().map(|id| (id, std::mem::take(&mut self.lists[id as usize]))).collect()
     }
 }
 
@@ -424,7 +380,7 @@ impl Engine {
                 matcher: Matcher::default(),
                 orders: rustc_hash::FxHashMap::default(),
                 dropped: Arc::new(AtomicUsize::new(0)),
-                hits_by_slot: Vec::new(),
+                hit_counts: Vec::new(),
             })
         });
         match live.as_any().downcast_mut::<LiveCollection<T>>() {

@@ -217,8 +217,8 @@ impl IntervalIndex {
         IntervalIndex { intervals, ids, high_heads, max_high, min_high, leaves }
     }
 
-    /// Calls `found` with the id of every interval containing `point`.
-    fn stab(&self, point: &[u8], found: &mut impl FnMut(u64)) {
+    /// Calls `found` with the ids of every interval containing `point`, in runs.
+    fn stab<'s>(&'s self, point: &[u8], found: &mut impl FnMut(&'s [u64])) {
         let candidates = self.intervals.partition_point(|(interval, _)| sort_key::compare(&interval.low, point).is_le());
         if candidates > 0 {
             self.visit(1, 0, self.leaves, candidates, point, sort_key::head(point), found);
@@ -241,7 +241,16 @@ impl IntervalIndex {
     /// Reports the intervals under `node` (positions `start..end`) that contain `point`, among
     /// the first `limit`, whose low ends are at or below it.
     #[allow(clippy::too_many_arguments)]
-    fn visit(&self, node: usize, start: usize, end: usize, limit: usize, point: &[u8], point_head: u64, found: &mut impl FnMut(u64)) {
+    fn visit<'s>(
+        &'s self,
+        node: usize,
+        start: usize,
+        end: usize,
+        limit: usize,
+        point: &[u8],
+        point_head: u64,
+        found: &mut impl FnMut(&'s [u64]),
+    ) {
         if start >= limit {
             return;
         }
@@ -252,7 +261,7 @@ impl IntervalIndex {
         if end <= limit && self.high_above(self.min_high[node], point, point_head) {
             // Every interval under the node starts at or below the point and ends above it (a
             // leaf that got here is one such).
-            self.ids[start..end].iter().for_each(|id| found(*id));
+            found(&self.ids[start..end]);
             return;
         }
         let middle = (start + end) / 2;
@@ -338,11 +347,11 @@ impl Matcher {
 }
 
 impl FieldIndex {
-    /// Calls `found` for every subscription whose anchor on this field holds `component`
-    /// (after [`Matcher::prepare`]).
-    pub(crate) fn lookup(&self, component: &[u8], found: &mut impl FnMut(u64)) {
+    /// Calls `found` with the ids of every subscription whose anchor on this field holds
+    /// `component` (after [`Matcher::prepare`]), in runs.
+    pub(crate) fn lookup<'s>(&'s self, component: &[u8], found: &mut impl FnMut(&'s [u64])) {
         if let Some(ids) = self.points.get(component) {
-            ids.iter().for_each(|id| found(*id));
+            found(ids);
         }
         if let Some(tree) = &self.tree {
             tree.stab(component, found);
@@ -375,7 +384,7 @@ mod tests {
                 points.extend([vec![], head[..3].to_vec(), [&head[..], &[7, 0]].concat(), vec![0xFF; 12]]);
                 for point in &points {
                     let mut found = Vec::new();
-                    index.stab(point, &mut |id| found.push(id));
+                    index.stab(point, &mut |ids| found.extend_from_slice(ids));
                     found.sort_unstable();
                     let mut expected: Vec<u64> = intervals.iter().filter(|(i, _)| i.contains(point)).map(|(_, id)| *id).collect();
                     expected.sort_unstable();

@@ -60,6 +60,7 @@
 mod changeset;
 mod engine;
 mod event;
+mod hits;
 mod mailbox;
 pub mod matcher;
 mod record;

@@ -9,6 +9,7 @@
 
 use super::changeset::{CoalesceKeys, Diff, ResultChange, diff_by_key, heaviest_increasing_run};
 use super::event::QueryMailbox;
+use super::hits::Hit;
 use super::mailbox::Policy;
 use super::matcher::Anchor;
 use super::record::{self, LiveRecord};
@@ -544,52 +545,9 @@ impl<T: LiveRecord> QuerySub<T> {
     }
 }
 
-/// A change that may affect a subscription: the change's index in its commit, and whether its
-/// old and its new version were found under the subscription's anchor. Packed in 32 bits (the
-/// index above two flag bits): a commit of the live table's case 3 records 1.7 million, in
-/// lists made afresh for each commit, and their memory was a third of that commit's page
-/// faults at 16 bytes a hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Hit(u32);
-
-impl Hit {
-    /// The most changes of one commit that query subscriptions follow.
-    pub(super) const CHANGES_MAX: usize = 1 << 30;
-
-    /// Change `index` (below [`Hit::CHANGES_MAX`]), found through its old version, its new
-    /// version, or both.
-    pub(super) fn new(index: usize, old: bool, new: bool) -> Hit {
-        assert!(index < Self::CHANGES_MAX, "change {index} of a commit: at most {} are followed", Self::CHANGES_MAX);
-        Hit(((index as u32) << 2) | (u32::from(old) << 1) | u32::from(new))
-    }
-
-    /// The change's index in its commit.
-    pub(super) fn index(self) -> usize {
-        (self.0 >> 2) as usize
-    }
-
-    /// Whether the old version was found.
-    pub(super) fn old(self) -> bool {
-        self.0 & 0b10 != 0
-    }
-
-    /// Whether the new version was found.
-    pub(super) fn new_version(self) -> bool {
-        self.0 & 0b01 != 0
-    }
-
-    /// Adds `other`'s flags, a hit of the same change.
-    pub(super) fn merge(&mut self, other: Hit) {
-        debug_assert_eq!(self.index(), other.index(), "hits of one change");
-        self.0 |= other.0 & 0b11;
-    }
-}
 /// A hit whose old or new version matches: change index, and the sort key of each version
 /// that matches.
 type Relevant<'k> = (usize, Option<&'k SortKey>, Option<&'k SortKey>);
-/// One subscription's hits in a commit: most often one to four, held inline (no allocation
-/// per affected subscription; four take the room the heap pointer and length need anyway).
-pub(super) type Hits = SmallVec<[Hit; 4]>;
 /// Per-row scratch of one update, inline for small results (a query by key).
 type RowScratch<T> = SmallVec<[T; 4]>;
 
@@ -640,7 +598,7 @@ impl<T: LiveRecord> Values<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Hit, Marks, Origin, Rows, SortKey, merge};
+    use super::{Marks, Origin, Rows, SortKey, merge};
     use smallvec::SmallVec;
     use std::sync::Arc;
 
@@ -715,27 +673,5 @@ mod tests {
                 assert_eq!(described, expected.iter().map(|(_, origin)| origin.clone()).collect::<Vec<_>>(), "{context}");
             }
         }
-    }
-
-    #[test]
-    fn a_hit_keeps_its_change_and_flags_and_merges_flags_only() {
-        for index in [0, 1, 2, 1_000, Hit::CHANGES_MAX - 1] {
-            for (old, new) in [(false, false), (true, false), (false, true), (true, true)] {
-                let hit = Hit::new(index, old, new);
-                assert_eq!((hit.index(), hit.old(), hit.new_version()), (index, old, new));
-                let mut merged = Hit::new(index, false, false);
-                merged.merge(hit);
-                assert_eq!(merged, hit, "merging into a hit without flags gives the other's flags");
-            }
-        }
-        let mut both = Hit::new(7, true, false);
-        both.merge(Hit::new(7, false, true));
-        assert_eq!((both.index(), both.old(), both.new_version()), (7, true, true));
-    }
-
-    #[test]
-    #[should_panic(expected = "at most")]
-    fn a_change_index_past_the_limit_is_refused() {
-        Hit::new(Hit::CHANGES_MAX, true, true);
     }
 }
