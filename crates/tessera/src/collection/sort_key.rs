@@ -396,7 +396,11 @@ pub(crate) fn compare(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 /// The first eight bytes of a sort key (zeros after a shorter one) as a big-endian integer:
 /// two keys whose heads differ are ordered as their heads are; equal heads leave it to
 /// [`compare`].
+#[inline]
 pub(crate) fn head(key: &[u8]) -> u64 {
+    if let Some(first) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*first);
+    }
     let mut bytes = [0u8; 8];
     let len = key.len().min(8);
     bytes[..len].copy_from_slice(&key[..len]);

@@ -244,7 +244,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         let order_of = |sub: &QuerySub<T>| sub.orders_signature.as_ptr() as usize;
         let mut sort_keys: rustc_hash::FxHashMap<usize, SortKeys> = rustc_hash::FxHashMap::default();
         for (sub, _) in &work {
-            sort_keys.entry(order_of(sub)).or_insert_with(|| (0..changes.len()).map(|_| std::sync::OnceLock::new()).collect());
+            sort_keys.entry(order_of(sub)).or_insert_with(|| SortKeys::new(changes.len()));
         }
         let commit = Commit { sequence: batch.sequence(), changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
         let run = |work: &mut [(&mut QuerySub<T>, &[Hit])], commit: Commit<'_, T>| {

@@ -21,7 +21,7 @@ use crate::query::Truth;
 use crate::store::{ChangeDemand, ChangeView, ReadSource};
 use smallvec::SmallVec;
 use std::collections::HashSet;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// Where a row of a merged result came from.
 #[derive(Clone, Copy)]
@@ -77,9 +77,26 @@ pub(super) fn sort_key_of(orders: &[sort_key::SortField], state: &CollectionStat
 /// A sort key and where the primary key starts in it.
 pub(super) type SortKey = (Arc<[u8]>, usize);
 
-/// The sort keys of each change's old and new version, computed once per commit for each
-/// distinct order (subscriptions with the same `order by` share them).
-pub(super) type SortKeys = Vec<std::sync::OnceLock<(Option<SortKey>, Option<SortKey>)>>;
+/// A change's old and new version's sort keys, for the versions that exist.
+type VersionKeys = (Option<SortKey>, Option<SortKey>);
+
+/// The sort keys of a commit's changes for one order, each computed once per commit
+/// (subscriptions with the same `order by` share them, on both threads).
+pub(super) struct SortKeys {
+    /// By change index.
+    versions: Vec<OnceLock<VersionKeys>>,
+    /// Each change's old version's place among the old versions of every change of the commit,
+    /// in this order (`u32::MAX`: no old version); made when a subscription first needs many
+    /// of its rows' positions (see [`QuerySub::positions`]).
+    old_ranks: OnceLock<Vec<u32>>,
+}
+
+impl SortKeys {
+    /// None computed yet, for a commit of `changes` changes.
+    pub(super) fn new(changes: usize) -> SortKeys {
+        SortKeys { versions: (0..changes).map(|_| OnceLock::new()).collect(), old_ranks: OnceLock::new() }
+    }
+}
 
 /// The primary keys of `rows` in `range`.
 fn keys_of(rows: &Rows, range: std::ops::Range<usize>) -> Vec<Box<[u8]>> {
@@ -149,10 +166,14 @@ pub(super) struct Scratch<'k> {
     removed: RowScratch<bool>,
     rewritten: RowScratch<Option<usize>>,
     relevant: RowScratch<Relevant<'k>>,
-    /// The sort of old versions' sort keys in [`QuerySub::positions`]: each key's first eight
-    /// bytes as an integer, its slot in `relevant`, its bytes.
-    order: Vec<(u64, usize, &'k [u8])>,
+    /// The sort of old versions' sort keys in [`QuerySub::positions`]: their slots in
+    /// `relevant` in sort-key order, and their sort keys in that order.
+    order: Vec<usize>,
     sorts: Vec<&'k [u8]>,
+    /// [`QuerySub::positions`]' bitmap over the commit's old-version ranks, all zero between
+    /// uses, and the slot in `relevant` of each rank set in it.
+    ranks_present: Vec<u64>,
+    slot_of_rank: Vec<u32>,
     positions: RowScratch<Option<usize>>,
     inserted: RowScratch<Inserted<'k>>,
     origin: RowScratch<Origin>,
@@ -169,10 +190,52 @@ fn refill<T: Clone>(buffer: &mut RowScratch<T>, len: usize, value: T) {
 }
 
 impl<T: LiveRecord> QuerySub<T> {
+    /// A change's old and new version's sort keys in this subscription's order.
+    fn version_keys(&self, change: &ChangeView<'_>, state: &CollectionState) -> VersionKeys {
+        if self.orders.is_empty() {
+            // Without an order, a sort key is the primary key, which both versions share: one
+            // allocation per change instead of two for each version.
+            let key: SortKey = (Arc::from(change.key), 0);
+            return (change.old.map(|_| key.clone()), change.new.map(|_| key));
+        }
+        let of = |bytes: Option<&[u8]>| bytes.map(|bytes| sort_key_of(&self.orders, state, bytes, change.key));
+        (of(change.old), of(change.new))
+    }
+
+    /// The ranks of the commit's old versions in this subscription's order (see
+    /// [`SortKeys::old_ranks`]): one sort of the commit's old sort keys, shared by every
+    /// subscription with this order.
+    fn old_ranks<'k>(&self, commit: &Commit<'_, T>, sort_keys: &'k SortKeys) -> &'k [u32] {
+        sort_keys.old_ranks.get_or_init(|| {
+            let changes = commit.changes;
+            let old_key = |index: usize| {
+                let (old, _) = sort_keys.versions[index].get_or_init(|| self.version_keys(&changes[index], commit.state));
+                old.as_ref().map(|(sort, _)| &sort[..])
+            };
+            // As integers on the first eight bytes (the change index breaks ties), then each run
+            // of equal heads by the bytes: most keys differ in their heads.
+            let mut order: Vec<u128> = (0..changes.len())
+                .filter_map(|index| old_key(index).map(|sort| (u128::from(sort_key::head(sort)) << 64) | index as u128))
+                .collect();
+            order.sort_unstable();
+            let index_of = |entry: u128| entry as u64 as usize;
+            for run in order.chunk_by_mut(|a, b| a >> 64 == b >> 64).filter(|run| run.len() > 1) {
+                let bytes = |entry: u128| old_key(index_of(entry)).expect("only old versions are ranked");
+                run.sort_unstable_by(|a, b| sort_key::compare(bytes(*a), bytes(*b)));
+            }
+            let mut ranks = vec![u32::MAX; changes.len()];
+            for (rank, entry) in order.iter().enumerate() {
+                ranks[index_of(*entry)] = u32::try_from(rank).expect("a commit's changes are fewer than Hit::CHANGES_MAX");
+            }
+            ranks
+        })
+    }
+
     /// Sets `scratch.positions` to where each of `scratch.relevant`'s old versions is among
-    /// the rows (`None`: not a row): a search for each of a few, one walk of the rows for many.
-    fn positions(&self, scratch: &mut Scratch<'_>) {
-        let Scratch { relevant, order, sorts, positions, .. } = scratch;
+    /// the rows (`None`: not a row): a search for each of a few, one walk of the rows for many,
+    /// taken in sort-key order from a bitmap over the commit's old-version ranks.
+    fn positions<'k>(&self, commit: &Commit<'_, T>, sort_keys: &'k SortKeys, scratch: &mut Scratch<'k>) {
+        let Scratch { relevant, order, sorts, positions, ranks_present, slot_of_rank, .. } = scratch;
         positions.clear();
         let lookups = relevant.iter().filter(|(_, old, _)| old.is_some()).count();
         // A search costs about as much as a dozen rows of a walk (callgrind, live table case 3).
@@ -180,16 +243,30 @@ impl<T: LiveRecord> QuerySub<T> {
             positions.extend(relevant.iter().map(|(_, old, _)| old.and_then(|(sort, _)| self.rows.search(sort).ok())));
             return;
         }
-        // Sorted by the first eight bytes as an integer, read once per key, then by the bytes.
+        let ranks = self.old_ranks(commit, sort_keys);
+        ranks_present.resize(ranks.len().div_ceil(64), 0);
+        slot_of_rank.resize(ranks.len(), 0);
+        for (slot, (index, old, _)) in relevant.iter().enumerate() {
+            if old.is_some() {
+                let rank = ranks[*index] as usize;
+                assert!(rank < ranks.len(), "a change with an old version has its rank");
+                ranks_present[rank / 64] |= 1 << (rank % 64);
+                slot_of_rank[rank] = slot as u32;
+            }
+        }
         order.clear();
-        order.extend(
-            relevant.iter().enumerate().filter_map(|(slot, (_, old, _))| old.map(|(sort, _)| (sort_key::head(sort), slot, &sort[..]))),
-        );
-        order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| sort_key::compare(a.2, b.2)));
         sorts.clear();
-        sorts.extend(order.iter().map(|(_, _, sort)| *sort));
+        for (word_index, word) in ranks_present.iter_mut().enumerate() {
+            let mut bits = std::mem::take(word); // left at zero for the next use
+            while bits != 0 {
+                let slot = slot_of_rank[word_index * 64 + bits.trailing_zeros() as usize] as usize;
+                bits &= bits - 1;
+                order.push(slot);
+                sorts.push(&relevant[slot].1.expect("an old version").0[..]);
+            }
+        }
         positions.resize(relevant.len(), None);
-        self.rows.find_sorted(sorts, |probe, position| positions[order[probe].1] = Some(position));
+        self.rows.find_sorted(sorts, |probe, position| positions[order[probe]] = Some(position));
     }
 
     pub(super) fn window_end(&self) -> usize {
@@ -390,19 +467,10 @@ impl<T: LiveRecord> QuerySub<T> {
             if !old_match && !new_match {
                 continue;
             }
-            let (old_all, new_all) = sort_keys[index].get_or_init(|| {
-                if self.orders.is_empty() {
-                    // Without an order, a sort key is the primary key, which both versions share:
-                    // one allocation per change instead of two for each version.
-                    let key: SortKey = (Arc::from(change.key), 0);
-                    return (change.old.map(|_| key.clone()), change.new.map(|_| key));
-                }
-                let of = |bytes: Option<&[u8]>| bytes.map(|bytes| sort_key_of(&self.orders, state, bytes, change.key));
-                (of(change.old), of(change.new))
-            });
+            let (old_all, new_all) = sort_keys.versions[index].get_or_init(|| self.version_keys(&change, state));
             scratch.relevant.push((index, old_all.as_ref().filter(|_| old_match), new_all.as_ref().filter(|_| new_match)));
         }
-        self.positions(scratch);
+        self.positions(commit, sort_keys, scratch);
         for (&(index, old_sort, new_sort), &position) in scratch.relevant.iter().zip(&scratch.positions) {
             match (position, new_sort) {
                 // Found by its old sort key, which the new one equals: it stays in place.
