@@ -15,6 +15,9 @@ use tessera_bench::crud_model::{BenchDoc, parts};
 fn main() {
     let runs: usize = std::env::var("RUNS").ok().and_then(|runs| runs.parse().ok()).unwrap_or(1);
     for _ in 0..runs {
+        if std::env::var("TRIM").is_ok_and(|trim| trim == "1") {
+            unsafe { libc::malloc_trim(0) };
+        }
         run();
     }
 }
