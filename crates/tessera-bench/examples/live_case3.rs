@@ -48,11 +48,12 @@ fn run() {
     }
     let retain = std::env::var("RETAIN").is_ok_and(|retain| retain == "1");
     for round in 0..rounds {
+        // Made before the commit, as the live table does (see there).
+        let mut kept = Vec::with_capacity(if retain { subs.len() } else { 0 });
         let start = Instant::now();
         db.write(|tx| (0..10_000).try_for_each(|i| docs.update(tx, &format!("title{i}"), |d| d.priority = -10000 + i + round).map(drop)))
             .unwrap();
         let committed = Instant::now();
-        let mut kept = Vec::with_capacity(if retain { subs.len() } else { 0 });
         for sub in &subs {
             let event = sub.recv_timeout(Duration::from_secs(60)).unwrap();
             if retain {

@@ -1108,8 +1108,13 @@ const BULK_RECORDS: usize = 1_200;
 /// past the 20,000 from which live/ splits a commit's updates over two threads.
 const BULK_UNANCHORED: usize = 20;
 
+/// Random writes in each later transaction of a large case: three per record, so that about
+/// 95 % of the records change, past the 1,000 changes from which live/ matches a commit's
+/// changes to subscriptions on two threads.
+const BULK_WRITES: usize = 3 * BULK_RECORDS;
+
 /// Large commits to many subscriptions: a seed of `BULK_RECORDS` items, then one or two
-/// transactions of as many random writes.
+/// transactions of `BULK_WRITES` random writes.
 fn bulk_case() -> impl Strategy<Value = Case> {
     let for_the_whole_run = |mut spec: WatchSpec<ItemLeaf>| {
         (spec.start, spec.stop) = (0, None);
@@ -1123,7 +1128,7 @@ fn bulk_case() -> impl Strategy<Value = Case> {
         ops: items.into_iter().enumerate().map(|(id, item)| Op::Item(ItemOp::Upsert(Item { id: id as u16, ..item }))).collect(),
         abort: false,
     });
-    let txn = prop::collection::vec(item_op(ids).prop_map(Op::Item), BULK_RECORDS).prop_map(|ops| Txn { ops, abort: false });
+    let txn = prop::collection::vec(item_op(ids).prop_map(Op::Item), BULK_WRITES).prop_map(|ops| Txn { ops, abort: false });
     (prop::collection::vec(unanchored, BULK_UNANCHORED), prop::collection::vec(any_watch, 0..10), seed, prop::collection::vec(txn, 1..3))
         .prop_map(|(unanchored, anchored, seed, more)| Case {
             item_watches: unanchored.into_iter().chain(anchored).collect(),

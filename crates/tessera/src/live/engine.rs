@@ -3,7 +3,7 @@
 
 use super::changeset::ObjectChange;
 use super::event::{Event, ObjectMailbox};
-use super::hits::{Hit, HitRuns};
+use super::hits::{GroupedHits, Hit, HitRuns, SubHits};
 use super::mailbox::SubscriptionEnd;
 use super::matcher::Matcher;
 use super::record::LiveRecord;
@@ -30,6 +30,10 @@ pub(super) struct ObjectSub<T> {
 /// Work, in (subscription, change) pairs, from which a commit's updates are split over two
 /// threads (a thread costs about as much as 1,000 pairs).
 pub(super) const PARALLEL_PAIRS_MIN: usize = 20_000;
+/// Changes of one commit from which matching them to query subscriptions is split over two
+/// threads (matching a change against range anchors costs a few thousand instructions, and
+/// starting a thread about what a hundred changes cost).
+pub(super) const PARALLEL_MATCH_CHANGES_MIN: usize = 1_000;
 /// What updating and delivering one subscription costs besides its pairs (a decode, a result
 /// vector, a wake-up), in pairs.
 pub(super) const SUBSCRIPTION_COST_IN_PAIRS: usize = 16;
@@ -182,36 +186,57 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         if self.hit_counts.len() < self.queries.len() {
             self.hit_counts.resize(self.queries.len(), 0);
         }
-        let mut runs = HitRuns::new(&mut self.hit_counts);
-        let mut component = Vec::with_capacity(32);
         let fields: Vec<(FieldPath, &super::matcher::FieldIndex)> =
             self.matcher.fields().map(|(path, field)| (FieldPath::new(path), field)).collect();
         // A string primary key's sort key is its stored key behind the string tag: anchors on
         // it are matched without reading the records.
         let string_key = T::sole_key_field(&self.keys).filter(|field| matches!(self.state.shape.resolve(field), Some(TypeDesc::String)));
-        for (path, field) in &fields {
-            let on_key = string_key.is_some_and(|key_field| **path == *key_field);
-            for (index, change) in changes.iter().enumerate() {
-                if on_key {
-                    // The old and new versions share the key, so one lookup marks both.
-                    component.clear();
-                    component.push(sort_key::TAG_STRING);
-                    component.extend_from_slice(change.key);
-                    let hit = Hit::new(index, change.old.is_some(), change.new.is_some());
-                    field.lookup(&component, &mut |ids| runs.record(ids, hit));
-                    continue;
-                }
-                for (bytes, is_new) in [(change.old, false), (change.new, true)] {
-                    let Some(bytes) = bytes else { continue };
-                    component.clear();
-                    let Ok(doc) = self.state.open_stored(bytes) else { continue };
-                    sort_key::encode_value(path.lookup(doc.root()), &mut component);
-                    let hit = Hit::new(index, !is_new, is_new);
-                    field.lookup(&component, &mut |ids| runs.record(ids, hit));
+        let state = &self.state;
+        // The hits of the changes in `range`, counted in `counts` (all zero, one per slot).
+        let match_changes = |range: std::ops::Range<usize>, counts: &mut [usize]| {
+            let mut runs = HitRuns::new(counts);
+            let mut component = Vec::with_capacity(32);
+            for (path, field) in &fields {
+                let on_key = string_key.is_some_and(|key_field| **path == *key_field);
+                for index in range.clone() {
+                    let change = &changes[index];
+                    if on_key {
+                        // The old and new versions share the key, so one lookup marks both.
+                        component.clear();
+                        component.push(sort_key::TAG_STRING);
+                        component.extend_from_slice(change.key);
+                        let hit = Hit::new(index, change.old.is_some(), change.new.is_some());
+                        field.lookup(&component, &mut |ids| runs.record(ids, hit));
+                        continue;
+                    }
+                    for (bytes, is_new) in [(change.old, false), (change.new, true)] {
+                        let Some(bytes) = bytes else { continue };
+                        component.clear();
+                        let Ok(doc) = state.open_stored(bytes) else { continue };
+                        sort_key::encode_value(path.lookup(doc.root()), &mut component);
+                        let hit = Hit::new(index, !is_new, is_new);
+                        field.lookup(&component, &mut |ids| runs.record(ids, hit));
+                    }
                 }
             }
-        }
-        let grouped = runs.group();
+            runs.group()
+        };
+        // A large commit is matched on two threads, the later half of its changes by a helper
+        // (each with its own counts), so that every subscription's hits are the first thread's
+        // followed by the helper's.
+        let (first, second) = if changes.len() >= PARALLEL_MATCH_CHANGES_MIN && !fields.is_empty() {
+            let middle = changes.len() / 2;
+            let mut helper_counts = vec![0; self.queries.len()];
+            let counts = &mut self.hit_counts;
+            std::thread::scope(|scope| {
+                let helper = scope.spawn(|| match_changes(middle..changes.len(), &mut helper_counts));
+                let first = match_changes(0..middle, counts);
+                let second = helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (first, Some(second))
+            })
+        } else {
+            (match_changes(0..changes.len(), &mut self.hit_counts), None)
+        };
         // Subscriptions without an anchor follow every change: one list that all of them share.
         let mut unanchored: Vec<u64> = self.matcher.unanchored.clone();
         unanchored.sort_unstable();
@@ -219,12 +244,12 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             if unanchored.is_empty() { Vec::new() } else { (0..changes.len()).map(|index| Hit::new(index, true, true)).collect() };
         // The work: each affected subscription with its hits, in change order, in slot order
         // (a subscription is anchored or not, so the two lists name different slots).
-        let mut affected: Vec<(u64, &[Hit])> = grouped.iter().collect();
+        let mut affected = GroupedHits::merged(&first, second.as_ref());
         if !unanchored.is_empty() {
-            affected.extend(unanchored.iter().map(|id| (*id, &every_change[..])));
+            affected.extend(unanchored.iter().map(|id| (*id, SubHits(&every_change, &[]))));
             affected.sort_unstable_by_key(|(id, _)| *id);
         }
-        let mut work: Vec<(&mut QuerySub<T>, &[Hit])> = Vec::with_capacity(affected.len());
+        let mut work: Vec<(&mut QuerySub<T>, SubHits<'_>)> = Vec::with_capacity(affected.len());
         let mut rest: &mut [Option<QuerySub<T>>] = &mut self.queries;
         let mut first_in_rest = 0;
         for (id, list) in affected {
@@ -247,12 +272,12 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             sort_keys.entry(order_of(sub)).or_insert_with(|| SortKeys::new(changes.len()));
         }
         let commit = Commit { sequence: batch.sequence(), changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
-        let run = |work: &mut [(&mut QuerySub<T>, &[Hit])], commit: Commit<'_, T>| {
+        let run = |work: &mut [(&mut QuerySub<T>, SubHits<'_>)], commit: Commit<'_, T>| {
             let mut scratch = Scratch::default();
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 let sort_keys = &sort_keys[&order_of(sub)];
-                match sub.apply(&commit, list, sort_keys, &mut scratch) {
+                match sub.apply(&commit, *list, sort_keys, &mut scratch) {
                     Ok(Some(change)) => mailbox.push(Event::Changed(change)),
                     Ok(None) => {}
                     // The subscription cannot follow (a record that does not decode): end it.
@@ -261,8 +286,8 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             }
         };
         // A large commit is split between two threads: the feed thread and one helper.
-        let cost = |list: &[Hit]| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
-        let total: usize = work.iter().map(|(_, list)| cost(list)).sum();
+        let cost = |list: SubHits<'_>| list.len() + SUBSCRIPTION_COST_IN_PAIRS;
+        let total: usize = work.iter().map(|(_, list)| cost(*list)).sum();
         if total >= PARALLEL_PAIRS_MIN && work.len() > 1 {
             let mut half = 0;
             let mut counted = 0;

@@ -134,6 +134,57 @@ impl GroupedHits {
     pub(super) fn iter(&self) -> impl Iterator<Item = (u64, &[Hit])> {
         self.slots.iter().map(|(slot, range)| (u64::from(*slot), &self.hits[range.clone()]))
     }
+
+    /// The slots with hits in `first` or `second` (whose changes all come after `first`'s),
+    /// in increasing order, each with its hits in both.
+    pub(super) fn merged<'h>(first: &'h GroupedHits, second: Option<&'h GroupedHits>) -> Vec<(u64, SubHits<'h>)> {
+        let Some(second) = second else {
+            return first.iter().map(|(slot, hits)| (slot, SubHits(hits, &[]))).collect();
+        };
+        let mut merged = Vec::with_capacity(first.slots.len().max(second.slots.len()));
+        let (mut a, mut b) = (first.iter().peekable(), second.iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some(&(slot, hits)), None) => (slot, SubHits(hits, &[]), true, false),
+                (None, Some(&(slot, hits))) => (slot, SubHits(&[], hits), false, true),
+                (Some(&(slot_a, hits_a)), Some(&(slot_b, hits_b))) => match slot_a.cmp(&slot_b) {
+                    std::cmp::Ordering::Less => (slot_a, SubHits(hits_a, &[]), true, false),
+                    std::cmp::Ordering::Greater => (slot_b, SubHits(&[], hits_b), false, true),
+                    std::cmp::Ordering::Equal => (slot_a, SubHits(hits_a, hits_b), true, true),
+                },
+            };
+            let (slot, hits, took_a, took_b) = next;
+            if took_a {
+                a.next();
+            }
+            if took_b {
+                b.next();
+            }
+            merged.push((slot, hits));
+        }
+        merged
+    }
+}
+
+/// One subscription's hits in a commit, in change order, one per change: those of the
+/// changes matched first, then those of the later changes a second thread matched (empty when
+/// one thread matched the whole commit).
+#[derive(Clone, Copy)]
+pub(super) struct SubHits<'h>(pub(super) &'h [Hit], pub(super) &'h [Hit]);
+
+impl SubHits<'_> {
+    pub(super) fn len(&self) -> usize {
+        self.0.len() + self.1.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = Hit> + '_ {
+        self.0.iter().chain(self.1).copied()
+    }
 }
 
 /// Puts one subscription's hits in change order, one per change (the flags of a change's
@@ -222,6 +273,27 @@ mod tests {
             assert!(grouped.iter().map(|(slot, _)| slot).is_sorted_by(|a, b| a < b), "slots in increasing order");
             assert!(counts.iter().all(|count| *count == 0), "case {case}: counts back at zero");
         }
+    }
+
+    #[test]
+    fn two_threads_groups_merge_by_slot_the_first_threads_hits_first() {
+        let mut counts = vec![0; 8];
+        let group = |counts: &mut Vec<usize>, runs: &[(&'static [u64], usize)]| {
+            let mut recorder = HitRuns::new(counts);
+            for (ids, change) in runs {
+                recorder.record(ids, Hit::new(*change, false, true));
+            }
+            recorder.group()
+        };
+        let first = group(&mut counts, &[(&[1, 3], 0), (&[3, 6], 1)]);
+        let second = group(&mut counts, &[(&[0, 3], 5), (&[7], 6)]);
+        let changes = |hits: SubHits<'_>| hits.iter().map(Hit::index).collect::<Vec<_>>();
+        let merged: Vec<(u64, Vec<usize>)> =
+            GroupedHits::merged(&first, Some(&second)).into_iter().map(|(slot, hits)| (slot, changes(hits))).collect();
+        assert_eq!(merged, vec![(0, vec![5]), (1, vec![0]), (3, vec![0, 1, 5]), (6, vec![1]), (7, vec![6])]);
+        let alone: Vec<(u64, Vec<usize>)> =
+            GroupedHits::merged(&first, None).into_iter().map(|(slot, hits)| (slot, changes(hits))).collect();
+        assert_eq!(alone, vec![(1, vec![0]), (3, vec![0, 1]), (6, vec![1])]);
     }
 
     #[test]

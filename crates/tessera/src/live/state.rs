@@ -9,7 +9,7 @@
 
 use super::changeset::{CoalesceKeys, Diff, ResultChange, diff_by_key, heaviest_increasing_run};
 use super::event::QueryMailbox;
-use super::hits::Hit;
+use super::hits::SubHits;
 use super::mailbox::Policy;
 use super::matcher::Anchor;
 use super::record::{self, LiveRecord};
@@ -443,7 +443,7 @@ impl<T: LiveRecord> QuerySub<T> {
     pub(super) fn apply<'k>(
         &mut self,
         commit: &Commit<'_, T>,
-        hits: &[Hit],
+        hits: SubHits<'_>,
         sort_keys: &'k SortKeys,
         scratch: &mut Scratch<'k>,
     ) -> Result<Option<ResultChange<T>>> {
@@ -459,7 +459,7 @@ impl<T: LiveRecord> QuerySub<T> {
         // The hits whose old or new version matches: change, old and new sort key (where
         // that version matches).
         scratch.relevant.clear();
-        for &hit in hits {
+        for hit in hits.iter() {
             let (index, old_hit, new_hit) = (hit.index(), hit.old(), hit.new_version());
             let change = changes[index];
             let (old_match, new_match) =
