@@ -50,7 +50,19 @@ fn put_varint(out: &mut SmallVec<[u8; INLINE_BYTES]>, mut value: usize) {
 }
 
 /// Reads a LEB128 varint at `*offset` (written by [`put_varint`]) and moves past it.
+#[inline]
 fn get_varint(bytes: &[u8], offset: &mut usize) -> usize {
+    let byte = bytes[*offset];
+    if byte < 0x80 {
+        *offset += 1;
+        return byte as usize; // a row's lengths are almost always this short
+    }
+    get_long_varint(bytes, offset)
+}
+
+/// [`get_varint`] for a varint of more than one byte.
+#[inline(never)]
+fn get_long_varint(bytes: &[u8], offset: &mut usize) -> usize {
     let mut value = 0usize;
     let mut shift = 0;
     loop {
@@ -100,7 +112,7 @@ impl<'r> Cursor<'r> {
         if next >= self.rows.len {
             return false;
         }
-        let bytes = &self.rows.bytes;
+        let bytes: &[u8] = &self.rows.bytes;
         let shared = get_varint(bytes, &mut self.offset);
         let rest = get_varint(bytes, &mut self.offset);
         assert!(shared <= self.sort.len(), "a row shares at most the previous sort key");
