@@ -250,6 +250,7 @@ impl<T: LiveRecord> QuerySub<T> {
             if old.is_some() {
                 let rank = ranks[*index] as usize;
                 assert!(rank < ranks.len(), "a change with an old version has its rank");
+                debug_assert!(ranks_present[rank / 64] & (1 << (rank % 64)) == 0, "a subscription's hits name each change once");
                 ranks_present[rank / 64] |= 1 << (rank % 64);
                 slot_of_rank[rank] = slot as u32;
             }
