@@ -6,6 +6,7 @@
 //!   rounds so, each after the others' work: the allocator's state carries over.
 //! - `RETAIN=1`: keep a round's deliveries until all have arrived, as the live table does,
 //!   instead of dropping each on arrival.
+//! - `TRIM=1`: `malloc_trim` before each run (glibc only).
 //! - `PAUSE_MS`: a pause before the rounds, to attach a profiler after the setup.
 
 use std::time::{Duration, Instant};
@@ -15,7 +16,9 @@ use tessera_bench::crud_model::{BenchDoc, parts};
 fn main() {
     let runs: usize = std::env::var("RUNS").ok().and_then(|runs| runs.parse().ok()).unwrap_or(1);
     for _ in 0..runs {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
         if std::env::var("TRIM").is_ok_and(|trim| trim == "1") {
+            // SAFETY: malloc_trim takes no pointer; it only returns free heap memory to the system.
             unsafe { libc::malloc_trim(0) };
         }
         run();

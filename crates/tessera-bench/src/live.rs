@@ -150,8 +150,8 @@ fn run_case(options: &Options, case: Case) -> CaseFigures {
         }
         // Made before the commit: the first large allocation after the initial results were
         // dropped makes glibc consolidate their million freed blocks (tens of milliseconds on
-        // this thread, competing with the engine for the two cores), work that is not the
-        // deliveries' and that the write closure pays when this vector is not made first.
+        // this thread), work that is not the deliveries'. Made after the commit, inside the
+        // timed window, it competed with the engine for the two cores.
         let mut last = Vec::with_capacity(subs.len());
         let (ended, returned) = update_all(&db, &docs, case, options.objects);
         for sub in &subs {

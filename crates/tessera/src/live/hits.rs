@@ -89,32 +89,34 @@ impl<'m, 'c> HitRuns<'m, 'c> {
     /// The hits grouped by subscription, with a subscription's hits of one change merged into
     /// one; the counts are zero again.
     pub(super) fn group(mut self) -> GroupedHits {
-        let mut touched = std::mem::take(&mut self.touched);
+        let HitRuns { runs, counts, touched } = &mut self;
         touched.sort_unstable();
         // Each slot's count becomes where its hits start, and then, as they are written, where
         // its next one goes: its end at the last.
         let mut total = 0;
-        for &slot in &touched {
-            let count = std::mem::replace(&mut self.counts[slot as usize], total);
+        for &slot in touched.iter() {
+            let count = std::mem::replace(&mut counts[slot as usize], total);
             total += count;
         }
         let mut hits = vec![Hit::new(0, false, false); total];
-        for &(ids, hit) in &self.runs {
+        for &(ids, hit) in runs.iter() {
             for &id in ids {
-                let next = &mut self.counts[id as usize];
+                let next = &mut counts[id as usize];
                 hits[*next] = hit;
                 *next += 1;
             }
         }
         let mut slots = Vec::with_capacity(touched.len());
         let mut start = 0;
-        for &slot in &touched {
-            let end = std::mem::take(&mut self.counts[slot as usize]);
+        for &slot in touched.iter() {
+            let end = std::mem::take(&mut counts[slot as usize]);
             let kept = compact(&mut hits[start..end]);
             slots.push((slot, start..start + kept));
             start = end;
         }
         debug_assert_eq!(start, total, "every hit written once");
+        // Every count is zero again: nothing is left for `drop` to clear.
+        touched.clear();
         GroupedHits { hits, slots }
     }
 }
@@ -138,30 +140,27 @@ impl GroupedHits {
     /// The slots with hits in `first` or `second` (whose changes all come after `first`'s),
     /// in increasing order, each with its hits in both.
     pub(super) fn merged<'h>(first: &'h GroupedHits, second: Option<&'h GroupedHits>) -> Vec<(u64, SubHits<'h>)> {
-        let Some(second) = second else {
-            return first.iter().map(|(slot, hits)| (slot, SubHits(hits, &[]))).collect();
-        };
-        let mut merged = Vec::with_capacity(first.slots.len().max(second.slots.len()));
-        let (mut a, mut b) = (first.iter().peekable(), second.iter().peekable());
-        loop {
-            let next = match (a.peek(), b.peek()) {
-                (None, None) => break,
-                (Some(&(slot, hits)), None) => (slot, SubHits(hits, &[]), true, false),
-                (None, Some(&(slot, hits))) => (slot, SubHits(&[], hits), false, true),
-                (Some(&(slot_a, hits_a)), Some(&(slot_b, hits_b))) => match slot_a.cmp(&slot_b) {
-                    std::cmp::Ordering::Less => (slot_a, SubHits(hits_a, &[]), true, false),
-                    std::cmp::Ordering::Greater => (slot_b, SubHits(&[], hits_b), false, true),
-                    std::cmp::Ordering::Equal => (slot_a, SubHits(hits_a, hits_b), true, true),
-                },
+        let a: Vec<(u64, &[Hit])> = first.iter().collect();
+        let b: Vec<(u64, &[Hit])> = second.map(|second| second.iter().collect()).unwrap_or_default();
+        let mut merged = Vec::with_capacity(a.len().max(b.len()));
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            let slot_a = a.get(i).map_or(u64::MAX, |(slot, _)| *slot);
+            let slot_b = b.get(j).map_or(u64::MAX, |(slot, _)| *slot);
+            let slot = slot_a.min(slot_b);
+            let from_a = if slot_a == slot {
+                i += 1;
+                a[i - 1].1
+            } else {
+                &[]
             };
-            let (slot, hits, took_a, took_b) = next;
-            if took_a {
-                a.next();
-            }
-            if took_b {
-                b.next();
-            }
-            merged.push((slot, hits));
+            let from_b = if slot_b == slot {
+                j += 1;
+                b[j - 1].1
+            } else {
+                &[]
+            };
+            merged.push((slot, SubHits(from_a, from_b)));
         }
         merged
     }

@@ -77,6 +77,11 @@ pub(super) fn sort_key_of(orders: &[sort_key::SortField], state: &CollectionStat
 /// A sort key and where the primary key starts in it.
 pub(super) type SortKey = (Arc<[u8]>, usize);
 
+/// A subscription's old versions to find must be at least this share of the commit's changes
+/// (one in this many) for the commit's old versions to be ranked for it: ranking sorts every
+/// change's old sort key once per commit, which a few rows in a large commit do not repay.
+const RANKED_SHARE_MIN_DENOMINATOR: usize = 16;
+
 /// A change's old and new version's sort keys, for the versions that exist.
 type VersionKeys = (Option<SortKey>, Option<SortKey>);
 
@@ -167,8 +172,10 @@ pub(super) struct Scratch<'k> {
     rewritten: RowScratch<Option<usize>>,
     relevant: RowScratch<Relevant<'k>>,
     /// The sort of old versions' sort keys in [`QuerySub::positions`]: their slots in
-    /// `relevant` in sort-key order, and their sort keys in that order.
+    /// `relevant` in sort-key order, and their sort keys in that order; `keyed_slots` for a
+    /// sort of the subscription's own.
     order: Vec<usize>,
+    keyed_slots: Vec<u128>,
     sorts: Vec<&'k [u8]>,
     /// [`QuerySub::positions`]' bitmap over the commit's old-version ranks, all zero between
     /// uses, and the slot in `relevant` of each rank set in it.
@@ -181,6 +188,21 @@ pub(super) struct Scratch<'k> {
     /// A changeset's insertions and modifications, copied out at their exact length.
     insertions: Vec<usize>,
     modifications: Vec<usize>,
+}
+
+/// Sorts `entries`, each an id below a sort key's head (`head << 64 | id`), into the order of
+/// the sort keys (`bytes(id)`): as integers, most keys differing in their heads, then each run
+/// of equal heads by the bytes.
+fn sort_by_key_bytes<'b>(entries: &mut [u128], bytes: impl Fn(usize) -> &'b [u8]) {
+    entries.sort_unstable();
+    for run in entries.chunk_by_mut(|a, b| a >> 64 == b >> 64).filter(|run| run.len() > 1) {
+        run.sort_unstable_by(|a, b| sort_key::compare(bytes(*a as u64 as usize), bytes(*b as u64 as usize)));
+    }
+}
+
+/// An id below a sort key's head, for [`sort_by_key_bytes`].
+fn keyed(sort: &[u8], id: usize) -> u128 {
+    (u128::from(sort_key::head(sort)) << 64) | id as u128
 }
 
 /// `buffer` cleared and filled with `len` copies of `value`, its allocation kept.
@@ -212,20 +234,11 @@ impl<T: LiveRecord> QuerySub<T> {
                 let (old, _) = sort_keys.versions[index].get_or_init(|| self.version_keys(&changes[index], commit.state));
                 old.as_ref().map(|(sort, _)| &sort[..])
             };
-            // As integers on the first eight bytes (the change index breaks ties), then each run
-            // of equal heads by the bytes: most keys differ in their heads.
-            let mut order: Vec<u128> = (0..changes.len())
-                .filter_map(|index| old_key(index).map(|sort| (u128::from(sort_key::head(sort)) << 64) | index as u128))
-                .collect();
-            order.sort_unstable();
-            let index_of = |entry: u128| entry as u64 as usize;
-            for run in order.chunk_by_mut(|a, b| a >> 64 == b >> 64).filter(|run| run.len() > 1) {
-                let bytes = |entry: u128| old_key(index_of(entry)).expect("only old versions are ranked");
-                run.sort_unstable_by(|a, b| sort_key::compare(bytes(*a), bytes(*b)));
-            }
+            let mut order: Vec<u128> = (0..changes.len()).filter_map(|index| old_key(index).map(|sort| keyed(sort, index))).collect();
+            sort_by_key_bytes(&mut order, |index| old_key(index).expect("only old versions are ranked"));
             let mut ranks = vec![u32::MAX; changes.len()];
             for (rank, entry) in order.iter().enumerate() {
-                ranks[index_of(*entry)] = u32::try_from(rank).expect("a commit's changes are fewer than Hit::CHANGES_MAX");
+                ranks[*entry as u64 as usize] = u32::try_from(rank).expect("a commit's changes are fewer than Hit::CHANGES_MAX");
             }
             ranks
         })
@@ -233,14 +246,31 @@ impl<T: LiveRecord> QuerySub<T> {
 
     /// Sets `scratch.positions` to where each of `scratch.relevant`'s old versions is among
     /// the rows (`None`: not a row): a search for each of a few, one walk of the rows for many,
-    /// taken in sort-key order from a bitmap over the commit's old-version ranks.
+    /// their old sort keys put in order by a sort of their own, or, when they are a good share
+    /// of the commit's changes (or the ranks exist), taken in order from a bitmap over the
+    /// commit's old-version ranks.
     fn positions<'k>(&self, commit: &Commit<'_, T>, sort_keys: &'k SortKeys, scratch: &mut Scratch<'k>) {
-        let Scratch { relevant, order, sorts, positions, ranks_present, slot_of_rank, .. } = scratch;
+        let Scratch { relevant, order, keyed_slots, sorts, positions, ranks_present, slot_of_rank, .. } = scratch;
         positions.clear();
         let lookups = relevant.iter().filter(|(_, old, _)| old.is_some()).count();
         // A search costs about as much as a dozen rows of a walk (callgrind, live table case 3).
         if lookups < 2 || lookups * 12 < self.rows.len() {
             positions.extend(relevant.iter().map(|(_, old, _)| old.and_then(|(sort, _)| self.rows.search(sort).ok())));
+            return;
+        }
+        let old_sort = |slot: usize| &relevant[slot].1.expect("an old version").0[..];
+        order.clear();
+        sorts.clear();
+        let ranked = sort_keys.old_ranks.get().is_some() || lookups * RANKED_SHARE_MIN_DENOMINATOR >= commit.changes.len();
+        if !ranked {
+            // Ranking every change of a large commit for a few rows would cost more than it saves.
+            keyed_slots.clear();
+            keyed_slots.extend(relevant.iter().enumerate().filter_map(|(slot, (_, old, _))| old.map(|(sort, _)| keyed(sort, slot))));
+            sort_by_key_bytes(keyed_slots, old_sort);
+            order.extend(keyed_slots.iter().map(|entry| *entry as u64 as usize));
+            sorts.extend(order.iter().map(|slot| old_sort(*slot)));
+            positions.resize(relevant.len(), None);
+            self.rows.find_sorted(sorts, |probe, position| positions[order[probe]] = Some(position));
             return;
         }
         let ranks = self.old_ranks(commit, sort_keys);
@@ -255,15 +285,13 @@ impl<T: LiveRecord> QuerySub<T> {
                 slot_of_rank[rank] = slot as u32;
             }
         }
-        order.clear();
-        sorts.clear();
         for (word_index, word) in ranks_present.iter_mut().enumerate() {
             let mut bits = std::mem::take(word); // left at zero for the next use
             while bits != 0 {
                 let slot = slot_of_rank[word_index * 64 + bits.trailing_zeros() as usize] as usize;
                 bits &= bits - 1;
                 order.push(slot);
-                sorts.push(&relevant[slot].1.expect("an old version").0[..]);
+                sorts.push(old_sort(slot));
             }
         }
         positions.resize(relevant.len(), None);
