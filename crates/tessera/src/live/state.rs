@@ -262,38 +262,34 @@ impl<T: LiveRecord> QuerySub<T> {
         order.clear();
         sorts.clear();
         let ranked = sort_keys.old_ranks.get().is_some() || lookups * RANKED_SHARE_MIN_DENOMINATOR >= commit.changes.len();
-        if !ranked {
+        if ranked {
+            let ranks = self.old_ranks(commit, sort_keys);
+            ranks_present.resize(ranks.len().div_ceil(64), 0);
+            slot_of_rank.resize(ranks.len(), 0);
+            for (slot, (index, old, _)) in relevant.iter().enumerate() {
+                if old.is_some() {
+                    let rank = ranks[*index] as usize;
+                    assert!(rank < ranks.len(), "a change with an old version has its rank");
+                    debug_assert!(ranks_present[rank / 64] & (1 << (rank % 64)) == 0, "a subscription's hits name each change once");
+                    ranks_present[rank / 64] |= 1 << (rank % 64);
+                    slot_of_rank[rank] = slot as u32;
+                }
+            }
+            for (word_index, word) in ranks_present.iter_mut().enumerate() {
+                let mut bits = std::mem::take(word); // left at zero for the next use
+                while bits != 0 {
+                    order.push(slot_of_rank[word_index * 64 + bits.trailing_zeros() as usize] as usize);
+                    bits &= bits - 1;
+                }
+            }
+        } else {
             // Ranking every change of a large commit for a few rows would cost more than it saves.
             keyed_slots.clear();
             keyed_slots.extend(relevant.iter().enumerate().filter_map(|(slot, (_, old, _))| old.map(|(sort, _)| keyed(sort, slot))));
             sort_by_key_bytes(keyed_slots, old_sort);
             order.extend(keyed_slots.iter().map(|entry| *entry as u64 as usize));
-            sorts.extend(order.iter().map(|slot| old_sort(*slot)));
-            positions.resize(relevant.len(), None);
-            self.rows.find_sorted(sorts, |probe, position| positions[order[probe]] = Some(position));
-            return;
         }
-        let ranks = self.old_ranks(commit, sort_keys);
-        ranks_present.resize(ranks.len().div_ceil(64), 0);
-        slot_of_rank.resize(ranks.len(), 0);
-        for (slot, (index, old, _)) in relevant.iter().enumerate() {
-            if old.is_some() {
-                let rank = ranks[*index] as usize;
-                assert!(rank < ranks.len(), "a change with an old version has its rank");
-                debug_assert!(ranks_present[rank / 64] & (1 << (rank % 64)) == 0, "a subscription's hits name each change once");
-                ranks_present[rank / 64] |= 1 << (rank % 64);
-                slot_of_rank[rank] = slot as u32;
-            }
-        }
-        for (word_index, word) in ranks_present.iter_mut().enumerate() {
-            let mut bits = std::mem::take(word); // left at zero for the next use
-            while bits != 0 {
-                let slot = slot_of_rank[word_index * 64 + bits.trailing_zeros() as usize] as usize;
-                bits &= bits - 1;
-                order.push(slot);
-                sorts.push(old_sort(slot));
-            }
-        }
+        sorts.extend(order.iter().map(|slot| old_sort(*slot)));
         positions.resize(relevant.len(), None);
         self.rows.find_sorted(sorts, |probe, position| positions[order[probe]] = Some(position));
     }
