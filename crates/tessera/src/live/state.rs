@@ -291,7 +291,32 @@ impl<T: LiveRecord> QuerySub<T> {
         }
         sorts.extend(order.iter().map(|slot| old_sort(*slot)));
         positions.resize(relevant.len(), None);
+        if self.rewritten_whole(sorts) {
+            // Every row's old version is among them: the i-th in order is row i. A commit that
+            // changes every row of a result (the live table's case 3) walks none of them.
+            for (position, slot) in order.iter().enumerate() {
+                positions[*slot] = Some(position);
+            }
+            debug_assert!(
+                {
+                    let mut found = vec![None; sorts.len()];
+                    self.rows.find_sorted(sorts, |probe, position| found[probe] = Some(position));
+                    found.iter().enumerate().all(|(probe, position)| *position == Some(probe))
+                },
+                "the old versions of a result rewritten whole are its rows, in order"
+            );
+            return;
+        }
         self.rows.find_sorted(sorts, |probe, position| positions[order[probe]] = Some(position));
+    }
+
+    /// Whether `sorts` (the old sort keys of a commit's changes whose old version matched,
+    /// ascending, each once) are exactly the rows. The rows are the first records in order of
+    /// those that matched before the commit (all of them, or as many as the limit keeps), and
+    /// each of `sorts` matched: so when they are as many as the rows and the last of them is
+    /// the last row, none lies past the rows, and they are the rows.
+    fn rewritten_whole(&self, sorts: &[&[u8]]) -> bool {
+        sorts.len() == self.rows.len() && self.rows.last() == sorts.last().copied()
     }
 
     pub(super) fn window_end(&self) -> usize {
