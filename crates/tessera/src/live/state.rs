@@ -124,11 +124,16 @@ type Inserted<'k> = (&'k SortKey, Option<usize>, usize);
 /// rows, and sets `origin` (cleared first) to where each came from.
 fn merge(old: &Rows, marks: &Marks<'_>, inserted: &[Inserted<'_>], origin: &mut RowScratch<Origin>) -> Rows {
     let removed_count = marks.removed.iter().filter(|removed| **removed).count();
-    let inserted_bytes: usize = inserted.iter().map(|(sort, ..)| sort.0.len() + 4).sum();
     let rows_count = old.len() - removed_count + inserted.len();
-    let mut merged = old.with_capacity_like(old.bytes_len() + inserted_bytes);
     origin.clear();
     origin.reserve(rows_count);
+    if removed_count == old.len() {
+        // Every old row goes (the live table's case 3): the result is the inserted rows.
+        origin.extend(inserted.iter().map(|(_, moved_from, change)| Origin::New { moved_from: *moved_from, change: *change }));
+        return old.sorted_like(inserted.iter().map(|(sort, ..)| (&sort.0[..], sort.1)));
+    }
+    let inserted_bytes: usize = inserted.iter().map(|(sort, ..)| sort.0.len() + 4).sum();
+    let mut merged = old.with_capacity_like(old.bytes_len() + inserted_bytes);
     let mut next = inserted.iter().peekable();
     let mut cursor = old.cursor();
     loop {
