@@ -516,13 +516,13 @@ impl<T: LiveRecord> QuerySub<T> {
         scratch.relevant.clear();
         for hit in hits.iter() {
             let (index, old_hit, new_hit) = (hit.index(), hit.old(), hit.new_version());
-            let change = changes[index];
+            let change = &changes[index];
             let (old_match, new_match) =
                 if self.exact { (old_hit, new_hit) } else { (self.matches(state, change.old), self.matches(state, change.new)) };
             if !old_match && !new_match {
                 continue;
             }
-            let (old_all, new_all) = sort_keys.versions[index].get_or_init(|| self.version_keys(&change, state));
+            let (old_all, new_all) = sort_keys.versions[index].get_or_init(|| self.version_keys(change, state));
             scratch.relevant.push((index, old_all.as_ref().filter(|_| old_match), new_all.as_ref().filter(|_| new_match)));
         }
         self.positions(commit, sort_keys, scratch);
@@ -703,7 +703,10 @@ impl<T: LiveRecord> Values<T> {
     }
 
     pub(super) fn get(&self, index: usize, changes: &[ChangeView<'_>], collection: &CollectionState) -> Result<Arc<T>> {
-        let change = changes[index];
+        if let Some(Some(value)) = self.decoded[index].get() {
+            return Ok(value.clone()); // decoded for an earlier row: most rows of a large commit
+        }
+        let change = &changes[index];
         let value = self.decoded[index].get_or_init(|| {
             let bytes = change.new?;
             T::decode_stored(collection, change.key, bytes).ok().map(Arc::new)
