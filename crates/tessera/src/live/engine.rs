@@ -4,7 +4,7 @@
 use super::changeset::ObjectChange;
 use super::event::{Event, ObjectMailbox};
 use super::hits::{GroupedHits, Hit, HitRuns, SubHits};
-use super::mailbox::SubscriptionEnd;
+use super::mailbox::{SubscriptionEnd, Wakes};
 use super::matcher::Matcher;
 use super::record::LiveRecord;
 use super::state::{Commit, QuerySub, Scratch, SortKeys, Values};
@@ -152,6 +152,8 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             return removed;
         }
         let values = Values::new(changes.len());
+        // Woken in batches, all of them by the end of this loop (see `Wakes`).
+        let mut object_wakes = Wakes::new();
         for (index, change) in changes.iter().enumerate() {
             let Some(subs) = self.objects.get(change.key) else { continue };
             let event = match change.new {
@@ -161,13 +163,18 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             for sub in subs.iter().filter(|sub| batch.sequence() > sub.since) {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 match &event {
-                    Ok(event) => mailbox.push(Event::Changed(event.clone())),
+                    Ok(event) => {
+                        if mailbox.push_quiet(Event::Changed(event.clone())) {
+                            object_wakes.add(mailbox);
+                        }
+                    }
                     // A record that does not decode ends the subscription with the error: never
                     // a skipped change that the subscriber cannot tell from no change.
                     Err(error) => mailbox.end_with(SubscriptionEnd::Failed(error.clone())),
                 }
             }
         }
+        object_wakes.wake_all();
         if self.queries.len() == self.free_slots.len() {
             return removed; // no query subscription
         }
@@ -274,15 +281,22 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         let commit = Commit { sequence: batch.sequence(), changes: &changes, values: &values, db, state: &self.state, keys: &self.keys };
         let run = |work: &mut [(&mut QuerySub<T>, SubHits<'_>)], commit: Commit<'_, T>| {
             let mut scratch = Scratch::default();
+            // Readers are woken in batches (dropped at the end: every one is woken).
+            let mut wakes = Wakes::new();
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 let sort_keys = &sort_keys[&order_of(sub)];
                 match sub.apply(&commit, *list, sort_keys, &mut scratch) {
-                    Ok(Some(change)) => mailbox.push(Event::Changed(change)),
+                    Ok(Some(change)) => {
+                        if mailbox.push_quiet(Event::Changed(change)) {
+                            wakes.add(mailbox);
+                        }
+                    }
                     Ok(None) => {}
                     // The subscription cannot follow (a record that does not decode): end it.
                     Err(error) => mailbox.end_with(SubscriptionEnd::Failed(Arc::new(error))),
                 }
+                wakes.wake_if_due();
             }
         };
         // A large commit is split between two threads: the feed thread and one helper.
