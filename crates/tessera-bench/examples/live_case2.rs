@@ -1,6 +1,7 @@
 //! Profiling helper: the live table's case 2 alone (1,000 object subscriptions over 10,000
 //! BenchDocs, one transaction changing every object), beside the refetch of the same objects;
-//! `MODE=queries` makes them case 1's queries (`title == "title{i}"`) instead.
+//! `MODE=queries` makes them case 1's queries (`title == "title{i}"`) instead; `SUBS` sets how
+//! many (1,000; 0 times the commit without a change log).
 
 use std::time::{Duration, Instant};
 use tessera_bench::crud_model::{BenchDoc, parts};
@@ -11,7 +12,8 @@ fn main() {
     let db = tessera::Db::open_with(dir.path().join("db"), options).unwrap();
     let docs = db.collection::<BenchDoc>().unwrap();
     db.write(|tx| (0..10_000).try_for_each(|i| docs.insert(tx, &parts(i).into()).map(drop))).unwrap();
-    let titles: Vec<String> = (0..1000).map(|i| format!("title{i}")).collect();
+    let count: usize = std::env::var("SUBS").ok().and_then(|n| n.parse().ok()).unwrap_or(1000);
+    let titles: Vec<String> = (0..count).map(|i| format!("title{i}")).collect();
     let mode = std::env::var("MODE").unwrap_or_default();
     let live = mode != "refetch";
     let (objects, queries): (Vec<_>, Vec<_>) = if mode == "queries" {

@@ -30,7 +30,7 @@ pub(crate) struct Published {
 impl Published {
     /// A local commit's batch: `log` (finished, with at least one change) moves in whole.
     pub(crate) fn from_log(sequence: u64, log: ChangeLog) -> Published {
-        let len = log.changes().count();
+        let len = log.len();
         debug_assert!(len > 0, "an empty commit publishes no batch");
         Published { sequence, len, source: Source::Log(log) }
     }
