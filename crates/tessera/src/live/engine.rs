@@ -147,7 +147,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
     fn apply(&mut self, batch: &Published, db: &Db) -> usize {
         let removed = self.prune();
         let records = self.state.records.name();
-        let changes: Vec<ChangeView<'_>> = batch.changes().filter(|change| change.keyspace == records).collect();
+        let changes: Vec<ChangeView<'_>> = batch.changes_in(records);
         if changes.is_empty() {
             return removed;
         }

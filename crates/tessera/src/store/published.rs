@@ -59,6 +59,22 @@ impl Published {
         }
     }
 
+    /// The changes to `keyspace`, in the order the transaction made them, borrowed and
+    /// collected (the live engine's view of one collection's changes in a commit): the log
+    /// keeps the other keyspaces' changes out without making their views, and the vector is
+    /// made at its largest size once (collecting through [`Published::changes`], a boxed
+    /// iterator and a filter, cost a large commit about 220 instructions a change).
+    pub(crate) fn changes_in(&self, keyspace: &str) -> Vec<ChangeView<'_>> {
+        let mut changes = Vec::with_capacity(self.len);
+        match &self.source {
+            Source::Log(log) => changes.extend(log.changes_of(|name| name == keyspace)),
+            Source::Owned(batch) => {
+                changes.extend(batch.changes.iter().filter(|change| &*change.keyspace == keyspace).map(|change| change.view()))
+            }
+        }
+        changes
+    }
+
     /// The batch as listeners receive it, owned: a log's changes are copied (delivery asks
     /// once per batch, and only when a listener exists).
     pub(crate) fn owned(&self) -> Arc<ChangeBatch> {
@@ -74,5 +90,50 @@ impl Published {
         if let Source::Log(log) = self.source {
             log.give_back();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Change, ChangeKind};
+
+    /// `(keyspace, key)` of each change.
+    fn names<'a>(changes: impl Iterator<Item = ChangeView<'a>>) -> Vec<(String, Vec<u8>)> {
+        changes.map(|change| (change.keyspace.to_string(), change.key.to_vec())).collect()
+    }
+
+    #[test]
+    fn one_keyspaces_changes_are_the_batchs_changes_to_it_in_order() {
+        let (records, index): (Arc<str>, Arc<str>) = ("records".into(), "index".into());
+        let mut log = ChangeLog::start();
+        log.record_new(&records, b"a", b"1");
+        log.record_new(&index, b"a1", b"");
+        let staged = log.stage(&records, b"b", Some(b"2"));
+        log.record_staged(staged, b"b", Some(b"3"));
+        let staged = log.stage(&records, b"c", Some(b"4"));
+        log.record_staged(staged, b"c", Some(b"4")); // written back as it was: drops out
+        log.record_new(&records, b"d", b"5");
+        let batch = Published::from_log(7, log.finish());
+        let expected = |keyspace: &str| names(batch.changes().filter(|change| change.keyspace == keyspace));
+        assert_eq!(names(batch.changes_in("records").into_iter()), expected("records"));
+        assert_eq!(expected("records").len(), 3, "a, b and d");
+        assert_eq!(names(batch.changes_in("index").into_iter()), expected("index"));
+        assert!(batch.changes_in("other").is_empty());
+        let change = |keyspace: &Arc<str>, key: &[u8]| Change {
+            keyspace: keyspace.clone(),
+            key: key.into(),
+            kind: ChangeKind::Insert,
+            old: None,
+            new: Some(Box::from(&b"v"[..])),
+        };
+        let owned = Published::from_batch(ChangeBatch {
+            sequence: 8,
+            changes: vec![change(&records, b"x"), change(&index, b"y"), change(&records, b"z")],
+        });
+        assert_eq!(
+            names(owned.changes_in("records").into_iter()),
+            vec![("records".into(), b"x".to_vec()), ("records".into(), b"z".to_vec())]
+        );
     }
 }
