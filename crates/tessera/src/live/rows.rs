@@ -304,11 +304,11 @@ impl Rows {
     /// where it lies, without [`Rows::push`]'s copy of every row's sort key and checks of the
     /// small vector (a million rows per commit in the live table's case 3).
     pub(super) fn sorted_like<'s>(&self, rows: impl ExactSizeIterator<Item = (&'s [u8], usize)>) -> Rows {
-        let len = rows.len();
         // Rows share most of their sort keys with the one before: a guess, made exact below.
-        let mut bytes: Vec<u8> = Vec::with_capacity(len.saturating_mul(ROW_BYTES_GUESS));
-        let mut restarts = SmallVec::with_capacity(len.div_ceil(RESTART_INTERVAL));
+        let mut bytes: Vec<u8> = Vec::with_capacity(rows.len().saturating_mul(ROW_BYTES_GUESS));
+        let mut restarts = SmallVec::with_capacity(rows.len().div_ceil(RESTART_INTERVAL));
         let mut previous: &[u8] = &[];
+        let mut len = 0;
         for (index, (sort, key_start)) in rows.enumerate() {
             debug_assert!(index == 0 || sort_key::compare(previous, sort).is_lt(), "rows in strictly increasing order");
             let shared = if index.is_multiple_of(RESTART_INTERVAL) {
@@ -320,6 +320,7 @@ impl Rows {
             };
             put_row(&mut bytes, sort, key_start, shared, self.ordered);
             previous = sort;
+            len += 1;
         }
         bytes.shrink_to_fit(); // a result lives as long as its subscription
         Rows { bytes: SmallVec::from_vec(bytes), restarts, len, last: previous.to_vec(), ordered: self.ordered }
