@@ -62,17 +62,22 @@ impl Published {
     /// The changes to `keyspace`, in the order the transaction made them, borrowed and
     /// collected (the live engine's view of one collection's changes in a commit): the log
     /// keeps the other keyspaces' changes out without making their views, and the vector is
-    /// made at its largest size once (collecting through [`Published::changes`], a boxed
+    /// made at its size once (collecting through [`Published::changes`], a boxed
     /// iterator and a filter, cost a large commit about 220 instructions a change).
     pub(crate) fn changes_in(&self, keyspace: &str) -> Vec<ChangeView<'_>> {
-        let mut changes = Vec::with_capacity(self.len);
         match &self.source {
-            Source::Log(log) => changes.extend(log.changes_of(|name| name == keyspace)),
+            Source::Log(log) => {
+                // Its count from the log's totals: no room made for the other keyspaces' changes.
+                let count = log.totals().find(|(name, _)| *name == keyspace).map_or(0, |(_, totals)| totals.count);
+                let mut changes = Vec::with_capacity(count);
+                changes.extend(log.changes_of(|name| name == keyspace));
+                debug_assert_eq!(changes.len(), count, "the totals count the keyspace's changes");
+                changes
+            }
             Source::Owned(batch) => {
-                changes.extend(batch.changes.iter().filter(|change| &*change.keyspace == keyspace).map(|change| change.view()))
+                batch.changes.iter().filter(|change| &*change.keyspace == keyspace).map(|change| change.view()).collect()
             }
         }
-        changes
     }
 
     /// The batch as listeners receive it, owned: a log's changes are copied (delivery asks
