@@ -163,11 +163,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             for sub in subs.iter().filter(|sub| batch.sequence() > sub.since) {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 match &event {
-                    Ok(event) => {
-                        if mailbox.push_quiet(Event::Changed(event.clone())) {
-                            object_wakes.add(mailbox);
-                        }
-                    }
+                    Ok(event) => object_wakes.push(mailbox, Event::Changed(event.clone())),
                     // A record that does not decode ends the subscription with the error: never
                     // a skipped change that the subscriber cannot tell from no change.
                     Err(error) => mailbox.end_with(SubscriptionEnd::Failed(error.clone())),
@@ -287,11 +283,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
                 let sort_keys = &sort_keys[&order_of(sub)];
                 match sub.apply(&commit, *list, sort_keys, &mut scratch) {
-                    Ok(Some(change)) => {
-                        if mailbox.push_quiet(Event::Changed(change)) {
-                            wakes.add(mailbox);
-                        }
-                    }
+                    Ok(Some(change)) => wakes.push(mailbox, Event::Changed(change)),
                     Ok(None) => {}
                     // The subscription cannot follow (a record that does not decode): end it.
                     Err(error) => mailbox.end_with(SubscriptionEnd::Failed(Arc::new(error))),

@@ -266,10 +266,21 @@ impl<E> Wakes<E> {
 
     /// Remembers `mailbox`, whose push asked for a wake; wakes every pending reader when the
     /// oldest has waited long enough.
-    pub(crate) fn add(&mut self, mailbox: std::sync::Arc<Mailbox<E>>) {
+    fn add(&mut self, mailbox: std::sync::Arc<Mailbox<E>>) {
         self.oldest.get_or_insert_with(Instant::now);
         self.pending.push(mailbox);
         self.wake_if_due();
+    }
+
+    /// Queues `event` in `mailbox` without waking its reader ([`Mailbox::push_quiet`]), and
+    /// keeps the mailbox for a later wake if its reader waits.
+    pub(crate) fn push(&mut self, mailbox: std::sync::Arc<Mailbox<E>>, event: E)
+    where
+        E: Coalesce,
+    {
+        if mailbox.push_quiet(event) {
+            self.add(mailbox);
+        }
     }
 
     /// Wakes every pending reader once the oldest has waited [`WAKE_DELAY_MAX`].

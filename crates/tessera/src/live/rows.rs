@@ -89,6 +89,17 @@ fn put_row(out: &mut impl RowBytes, sort: &[u8], key_start: usize, shared: usize
     }
 }
 
+/// How many bytes row `index`, whose encoding starts at `offset`, shares with `previous` (the
+/// row before's sort key): none when it starts a block, whose offset goes into `restarts`.
+fn shared_or_restart(index: usize, offset: usize, restarts: &mut SmallVec<[u32; 2]>, previous: &[u8], sort: &[u8]) -> usize {
+    if !index.is_multiple_of(RESTART_INTERVAL) {
+        return shared_prefix_len(previous, sort);
+    }
+    assert!(offset <= ROWS_BYTES_MAX, "a live result's rows exceed {ROWS_BYTES_MAX} bytes");
+    restarts.push(offset as u32);
+    0
+}
+
 /// Reads a LEB128 varint at `*offset` (written by [`put_varint`]) and moves past it.
 #[inline]
 fn get_varint(bytes: &[u8], offset: &mut usize) -> usize {
@@ -285,13 +296,7 @@ impl Rows {
     /// strictly increasing order.
     pub(super) fn push(&mut self, sort: &[u8], key_start: usize) {
         debug_assert!(self.last().is_none_or(|last| sort_key::compare(last, sort).is_lt()), "rows in strictly increasing order");
-        let shared = if self.len.is_multiple_of(RESTART_INTERVAL) {
-            assert!(self.bytes.len() <= ROWS_BYTES_MAX, "a live result's rows exceed {ROWS_BYTES_MAX} bytes");
-            self.restarts.push(self.bytes.len() as u32);
-            0
-        } else {
-            shared_prefix_len(&self.last, sort)
-        };
+        let shared = shared_or_restart(self.len, self.bytes.len(), &mut self.restarts, &self.last, sort);
         put_row(&mut self.bytes, sort, key_start, shared, self.ordered);
         self.last.truncate(shared);
         self.last.extend_from_slice(&sort[shared..]);
@@ -311,13 +316,7 @@ impl Rows {
         let mut len = 0;
         for (index, (sort, key_start)) in rows.enumerate() {
             debug_assert!(index == 0 || sort_key::compare(previous, sort).is_lt(), "rows in strictly increasing order");
-            let shared = if index.is_multiple_of(RESTART_INTERVAL) {
-                assert!(bytes.len() <= ROWS_BYTES_MAX, "a live result's rows exceed {ROWS_BYTES_MAX} bytes");
-                restarts.push(bytes.len() as u32);
-                0
-            } else {
-                shared_prefix_len(previous, sort)
-            };
+            let shared = shared_or_restart(index, bytes.len(), &mut restarts, previous, sort);
             put_row(&mut bytes, sort, key_start, shared, self.ordered);
             previous = sort;
             len += 1;

@@ -201,13 +201,18 @@ pub(super) struct Scratch<'k> {
 fn sort_by_key_bytes<'b>(entries: &mut [u128], bytes: impl Fn(usize) -> &'b [u8]) {
     entries.sort_unstable();
     for run in entries.chunk_by_mut(|a, b| a >> 64 == b >> 64).filter(|run| run.len() > 1) {
-        run.sort_unstable_by(|a, b| sort_key::compare(bytes(*a as u64 as usize), bytes(*b as u64 as usize)));
+        run.sort_unstable_by(|a, b| sort_key::compare(bytes(id_of(*a)), bytes(id_of(*b))));
     }
 }
 
 /// An id below a sort key's head, for [`sort_by_key_bytes`].
 fn keyed(sort: &[u8], id: usize) -> u128 {
     (u128::from(sort_key::head(sort)) << 64) | id as u128
+}
+
+/// The id of an entry made by [`keyed`].
+fn id_of(entry: u128) -> usize {
+    entry as u64 as usize
 }
 
 /// `buffer` cleared and filled with `len` copies of `value`, its allocation kept.
@@ -243,7 +248,7 @@ impl<T: LiveRecord> QuerySub<T> {
             sort_by_key_bytes(&mut order, |index| old_key(index).expect("only old versions are ranked"));
             let mut ranks = vec![u32::MAX; changes.len()];
             for (rank, entry) in order.iter().enumerate() {
-                ranks[*entry as u64 as usize] = u32::try_from(rank).expect("a commit's changes are fewer than Hit::CHANGES_MAX");
+                ranks[id_of(*entry)] = u32::try_from(rank).expect("a commit's changes are fewer than Hit::CHANGES_MAX");
             }
             ranks
         })
@@ -292,7 +297,7 @@ impl<T: LiveRecord> QuerySub<T> {
             keyed_slots.clear();
             keyed_slots.extend(relevant.iter().enumerate().filter_map(|(slot, (_, old, _))| old.map(|(sort, _)| keyed(sort, slot))));
             sort_by_key_bytes(keyed_slots, old_sort);
-            order.extend(keyed_slots.iter().map(|entry| *entry as u64 as usize));
+            order.extend(keyed_slots.iter().map(|entry| id_of(*entry)));
         }
         sorts.extend(order.iter().map(|slot| old_sort(*slot)));
         positions.resize(relevant.len(), None);
