@@ -12,6 +12,10 @@ const OPERATIONS: [&str; 5] = ["insert", "filtered scan", "get", "update", "dele
 /// Rounds per size, at most (medians are reported).
 const ROUNDS_MAX: usize = 3;
 
+/// Runs of one size per round, at most: a size `k` times smaller than the largest runs `k`
+/// times, up to this.
+const REPEATS_PER_ROUND_MAX: usize = 10;
+
 /// Per-object cost of each of `OPERATIONS` at one size, in µs.
 fn scaling_round(objects: usize) -> [f64; 5] {
     let dir = tempfile::tempdir().unwrap();
@@ -41,19 +45,23 @@ fn scaling_round(objects: usize) -> [f64; 5] {
 }
 
 /// Adds the scaling rows to `table`: sizes 1k, 10k, … up to `scaling_max`, `rounds` (at most
-/// `ROUNDS_MAX`) rounds each.
+/// `ROUNDS_MAX`) rounds, each running every size in turn.
 pub fn rows(table: &mut Table, rounds: usize, scaling_max: usize) {
     let mut sizes = vec![1_000];
     while sizes.last().copied().unwrap_or(usize::MAX) * 10 <= scaling_max {
         sizes.push(sizes.last().copied().unwrap_or(1) * 10);
     }
-    let figures: Vec<[f64; 5]> = sizes
-        .iter()
-        .map(|&size| {
-            let runs: Vec<[f64; 5]> = (0..rounds.min(ROUNDS_MAX)).map(|_| scaling_round(size)).collect();
-            std::array::from_fn(|op| median(runs.iter().map(|run| run[op])))
-        })
-        .collect();
+    // The sizes take turns within each round, so that a change in the machine's speed during
+    // the run falls on every size alike; a small size runs several times a round, as one run
+    // of it lasts a millisecond.
+    let mut runs: Vec<Vec<[f64; 5]>> = vec![Vec::new(); sizes.len()];
+    for _ in 0..rounds.min(ROUNDS_MAX) {
+        for (size, runs) in sizes.iter().zip(&mut runs) {
+            let repeats = (scaling_max / size).clamp(1, REPEATS_PER_ROUND_MAX);
+            runs.extend((0..repeats).map(|_| scaling_round(*size)));
+        }
+    }
+    let figures: Vec<[f64; 5]> = runs.iter().map(|runs| std::array::from_fn(|op| median(runs.iter().map(|run| run[op])))).collect();
     // The issue holds insert, get and scan to 1.3x from 1k to 100k; update and delete are shown.
     for (op, name) in OPERATIONS.iter().enumerate() {
         for (size, values) in sizes.iter().zip(&figures) {
