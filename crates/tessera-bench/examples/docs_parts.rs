@@ -1,6 +1,7 @@
-//! Profiling aid for the documents table: `MODE=get|set|raw_get|raw_set` runs `ITER` of that
-//! operation on the table's five-field profile, tessera's or raw heed's (`documents_model::Raw`),
-//! so that callgrind can count each side alone.
+//! Profiling aid for the documents table: `MODE=get|set|field|raw_get|raw_set|raw_field`
+//! runs `ITER` of that operation (`field`: a field handle's write of `age`) on the table's
+//! five-field profile, tessera's or raw heed's (`documents_model::Raw`), so that callgrind can
+//! count each side alone.
 use std::hint::black_box;
 use tessera::{Db, DbOptions, Durability};
 use tessera_bench::documents_model::{Profile, Raw, profile};
@@ -16,6 +17,7 @@ fn main() {
     doc.set(&profile(0)).unwrap();
     let raw = Raw::open(&dir.path().join("heed"));
     raw.set("bench", &profile(0));
+    let age = doc.field::<i32>("age");
     let start = std::time::Instant::now();
     for i in 0..iterations {
         match mode.as_str() {
@@ -23,6 +25,8 @@ fn main() {
             "set" => doc.set(&profile(i)).unwrap(),
             "raw_get" => drop(black_box(raw.get("bench"))),
             "raw_set" => raw.set("bench", &profile(i)),
+            "field" => age.set(&(i as i32)).unwrap(),
+            "raw_field" => raw.update_field("bench", "age", &(i as i32)),
             _ => {}
         }
     }

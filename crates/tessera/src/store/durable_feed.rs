@@ -21,7 +21,7 @@ use super::{Db, Keyspace, META_KEYSPACE, ReadTxn, Snapshot, WriteTxn};
 use crate::error::{Error, Result};
 use std::ops::Bound;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The feed's entries: commit sequence (8 bytes, big-endian) → the commit's changes.
 pub(crate) const FEED_KEYSPACE: &str = "tessera.feed";
@@ -83,6 +83,12 @@ fn recorded(keyspace: &str) -> bool {
 pub(crate) struct FeedState {
     /// The file has the feed on (read at open, or seen in `tessera.meta` by a write).
     pub(crate) enabled: AtomicBool,
+    /// The sequence through which this process knows that the file has the feed off
+    /// ([`OFF_THROUGH_UNKNOWN`]: none): the last commit before a write that looked for the mark
+    /// and found none, advanced by each of this process's commits that did not write the
+    /// mark. A write whose transaction comes right after it needs no look (see
+    /// [`enabled_for_write`]).
+    off_through: AtomicU64,
     pub(crate) retention: FeedRetention,
     /// `tessera.meta`, for the check each write makes while the feed is off.
     meta: OnceLock<Keyspace>,
@@ -112,6 +118,7 @@ impl FeedState {
     pub(crate) fn new(retention: FeedRetention) -> Self {
         FeedState {
             enabled: AtomicBool::new(false),
+            off_through: AtomicU64::new(OFF_THROUGH_UNKNOWN),
             retention: FeedRetention { commits_max: retention.commits_max.max(1) },
             meta: OnceLock::new(),
             feed: OnceLock::new(),
@@ -123,7 +130,18 @@ impl FeedState {
     pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.load(Ordering::Acquire)
     }
+
+    /// After this process's commit `sequence`, which wrote no feed mark: if the file had the
+    /// feed off through the commit before it, it still has it off through this one. Called
+    /// with the writer lock held.
+    pub(crate) fn committed_without_mark(&self, sequence: u64) {
+        let before = sequence.wrapping_sub(1);
+        let _ = self.off_through.compare_exchange(before, sequence, Ordering::AcqRel, Ordering::Acquire);
+    }
 }
+
+/// [`FeedState::off_through`] when this process knows nothing yet.
+const OFF_THROUGH_UNKNOWN: u64 = u64::MAX;
 
 // ------------------------------------------------------------------------------ encoding
 
@@ -355,8 +373,17 @@ pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> 
     let Some(meta) = state.meta.get() else { return Ok(None) }; // the file is being created
     let ceiling = inner.options.map_size_max_bytes;
     if !state.is_enabled() {
+        // LMDB numbers write transactions one after another across processes: when the commit
+        // before this transaction is one through which the feed is known to be off, no other
+        // process has committed since, and the look (a B-tree search of `tessera.meta`, a
+        // tenth of a one-field write) is skipped.
+        let before = (txn.id() as u64).wrapping_sub(1);
+        if state.off_through.load(Ordering::Acquire) == before {
+            return Ok(None);
+        }
         let mark = meta.handle.get(txn, META_FEED_KEY).map_err(|e| Error::from_heed(e, ceiling))?;
         if mark.is_none() {
+            state.off_through.store(before, Ordering::Release);
             return Ok(None);
         }
         state.enabled.store(true, Ordering::Release);

@@ -556,6 +556,9 @@ pub struct WriteTxn<'db> {
     map_full: bool,
     /// Bytes of keys and values written so far, to size the map if it fills up.
     written_bytes: u64,
+    /// The durable feed's mark in `tessera.meta` was written (see
+    /// [`durable_feed::FeedState::committed_without_mark`]).
+    wrote_feed_mark: bool,
     after_commit: Vec<AfterCommit>,
 }
 
@@ -743,6 +746,7 @@ impl<'db> WriteTxn<'db> {
     /// entries and bookkeeping.
     pub(crate) fn put_unlogged(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
+        self.wrote_feed_mark |= key == durable_feed::META_FEED_KEY;
         self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
         self.store(keyspace, key, value, heed::PutFlags::empty()).map_err(|error| self.note_error(error))
     }
@@ -922,6 +926,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             log: (inner.feed.has_listeners() || durable_feed.is_some()).then(ChangeLog::start),
             map_full: false,
             written_bytes: 0,
+            wrote_feed_mark: false,
             after_commit: Vec::new(),
         };
         if let Some(cross_process) = inner.cross_process.get() {
@@ -960,6 +965,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
         }
         let written = txn.written_bytes;
+        let wrote_feed_mark = txn.wrote_feed_mark;
         inner.last_written_bytes.store(written, Ordering::Relaxed);
         let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
@@ -973,6 +979,9 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
                 continue;
             }
             Err(error) => return Err(Error::from_heed_write(error, ceiling, &inner.path)),
+        }
+        if durable_feed.is_none() && !wrote_feed_mark {
+            inner.feed_state.committed_without_mark(sequence);
         }
         // The kept read snapshot is now old: drop it before it pins pages this commit freed.
         inner.snapshot_cache.clear();
