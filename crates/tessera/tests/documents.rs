@@ -354,6 +354,10 @@ fn update_field_checks_the_name_the_type_and_that_the_document_exists() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(doc.update_field("nickname", &5), Err(Error::DocumentField { .. })));
+    // An id that begins another's is its own document: "ad" does not exist beside "ada".
+    let shorter = profiles.document::<Profile>("ad");
+    assert!(matches!(shorter.update_field("age", &1), Err(Error::NotFound { .. })));
+    assert_eq!(shorter.get().unwrap(), None);
     doc.update_field("nickname", &None::<String>).unwrap();
     doc.update_field("age", &37).unwrap();
     assert_eq!(doc.get().unwrap().unwrap(), Profile { age: 37, nickname: None, ..ada() });

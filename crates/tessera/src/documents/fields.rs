@@ -8,14 +8,14 @@ use tessera_value::{Doc, EncodeError, Encoder};
 
 /// The key suffix of field `name`: the name itself, or for deep documents the names along the
 /// dotted path separated by 0x00.
-pub(crate) fn path_of(name: &str, deep: bool) -> Result<Vec<u8>> {
+pub(crate) fn path_of(name: &str, deep: bool) -> Result<std::borrow::Cow<'_, [u8]>> {
     if name.is_empty() || name.as_bytes().contains(&PATH_SEPARATOR) {
         return Err(Error::InvalidName { what: "document field", name: name.to_owned(), rule: "not empty, no NUL byte".into() });
     }
     if !deep {
-        return Ok(name.as_bytes().to_vec());
+        return Ok(std::borrow::Cow::Borrowed(name.as_bytes()));
     }
-    Ok(name.split('.').collect::<Vec<_>>().join("\0").into_bytes())
+    Ok(std::borrow::Cow::Owned(name.split('.').collect::<Vec<_>>().join("\0").into_bytes()))
 }
 
 /// The display name of a stored path (`a.b.c`).
@@ -252,7 +252,7 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(
         // The common case: each value is validated and read in place as serde asks for it,
         // straight from the snapshot's pages, with nothing gathered first.
         let fields = entries.map(|entry| match entry {
-            Ok((stored_key, bytes)) => plain_field(document, &stored_key[prefix_len..], bytes),
+            Ok((stored_key, bytes)) => Ok((&stored_key[prefix_len..], bytes)),
             Err(error) => Err(Box::new(error)),
         });
         return deserialize_fields(document, fields);
@@ -274,24 +274,15 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(
     if options.deep {
         return decode_deep(document, &stored).map(Some);
     }
-    let fields = stored.iter().map(|(path, bytes)| plain_field(document, path, bytes));
+    let fields = stored.iter().map(|(path, bytes)| Ok((*path, &bytes[..])));
     deserialize_fields(document, fields)
 }
 
-/// One stored field of a plain document: its name and its stored value. Inlined: a call
-/// returned the pair through memory, and reading it back stalled on store-to-load forwarding.
-#[inline(always)]
-fn plain_field<'v, T>(document: &Document<T>, path: &'v [u8], bytes: &'v [u8]) -> FieldResult<'v> {
-    let Ok(name) = std::str::from_utf8(path) else {
-        return Err(Box::new(field_error(document, &display_name(path), "field name is not UTF-8")));
-    };
-    Ok((name, bytes))
-}
-
-/// A field's name and stored value (validated when serde asks for it: see
-/// [`FieldsMap::next_value_seed`]), or why it could not be read (boxed: the error is rare, and
-/// a small item is cheaper to pass along the iterator for every field).
-type FieldResult<'v> = std::result::Result<(&'v str, &'v [u8]), Box<Error>>;
+/// A field's stored name and value (the value validated when serde asks for it: see
+/// [`FieldsMap::next_value_seed`]; the name checked as UTF-8 when serde reads it: see
+/// [`StoredName`]), or why it could not be read (boxed: the error is rare, and a small item
+/// is cheaper to pass along the iterator for every field).
+type FieldResult<'v> = std::result::Result<(&'v [u8], &'v [u8]), Box<Error>>;
 
 /// Runs `T`'s deserializer over the fields as they come, naming the field that failed; an
 /// error of the fields themselves (storage, validation) is returned as it is. `None` if there
@@ -300,13 +291,13 @@ fn deserialize_fields<'v, T: DeserializeOwned>(document: &Document<T>, fields: i
     let mut failure = Failure::default();
     let result = T::deserialize(FieldsDeserializer { fields, failure: &mut failure });
     if let Some((name, error)) = failure.invalid {
-        return Err(field_error(document, name, error));
+        return Err(field_error(document, &display_name(name), error));
     }
     match (result, failure.source) {
         (_, Some(error)) => Err(*error),
         _ if failure.fields_seen == 0 => Ok(None),
         (Ok(value), None) => Ok(Some(value)),
-        (Err(error), None) => Err(field_error(document, failure.field.unwrap_or(""), error)),
+        (Err(error), None) => Err(field_error(document, &display_name(failure.field.unwrap_or(b"")), error)),
     }
 }
 
@@ -348,10 +339,10 @@ fn decode_deep<T: DeserializeOwned>(document: &Document<T>, stored: &[(&[u8], st
 struct Failure<'v> {
     /// Fields handed to serde so far.
     fields_seen: usize,
-    field: Option<&'v str>,
+    field: Option<&'v [u8]>,
     source: Option<Box<Error>>,
     /// The field whose stored value did not validate, and why.
-    invalid: Option<(&'v str, tessera_value::FormatError)>,
+    invalid: Option<(&'v [u8], tessera_value::FormatError)>,
 }
 
 /// The stored fields as a map, for serde: missing fields take their defaults, unknown ones are
@@ -382,7 +373,7 @@ struct FieldsMap<'f, 'v, I> {
     /// The stored value of the key just handed out. Its bytes, not a `Value`: a `Value` is 80
     /// bytes, and moving one just built through the iterator and this field stalled on
     /// store-to-load forwarding (a third of a documents `get`'s time in this function).
-    value: Option<(&'v str, &'v [u8])>,
+    value: Option<(&'v [u8], &'v [u8])>,
     failure: &'f mut Failure<'v>,
 }
 
@@ -395,7 +386,11 @@ impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_
             Some(Ok(field)) => {
                 self.failure.fields_seen += 1;
                 self.value = Some(field);
-                seed.deserialize(de::value::BorrowedStrDeserializer::new(field.0)).map(Some)
+                let key = seed.deserialize(StoredName(field.0));
+                if key.is_err() {
+                    self.failure.field = Some(field.0);
+                }
+                key.map(Some)
             }
             Some(Err(error)) => {
                 // Stops the deserializer; `deserialize_fields` returns this error instead.
@@ -421,6 +416,40 @@ impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_
             self.failure.field = Some(name);
         }
         result
+    }
+}
+
+/// A stored field name, for serde, which must be UTF-8 (anything else is damage, and an
+/// error). A derived struct or enum asks for an identifier: an ASCII name, the usual kind, is
+/// handed over as bytes, which the generated code compares with its own names, without the
+/// general UTF-8 check (a twentieth of a documents `get` of five fields). Anything else (a
+/// map's `String` keys, say) is given the name as checked text.
+struct StoredName<'v>(&'v [u8]);
+
+impl<'v> StoredName<'v> {
+    fn text(&self) -> Result<&'v str, tessera_value::DecodeError> {
+        std::str::from_utf8(self.0).map_err(|_| <tessera_value::DecodeError as de::Error>::custom("field name is not UTF-8"))
+    }
+}
+
+impl<'v> de::Deserializer<'v> for StoredName<'v> {
+    type Error = tessera_value::DecodeError;
+
+    fn deserialize_identifier<V: Visitor<'v>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        if self.0.is_ascii() {
+            return visitor.visit_borrowed_bytes(self.0);
+        }
+        visitor.visit_borrowed_str(self.text()?)
+    }
+
+    fn deserialize_any<V: Visitor<'v>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        visitor.visit_borrowed_str(self.text()?)
+    }
+
+    serde::forward_to_deserialize_any! {
+        <W: Visitor<'v>>
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct newtype_struct seq tuple tuple_struct map struct enum ignored_any
     }
 }
 

@@ -542,9 +542,17 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         let deep = self.collection.options.deep;
         let path = fields::path_of(name, deep)?;
         let plain = tessera_value::to_vec(value)?;
-        let names: Vec<&str> = if deep { name.split('.').collect() } else { vec![name] };
+        // No vector for a plain field's one name.
+        let single = [name];
+        let split: Vec<&str>;
+        let names: &[&str] = if deep {
+            split = name.split('.').collect();
+            &split
+        } else {
+            &single
+        };
         let written = tessera_value::Doc::from_trusted(&plain)?;
-        match probe::check_field::<T>(&names, written.root()) {
+        match probe::check_field::<T>(names, written.root()) {
             Ok(()) => {}
             Err(probe::Probe::UnknownField { at }) => {
                 return Err(Error::UnknownField { collection: format!("{}/{}", self.collection.name, self.id), path: at });
@@ -564,7 +572,7 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
 
     /// Puts one field of an existing document.
     fn put_field(&self, tx: &mut WriteTxn<'_>, field_key: &[u8], bytes: &[u8]) -> Result<()> {
-        if tx.prefix(&self.collection.keyspace, &self.prefix)?.next().transpose()?.is_none() {
+        if !tx.has_prefix(&self.collection.keyspace, &self.prefix)? {
             return Err(Error::NotFound { collection: self.collection.name.to_string(), key: self.id.to_string() });
         }
         tx.put(&self.collection.keyspace, field_key, bytes)

@@ -883,6 +883,14 @@ impl<'db> WriteTxn<'db> {
         Ok(Entries::new(RawEntries::Prefix(iter), self.inner, keyspace))
     }
 
+    /// Whether any key of `keyspace` starts with `prefix`: one seek, no value read (a value's
+    /// checksum is checked when the value is read).
+    pub(crate) fn has_prefix(&self, keyspace: &Keyspace, prefix: &[u8]) -> Result<bool> {
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let first = keyspace.handle.get_greater_than_or_equal_to(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
+        Ok(first.is_some_and(|(key, _)| key.starts_with(prefix)))
+    }
+
     /// The sequence this transaction will have when it commits.
     ///
     /// ```
