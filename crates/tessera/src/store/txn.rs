@@ -917,6 +917,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
     let writer = lock(&inner.writer);
     clear_stale_readers_when_due(inner);
     grow_ahead(inner);
+    let mut published = false;
     let (value, sequence) = loop {
         let txn = match inner.env.write_txn() {
             Ok(txn) => txn,
@@ -1007,6 +1008,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
                 // Published while the writer lock is held, so batches queue in commit order;
                 // they are delivered after the lock is released (below, or by the feed thread).
                 inner.feed.publish(Published::from_log(sequence, changes));
+                published = true;
             } else {
                 changes.keep();
             }
@@ -1025,7 +1027,12 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         cross_process.report_gap(inner);
     }
     // A small batch's subscribers get their events before `write` returns (see store/feed.rs).
-    inner.feed.deliver_queued();
+    // Only what this write queued is its to deliver: its own batch, and other processes'
+    // commits caught up before it (a batch another writer queued is delivered by that writer,
+    // or by whoever holds the delivery lock).
+    if published || inner.cross_process.get().is_some() {
+        inner.feed.deliver_queued();
+    }
     if durability == Durability::Immediate {
         inner.syncer.sync_through(sequence).map_err(Error::NotDurable)?;
     }
