@@ -446,13 +446,12 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     }
 
     fn write_fields(&self, tx: &mut WriteTxn<'_>, encoded: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
-        // Remove the stored fields the new value does not have (the others are overwritten).
+        // Remove the stored fields the new value does not have (the others are overwritten):
+        // their keys are enough.
         let stale: Vec<Vec<u8>> = tx
-            .prefix(&self.collection.keyspace, &self.prefix)?
+            .prefix_keys(&self.collection.keyspace, &self.prefix)?
             .filter_map(|entry| match entry {
-                Ok((stored_key, _)) if !encoded.iter().any(|(new_key, _)| new_key.as_slice() == stored_key) => {
-                    Some(Ok(stored_key.to_vec()))
-                }
+                Ok(stored_key) if !encoded.iter().any(|(new_key, _)| new_key.as_slice() == stored_key) => Some(Ok(stored_key.to_vec())),
                 Ok(_) => None,
                 Err(error) => Some(Err(error)),
             })
@@ -627,7 +626,7 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     /// ```
     pub fn delete_in(&self, tx: &mut WriteTxn<'_>) -> Result<bool> {
         let keys: Vec<Vec<u8>> =
-            tx.prefix(&self.collection.keyspace, &self.prefix)?.map(|entry| entry.map(|(k, _)| k.to_vec())).collect::<Result<_>>()?;
+            tx.prefix_keys(&self.collection.keyspace, &self.prefix)?.map(|entry| entry.map(<[u8]>::to_vec)).collect::<Result<_>>()?;
         for stored_key in &keys {
             tx.delete(&self.collection.keyspace, stored_key)?;
         }

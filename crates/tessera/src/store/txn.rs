@@ -883,6 +883,14 @@ impl<'db> WriteTxn<'db> {
         Ok(Entries::new(RawEntries::Prefix(iter), self.inner, keyspace))
     }
 
+    /// The keys of `keyspace` that start with `prefix`, in order, without their values (whose
+    /// checksums are checked when the values are read).
+    pub(crate) fn prefix_keys<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<impl Iterator<Item = Result<&'t [u8]>> + 't> {
+        let ceiling = self.inner.options.map_size_max_bytes;
+        let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
+        Ok(iter.map(move |entry| entry.map(|(key, _)| key).map_err(|e| Error::from_heed(e, ceiling))))
+    }
+
     /// Whether any key of `keyspace` starts with `prefix`: one seek, no value read (a value's
     /// checksum is checked when the value is read).
     pub(crate) fn has_prefix(&self, keyspace: &Keyspace, prefix: &[u8]) -> Result<bool> {
