@@ -365,3 +365,102 @@ fn update_field_checks_the_name_the_type_and_that_the_document_exists() {
     let refused = db.write(|tx| doc.update_field_in(tx, "age", "old"));
     assert!(matches!(refused, Err(Error::DocumentField { .. })));
 }
+
+/// Field names reach serde as its own string deserializer hands them: an identifier as text,
+/// an enum key through `visit_enum`. A change that handed identifiers over as bytes, and enum
+/// keys as a plain string, failed all three of these types (found by review).
+mod field_names {
+    use super::open;
+    use serde::de::{self, Deserializer, MapAccess, Visitor};
+    use serde::{Deserialize, Serialize};
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Color {
+        Red,
+        Blue,
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct WithExtra {
+        id: u32,
+        #[serde(flatten)]
+        extra: BTreeMap<Color, u32>,
+    }
+
+    /// Written by hand as serde's documentation shows: the field visitor has `visit_str` only.
+    #[derive(Debug, PartialEq, Serialize)]
+    struct Manual {
+        secs: u64,
+    }
+
+    enum ManualField {
+        Secs,
+    }
+
+    impl<'de> Deserialize<'de> for ManualField {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ManualField, D::Error> {
+            struct FieldVisitor;
+            impl<'de> Visitor<'de> for FieldVisitor {
+                type Value = ManualField;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("`secs`")
+                }
+                fn visit_str<E: de::Error>(self, value: &str) -> Result<ManualField, E> {
+                    match value {
+                        "secs" => Ok(ManualField::Secs),
+                        _ => Err(de::Error::unknown_field(value, &["secs"])),
+                    }
+                }
+            }
+            deserializer.deserialize_identifier(FieldVisitor)
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Manual {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct ManualVisitor;
+            impl<'de> Visitor<'de> for ManualVisitor {
+                type Value = Manual;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("struct Manual")
+                }
+                fn visit_map<V: MapAccess<'de>>(self, mut map: V) -> Result<Manual, V::Error> {
+                    let mut secs = None;
+                    while let Some(ManualField::Secs) = map.next_key()? {
+                        secs = Some(map.next_value()?);
+                    }
+                    Ok(Manual { secs: secs.ok_or_else(|| de::Error::missing_field("secs"))? })
+                }
+            }
+            deserializer.deserialize_struct("Manual", &["secs"], ManualVisitor)
+        }
+    }
+
+    #[test]
+    fn a_map_with_enum_keys_reads_back() {
+        let (_dir, db) = open();
+        let doc = db.documents("d").unwrap().document::<BTreeMap<Color, u32>>("a");
+        let value = BTreeMap::from([(Color::Red, 1), (Color::Blue, 2)]);
+        doc.set(&value).unwrap();
+        assert_eq!(doc.get().unwrap(), Some(value));
+    }
+
+    #[test]
+    fn a_flattened_map_with_enum_keys_reads_back() {
+        let (_dir, db) = open();
+        let doc = db.documents("d").unwrap().document::<WithExtra>("a");
+        let value = WithExtra { id: 7, extra: BTreeMap::from([(Color::Red, 1)]) };
+        doc.set(&value).unwrap();
+        assert_eq!(doc.get().unwrap(), Some(value));
+    }
+
+    #[test]
+    fn a_hand_written_identifier_visitor_reads_back() {
+        let (_dir, db) = open();
+        let doc = db.documents("d").unwrap().document::<Manual>("a");
+        doc.set(&Manual { secs: 5 }).unwrap();
+        assert_eq!(doc.get().unwrap(), Some(Manual { secs: 5 }));
+    }
+}

@@ -279,8 +279,7 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(
 }
 
 /// A field's stored name and value (the value validated when serde asks for it: see
-/// [`FieldsMap::next_value_seed`]; the name checked as UTF-8 when serde reads it: see
-/// [`StoredName`]), or why it could not be read (boxed: the error is rare, and a small item
+/// [`FieldsMap::next_value_seed`]; the name checked as UTF-8 when serde reads it), or why it could not be read (boxed: the error is rare, and a small item
 /// is cheaper to pass along the iterator for every field).
 type FieldResult<'v> = std::result::Result<(&'v [u8], &'v [u8]), Box<Error>>;
 
@@ -386,7 +385,13 @@ impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_
             Some(Ok(field)) => {
                 self.failure.fields_seen += 1;
                 self.value = Some(field);
-                let key = seed.deserialize(StoredName(field.0));
+                // Names go to serde as text, as serde's own string deserializer hands them
+                // (an identifier as a string, an enum key through `visit_enum`): bytes broke
+                // hand-written identifier visitors and enum keys (found by review).
+                let key = match std::str::from_utf8(field.0) {
+                    Ok(name) => seed.deserialize(de::value::BorrowedStrDeserializer::new(name)),
+                    Err(_) => Err(<tessera_value::DecodeError as de::Error>::custom("field name is not UTF-8")),
+                };
                 if key.is_err() {
                     self.failure.field = Some(field.0);
                 }
@@ -416,40 +421,6 @@ impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_
             self.failure.field = Some(name);
         }
         result
-    }
-}
-
-/// A stored field name, for serde, which must be UTF-8 (anything else is damage, and an
-/// error). A derived struct or enum asks for an identifier: an ASCII name, the usual kind, is
-/// handed over as bytes, which the generated code compares with its own names, without the
-/// general UTF-8 check (a twentieth of a documents `get` of five fields). Anything else (a
-/// map's `String` keys, say) is given the name as checked text.
-struct StoredName<'v>(&'v [u8]);
-
-impl<'v> StoredName<'v> {
-    fn text(&self) -> Result<&'v str, tessera_value::DecodeError> {
-        std::str::from_utf8(self.0).map_err(|_| <tessera_value::DecodeError as de::Error>::custom("field name is not UTF-8"))
-    }
-}
-
-impl<'v> de::Deserializer<'v> for StoredName<'v> {
-    type Error = tessera_value::DecodeError;
-
-    fn deserialize_identifier<V: Visitor<'v>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        if self.0.is_ascii() {
-            return visitor.visit_borrowed_bytes(self.0);
-        }
-        visitor.visit_borrowed_str(self.text()?)
-    }
-
-    fn deserialize_any<V: Visitor<'v>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        visitor.visit_borrowed_str(self.text()?)
-    }
-
-    serde::forward_to_deserialize_any! {
-        <W: Visitor<'v>>
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
-        unit unit_struct newtype_struct seq tuple tuple_struct map struct enum ignored_any
     }
 }
 

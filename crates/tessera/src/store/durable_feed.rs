@@ -85,9 +85,10 @@ pub(crate) struct FeedState {
     pub(crate) enabled: AtomicBool,
     /// The sequence through which this process knows that the file has the feed off
     /// ([`OFF_THROUGH_UNKNOWN`]: none): the last commit before a write that looked for the mark
-    /// and found none, advanced by each of this process's commits that did not write the
-    /// mark. A write whose transaction comes right after it needs no look (see
-    /// [`enabled_for_write`]).
+    /// and found none, advanced by each of this process's commits that changed something and
+    /// did not write the mark (a commit that changed nothing has no sequence of its own: the
+    /// next commit, perhaps another process's, takes it). A write whose transaction comes right
+    /// after it needs no look (see [`enabled_for_write`]).
     off_through: AtomicU64,
     pub(crate) retention: FeedRetention,
     /// `tessera.meta`, for the check each write makes while the feed is off.
@@ -131,9 +132,9 @@ impl FeedState {
         self.enabled.load(Ordering::Acquire)
     }
 
-    /// After this process's commit `sequence`, which wrote no feed mark: if the file had the
-    /// feed off through the commit before it, it still has it off through this one. Called
-    /// with the writer lock held.
+    /// After this process's commit `sequence`, which changed something (so the sequence is
+    /// its own) and wrote no feed mark: if the file had the feed off through the commit before
+    /// it, it still has it off through this one. Called with the writer lock held.
     pub(crate) fn committed_without_mark(&self, sequence: u64) {
         let before = sequence.wrapping_sub(1);
         let _ = self.off_through.compare_exchange(before, sequence, Ordering::AcqRel, Ordering::Acquire);

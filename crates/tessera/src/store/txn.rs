@@ -559,6 +559,11 @@ pub struct WriteTxn<'db> {
     /// The durable feed's mark in `tessera.meta` was written (see
     /// [`durable_feed::FeedState::committed_without_mark`]).
     wrote_feed_mark: bool,
+    /// A put, or a delete that found its key, succeeded: the commit takes a sequence of its
+    /// own (LMDB gives none to a commit that changed nothing, and the next one, perhaps
+    /// another process's, takes it). Not set by writes through [`WriteTxn::raw`], which only
+    /// costs [`durable_feed::FeedState::committed_without_mark`] its fast path.
+    changed: bool,
     after_commit: Vec<AfterCommit>,
 }
 
@@ -602,6 +607,12 @@ impl<'db> WriteTxn<'db> {
 
     /// Stores `value` under `key` with `flags`: with its checksum, in a checksummed keyspace.
     fn store(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], flags: heed::PutFlags) -> heed::Result<()> {
+        let stored = self.store_unmarked(keyspace, key, value, flags);
+        self.changed |= stored.is_ok();
+        stored
+    }
+
+    fn store_unmarked(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], flags: heed::PutFlags) -> heed::Result<()> {
         if !keyspace.checksummed {
             return keyspace.handle.put_with_flags(&mut self.txn, flags, key, value);
         }
@@ -708,6 +719,7 @@ impl<'db> WriteTxn<'db> {
     fn inserted_new(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], put: heed::Result<()>) -> Result<bool> {
         match put {
             Ok(()) => {
+                self.changed = true;
                 if let Some(log) = &mut self.log {
                     log.record_new(&keyspace.name, key, value);
                 }
@@ -774,13 +786,16 @@ impl<'db> WriteTxn<'db> {
             }
             Ok(())
         });
+        self.changed |= result.is_ok();
         result.map_err(|error| self.note_error(error))
     }
 
     /// [`WriteTxn::delete`] without recording the change (see [`WriteTxn::put_unlogged`]).
     pub(crate) fn delete_unlogged(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
-        keyspace.handle.delete(&mut self.txn, key).map_err(|error| self.note_error(error))
+        let existed = keyspace.handle.delete(&mut self.txn, key).map_err(|error| self.note_error(error))?;
+        self.changed |= existed;
+        Ok(existed)
     }
 
     /// How many entries `keyspace` has, as this transaction sees it: O(1).
@@ -812,6 +827,7 @@ impl<'db> WriteTxn<'db> {
             Ok(existed) => existed,
             Err(error) => return Err(self.note_error(error)),
         };
+        self.changed |= existed;
         if let (Some(log), Some(staged), true) = (&mut self.log, staged, existed) {
             log.record_staged(staged, key, None);
         }
@@ -944,6 +960,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             map_full: false,
             written_bytes: 0,
             wrote_feed_mark: false,
+            changed: false,
             after_commit: Vec::new(),
         };
         if let Some(cross_process) = inner.cross_process.get() {
@@ -982,7 +999,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
         }
         let written = txn.written_bytes;
-        let wrote_feed_mark = txn.wrote_feed_mark;
+        let advances_off_through = txn.changed && !txn.wrote_feed_mark;
         inner.last_written_bytes.store(written, Ordering::Relaxed);
         let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
@@ -997,7 +1014,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed_write(error, ceiling, &inner.path)),
         }
-        if durable_feed.is_none() && !wrote_feed_mark {
+        if durable_feed.is_none() && advances_off_through {
             inner.feed_state.committed_without_mark(sequence);
         }
         // The kept read snapshot is now old: drop it before it pins pages this commit freed.
