@@ -56,12 +56,13 @@ pub fn rows(table: &mut Table, rounds: usize, scaling_max: usize) {
     // of it lasts a millisecond.
     let mut runs: Vec<Vec<[f64; 5]>> = vec![Vec::new(); sizes.len()];
     for _ in 0..rounds.min(ROUNDS_MAX) {
-        for (size, runs) in sizes.iter().zip(&mut runs) {
+        for (size, size_runs) in sizes.iter().zip(&mut runs) {
             let repeats = (scaling_max / size).clamp(1, REPEATS_PER_ROUND_MAX);
-            runs.extend((0..repeats).map(|_| scaling_round(*size)));
+            size_runs.extend((0..repeats).map(|_| scaling_round(*size)));
         }
     }
-    let figures: Vec<[f64; 5]> = runs.iter().map(|runs| std::array::from_fn(|op| median(runs.iter().map(|run| run[op])))).collect();
+    let figures: Vec<[f64; 5]> =
+        runs.iter().map(|size_runs| std::array::from_fn(|op| median(size_runs.iter().map(|run| run[op])))).collect();
     // The issue holds insert, get and scan to 1.3x from 1k to 100k; update and delete are shown.
     for (op, name) in OPERATIONS.iter().enumerate() {
         for (size, values) in sizes.iter().zip(&figures) {

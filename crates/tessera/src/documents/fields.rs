@@ -279,8 +279,9 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(
 }
 
 /// A field's stored name and value (the value validated when serde asks for it: see
-/// [`FieldsMap::next_value_seed`]; the name checked as UTF-8 when serde reads it), or why it could not be read (boxed: the error is rare, and a small item
-/// is cheaper to pass along the iterator for every field).
+/// [`FieldsMap::next_value_seed`]; the name checked as UTF-8 when serde reads it), or why it
+/// could not be read (boxed: the error is rare, and a small item is cheaper to pass along the
+/// iterator for every field).
 type FieldResult<'v> = std::result::Result<(&'v [u8], &'v [u8]), Box<Error>>;
 
 /// Runs `T`'s deserializer over the fields as they come, naming the field that failed; an
