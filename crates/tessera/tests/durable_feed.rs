@@ -154,23 +154,34 @@ fn a_process_that_opened_the_file_before_the_feed_was_turned_on_appends_too() {
     let db = Db::open(&path).unwrap();
     let notes = db.keyspace("notes").unwrap();
     db.write(|tx| tx.put(&notes, b"before", b"0")).unwrap();
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "feed_child", "--ignored", "--nocapture"])
-        .env("TESSERA_FEED_PATH", &path)
-        .output()
-        .unwrap();
-    assert!(child.status.success(), "{}{}", String::from_utf8_lossy(&child.stdout), String::from_utf8_lossy(&child.stderr));
+    run_child("feed_child", &path, "");
     // This process opened the file with the feed off: its next write finds the mark.
     db.write(|tx| tx.put(&notes, b"parent", b"2")).unwrap();
-    let keys: Vec<Vec<u8>> = db
-        .changes_since(0, 100)
+    let keys = feed_keys(&db, "notes");
+    assert_eq!(keys, [b"child".to_vec(), b"parent".to_vec()], "both processes' commits, the parent's included");
+}
+
+/// Runs the ignored test `name` of this file as a child process on the file at `path`, with
+/// `step` in `TESSERA_FEED_STEP`, and asserts that it succeeded.
+fn run_child(name: &str, path: &std::path::Path, step: &str) {
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--ignored", "--nocapture"])
+        .env("TESSERA_FEED_PATH", path)
+        .env("TESSERA_FEED_STEP", step)
+        .output()
+        .unwrap();
+    assert!(child.status.success(), "{name} {step}: {}{}", String::from_utf8_lossy(&child.stdout), String::from_utf8_lossy(&child.stderr));
+}
+
+/// The keys of `keyspace`'s changes in the durable feed, in commit order.
+fn feed_keys(db: &Db, keyspace: &str) -> Vec<Vec<u8>> {
+    db.changes_since(0, 100)
         .unwrap()
         .iter()
         .flat_map(|batch| batch.changes.iter())
-        .filter(|c| &*c.keyspace == "notes")
+        .filter(|c| &*c.keyspace == keyspace)
         .map(|c| c.key.to_vec())
-        .collect();
-    assert_eq!(keys, [b"child".to_vec(), b"parent".to_vec()], "both processes' commits, the parent's included");
+        .collect()
 }
 
 /// Steps of [`a_commit_that_changed_nothing_does_not_hide_the_mark_another_process_writes`],
@@ -198,16 +209,6 @@ fn feed_step_child() {
     }
 }
 
-fn feed_step(path: &std::path::Path, step: &str) {
-    let child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "feed_step_child", "--ignored", "--nocapture"])
-        .env("TESSERA_FEED_PATH", path)
-        .env("TESSERA_FEED_STEP", step)
-        .output()
-        .unwrap();
-    assert!(child.status.success(), "{step}: {}{}", String::from_utf8_lossy(&child.stdout), String::from_utf8_lossy(&child.stderr));
-}
-
 #[test]
 fn a_commit_that_changed_nothing_does_not_hide_the_mark_another_process_writes() {
     // LMDB gives no sequence to a commit that changed nothing: the next commit, here another
@@ -219,18 +220,11 @@ fn a_commit_that_changed_nothing_does_not_hide_the_mark_another_process_writes()
     let db = Db::open(&path).unwrap();
     let notes = db.keyspace("notes").unwrap();
     db.write(|tx| tx.put(&notes, b"before", b"0")).unwrap();
-    feed_step(&path, "keyspaces");
+    run_child("feed_step_child", &path, "keyspaces");
     db.write(|tx| tx.delete(&notes, b"missing")).unwrap(); // changes nothing
-    feed_step(&path, "turn_on");
+    run_child("feed_step_child", &path, "turn_on");
     db.write(|tx| tx.put(&notes, b"after", b"1")).unwrap();
-    let keys: Vec<Vec<u8>> = db
-        .changes_since(0, 100)
-        .unwrap()
-        .iter()
-        .flat_map(|batch| batch.changes.iter())
-        .filter(|c| &*c.keyspace == "notes")
-        .map(|c| c.key.to_vec())
-        .collect();
+    let keys = feed_keys(&db, "notes");
     assert_eq!(keys, [b"after".to_vec()], "the write after the feed was turned on is in the feed");
 }
 
