@@ -432,6 +432,7 @@ impl FieldError {
     /// let error = FieldError::wrong_type("a string", doc.root());
     /// assert_eq!(error.problem, FieldProblem::WrongType { expected: "a string", found: Kind::Null });
     /// ```
+    #[cold]
     pub fn wrong_type(expected: &'static str, found: Value<'_>) -> Self {
         FieldError { path: String::new(), problem: FieldProblem::WrongType { expected, found: found.kind() } }
     }
@@ -442,6 +443,7 @@ impl FieldError {
     /// use tessera_value::codec::FieldError;
     /// assert_eq!(FieldError::missing().in_field("age").to_string(), "at `age`: missing required field");
     /// ```
+    #[cold]
     pub fn missing() -> Self {
         FieldError { path: String::new(), problem: FieldProblem::Missing }
     }
@@ -453,6 +455,7 @@ impl FieldError {
     /// let error = FieldError::unknown_variant("Purple").in_field("colour");
     /// assert_eq!(error.to_string(), r#"at `colour`: unknown variant "Purple""#);
     /// ```
+    #[cold]
     pub fn unknown_variant(name: &str) -> Self {
         FieldError { path: String::new(), problem: FieldProblem::UnknownVariant(name.to_owned()) }
     }
@@ -528,12 +531,18 @@ pub fn write_field_key(out: &mut Encoder<'_>, ids: Option<&[u32]>, names: FieldN
 /// assert_eq!(field_value(&dict, None, NAMES, 1).and_then(|v| v.as_i64()), Some(2));
 /// assert!(field_value(&dict, None, NAMES, 0).is_none());
 /// ```
-#[inline]
+#[inline(always)]
 pub fn field_value<'a>(dict: &Dict<'a>, fields: Option<ResolvedFields<'_>>, names: FieldNames, index: usize) -> Option<Value<'a>> {
     match fields {
         Some(fields) => dict.get_field_at(fields.ids[index], names[index], fields.ranks[index] as usize),
-        None => dict.get(names[index]),
+        None => field_value_by_name(dict, names[index]),
     }
+}
+
+/// [`field_value`] for a dict written without shared keys: kept out of line.
+#[inline(never)]
+fn field_value_by_name<'a>(dict: &Dict<'a>, name: &str) -> Option<Value<'a>> {
+    dict.get(name)
 }
 
 /// Decodes field `index` of `names` from `dict`: a missing field takes [`Decode::missing`],
@@ -550,7 +559,7 @@ pub fn field_value<'a>(dict: &Dict<'a>, fields: Option<ResolvedFields<'_>>, name
 /// assert_eq!(decode_field::<Option<u8>>(&dict, None, NAMES, 1, &none).unwrap(), None);
 /// assert_eq!(decode_field::<u8>(&dict, None, NAMES, 1, &none).unwrap_err().path, "age");
 /// ```
-#[inline]
+#[inline(always)]
 pub fn decode_field<'a, T: Decode<'a>>(
     dict: &Dict<'a>,
     fields: Option<ResolvedFields<'_>>,
@@ -643,7 +652,7 @@ macro_rules! integers {
             }
         }
         impl Decode<'_> for $type {
-            #[inline]
+            #[inline(always)]
             fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
                 match value.$read() {
                     Some(int) => <$type>::try_from(int).map_err(|_| out_of_range(stringify!($type))),
@@ -669,7 +678,7 @@ impl Encode for f64 {
     }
 }
 impl Decode<'_> for f64 {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))
     }
@@ -682,7 +691,7 @@ impl Encode for f32 {
     }
 }
 impl Decode<'_> for f32 {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         // A stored double narrows to the nearest f32; one beyond f32's range is an error, not
         // an infinity (infinities and NaN stored as such stay what they are).
@@ -712,7 +721,7 @@ impl Encode for bool {
     }
 }
 impl Decode<'_> for bool {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         value.as_bool().ok_or_else(|| FieldError::wrong_type("a boolean", value))
     }
@@ -731,19 +740,19 @@ impl Encode for String {
     }
 }
 impl<'a> Decode<'a> for &'a str {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'a>, _: &FieldIds) -> Result<Self, FieldError> {
         value.as_str().ok_or_else(|| FieldError::wrong_type("a string", value))
     }
 }
 impl Decode<'_> for String {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         value.as_str().map(str::to_owned).ok_or_else(|| FieldError::wrong_type("a string", value))
     }
 }
 impl Decode<'_> for Box<str> {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         value.as_str().map(Box::from).ok_or_else(|| FieldError::wrong_type("a string", value))
     }
@@ -756,7 +765,7 @@ impl Encode for char {
     }
 }
 impl Decode<'_> for char {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         let text = value.as_str().ok_or_else(|| FieldError::wrong_type("a one-character string", value))?;
         let mut chars = text.chars();
@@ -906,7 +915,7 @@ impl Encode for () {
 }
 
 impl Decode<'_> for () {
-    #[inline]
+    #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         if value.is_null() { Ok(()) } else { Err(FieldError::wrong_type("null", value)) }
     }

@@ -623,7 +623,7 @@ impl<'a> Value<'a> {
     /// assert!(root.index(0).unwrap().is_null());
     /// assert!(!root.index(1).unwrap().is_null());
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn is_null(&self) -> bool {
         self.kind() == Kind::Null
     }
@@ -636,7 +636,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(root.index(0).unwrap().as_bool(), Some(false));
     /// assert_eq!(root.index(1).unwrap().as_bool(), None);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn as_bool(&self) -> Option<bool> {
         match self.repr {
             Repr::Bool(b) => Some(b),
@@ -653,7 +653,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(root.index(1).unwrap().as_i64(), None); // above i64::MAX
     /// assert_eq!(root.index(2).unwrap().as_i64(), None); // a float
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn as_i64(&self) -> Option<i64> {
         match self.repr {
             Repr::Int(v) => Some(v),
@@ -674,7 +674,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(root.index(0).unwrap().as_u64(), Some(u64::MAX));
     /// assert_eq!(root.index(1).unwrap().as_u64(), None);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn as_u64(&self) -> Option<u64> {
         match self.repr {
             Repr::Int(v) => u64::try_from(v).ok(),
@@ -696,7 +696,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(root.index(1).unwrap().as_f64(), Some(3.0));
     /// assert_eq!(root.index(2).unwrap().as_f64(), None);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn as_f64(&self) -> Option<f64> {
         match self.repr {
             Repr::Int(v) => Some(v as f64),
@@ -737,7 +737,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(root.index(0).unwrap().as_str(), Some("héllo"));
     /// assert_eq!(root.index(1).unwrap().as_str(), None);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn as_str(&self) -> Option<&'a str> {
         match self.repr {
             Repr::Item(pos) if self.doc.bytes[pos] >= TAG_STRING && self.doc.bytes[pos] <= 0xBF => Some(self.doc.item_str(pos)),
@@ -796,7 +796,7 @@ impl<'a> Value<'a> {
     /// assert_eq!(root.index(0).unwrap().as_dict().map(|dict| dict.len()), Some(1));
     /// assert!(root.index(1).unwrap().as_dict().is_none());
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn as_dict(&self) -> Option<Dict<'a>> {
         match self.repr {
             Repr::Item(pos) if self.doc.bytes[pos] & 0xF0 == TAG_DICT => Some(Dict::at(self.doc, pos)),
@@ -1217,14 +1217,21 @@ impl<'a> Dict<'a> {
     /// assert_eq!(hint, 0);
     /// # Ok::<(), tessera_value::EncodeError>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn get_field_hinted(&self, id: u32, name: &str, hint: &mut usize) -> Option<Value<'a>> {
+        let position = *hint;
+        if position < self.shape.len && (id as u64) < self.doc.shared_count() && self.key_at(position) == id as u64 {
+            return Some(self.value_at(position));
+        }
+        self.get_field_searched(id, name, hint)
+    }
+
+    /// [`Dict::get_field_hinted`] when the field is not at the hinted entry: kept out of line,
+    /// so that the expected case inlines into its callers.
+    #[inline(never)]
+    fn get_field_searched(&self, id: u32, name: &str, hint: &mut usize) -> Option<Value<'a>> {
         if (id as u64) >= self.doc.shared_count() {
             return self.get(name);
-        }
-        let position = *hint;
-        if position < self.shape.len && self.key_at(position) == id as u64 {
-            return Some(self.value_at(position));
         }
         let index = self.index_of_id(id as u64)?;
         *hint = index;
@@ -1233,7 +1240,7 @@ impl<'a> Dict<'a> {
 
     /// [`Dict::get_field`] for a field expected at entry `position` (its rank among the
     /// fields of a dict that has them all): one comparison when it is there, a search when not.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get_field_at(&self, id: u32, name: &str, position: usize) -> Option<Value<'a>> {
         self.get_field_hinted(id, name, &mut { position })
     }

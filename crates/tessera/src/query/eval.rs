@@ -135,7 +135,7 @@ fn holds(op: CompareOp, ordering: Ordering) -> bool {
 /// `field op literal` for a field's value (`None` when the field is missing): the common
 /// pairs (an integer field against an integer, a string against a string) are compared
 /// straight from the slot, everything else as [`compare`] does.
-#[inline]
+#[inline(always)]
 fn compare_field(value: Option<Value<'_>>, op: CompareOp, literal: &Literal) -> Truth {
     let Some(value) = value else { return Truth::Unknown };
     match literal {
@@ -151,6 +151,12 @@ fn compare_field(value: Option<Value<'_>>, op: CompareOp, literal: &Literal) -> 
         }
         _ => {}
     }
+    compare_values(value, op, literal)
+}
+
+/// [`compare_field`] for the pairs it does not compare straight from the slot: out of line.
+#[inline(never)]
+fn compare_values(value: Value<'_>, op: CompareOp, literal: &Literal) -> Truth {
     compare(&from_value(value), op, &from_literal(literal))
 }
 

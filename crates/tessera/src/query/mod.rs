@@ -341,8 +341,29 @@ impl FieldPath {
     /// assert_eq!(FieldPath::new("user.name").lookup(root).and_then(|v| v.as_str()), Some("ada"));
     /// assert!(FieldPath::new("user.age").lookup(root).is_none());
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn lookup<'a>(&self, record: tessera_value::Value<'a>) -> Option<tessera_value::Value<'a>> {
+        // The common case inline: a one-step path already resolved in the record's table.
+        if let (Some(shared), Some(resolved)) = (record.doc().shared_keys(), self.resolved.get())
+            && resolved.table == shared.identity()
+            && let [id] = *resolved.ids
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let rank = resolved.rank.load(Relaxed);
+            let mut hint = rank as usize;
+            let found = record.as_dict()?.get_field_hinted(id, &self.text, &mut hint);
+            if hint != rank as usize {
+                resolved.rank.store(u32::try_from(hint).unwrap_or(0), Relaxed);
+            }
+            return found;
+        }
+        self.lookup_general(record)
+    }
+
+    /// [`FieldPath::lookup`] for the first lookup, a path of several steps, or a record of
+    /// another table or none: kept out of line.
+    #[inline(never)]
+    fn lookup_general<'a>(&self, record: tessera_value::Value<'a>) -> Option<tessera_value::Value<'a>> {
         if let Some(shared) = record.doc().shared_keys() {
             let resolved = self.resolved.get_or_init(|| ResolvedSteps {
                 table: shared.identity(),
@@ -352,14 +373,7 @@ impl FieldPath {
             if resolved.table == shared.identity() {
                 // Same table: an id below the document's shared count names the step.
                 if let [id] = *resolved.ids {
-                    use std::sync::atomic::Ordering::Relaxed;
-                    let rank = resolved.rank.load(Relaxed);
-                    let mut hint = rank as usize;
-                    let found = record.as_dict()?.get_field_hinted(id, &self.text, &mut hint);
-                    if hint != rank as usize {
-                        resolved.rank.store(u32::try_from(hint).unwrap_or(0), Relaxed);
-                    }
-                    return found;
+                    return record.as_dict()?.get_field(id, &self.text);
                 }
                 let mut current = record;
                 for (step, &id) in self.text.split('.').zip(resolved.ids.iter()) {
