@@ -17,7 +17,12 @@
 //!   reach the cache when it commits (under the writer lock, so no flush can interleave).
 //! - **Values** are stored in tessera's binary format: any serde type, read back as the same
 //!   type; reading a value as a different type is [`Error::DictionaryValue`], never a silent
-//!   `None`.
+//!   `None`. Reads follow serde's rules for the type asked for: a struct ignores stored
+//!   fields it does not name and reads a missing `Option` field as `None`, and `Some(None)`
+//!   is stored as null, which reads back as `None`.
+//! - **The cache and storage agree** for every reader: an entry a save has taken stays cached,
+//!   and is not evicted, until that save commits; a value loaded from a snapshot older than a
+//!   save that committed meanwhile is answered but not cached.
 //! - **Keys** are any UTF-8 string, including the empty one, of any length (keys longer than
 //!   fits an LMDB key are stored under a hash, with the full key kept in the record).
 //!
@@ -140,6 +145,21 @@ struct Entry {
     /// The bytes are known valid: written by the encoder, or validated when loaded or first
     /// read (a bulk load leaves them to the first read).
     validated: bool,
+    /// A save has taken this value and not finished: storage may not hold it yet, so the
+    /// entry is neither evicted nor left out of [`Dictionary::keys`] until the save ends.
+    saving: bool,
+}
+
+impl Entry {
+    /// An entry as storage holds it.
+    fn clean(value: Option<Arc<[u8]>>, validated: bool) -> Self {
+        Entry { value, pending: 0, validated, saving: false }
+    }
+
+    /// What this entry says that storage may not (yet) say.
+    fn ahead_of_storage(&self) -> bool {
+        self.pending > 0 || self.saving
+    }
 }
 
 /// An entry read by a bulk load, waiting for its shard's lock: key and value.
@@ -153,6 +173,8 @@ struct Shard {
     entries: rustc_hash::FxHashMap<Arc<str>, Entry>,
     /// Keys with a pending write (entries whose `pending` is non-zero, possibly stale).
     dirty: Vec<Arc<str>>,
+    /// Keys taken by the save in flight (entries whose `saving` is set).
+    saving: Vec<Arc<str>>,
 }
 
 #[derive(Default)]
@@ -200,6 +222,10 @@ pub(crate) struct DictInner {
     /// Bumped by `clear` when it empties the cache, so that a load from an older snapshot
     /// cannot put cleared values back.
     clears: AtomicU64,
+    /// Saves committed, bumped after each commit and before its entries may be evicted: a
+    /// load whose snapshot may predate a save does not cache what it read (see
+    /// [`DictInner::with_bytes`]), and [`Dictionary::keys`] reads again.
+    saves: AtomicU64,
     flusher: Arc<FlusherShared>,
     /// Held by a save for the whole of taking the pending values, writing them and, on
     /// failure, marking them pending again: a `flush` that ran while the background save held
@@ -280,6 +306,7 @@ impl Db {
                     bulk_load_started: AtomicBool::new(false),
                     complete: AtomicBool::new(false),
                     clears: AtomicU64::new(0),
+                    saves: AtomicU64::new(0),
                     flusher: Arc::new(FlusherShared::default()),
                     save: Mutex::new(()),
                     thread: Mutex::new(None),
@@ -332,20 +359,35 @@ impl DictInner {
             return self.with_bytes(key, read);
         }
         let clears = self.clears.load(Ordering::Acquire);
+        // Read before the snapshot is taken: if a save commits after it, the snapshot may
+        // predate that save, whose entries the cache may have evicted since.
+        let saves = self.saves.load(Ordering::Acquire);
         let (loaded, neighbours) = self.db.read(|tx| keys::load_with_neighbours(tx, &self.keyspace, &self.long_key_hash, key))?;
         if let Some(bytes) = &loaded {
             // Validated once here; cached bytes are then opened without checks.
             Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
         }
-        self.cache_neighbours(clears, neighbours);
+        self.cache_neighbours(clears, saves, neighbours);
         let mut shard = lock(self.shard(key));
         if self.clears.load(Ordering::Acquire) != clears {
             // Cleared since the snapshot: what it held is gone.
             drop(shard);
             return self.with_bytes(key, read);
         }
-        // A write that raced with the load wins: keep what is cached.
-        let entry = shard.entries.entry(key.into()).or_insert(Entry { value: loaded.map(Arc::from), pending: 0, validated: true });
+        if let Some(entry) = shard.entries.get_mut(key) {
+            // A write that raced with the load wins: keep what is cached.
+            let value = self.checked_value(key, entry);
+            drop(shard);
+            return read(value?.as_deref());
+        }
+        if self.saves.load(Ordering::Acquire) != saves {
+            // A save committed since: the key was absent from the cache when this call began,
+            // so a write of it in that save raced with this read, which may answer from
+            // before it; but caching that answer could outlive the write.
+            drop(shard);
+            return read(loaded.as_deref());
+        }
+        let entry = shard.entries.entry(key.into()).or_insert(Entry::clean(loaded.map(Arc::from), true));
         let value = self.checked_value(key, entry);
         self.evict(&mut shard);
         drop(shard);
@@ -355,13 +397,13 @@ impl DictInner {
     /// Caches the other long keys a lookup found under the same hash (as a bulk load does:
     /// validated when first read, never replacing a cached entry), so that each of them is
     /// not another scan of the same range.
-    fn cache_neighbours(&self, clears: u64, neighbours: Vec<keys::Neighbour>) {
+    fn cache_neighbours(&self, clears: u64, saves: u64, neighbours: Vec<keys::Neighbour>) {
         for (key, value) in neighbours {
             let mut shard = lock(self.shard(&key));
-            if self.clears.load(Ordering::Acquire) != clears {
-                return; // cleared since the snapshot: what it held is gone
+            if self.clears.load(Ordering::Acquire) != clears || self.saves.load(Ordering::Acquire) != saves {
+                return; // cleared or saved since the snapshot: what it held may be stale
             }
-            shard.entries.entry(Arc::from(key)).or_insert(Entry { value: Some(Arc::from(value)), pending: 0, validated: false });
+            shard.entries.entry(Arc::from(key)).or_insert(Entry::clean(Some(Arc::from(value)), false));
             self.evict(&mut shard);
         }
     }
@@ -421,7 +463,7 @@ impl DictInner {
                 shard.entries.reserve(staged.len());
                 for (key, value) in staged {
                     // A cached entry (written, or loaded since the snapshot) is newer: it stays.
-                    shard.entries.entry(key).or_insert(Entry { value: Some(value), pending: 0, validated: false });
+                    shard.entries.entry(key).or_insert(Entry::clean(Some(value), false));
                 }
             }
             self.complete.store(self.clears.load(Ordering::Acquire) == clears, Ordering::Release);
@@ -435,10 +477,11 @@ impl DictInner {
         if shard.entries.len() <= shard_max {
             return;
         }
-        // Down to 90 %, so that eviction is amortized; pending writes are never evicted.
+        // Down to 90 %, so that eviction is amortized; entries storage may not hold yet
+        // (pending, or taken by a save that has not committed) are never evicted.
         let mut excess = shard.entries.len() - shard_max * 9 / 10;
         shard.entries.retain(|_, entry| {
-            if excess > 0 && entry.pending == 0 {
+            if excess > 0 && !entry.ahead_of_storage() {
                 excess -= 1;
                 false
             } else {
@@ -464,7 +507,7 @@ impl DictInner {
             None => {
                 let key: Arc<str> = key.into();
                 let sequence = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
-                shard.entries.insert(key.clone(), Entry { value: value.map(Arc::from), pending: sequence, validated: true });
+                shard.entries.insert(key.clone(), Entry { value: value.map(Arc::from), pending: sequence, validated: true, saving: false });
                 Some(key)
             }
         };
@@ -533,48 +576,82 @@ impl DictInner {
             write_batch(tx, &self.keyspace, &self.long_key_hash, batch)
         });
         if let Err(error) = result {
+            let batch = batch.unwrap_or_default();
             // Nothing was written: mark the batch pending again (unless rewritten since).
-            for (key, _, sequence) in batch.unwrap_or_default() {
+            for (key, _, sequence) in batch {
                 let mut shard = lock(self.shard(&key));
-                let requeue = matches!(shard.entries.get_mut(&key), Some(entry) if entry.pending == 0 && sequence > 0);
-                if requeue {
-                    shard.entries.get_mut(&key).expect("checked").pending = sequence;
+                if let Some(entry) = shard.entries.get_mut(&key)
+                    && entry.pending == 0
+                    && sequence > 0
+                {
+                    entry.pending = sequence;
                     shard.dirty.push(key);
                 }
             }
+            self.end_save(false);
             self.has_pending.store(true, Ordering::SeqCst);
             return Err(error);
         }
+        // Committed: bumped before the saved entries become evictable (see `saves`).
+        self.saves.fetch_add(1, Ordering::AcqRel);
+        self.end_save(true);
         let mut flusher = lock(&self.flusher.state);
         flusher.flushed = flusher.flushed.max(target);
         self.flusher.changed.notify_all();
         Ok(())
     }
 
-    /// Takes every pending entry, marking it clean.
+    /// Ends the save in flight (the caller holds `save`): its entries are no longer being
+    /// saved, and after a commit the cache evicts beyond its bound (which the save's entries
+    /// were spared until now).
+    fn end_save(&self, committed: bool) {
+        for shard in self.shards.iter() {
+            let mut shard = lock(shard);
+            let saving = std::mem::take(&mut shard.saving);
+            // As in `take_pending`: one pass over the map when most entries were saved.
+            if saving.len() * 2 >= shard.entries.len() {
+                shard.entries.values_mut().for_each(|entry| entry.saving = false);
+            } else {
+                for key in saving {
+                    if let Some(entry) = shard.entries.get_mut(&key) {
+                        entry.saving = false;
+                    }
+                }
+            }
+            if committed {
+                self.evict(&mut shard);
+            }
+        }
+    }
+
+    /// Takes every pending entry, marking it clean and being saved.
     fn take_pending(&self) -> Vec<PendingWrite> {
         let mut batch = Vec::new();
         for shard in self.shards.iter() {
-            let mut shard = lock(shard);
+            let mut guard = lock(shard);
+            let shard = &mut *guard;
             let dirty = std::mem::take(&mut shard.dirty);
             // Every pending entry is in `dirty`. When most entries are, one pass over the map
             // beats a lookup per key (which lands on a random cache line each).
             if dirty.len() * 2 >= shard.entries.len() {
                 for (key, entry) in shard.entries.iter_mut().filter(|(_, entry)| entry.pending > 0) {
                     batch.push((key.clone(), entry.value.clone(), entry.pending));
+                    shard.saving.push(key.clone());
                     entry.pending = 0;
+                    entry.saving = true;
                 }
             } else {
                 for key in dirty {
                     if let Some(entry) = shard.entries.get_mut(&key)
                         && entry.pending > 0
                     {
-                        batch.push((key, entry.value.clone(), entry.pending));
+                        batch.push((key.clone(), entry.value.clone(), entry.pending));
                         entry.pending = 0;
+                        entry.saving = true;
+                        shard.saving.push(key);
                     }
                 }
             }
-            self.evict(&mut shard);
         }
         batch
     }
@@ -761,14 +838,24 @@ impl Dictionary {
     /// ```
     pub fn keys(&self) -> Result<Vec<String>> {
         let inner = &self.inner;
-        let mut keys = inner.db.read(|tx| keys::all(tx, &inner.keyspace))?;
-        let mut overrides: HashMap<String, bool> = HashMap::new();
-        for shard in inner.shards.iter() {
-            let shard = lock(shard);
-            for (key, entry) in shard.entries.iter().filter(|(_, e)| e.pending > 0) {
-                overrides.insert(key.to_string(), entry.value.is_some());
+        let (mut keys, overrides) = loop {
+            // Storage, then what the cache holds that storage may not: pending writes and the
+            // save in flight. A save that commits in between can make an entry evictable
+            // before the scan sees it, while the snapshot predates it: then read again (a
+            // save commits at most once per flush, so this ends).
+            let saves = inner.saves.load(Ordering::Acquire);
+            let keys = inner.db.read(|tx| keys::all(tx, &inner.keyspace))?;
+            let mut overrides: HashMap<String, bool> = HashMap::new();
+            for shard in inner.shards.iter() {
+                let shard = lock(shard);
+                for (key, entry) in shard.entries.iter().filter(|(_, e)| e.ahead_of_storage()) {
+                    overrides.insert(key.to_string(), entry.value.is_some());
+                }
             }
-        }
+            if inner.saves.load(Ordering::Acquire) == saves {
+                break (keys, overrides);
+            }
+        };
         keys.retain(|key| overrides.get(key).copied().unwrap_or(true));
         keys.extend(overrides.into_iter().filter(|(_, present)| *present).map(|(key, _)| key));
         keys.sort();
@@ -849,9 +936,11 @@ impl Dictionary {
     }
 
     /// Subscribes to `key`: [`crate::live::Event::Initial`] with its value now (as
-    /// [`Dictionary::get`] reads it), then `Changed` with its value each time a write of it
-    /// reaches storage (`None`: removed), then `Closed` when the database closes. A stored value
-    /// that does not decode as `T` ends the subscription with the error.
+    /// [`Dictionary::get`] reads it, a pending write included), then `Changed` with its value
+    /// each time a write that changes it reaches storage (`None`: removed; the pending write
+    /// the initial value showed, or a write of the same bytes, is not a change), then `Closed`
+    /// when the database closes. A stored value that does not decode as `T` ends the
+    /// subscription with the error.
     ///
     /// ```
     /// use tessera::live::Event;
@@ -1019,7 +1108,11 @@ impl DictTxn<'_, '_> {
     /// ```
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
         let inner = &self.dictionary.inner;
-        let pending = {
+        // This transaction's own write of the key is newer than any pending one.
+        let written_here = self.tx.local::<WrittenInTxn>().is_some_and(|written| written.contains(&inner.name, key));
+        let pending = if written_here {
+            None
+        } else {
             let shard = lock(inner.shard(key));
             shard.entries.get(key).filter(|e| e.pending > 0).map(|e| e.value.clone())
         };
@@ -1038,13 +1131,29 @@ impl DictTxn<'_, '_> {
 
     fn cache_after_commit(&mut self, key: &str, value: Option<Vec<u8>>) {
         let inner = self.dictionary.inner.clone();
+        self.tx.local_mut::<WrittenInTxn>().insert(&inner.name, key);
         let key: Arc<str> = key.into();
         self.tx.after_commit(Box::new(move || {
             // Committed: the cache takes the value, and any pending write of the key (older
             // than this transaction) is superseded.
             let mut shard = lock(inner.shard(&key));
-            shard.entries.insert(key, Entry { value: value.map(Arc::from), pending: 0, validated: true });
+            shard.entries.insert(key, Entry::clean(value.map(Arc::from), true));
         }));
+    }
+}
+
+/// The dictionary keys a write transaction has set or removed (by dictionary name): its reads
+/// of them come from the transaction, not from the cache's older pending writes.
+#[derive(Default)]
+struct WrittenInTxn(HashMap<Arc<str>, std::collections::HashSet<Box<str>>>);
+
+impl WrittenInTxn {
+    fn insert(&mut self, dictionary: &Arc<str>, key: &str) {
+        self.0.entry(dictionary.clone()).or_default().insert(key.into());
+    }
+
+    fn contains(&self, dictionary: &str, key: &str) -> bool {
+        self.0.get(dictionary).is_some_and(|keys| keys.contains(key))
     }
 }
 

@@ -20,25 +20,35 @@ pub(super) fn subscribe<T: DeserializeOwned + Send + 'static>(dictionary: &Dicti
     let name: Arc<str> = inner.name.clone();
     let key = key.to_owned();
     crate::live::watch(&inner.db, Policy::EveryChange, |_| {
-        let initial = dictionary.get::<T>(&key)?;
+        // The value as `get` reads it (a pending write included), kept as bytes: when that
+        // write reaches storage it is not a change, and is not reported again.
+        let initial_bytes = inner.with_bytes(&key, |bytes| Ok(bytes.map(<[u8]>::to_vec)))?;
+        let initial = initial_bytes.as_deref().map(|bytes| decode(&name, &key, bytes)).transpose()?;
+        let mut last = initial_bytes;
         let follow: Follow<Option<T>> = Box::new(move |batch: &Published, _: &Db| {
-            let mut outcome = None;
+            // What storage holds for the key after this batch, if the batch wrote it.
+            let mut written: Option<Option<&[u8]>> = None;
             for change in batch.changes().filter(|c| c.keyspace == keyspace) {
                 match change.new {
                     Some(record) => {
                         if let Some(bytes) = keys::matches(&key, change.key, record) {
-                            outcome = Some(decode(&name, &key, bytes).map(Some));
+                            written = Some(Some(bytes));
                         }
                     }
                     None => {
                         let held = change.old.is_some_and(|old| keys::matches(&key, change.key, old).is_some());
                         if held || (change.old.is_none() && keys::may_hold(&hash, &key, change.key)) {
-                            outcome = Some(Ok(None));
+                            written = Some(None);
                         }
                     }
                 }
             }
-            outcome
+            let written = written?;
+            if written == last.as_deref() {
+                return None; // the value already reported
+            }
+            last = written.map(<[u8]>::to_vec);
+            Some(written.map(|bytes| decode(&name, &key, bytes)).transpose())
         });
         Ok((initial, follow))
     })

@@ -565,6 +565,9 @@ pub struct WriteTxn<'db> {
     /// costs [`durable_feed::FeedState::committed_without_mark`] its fast path.
     changed: bool,
     after_commit: Vec<AfterCommit>,
+    /// State a higher layer keeps for this transaction only, one value per type (see
+    /// [`WriteTxn::local_mut`]).
+    locals: Vec<(std::any::TypeId, Box<dyn std::any::Any + Send>)>,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -580,6 +583,27 @@ impl<'db> WriteTxn<'db> {
     /// other transaction can come between the commit and `work`). Dropped on rollback.
     pub(crate) fn after_commit(&mut self, work: AfterCommit) {
         self.after_commit.push(work);
+    }
+
+    /// This transaction's value of type `T`, made on first use: state a higher layer keeps for
+    /// the transaction only (a run that is retried starts from a fresh transaction, and so
+    /// from fresh state).
+    pub(crate) fn local_mut<T: Default + Send + 'static>(&mut self) -> &mut T {
+        let id = std::any::TypeId::of::<T>();
+        let index = match self.locals.iter().position(|(stored, _)| *stored == id) {
+            Some(index) => index,
+            None => {
+                self.locals.push((id, Box::new(T::default())));
+                self.locals.len() - 1
+            }
+        };
+        self.locals[index].1.downcast_mut().expect("stored under its own type id")
+    }
+
+    /// This transaction's value of type `T`, if one was made ([`WriteTxn::local_mut`]).
+    pub(crate) fn local<T: 'static>(&self) -> Option<&T> {
+        let id = std::any::TypeId::of::<T>();
+        self.locals.iter().find(|(stored, _)| *stored == id).and_then(|(_, value)| value.downcast_ref())
     }
 
     /// Translates a heed error, remembering a full map for the retry loop.
@@ -962,6 +986,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             wrote_feed_mark: false,
             changed: false,
             after_commit: Vec::new(),
+            locals: Vec::new(),
         };
         if let Some(cross_process) = inner.cross_process.get() {
             // Other processes' commits first, so that batches reach the feed in commit order.
