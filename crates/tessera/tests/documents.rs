@@ -464,3 +464,185 @@ mod field_names {
         assert_eq!(doc.get().unwrap(), Some(Manual { secs: 5 }));
     }
 }
+
+/// `update_field` on types whose fields the probe cannot check one at a time (a flattened
+/// struct, tagged enums, aliases): the write is checked against the whole document. Before,
+/// each of these returned Ok and left a document that `get` refused (found by review).
+mod checked_field_writes {
+    use super::open;
+    use serde::{Deserialize, Serialize};
+    use tessera::Error;
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Meta {
+        version: u32,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Flat {
+        id: u32,
+        #[serde(flatten)]
+        meta: Meta,
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Strict {
+        id: u32,
+        #[serde(flatten)]
+        meta: Meta,
+    }
+
+    #[test]
+    fn a_flattened_field_is_written_when_it_fits_and_refused_when_it_does_not() {
+        let (_dir, db) = open();
+        let doc = db.documents("flat").unwrap().document::<Flat>("f");
+        let value = Flat { id: 1, meta: Meta { version: 2 } };
+        doc.set(&value).unwrap();
+        match doc.update_field("version", "not a number") {
+            Err(Error::DocumentField { collection, id, field, message }) => {
+                assert_eq!((collection.as_str(), id.as_str(), field.as_str()), ("flat", "f", "version"));
+                assert!(message.contains("invalid type"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(doc.get().unwrap(), Some(value.clone()), "nothing written");
+        doc.update_field("version", &3u32).unwrap();
+        doc.update_field("id", &4u32).unwrap();
+        assert_eq!(doc.get().unwrap(), Some(Flat { id: 4, meta: Meta { version: 3 } }));
+    }
+
+    #[test]
+    fn an_unknown_name_on_a_struct_with_a_flattened_part_is_an_unknown_field() {
+        let (_dir, db) = open();
+        let docs = db.documents("flat").unwrap();
+        let strict = docs.document::<Strict>("s");
+        strict.set(&Strict { id: 1, meta: Meta { version: 2 } }).unwrap();
+        assert!(matches!(strict.update_field("no_such_field", &5u32), Err(Error::UnknownField { path, .. }) if path == "no_such_field"));
+        assert_eq!(strict.get().unwrap(), Some(Strict { id: 1, meta: Meta { version: 2 } }));
+        // Without deny_unknown_fields the type would ignore the key: Ok would be a write of
+        // nothing the type reads.
+        let loose = docs.document::<Flat>("l");
+        loose.set(&Flat { id: 1, meta: Meta { version: 2 } }).unwrap();
+        assert!(matches!(loose.update_field("no_such_field", &5u32), Err(Error::UnknownField { .. })));
+    }
+
+    #[test]
+    fn a_tagged_enum_document_checks_the_field_against_the_stored_variant() {
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "type")]
+        enum Shape {
+            Circle { radius: f64 },
+            Square { side: f64 },
+        }
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "t", content = "c")]
+        enum Adjacent {
+            Circle { radius: f64 },
+            Square { side: f64 },
+        }
+        let (_dir, db) = open();
+        let docs = db.documents("shapes").unwrap();
+        let shape = docs.document::<Shape>("s");
+        shape.set(&Shape::Circle { radius: 1.0 }).unwrap();
+        assert!(matches!(shape.update_field("radius", "big"), Err(Error::DocumentField { field, .. }) if field == "radius"));
+        // The tag alone: a Square without its side.
+        assert!(matches!(shape.update_field("type", "Square"), Err(Error::DocumentField { .. })));
+        assert_eq!(shape.get().unwrap(), Some(Shape::Circle { radius: 1.0 }));
+        shape.update_field("radius", &2.0).unwrap();
+        assert_eq!(shape.get().unwrap(), Some(Shape::Circle { radius: 2.0 }));
+
+        let adjacent = docs.document::<Adjacent>("a");
+        adjacent.set(&Adjacent::Circle { radius: 1.0 }).unwrap();
+        assert!(matches!(adjacent.update_field("t", "Square"), Err(Error::DocumentField { .. })));
+        assert_eq!(adjacent.get().unwrap(), Some(Adjacent::Circle { radius: 1.0 }));
+    }
+
+    #[test]
+    fn an_alias_is_refused_and_the_field_is_written_under_its_own_name() {
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        struct Aged {
+            name: String,
+            #[serde(alias = "years")]
+            age: u32,
+        }
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        struct MaybeAged {
+            name: String,
+            #[serde(alias = "years", default, skip_serializing_if = "Option::is_none")]
+            age: Option<u32>,
+        }
+        let (_dir, db) = open();
+        let docs = db.documents("aged").unwrap();
+        let aged = docs.document::<Aged>("a");
+        aged.set(&Aged { name: "Ada".into(), age: 36 }).unwrap();
+        assert!(matches!(aged.update_field("years", &37u32), Err(Error::DocumentField { field, .. }) if field == "years"));
+        assert_eq!(aged.get().unwrap(), Some(Aged { name: "Ada".into(), age: 36 }));
+        aged.update_field("age", &37u32).unwrap();
+        assert_eq!(aged.get().unwrap(), Some(Aged { name: "Ada".into(), age: 37 }));
+        // The canonical field not stored: the alias would read back, under a key `set` would
+        // not write. Refused all the same.
+        let maybe = docs.document::<MaybeAged>("m");
+        maybe.set(&MaybeAged { name: "Ada".into(), age: None }).unwrap();
+        match maybe.update_field("years", &37u32) {
+            Err(Error::DocumentField { field, message, .. }) => assert!(field == "years" && message.contains("alias"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(maybe.get().unwrap(), Some(MaybeAged { name: "Ada".into(), age: None }));
+    }
+
+    #[test]
+    fn a_field_not_stored_yet_is_written_when_the_document_still_decodes() {
+        let (_dir, db) = open();
+        let doc = db.documents("profiles").unwrap().document::<super::Profile>("ada");
+        doc.set(&super::Profile { nickname: None, ..super::ada() }).unwrap(); // nickname skipped
+        doc.update_field("nickname", &None::<String>).unwrap(); // nothing changes: not refused
+        assert_eq!(doc.get().unwrap().unwrap().nickname, None);
+        doc.update_field("nickname", "Countess").unwrap();
+        assert_eq!(doc.get().unwrap(), Some(super::ada()));
+    }
+
+    #[test]
+    fn a_refused_field_in_a_caller_transaction_writes_nothing_though_the_transaction_commits() {
+        let (_dir, db) = open();
+        let docs = db.documents("flat").unwrap();
+        let doc = docs.document::<Flat>("f");
+        let other = docs.document::<Flat>("g");
+        doc.set(&Flat { id: 1, meta: Meta { version: 2 } }).unwrap();
+        db.write(|tx| {
+            assert!(doc.update_field_in(tx, "version", "not a number").is_err());
+            other.set_in(tx, &Flat { id: 9, meta: Meta { version: 9 } })
+        })
+        .unwrap();
+        assert_eq!(doc.get().unwrap(), Some(Flat { id: 1, meta: Meta { version: 2 } }));
+        assert_eq!(other.get().unwrap(), Some(Flat { id: 9, meta: Meta { version: 9 } }));
+    }
+}
+
+/// A value that stores no field (an empty map, a struct whose every field is skipped): `set`
+/// returned Ok and `get` then said there was no document (found by review). A document is its
+/// stored fields, so such a value is refused, naming the document, and nothing changes.
+#[test]
+fn a_value_with_no_stored_field_is_refused_by_set() {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Sparse {
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        nickname: Option<String>,
+    }
+    let (_dir, db) = open();
+    let docs = db.documents("empty").unwrap();
+    let map = docs.document::<std::collections::BTreeMap<String, u32>>("m");
+    match map.set(&Default::default()) {
+        Err(Error::DocumentField { collection, id, message, .. }) => {
+            assert_eq!((collection.as_str(), id.as_str()), ("empty", "m"));
+            assert!(message.contains("at least one stored field"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(map.get().unwrap(), None);
+    let sparse = docs.document::<Sparse>("s");
+    sparse.set(&Sparse { nickname: Some("A".into()) }).unwrap();
+    assert!(matches!(sparse.set(&Sparse { nickname: None }), Err(Error::DocumentField { .. })));
+    assert!(matches!(sparse.update(|_| Sparse { nickname: None }), Err(Error::DocumentField { .. })));
+    assert_eq!(sparse.get().unwrap(), Some(Sparse { nickname: Some("A".into()) }), "left as it was");
+}

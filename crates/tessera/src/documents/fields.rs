@@ -75,11 +75,20 @@ pub(crate) fn encode<T: Serialize>(document: &Document<T>, value: &T) -> Result<
             encoded.push((document.field_key(name.as_bytes())?, bytes));
         }
     }
+    if encoded.is_empty() {
+        // Nothing would be stored, and a document is its stored fields: `get` would then say
+        // there is no document (found by review). Refused rather than read back as absent.
+        return Err(field_error(
+            document,
+            "",
+            "a document needs at least one stored field: this value has none (an empty map, or every field skipped when serialized)",
+        ));
+    }
     Ok(encoded)
 }
 
 /// Deep decomposition: a non-empty dict becomes one key per entry, recursively.
-fn expand_deep<T>(document: &Document<T>, path: Vec<u8>, bytes: Vec<u8>, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+pub(crate) fn expand_deep<T>(document: &Document<T>, path: Vec<u8>, bytes: Vec<u8>, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
     let doc = Doc::from_trusted(&bytes)?;
     match doc.root().as_dict().filter(|dict| !dict.is_empty()) {
         None => {
@@ -303,11 +312,40 @@ fn deserialize_fields<'v, T: DeserializeOwned>(document: &Document<T>, fields: i
 
 /// Deep documents: the leaves are assembled into one nested document, then decoded.
 fn decode_deep<T: DeserializeOwned>(document: &Document<T>, stored: &[(&[u8], std::borrow::Cow<'_, [u8]>)]) -> Result<T> {
+    let bytes = assemble_deep(document, stored, 0)?;
+    let doc = Doc::from_trusted(&bytes)?;
+    tessera_value::from_value(doc.root()).map_err(|error| field_error(document, "", error))
+}
+
+/// Assembles deep leaves (their paths after the document's prefix, in key order, with the
+/// transform reversed) into one nested dict, each leaf's path read from byte `base` on (0 for
+/// the whole document; a field's path and its separator for that field's subtree).
+///
+/// A value stored both at a path and under it (`a` and `a\0b`) is refused: no key order or
+/// rule makes one of them the document's, so neither is chosen.
+fn assemble_deep<T>(document: &Document<T>, stored: &[(&[u8], std::borrow::Cow<'_, [u8]>)], base: usize) -> Result<Vec<u8>> {
     let mut encoder = Encoder::new();
     encoder.begin_dict()?;
     let mut open: Vec<&[u8]> = Vec::new(); // names of the dicts open below the root
+    let mut previous: Option<&[u8]> = None;
     for (path, bytes) in stored {
-        let segments: Vec<&[u8]> = path.split(|&b| b == PATH_SEPARATOR).collect();
+        if let Some(previous) = previous
+            && path.len() > previous.len()
+            && path.starts_with(previous)
+            && path[previous.len()] == PATH_SEPARATOR
+        {
+            return Err(field_error(
+                document,
+                &display_name(previous),
+                format!(
+                    "the document is damaged: `{}` is stored both as a value and as nested fields (`{}`)",
+                    display_name(previous),
+                    display_name(path)
+                ),
+            ));
+        }
+        previous = Some(path);
+        let segments: Vec<&[u8]> = path[base..].split(|&b| b == PATH_SEPARATOR).collect();
         let (leaf, parents) = segments.split_last().expect("split yields at least one segment");
         let common = open.iter().zip(parents).take_while(|(a, b)| a == b).count();
         while open.len() > common {
@@ -328,9 +366,45 @@ fn decode_deep<T: DeserializeOwned>(document: &Document<T>, stored: &[(&[u8], st
         encoder.end_dict()?;
     }
     encoder.end_dict()?;
-    let bytes = encoder.finish()?;
-    let doc = Doc::from_trusted(&bytes)?;
-    tessera_value::from_value(doc.root()).map_err(|error| field_error(document, "", error))
+    Ok(encoder.finish()?)
+}
+
+/// Decodes field `name` of a deep document from the entries of its subtree: its own key
+/// (`path`) and the keys under it (`path\0…`), full keys in key order. A nested struct stored
+/// as leaves is assembled as [`decode`] assembles the whole document. `None` if there are none.
+pub(crate) fn decode_subtree<'e, T, V: DeserializeOwned>(
+    document: &Document<T>,
+    name: &str,
+    path: &[u8],
+    entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
+) -> Result<Option<V>> {
+    let prefix_len = document.prefix.len();
+    let mut stored: Vec<(&[u8], std::borrow::Cow<'_, [u8]>)> = Vec::new();
+    for entry in entries {
+        let (stored_key, bytes) = entry?;
+        let leaf = &stored_key[prefix_len..];
+        let bytes = match &document.collection.options.transform {
+            Some(_) => transform_in(document, &display_name(leaf), bytes)?,
+            None => std::borrow::Cow::Borrowed(bytes),
+        };
+        stored.push((leaf, bytes));
+    }
+    match stored.as_slice() {
+        [] => Ok(None),
+        [(leaf, bytes)] if *leaf == path => {
+            let doc = Doc::from_untrusted(bytes).map_err(|error| field_error(document, name, error))?;
+            tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
+        }
+        _ => {
+            if stored[0].0 == path {
+                // The field's own key and keys under it: refused by the assembly as damaged.
+                assemble_deep(document, &stored, 0)?;
+            }
+            let bytes = assemble_deep(document, &stored, path.len() + 1)?;
+            let doc = Doc::from_trusted(&bytes)?;
+            tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
+        }
+    }
 }
 
 /// What went wrong while serde read the fields: the field whose value failed to decode, or an
@@ -478,6 +552,42 @@ mod tests {
         assert_eq!(document.get().unwrap(), Some(AllDefault { count: 3 }));
         document.delete().unwrap();
         assert_eq!(document.get().unwrap(), None);
+    }
+
+    /// A deep value stored both at a path and under it (`address` and `address\0city`, as
+    /// `update_field` of a whole nested struct once left it): no rule makes one of them the
+    /// document's, so reading either way is an error naming the field, never one chosen
+    /// silently (found by review: the leaves won, and the write seemed lost).
+    #[test]
+    fn a_deep_value_stored_both_at_a_path_and_under_it_is_refused() {
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct Place {
+            city: String,
+        }
+        #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct Person {
+            name: String,
+            address: Place,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path().join("db")).unwrap();
+        let options = crate::documents::DocumentsOptions { deep: true, ..Default::default() };
+        let documents = db.documents_with("people", options).unwrap();
+        let person = documents.document::<Person>("p");
+        person.set(&Person { name: "Ada".into(), address: Place { city: "London".into() } }).unwrap();
+        let keyspace = documents.collection.keyspace.clone();
+        let whole = person.field_key(b"address").unwrap();
+        let value = tessera_value::to_vec(&Place { city: "Paris".into() }).unwrap();
+        db.write(|tx| tx.put(&keyspace, &whole, &value)).unwrap();
+        let damaged = |result: crate::Result<()>| match result {
+            Err(Error::DocumentField { id, field, message, .. }) => {
+                assert_eq!((id.as_str(), field.as_str()), ("p", "address"));
+                assert!(message.contains("both"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        };
+        damaged(person.get().map(drop));
+        damaged(person.field::<Place>("address").get().map(drop));
     }
 
     #[test]

@@ -11,7 +11,21 @@
 //! **Values.** Each field is one tessera binary document, written by the serde serializer, so
 //! names come from serde (`rename` is respected on every path). Reading, a missing field takes
 //! its serde default (or `None`), an unknown stored field is ignored, and a field that fails to
-//! decode is an error that names the document and the field.
+//! decode is an error that names the document and the field. No type is recorded with a
+//! document, so it reads as any type whose fields it has or that may go without them: a struct
+//! whose fields are all optional reads any document as `Some`, its fields `None`. The format
+//! has one null, as JSON does: `Some(None)` of an `Option<Option<_>>` reads back as `None`.
+//!
+//! **A document is its stored fields.** It exists while it has at least one, so a value that
+//! stores none (an empty map, a struct whose every field is skipped when serialized) cannot be
+//! set: [`Document::set`] refuses it with [`crate::Error::DocumentField`] rather than store a
+//! document that would read back as absent.
+//!
+//! **Deep documents.** A field is its key and every key under it: [`Document::update_field`]
+//! of a whole nested struct replaces its leaves, and [`FieldHandle::get`] and
+//! [`Document::observe_field`] read and watch the leaves, assembled as [`Document::get`]
+//! assembles them. A value stored both at a path and under it (`a` and `a.b`) makes no
+//! document: reading it is an error naming the field.
 //!
 //! **Atomicity.** `set` removes the old fields and writes the new ones in one transaction, and
 //! every operation has an `_in` form that joins a caller's `db.write` transaction. LMDB's single
@@ -310,6 +324,19 @@ impl<T> Clone for Document<T> {
     }
 }
 
+/// One field ready to write ([`Document::update_field`]).
+struct FieldWrite {
+    /// The field's key.
+    key: Vec<u8>,
+    /// Its stored bytes, when it is stored under `key` alone.
+    bytes: Vec<u8>,
+    /// A deep document's nested struct or map: its leaves, keys and stored bytes, written in
+    /// place of `key`.
+    leaves: Vec<(Vec<u8>, Vec<u8>)>,
+    /// What the probe could decide.
+    checked: probe::Checked,
+}
+
 impl<T> Document<T> {
     /// The key of field `path` (names separated by 0x00 for deep fields).
     /// The key of the field at `path`. Checked here, before anything is written, so that a
@@ -408,6 +435,11 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
 
     /// Replaces the document: the old fields go and the new ones arrive in one transaction.
     ///
+    /// A value that stores no field at all (an empty map, a struct whose every field is
+    /// skipped) is refused with [`Error::DocumentField`] naming the document, and the stored
+    /// document is left as it was: a document is its stored fields, and one without any would
+    /// read back as absent.
+    ///
     /// ```
     /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
     /// struct Profile { name: String, nickname: Option<String> }
@@ -417,6 +449,8 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     /// ada.set(&Profile { name: "Ada".into(), nickname: Some("A".into()) })?;
     /// ada.set(&Profile { name: "Ada".into(), nickname: None })?; // replaces every field
     /// assert_eq!(ada.get()?.unwrap().nickname, None);
+    /// let empty = db.documents("tags")?.document::<std::collections::BTreeMap<String, u32>>("none");
+    /// assert!(matches!(empty.set(&Default::default()), Err(tessera::Error::DocumentField { .. })));
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn set(&self, value: &T) -> Result<()> {
@@ -489,13 +523,24 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         })
     }
 
-    /// Writes one field: one key, and no read of the other fields. `name` is the serde name
-    /// of the field (for deep documents, a path such as `address.city`).
+    /// Writes one field. `name` is the serde name of the field (for deep documents, a path such
+    /// as `address.city`, or the name of a whole nested struct, which replaces its leaves).
     ///
-    /// The field must be one of `T`'s ([`Error::UnknownField`] otherwise) and the value must
-    /// deserialize as its type ([`Error::DocumentField`] otherwise), and the document must
-    /// exist ([`Error::NotFound`]): a field written alone would otherwise leave a document that
-    /// no longer decodes. Nothing is written when it fails.
+    /// The field must be one of `T`'s ([`Error::UnknownField`] otherwise), the value must
+    /// deserialize as its type and leave a document that still decodes as `T`
+    /// ([`Error::DocumentField`], naming the document and the field, otherwise), and the
+    /// document must exist ([`Error::NotFound`]). Nothing is written when it fails, even inside
+    /// a caller's transaction that goes on to commit.
+    ///
+    /// **Cost.** A field of a plain struct (derived, each struct on the path without
+    /// `flatten`) that is stored already is one key read and one key written, with no read of
+    /// the other fields: it is checked against `T` alone, field by field (so a `try_from`
+    /// that checks fields against each other is not run). Anything else — a flattened struct,
+    /// a tagged or untagged enum, a map, a hand-written `Deserialize`, an alias, a field not
+    /// stored yet, a deep path through an `Option` that is `None` or a whole nested struct —
+    /// reads the document and decodes it as the write would leave it, in the same
+    /// transaction, before writing. An alias is refused: the field is stored under the name
+    /// `set` stores it under, so write it under that name.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -511,11 +556,12 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     /// assert_eq!(ada.get().unwrap().unwrap().age, 37);
     /// ```
     pub fn update_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<()> {
-        let (field_key, bytes) = self.encode_field(name, value)?;
-        self.write(|tx| self.put_field(tx, &field_key, &bytes))
+        let write = self.encode_field(name, value)?;
+        self.write(|tx| self.put_field(tx, name, &write))
     }
 
-    /// [`Document::update_field`] inside a caller's write transaction.
+    /// [`Document::update_field`] inside a caller's write transaction. A refused field writes
+    /// nothing, so the caller may go on and commit its other writes.
     ///
     /// ```
     /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
@@ -532,12 +578,12 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn update_field_in<V: Serialize + ?Sized>(&self, tx: &mut WriteTxn<'_>, name: &str, value: &V) -> Result<()> {
-        let (field_key, bytes) = self.encode_field(name, value)?;
-        self.put_field(tx, &field_key, &bytes)
+        let write = self.encode_field(name, value)?;
+        self.put_field(tx, name, &write)
     }
 
-    /// The field's key and stored bytes, once the field is known to fit `T`.
-    fn encode_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<(Vec<u8>, Vec<u8>)> {
+    /// The field's key and stored bytes, once the probe has found nothing wrong with them.
+    fn encode_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<FieldWrite> {
         let deep = self.collection.options.deep;
         let path = fields::path_of(name, deep)?;
         let plain = tessera_value::to_vec(value)?;
@@ -551,30 +597,148 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
             &single
         };
         let written = tessera_value::Doc::from_trusted(&plain)?;
-        match probe::check_field::<T>(names, written.root()) {
-            Ok(()) => {}
+        let checked = match probe::check_field::<T>(names, written.root()) {
+            Ok(checked) => checked,
             Err(probe::Probe::UnknownField { at }) => {
                 return Err(Error::UnknownField { collection: format!("{}/{}", self.collection.name, self.id), path: at });
             }
             Err(probe::Probe::WrongType(message)) => {
-                return Err(Error::DocumentField {
-                    collection: self.collection.name.to_string(),
-                    id: self.id.to_string(),
-                    field: name.to_owned(),
-                    message: format!("the value does not fit the field: {message}"),
-                });
+                return Err(self.field_refused(name, format!("the value does not fit the field: {message}")));
             }
+        };
+        let key = self.field_key(&path)?;
+        if deep && written.root().as_dict().is_some_and(|dict| !dict.is_empty()) {
+            // A nested struct or map: stored as its leaves, as `set` stores it.
+            let mut leaves = Vec::new();
+            fields::expand_deep(self, path.into_owned(), plain, &mut leaves)?;
+            return Ok(FieldWrite { key, bytes: Vec::new(), leaves, checked });
         }
         let bytes = fields::transform_out(self, name, plain);
-        Ok((self.field_key(&path)?, bytes))
+        Ok(FieldWrite { key, bytes, leaves: Vec::new(), checked })
     }
 
-    /// Puts one field of an existing document.
-    fn put_field(&self, tx: &mut WriteTxn<'_>, field_key: &[u8], bytes: &[u8]) -> Result<()> {
-        if !tx.has_prefix(&self.collection.keyspace, &self.prefix)? {
+    fn field_refused(&self, field: &str, message: String) -> Error {
+        Error::DocumentField { collection: self.collection.name.to_string(), id: self.id.to_string(), field: field.to_owned(), message }
+    }
+
+    /// Writes one field of an existing document.
+    ///
+    /// The fast path, one look for the key (no value read) and one put: the probe decided ([`probe::Checked::Conclusive`])
+    /// and the field is stored already under this very key (so the name is the one `set`
+    /// writes, not an alias, and in a deep document no value on the path is stored as a leaf
+    /// in its way). Otherwise the document as the write would leave it is decoded as `T`
+    /// first, and nothing is written unless it decodes and holds the field under this name.
+    fn put_field(&self, tx: &mut WriteTxn<'_>, name: &str, write: &FieldWrite) -> Result<()> {
+        let keyspace = &self.collection.keyspace;
+        if write.checked == probe::Checked::Conclusive && write.leaves.is_empty() && tx.has_key(keyspace, &write.key)? {
+            return tx.put(keyspace, &write.key, &write.bytes);
+        }
+        if !tx.has_prefix(keyspace, &self.prefix)? {
             return Err(Error::NotFound { collection: self.collection.name.to_string(), key: self.id.to_string() });
         }
-        tx.put(&self.collection.keyspace, field_key, bytes)
+        let puts: Vec<(&[u8], &[u8])> = if write.leaves.is_empty() {
+            vec![(&write.key[..], &write.bytes[..])]
+        } else {
+            write.leaves.iter().map(|(key, bytes)| (&key[..], &bytes[..])).collect()
+        };
+        // What the write replaces: in a deep document the field's whole subtree, and a value
+        // stored as a leaf where the path needs a dict (an `Option` that is `None`, an empty
+        // map).
+        let mut deletes: Vec<Vec<u8>> = Vec::new();
+        if self.collection.options.deep {
+            let mut under = write.key.clone();
+            under.push(PATH_SEPARATOR);
+            for entry in tx.prefix_keys(keyspace, &under)? {
+                deletes.push(entry?.to_vec());
+            }
+            if !puts.iter().any(|(key, _)| *key == &write.key[..]) && tx.has_key(keyspace, &write.key)? {
+                deletes.push(write.key.clone());
+            }
+            for (at, _) in write.key.iter().enumerate().skip(self.prefix.len()).filter(|(_, byte)| **byte == PATH_SEPARATOR) {
+                if tx.has_key(keyspace, &write.key[..at])? {
+                    deletes.push(write.key[..at].to_vec());
+                }
+            }
+        }
+        self.verify_field(tx, name, write.checked, &puts, &deletes)?;
+        for stored_key in &deletes {
+            tx.delete(keyspace, stored_key)?;
+        }
+        for (field_key, bytes) in &puts {
+            tx.put(keyspace, field_key, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Decodes the document as `puts` and `deletes` would leave it: an error naming the field
+    /// if it would no longer decode as `T`, or if `T` would not hold the written value under
+    /// the written name (a name `T` ignores, or an alias that `set` would store under another
+    /// name).
+    fn verify_field(
+        &self,
+        tx: &WriteTxn<'_>,
+        name: &str,
+        checked: probe::Checked,
+        puts: &[(&[u8], &[u8])],
+        deletes: &[Vec<u8>],
+    ) -> Result<()> {
+        let mut before: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::collections::BTreeMap::new();
+        for entry in tx.prefix(&self.collection.keyspace, &self.prefix)? {
+            let (stored_key, bytes) = entry?;
+            before.insert(stored_key.to_vec(), bytes.to_vec());
+        }
+        let mut after = before.clone();
+        for stored_key in deletes {
+            after.remove(stored_key);
+        }
+        for (field_key, bytes) in puts {
+            after.insert(field_key.to_vec(), bytes.to_vec());
+        }
+        let decode = |fields: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>| {
+            fields::decode(self, fields.iter().map(|(k, v)| Ok((k.as_slice(), v.as_slice()))))
+        };
+        let value = match decode(&after) {
+            Ok(Some(value)) => value,
+            Ok(None) => return Err(Error::NotFound { collection: self.collection.name.to_string(), key: self.id.to_string() }),
+            Err(error) => {
+                let reason = match error {
+                    Error::DocumentField { field, message, .. } if field.is_empty() || field == name => message,
+                    Error::DocumentField { field, message, .. } => format!("field `{field}`: {message}"),
+                    other => other.to_string(),
+                };
+                let top = name.split('.').next().unwrap_or_default();
+                if reason.starts_with(&format!("unknown field `{top}`")) {
+                    return Err(self.unknown_field(name));
+                }
+                return Err(self.field_refused(name, format!("not written: the document would no longer decode as its type: {reason}")));
+            }
+        };
+        // Does `T` hold the written value under the written name? `set` of the decoded value
+        // would store exactly the keys `T` keeps.
+        let kept = fields::encode(self, &value)?;
+        if puts.iter().all(|(field_key, _)| kept.iter().any(|(kept_key, _)| kept_key == field_key)) {
+            return Ok(());
+        }
+        let unchanged = match decode(&before) {
+            Ok(Some(previous)) => fields::encode(self, &previous).is_ok_and(|previous| previous == kept),
+            _ => false,
+        };
+        match (unchanged, checked) {
+            // A declared field whose value `T` does not store (`None` under
+            // `skip_serializing_if`) where it held that value already: nothing changes.
+            (true, probe::Checked::Conclusive) => Ok(()),
+            // Taken by nothing: a name `T` ignores.
+            (true, probe::Checked::Inconclusive) => Err(self.unknown_field(name)),
+            (false, _) => Err(self.field_refused(
+                name,
+                "not written: the type reads this name but stores the field under another (an alias?): write it under the name `set` stores"
+                    .into(),
+            )),
+        }
+    }
+
+    fn unknown_field(&self, name: &str) -> Error {
+        Error::UnknownField { collection: format!("{}/{}", self.collection.name, self.id), path: name.to_owned() }
     }
 
     /// A handle on one field, with `get` and `set`.
@@ -721,7 +885,8 @@ pub struct FieldHandle<T, V> {
 }
 
 impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHandle<T, V> {
-    /// The field's value, or `None` if it is not stored.
+    /// The field's value, or `None` if it is not stored. In a deep document a nested struct
+    /// is read from its leaves, as [`Document::get`] reads it.
     ///
     /// ```
     /// #[derive(serde::Serialize, serde::Deserialize)]
@@ -734,15 +899,28 @@ impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHand
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn get(&self) -> Result<Option<V>> {
-        let path = fields::path_of(&self.name, self.document.collection.options.deep)?;
+        let deep = self.document.collection.options.deep;
+        let path = fields::path_of(&self.name, deep)?;
         let field_key = self.document.field_key(&path)?;
-        self.document.collection.db.read(|tx| match tx.get(&self.document.collection.keyspace, &field_key)? {
-            Some(bytes) => fields::decode_field(&self.document, &self.name, bytes).map(Some),
-            None => Ok(None),
+        let keyspace = &self.document.collection.keyspace;
+        self.document.collection.db.read(|tx| {
+            if !deep {
+                return match tx.get(keyspace, &field_key)? {
+                    Some(bytes) => fields::decode_field(&self.document, &self.name, bytes).map(Some),
+                    None => Ok(None),
+                };
+            }
+            // Deep: the field is its key and every key under it (a nested struct's leaves).
+            let own = tx.get(keyspace, &field_key)?.map(|bytes| Ok((&field_key[..], bytes)));
+            let mut under = field_key.clone();
+            under.push(PATH_SEPARATOR);
+            let entries = own.into_iter().chain(tx.prefix(keyspace, &under)?);
+            fields::decode_subtree(&self.document, &self.name, &path, entries)
         })
     }
 
-    /// Writes the field (one key, no read).
+    /// Writes the field, as [`Document::update_field`] does (for a stored field of a plain
+    /// struct: one key, no read of the others).
     ///
     /// ```
     /// #[derive(serde::Serialize, serde::Deserialize)]

@@ -89,12 +89,15 @@ fn apply<T>(place: &Place<T>, fields: &mut BTreeMap<Vec<u8>, Vec<u8>>, batch: &P
 }
 
 /// Subscribes to one field of a document: its value now, then its value after each commit
-/// that changes its stored bytes (`None` once removed).
+/// that changes its stored bytes (`None` once removed). In a deep document the field is its key
+/// and every key under it (a nested struct's leaves), assembled as `get` assembles them.
 pub(super) fn field<T, V>(document: &Document<T>, name: &str) -> Result<ValueSubscription<V>>
 where
     V: DeserializeOwned + Send + 'static,
 {
-    let field_key = document.field_key(&fields::path_of(name, document.collection.options.deep)?)?;
+    let deep = document.collection.options.deep;
+    let path = fields::path_of(name, deep)?.into_owned();
+    let field_key = document.field_key(&path)?;
     let place: Place<()> = Place::of(&Document {
         collection: document.collection.clone(),
         id: document.id.clone(),
@@ -102,23 +105,50 @@ where
         _type: std::marker::PhantomData,
     });
     let name = name.to_owned();
+    // The field's stored keys and bytes (one key unless deep).
+    let in_field = move |key: &[u8]| {
+        key.starts_with(&field_key) && (key.len() == field_key.len() || (deep && key[field_key.len()] == super::PATH_SEPARATOR))
+    };
     crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
-        let mut last: Option<Vec<u8>> = txn.get(&place.keyspace, &field_key)?.map(<[u8]>::to_vec);
-        let initial = decode_field(&place.document(&document.collection.db), &name, last.as_deref())?;
+        let mut stored: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let own_key = document.field_key(&path)?;
+        if let Some(bytes) = txn.get(&place.keyspace, &own_key)? {
+            stored.insert(own_key.clone(), bytes.to_vec());
+        }
+        if deep {
+            let mut under = own_key;
+            under.push(super::PATH_SEPARATOR);
+            for entry in txn.prefix(&place.keyspace, &under)? {
+                let (key, bytes) = entry?;
+                stored.insert(key.to_vec(), bytes.to_vec());
+            }
+        }
+        let initial = decode_field(&place.document(&document.collection.db), &name, &path, &stored)?;
         let follow: Follow<Option<V>> = Box::new(move |batch: &Published, db: &Db| {
             let keyspace = place.keyspace.name();
-            let change = batch.changes().rev().find(|c| c.keyspace == keyspace && *c.key == *field_key)?;
-            let stored = change.new;
-            if last.as_deref() == stored {
+            let mut changes = batch.changes().filter(|c| c.keyspace == keyspace && in_field(c.key)).peekable();
+            changes.peek()?;
+            let before = stored.clone();
+            for change in changes {
+                match change.new {
+                    Some(bytes) => stored.insert(change.key.to_vec(), bytes.to_vec()),
+                    None => stored.remove(change.key),
+                };
+            }
+            if stored == before {
                 return None; // distinct until changed
             }
-            last = stored.map(<[u8]>::to_vec);
-            Some(decode_field(&place.document(db), &name, stored))
+            Some(decode_field(&place.document(db), &name, &path, &stored))
         });
         Ok((initial, follow))
     })
 }
 
-fn decode_field<V: DeserializeOwned>(document: &Document<()>, name: &str, stored: Option<&[u8]>) -> Result<Option<V>> {
-    stored.map(|bytes| fields::decode_field(document, name, bytes)).transpose()
+fn decode_field<V: DeserializeOwned>(
+    document: &Document<()>,
+    name: &str,
+    path: &[u8],
+    stored: &BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Result<Option<V>> {
+    fields::decode_subtree(document, name, path, stored.iter().map(|(key, bytes)| Ok((key.as_slice(), bytes.as_slice()))))
 }

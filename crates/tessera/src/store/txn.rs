@@ -931,6 +931,16 @@ impl<'db> WriteTxn<'db> {
         Ok(iter.map(move |entry| entry.map(|(key, _)| key).map_err(|e| Error::from_heed(e, ceiling))))
     }
 
+    /// Whether `key` has a value: one B-tree descent, no value read (a value's checksum is
+    /// checked when the value is read).
+    pub(crate) fn has_key(&self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
+        if !key_size_valid(key) {
+            return Ok(false); // no such key can be stored
+        }
+        let ceiling = self.inner.options.map_size_max_bytes;
+        Ok(keyspace.handle.get(&self.txn, key).map_err(|e| Error::from_heed(e, ceiling))?.is_some())
+    }
+
     /// Whether any key of `keyspace` starts with `prefix`: one seek, no value read (a value's
     /// checksum is checked when the value is read).
     pub(crate) fn has_prefix(&self, keyspace: &Keyspace, prefix: &[u8]) -> Result<bool> {
