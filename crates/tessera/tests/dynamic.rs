@@ -110,7 +110,12 @@ fn composite_keys_are_arrays_and_a_created_collection_opens_typed() {
         key_fields: vec!["id".into()],
         key_kinds: vec![KeyKind::U32],
         shape: <Task as tessera::collection::Describe>::describe(),
-        indexes: vec![tessera::collection::DynIndex { path: "priority".into(), unique: false, ready: true, failure: None }],
+        // The indexes `Task` declares: a typed handle with other indexes is refused while this
+        // dynamic one is alive (see `a_unique_index_refuses_a_dict_list_or_bytes_value`).
+        indexes: vec![
+            tessera::collection::DynIndex { path: "priority".into(), unique: false, ready: true, failure: None },
+            tessera::collection::DynIndex { path: "title".into(), unique: true, ready: true, failure: None },
+        ],
     };
     let tasks = db.create_dyn_collection("tasks", &schema).unwrap();
     db.write(|tx| tasks.insert_json(tx, br#"{"id": 9, "title": "nine", "priority": 3, "state": "Open"}"#)).unwrap();
@@ -366,4 +371,36 @@ fn a_stored_record_reads_through_its_shared_keys_and_copies_out_standalone() {
     db.write(|tx| tasks.insert_json(tx, json)).unwrap();
     assert_ne!(tasks.get_json(&db, "8").unwrap().unwrap(), read, "another record");
     assert_eq!(read.to_json(), expected);
+}
+
+/// A unique index on a field of any type (as a dynamic schema declares one) refuses a record
+/// whose value there is a dict, a list or bytes, naming the field: its entries could not tell
+/// two such values apart, and would refuse distinct ones as duplicates. A typed handle with
+/// other indexes than the live dynamic one is refused too (it would write another index list).
+#[test]
+fn a_unique_index_refuses_a_dict_list_or_bytes_value() {
+    let (_dir, db) = open();
+    let schema = DynSchema {
+        version: 1,
+        key_fields: vec!["id".into()],
+        key_kinds: vec![KeyKind::U32],
+        shape: TypeDesc::Struct(vec![("id".into(), TypeDesc::Int), ("tag".into(), TypeDesc::Any)]),
+        indexes: vec![tessera::collection::DynIndex { path: "tag".into(), unique: true, ready: true, failure: None }],
+    };
+    let tags = db.create_dyn_collection("tags", &schema).unwrap();
+    db.write(|tx| tags.insert_json(tx, br#"{"id": 1, "tag": "a"}"#)).unwrap();
+    for (id, tag) in [(2, r#"{"a": 1}"#), (3, "[1, 2]"), (4, r#"{"Mid": {"n": 0}}"#)] {
+        let json = format!(r#"{{"id": {id}, "tag": {tag}}}"#);
+        match db.write(|tx| tags.insert_json(tx, json.as_bytes())) {
+            Err(Error::SchemaViolation { collection, key, path, problem }) => {
+                assert_eq!((collection.as_str(), path.as_str()), ("tags", "tag"));
+                assert_eq!(key, id.to_string());
+                assert!(problem.contains("unique index `tag` is on a"), "{problem}");
+            }
+            other => panic!("{tag} stored in a unique index: {other:?}"),
+        }
+    }
+    db.write(|tx| tags.insert_json(tx, br#"{"id": 5, "tag": "b"}"#)).unwrap();
+    assert_eq!(tags.all().count(&db).unwrap(), 2);
+    assert!(db.check().unwrap().is_ok());
 }

@@ -85,7 +85,8 @@ pub(crate) fn elements_of(index_path: &str) -> Option<&str> {
 /// Typed collections and dynamic ones (an import's header) declare indexes through this.
 pub(crate) fn index_path_problem(shape: &super::TypeDesc, index_path: &str, unique: bool) -> Option<String> {
     let Some(array) = elements_of(index_path) else {
-        return shape.resolve(index_path).is_none().then(|| format!("index field `{index_path}` is not a field"));
+        let Some(desc) = shape.resolve(index_path) else { return Some(format!("index field `{index_path}` is not a field")) };
+        return unique.then(|| not_unique_comparable(desc).map(|kind| unique_needs_scalar(index_path, kind))).flatten();
     };
     if unique {
         return Some(format!("index `{index_path}` on an array's elements cannot be unique"));
@@ -99,6 +100,48 @@ pub(crate) fn index_path_problem(shape: &super::TypeDesc, index_path: &str, uniq
         Some(_) => Some(format!("index `{index_path}` is on an array's elements, but `{array}` is not an array")),
         None => Some(format!("index field `{array}` is not a field")),
     }
+}
+
+/// What kind of value `desc` declares when a unique index could not tell two of its values
+/// apart: an index entry holds a scalar's value, but only the variant of an enum with a
+/// payload and only the kind of a struct, map, list or byte string.
+fn not_unique_comparable(desc: &super::TypeDesc) -> Option<&'static str> {
+    use super::TypeDesc;
+    match desc {
+        TypeDesc::Option(inner) => not_unique_comparable(inner),
+        TypeDesc::Bytes => Some("a byte string"),
+        TypeDesc::List(_) => Some("a list"),
+        TypeDesc::Map(_) => Some("a map"),
+        TypeDesc::Struct(_) => Some("a struct"),
+        TypeDesc::Enum(variants) if variants.iter().any(|(_, payload)| payload.is_some()) => Some("an enum with payloads"),
+        _ => None,
+    }
+}
+
+fn unique_needs_scalar(index_path: &str, kind: &str) -> String {
+    format!(
+        "unique index `{index_path}` is on {kind}: a unique index holds a boolean, a number, a string or an enum without \
+         payloads (its entries could not tell two other values apart, and would refuse distinct ones)"
+    )
+}
+
+/// Refuses a record whose value at unique index `index`'s path is a dict, a list or bytes
+/// (which a field of any type, as dynamic collections declare, may hold): see
+/// [`index_path_problem`].
+fn unique_value_problem(target: &IndexTarget<'_>, index: &IndexState, record: &[u8], primary_key: &[u8]) -> Result<()> {
+    let doc = super::open_stored(record, target.keys, target.verified)?;
+    let kind = match crate::query::lookup(doc.root(), &index.path).map(|value| value.kind()) {
+        Some(tessera_value::Kind::Dict) => "a dict",
+        Some(tessera_value::Kind::Array) => "a list",
+        Some(tessera_value::Kind::Binary) => "a byte string",
+        _ => return Ok(()),
+    };
+    Err(Error::SchemaViolation {
+        collection: target.collection.to_owned(),
+        key: target.show_key(primary_key),
+        path: index.path.clone(),
+        problem: unique_needs_scalar(&index.path, kind),
+    })
 }
 
 /// Computes the full sort keys that index `index_path` has for a stored record into `out`,
@@ -232,6 +275,11 @@ pub(crate) fn update_entries<'i>(
         // An old value no entry can hold (an index whose build failed on it) has none to remove.
         for component in old_components.iter().filter(|component| !new_components.contains(component)) {
             removes.extend(entry_key(index, component, primary_key).ok());
+        }
+        if index.unique
+            && let Some(record) = new
+        {
+            unique_value_problem(target, index, record, primary_key)?;
         }
         for component in new_components.iter().filter(|component| !old_components.contains(component)) {
             let entry = entry_key(index, component, primary_key)?;

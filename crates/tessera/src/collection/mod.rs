@@ -550,6 +550,23 @@ impl Db {
             &registry_key,
             |state: &CollectionState| state.type_id == std::any::TypeId::of::<T>(),
             || {
+                // Another handle of this process (another record type of the same name, or a
+                // dynamic one) keeps its own list of the collection's indexes: a schema with
+                // other indexes, written now, would give their ids to other fields under it.
+                if let Some(live) = self.shared_state::<CollectionState>(&registry_key)
+                    && !has_indexes_of::<T>(&live)
+                {
+                    return Err(schema_error(
+                        T::NAME,
+                        format!(
+                            "the collection is open in this process with other indexes ({}) than `{}` declares ({}): drop \
+                             those handles, and their subscriptions, before opening it as this type",
+                            index_list(live.indexes.iter().map(|index| (index.path.as_str(), index.unique))),
+                            std::any::type_name::<T>(),
+                            index_list(T::INDEXES.iter().map(|index| (index.path, index.unique))),
+                        ),
+                    ));
+                }
                 let state = Arc::new(open_collection::<T>(self, &options)?);
                 if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
                     build::start(self, &state)?;
@@ -561,13 +578,30 @@ impl Db {
     }
 }
 
+/// Whether `live` has exactly the indexes `T` declares (paths and uniqueness).
+fn has_indexes_of<T: Record>(live: &CollectionState) -> bool {
+    let mut declared: Vec<(&str, bool)> = T::INDEXES.iter().map(|index| (index.path, index.unique)).collect();
+    let mut open: Vec<(&str, bool)> = live.indexes.iter().map(|index| (index.path.as_str(), index.unique)).collect();
+    declared.sort_unstable();
+    open.sort_unstable();
+    declared == open
+}
+
+/// Indexes as text for an error: `a, b (unique)`, or `none`.
+fn index_list<'a>(indexes: impl Iterator<Item = (&'a str, bool)>) -> String {
+    let listed: Vec<String> = indexes.map(|(path, unique)| if unique { format!("{path} (unique)") } else { path.to_owned() }).collect();
+    if listed.is_empty() { "none".to_owned() } else { listed.join(", ") }
+}
+
 fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
     Error::SchemaMismatch { collection: collection.to_owned(), reason: reason.into() }
 }
 
-/// Refuses a multi-entry index (`path[]`) on a field that is not an array, and a unique one.
-fn check_element_indexes(name: &str, shape: &TypeDesc, indexes: &[IndexDef]) -> Result<()> {
-    for index in indexes.iter().filter(|index| build::elements_of(index.path).is_some()) {
+/// Refuses a multi-entry index (`path[]`) on a field that is not an array, and a unique one;
+/// and a unique index on a field whose values its entries cannot tell apart (a struct, a list,
+/// an enum with payloads).
+fn check_indexes(name: &str, shape: &TypeDesc, indexes: &[IndexDef]) -> Result<()> {
+    for index in indexes {
         if let Some(problem) = build::index_path_problem(shape, index.path, index.unique) {
             return Err(schema_error(name, problem));
         }
@@ -584,7 +618,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
             return Err(schema_error(name, format!("key or index field `{path}` is not a field of the record")));
         }
     }
-    check_element_indexes(name, &shape, T::INDEXES)?;
+    check_indexes(name, &shape, T::INDEXES)?;
     let schema_keyspace = db.internal_keyspace(SCHEMA_KEYSPACE)?;
     let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
     let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;

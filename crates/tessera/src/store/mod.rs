@@ -1168,6 +1168,13 @@ impl Db {
         Ok(())
     }
 
+    /// The live per-database state `name`, if there is one of type `S` (see
+    /// [`Db::shared_state_or`]).
+    pub(crate) fn shared_state<S: std::any::Any + Send + Sync>(&self, name: &str) -> Option<Arc<S>> {
+        let any = lock(&self.inner.shared_state).get(name).and_then(std::sync::Weak::upgrade)?;
+        any.downcast::<S>().ok()
+    }
+
     /// The live per-database state `name` of type `S` that `accept` takes, or a new one from
     /// `create`. Creations are serialized per database, so two threads opening one collection
     /// or dictionary at once get one state (one cache, one hook), never two.
@@ -1177,10 +1184,7 @@ impl Db {
         accept: impl Fn(&S) -> bool,
         create: impl FnOnce() -> Result<Arc<S>>,
     ) -> Result<Arc<S>> {
-        let existing = || {
-            let any = lock(&self.inner.shared_state).get(name).and_then(std::sync::Weak::upgrade)?;
-            any.downcast::<S>().ok().filter(|state| accept(state))
-        };
+        let existing = || self.shared_state::<S>(name).filter(|state| accept(state));
         if let Some(state) = existing() {
             return Ok(state);
         }
