@@ -51,6 +51,8 @@ impl QuerySpec<'_> {
 
     /// [`QuerySpec::explain`] without the filter's text.
     pub(crate) fn plan(&self) -> Result<Plan> {
+        // A state another handle's schema change replaced would read its old index ids.
+        self.state.current()?;
         if let Some(plan) = self.exact_key_plan() {
             return Ok(plan);
         }

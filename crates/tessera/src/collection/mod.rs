@@ -445,10 +445,43 @@ pub(crate) struct CollectionState {
     /// Whether the store checks records against their checksums as it reads them (see
     /// [`open_stored`]).
     pub(crate) checksums_verified: bool,
+    /// Set when another handle of this process opened the collection with another shape or
+    /// other indexes: the name of that type. Writes and index reads through this state are
+    /// then refused ([`CollectionState::current`]).
+    pub(crate) superseded: std::sync::OnceLock<&'static str>,
     type_id: std::any::TypeId,
 }
 
 impl CollectionState {
+    /// `Ok` unless another handle of this process has since opened the collection with another
+    /// shape or other indexes: this state's would then write records and index entries by the
+    /// old ones, and read another index's entries as its own.
+    #[inline]
+    pub(crate) fn current(&self) -> Result<()> {
+        match self.superseded.get() {
+            None => Ok(()),
+            Some(by) => Err(schema_error(
+                &self.name,
+                format!("its schema was changed by opening it as `{by}` after this handle was made: open the collection again"),
+            )),
+        }
+    }
+
+    /// Marks this state as replaced by `by`'s (see [`CollectionState::current`]).
+    pub(crate) fn supersede(&self, by: &'static str) {
+        let _ = self.superseded.set(by);
+    }
+
+    /// Whether `other` has this state's shape and indexes (paths, uniqueness and ids).
+    pub(crate) fn same_schema(&self, other: &CollectionState) -> bool {
+        fn indexes(state: &CollectionState) -> Vec<(&str, bool, u8)> {
+            let mut list: Vec<(&str, bool, u8)> = state.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)).collect();
+            list.sort_unstable();
+            list
+        }
+        self.shape == other.shape && indexes(self) == indexes(other)
+    }
+
     /// A stored primary key as text for an error or `explain`: typed values when the bytes
     /// are a key of the record type, hex otherwise.
     pub(crate) fn display_key(&self, key: &[u8]) -> String {
@@ -551,23 +584,15 @@ impl Db {
             |state: &CollectionState| state.type_id == std::any::TypeId::of::<T>(),
             || {
                 // Another handle of this process (another record type of the same name, or a
-                // dynamic one) keeps its own list of the collection's indexes: a schema with
-                // other indexes, written now, would give their ids to other fields under it.
-                if let Some(live) = self.shared_state::<CollectionState>(&registry_key)
-                    && !has_indexes_of::<T>(&live)
-                {
-                    return Err(schema_error(
-                        T::NAME,
-                        format!(
-                            "the collection is open in this process with other indexes ({}) than `{}` declares ({}): drop \
-                             those handles, and their subscriptions, before opening it as this type",
-                            index_list(live.indexes.iter().map(|index| (index.path.as_str(), index.unique))),
-                            std::any::type_name::<T>(),
-                            index_list(T::INDEXES.iter().map(|index| (index.path, index.unique))),
-                        ),
-                    ));
-                }
+                // dynamic one) keeps its own shape and index list: once this open has changed
+                // them, its writes and index reads would follow the old ones.
+                let live = self.shared_state::<CollectionState>(&registry_key);
                 let state = Arc::new(open_collection::<T>(self, &options)?);
+                if let Some(live) = live
+                    && !live.same_schema(&state)
+                {
+                    live.supersede(std::any::type_name::<T>());
+                }
                 if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
                     build::start(self, &state)?;
                 }
@@ -576,21 +601,6 @@ impl Db {
         )?;
         Ok(Collection { db: self.clone(), state, _type: PhantomData })
     }
-}
-
-/// Whether `live` has exactly the indexes `T` declares (paths and uniqueness).
-fn has_indexes_of<T: Record>(live: &CollectionState) -> bool {
-    let mut declared: Vec<(&str, bool)> = T::INDEXES.iter().map(|index| (index.path, index.unique)).collect();
-    let mut open: Vec<(&str, bool)> = live.indexes.iter().map(|index| (index.path.as_str(), index.unique)).collect();
-    declared.sort_unstable();
-    open.sort_unstable();
-    declared == open
-}
-
-/// Indexes as text for an error: `a, b (unique)`, or `none`.
-fn index_list<'a>(indexes: impl Iterator<Item = (&'a str, bool)>) -> String {
-    let listed: Vec<String> = indexes.map(|(path, unique)| if unique { format!("{path} (unique)") } else { path.to_owned() }).collect();
-    if listed.is_empty() { "none".to_owned() } else { listed.join(", ") }
 }
 
 fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
@@ -706,6 +716,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified,
+        superseded: std::sync::OnceLock::new(),
         type_id: std::any::TypeId::of::<T>(),
     })
 }
@@ -860,6 +871,7 @@ impl CollectionState {
     /// them again), maintaining indexes (unique ones refuse a taken value). Unchanged when the
     /// bytes are identical.
     pub(crate) fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
+        self.current()?;
         if old == Some(bytes) {
             return Ok(WriteOutcome::Unchanged);
         }
@@ -877,6 +889,7 @@ impl CollectionState {
     /// Deletes the record at `key` and its index entries: Deleted, or Unchanged if there was
     /// none. Shared by typed and dynamic handles, as [`CollectionState::store`] is.
     pub(crate) fn delete(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
+        self.current()?;
         if self.indexes.is_empty() {
             // No index entries to find from the old record: delete without reading it.
             return Ok(if tx.delete(&self.records, key)? { WriteOutcome::Deleted } else { WriteOutcome::Unchanged });
@@ -983,6 +996,7 @@ impl<T: Record> Collection<T> {
             let duplicate = || Error::DuplicateKey { collection: self.state.name.clone(), key: self.state.display_key(key) };
             if self.state.indexes.is_empty() {
                 // No index to maintain: one descent writes the record or finds the key taken.
+                self.state.current()?;
                 self.state.encode(record, bytes)?;
                 return if tx.insert_new_in(&self.state.records, key, bytes)? { Ok(WriteOutcome::Inserted) } else { Err(duplicate()) };
             }

@@ -556,6 +556,7 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         key_kinds: std::sync::OnceLock::new(),
         single_key_type,
         checksums_verified: db.verifies_checksums(),
+        superseded: std::sync::OnceLock::new(),
         type_id: std::any::TypeId::of::<DynCollection>(),
     })
 }
