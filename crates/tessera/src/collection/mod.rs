@@ -603,6 +603,36 @@ impl Db {
     }
 }
 
+/// Why the stored records cannot be read as `shape` without a migration although the shapes
+/// are compatible: a number that a field turned into a float (or an `f64` turned `f32`)
+/// would read rounded. Reads every record, only when such a field changed.
+fn lossy_numbers<T: Record>(
+    tx: &WriteTxn<'_>,
+    records: &Keyspace,
+    shared: &tessera_value::SharedKeys,
+    shape: &TypeDesc,
+    stored: &TypeDesc,
+) -> Result<Option<String>> {
+    let mut narrowed = Vec::new();
+    shape.narrowed_numbers(stored, "", &mut narrowed);
+    if narrowed.is_empty() {
+        return Ok(None);
+    }
+    for entry in tx.range(records, ..)? {
+        let (key, bytes) = entry?;
+        let doc = Doc::from_untrusted_with_keys(bytes, shared)?;
+        for (path, float) in &narrowed {
+            if let Some(value) = schema::lossy_number(doc.root(), path, *float) {
+                return Ok(Some(format!(
+                    "field `{path}` became a float type, but the record with key {} holds {value}: migrate it",
+                    T::display_key(key).unwrap_or_else(|| crate::store::key::hex(key))
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
 fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
     Error::SchemaMismatch { collection: collection.to_owned(), reason: reason.into() }
 }
@@ -660,7 +690,11 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
             let incompatible = if stored.key_fields != key_fields {
                 Some(format!("the primary key changed from {:?} to {:?}", stored.key_fields, key_fields))
             } else {
-                shape.incompatibility(&stored.shape, "")
+                match shape.incompatibility(&stored.shape, "") {
+                    Some(reason) => Some(reason),
+                    None if is_empty => None,
+                    None => lossy_numbers::<T>(tx, &records, &record_keys.shared, &shape, &stored.shape)?,
+                }
             };
             match (&options.migrate, incompatible) {
                 (Some(_), _) if stored.version != T::VERSION && !is_empty => migrate = true,

@@ -342,6 +342,40 @@ impl TypeDesc {
         }
     }
 
+    /// The numbers that records written under `old` may hold and `self` could only read
+    /// rounded, as (path, the float type): an integer field that became a float, or an `f64`
+    /// field that became `f32`. [`TypeDesc::incompatibility`] lets these through because a
+    /// schema stored before float widths were recorded says `Float` of `f32` fields too, and
+    /// because small integers convert exactly; opening checks the stored values instead
+    /// ([`lossy_number`]). A path step `[]` is every element of a list, `*` every value of a
+    /// map.
+    pub(crate) fn narrowed_numbers(&self, old: &TypeDesc, path: &str, out: &mut Vec<(String, FloatType)>) {
+        let at = |name: &str| if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") };
+        match (old, self) {
+            (TypeDesc::Option(old), TypeDesc::Option(new)) => new.narrowed_numbers(old, path, out),
+            (old, TypeDesc::Option(new)) => new.narrowed_numbers(old, path, out),
+            (TypeDesc::Int | TypeDesc::Integer(_), TypeDesc::Float) => out.push((path.to_owned(), FloatType::F64)),
+            (TypeDesc::Int | TypeDesc::Integer(_) | TypeDesc::Float, TypeDesc::Float32) => out.push((path.to_owned(), FloatType::F32)),
+            (TypeDesc::List(old), TypeDesc::List(new)) => new.narrowed_numbers(old, &at("[]"), out),
+            (TypeDesc::Map(old), TypeDesc::Map(new)) => new.narrowed_numbers(old, &at("*"), out),
+            (TypeDesc::Struct(old_fields), TypeDesc::Struct(new_fields)) => {
+                for (name, new_desc) in new_fields {
+                    if let Some((_, old_desc)) = old_fields.iter().find(|(old_name, _)| old_name == name) {
+                        new_desc.narrowed_numbers(old_desc, &at(name), out);
+                    }
+                }
+            }
+            (TypeDesc::Enum(old_variants), TypeDesc::Enum(new_variants)) => {
+                for (name, new_payload) in new_variants {
+                    if let (Some(new), Some((_, Some(old)))) = (new_payload, old_variants.iter().find(|(old_name, _)| old_name == name)) {
+                        new.narrowed_numbers(old, &at(name), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Whether the field at this type may be missing in stored records.
     fn is_optional(&self) -> bool {
         matches!(self, TypeDesc::Option(_) | TypeDesc::Any)
@@ -596,4 +630,69 @@ impl StoredSchema {
     pub(crate) fn free_index_id(&self) -> Option<u8> {
         (0..=u8::MAX).find(|id| self.indexes.iter().all(|index| index.id != *id))
     }
+}
+
+/// The float type a stored number must fit exactly ([`TypeDesc::narrowed_numbers`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FloatType {
+    F32,
+    F64,
+}
+
+impl FloatType {
+    fn name(self) -> &'static str {
+        match self {
+            FloatType::F32 => "f32",
+            FloatType::F64 => "f64",
+        }
+    }
+}
+
+/// The first number at `path` in `record` (see [`TypeDesc::narrowed_numbers`] for the steps)
+/// that `float` cannot hold exactly, as text; `None` if every one fits (NaN and the
+/// infinities do).
+pub(crate) fn lossy_number(record: tessera_value::Value<'_>, path: &str, float: FloatType) -> Option<String> {
+    let (step, rest) = match path.split_once('.') {
+        Some((step, rest)) => (step, Some(rest)),
+        None => (path, None),
+    };
+    let mut found = None;
+    let mut visit = |value: tessera_value::Value<'_>| {
+        if found.is_none() {
+            found = match rest {
+                Some(rest) => lossy_number(value, rest, float),
+                None => lossy_leaf(value, float),
+            };
+        }
+    };
+    match step {
+        "" => visit(record),
+        "[]" => record.as_array().into_iter().flat_map(|array| array.iter()).for_each(visit),
+        "*" => record.as_dict().into_iter().flat_map(|dict| dict.iter().map(|(_, value)| value).collect::<Vec<_>>()).for_each(visit),
+        name => {
+            if let Some(value) = record.as_dict().and_then(|dict| dict.get(name)) {
+                visit(value);
+            }
+        }
+    }
+    found
+}
+
+fn lossy_leaf(value: tessera_value::Value<'_>, float: FloatType) -> Option<String> {
+    use tessera_value::Kind;
+    let exact = match value.kind() {
+        Kind::Int => value.as_i64().is_some_and(|int| {
+            let number = int as f64;
+            number.abs() < 2f64.powi(63) && number as i64 == int && (float == FloatType::F64 || f64::from(number as f32) == number)
+        }),
+        Kind::UInt => value.as_u64().is_some_and(|uint| {
+            let number = uint as f64;
+            number < 2f64.powi(64) && number as u64 == uint && (float == FloatType::F64 || f64::from(number as f32) == number)
+        }),
+        Kind::Float => {
+            value.as_f64().is_some_and(|number| float == FloatType::F64 || number.is_nan() || f64::from(number as f32) == number)
+        }
+        _ => true,
+    };
+    (!exact).then(|| format!("{}, which {} cannot hold exactly", value.to_json(), float.name()))
 }

@@ -492,10 +492,17 @@ impl Db {
                 let existing = tessera_value::from_slice::<StoredSchema>(bytes)
                     .map_err(|error| Error::Corrupted(format!("schema of collection {name:?}: {error}")))?;
                 let same = DynSchema { key_kinds: schema.key_kinds.clone(), ..DynSchema::from_stored(&existing) };
-                if same.key_fields != schema.key_fields || same.shape != schema.shape {
+                // Indexes by path and uniqueness (their ids and build state are the store's).
+                let indexes = |indexes: &[DynIndex]| {
+                    let mut list: Vec<(String, bool)> = indexes.iter().map(|index| (index.path.clone(), index.unique)).collect();
+                    list.sort_unstable();
+                    list
+                };
+                if same.key_fields != schema.key_fields || same.shape != schema.shape || indexes(&same.indexes) != indexes(&schema.indexes)
+                {
                     return Err(Error::SchemaMismatch {
                         collection: name.to_owned(),
-                        reason: "a collection of this name exists with another schema".into(),
+                        reason: "a collection of this name exists with another schema (key fields, shape or indexes)".into(),
                     });
                 }
                 return Ok(());
@@ -830,8 +837,11 @@ impl DynCollection {
     fn prepare_document(&self, document: Doc<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
         let shared: &tessera_value::SharedKeys = &self.state.keys.shared;
         let document = match document.shared_keys() {
-            Some(keys) if std::ptr::eq(keys, shared) => document,
-            _ => Doc::from_untrusted_with_keys(document.bytes(), shared)?,
+            Some(keys) if std::ptr::eq(keys, shared) || keys.identity() == shared.identity() => document,
+            // Written with another table (another collection's): its ids name other fields
+            // here, so the record is read by its own table's names and written with ours.
+            Some(_) => return self.prepare(document.root()),
+            None => Doc::from_untrusted_with_keys(document.bytes(), shared)?,
         };
         let record = document.root();
         if conformed::is_conformed(record, &self.state.shape) {
