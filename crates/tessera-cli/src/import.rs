@@ -6,6 +6,12 @@
 //! ...}`) starts a section: records after a header for another collection are skipped, and a
 //! header for the named collection gives the schema to create it with when the database has
 //! no collection of that name. Records are upserted, so that importing twice changes nothing.
+//!
+//! Creating a collection commits on its own (the library has no creation inside a write
+//! transaction), so with `--atomic` it waits: the lines are first written, in a transaction
+//! rolled back, into the collection created in a scratch database beside the file, and the
+//! collection is created (then the records written) only if none is refused. A refused
+//! `--atomic` import leaves the file as it was.
 
 use crate::failure::{Failure, Outcome};
 use crate::open::{self, Access};
@@ -132,6 +138,7 @@ fn import_into(options: &ImportOptions<'_>, wrote: &mut bool) -> Outcome {
         section_is_ours: true,
         wrote: false,
         unknown_key_kinds_at: None,
+        to_create: None,
     };
     importer.collection = importer.existing()?;
     let mut line_number = 0u64;
@@ -214,6 +221,10 @@ struct Importer<'a> {
     wrote: bool,
     /// The line of a header for the collection whose schema lacks the key encodings.
     unknown_key_kinds_at: Option<u64>,
+    /// With `--atomic`, the schema of the collection to create (from the header on that
+    /// line) once every line is known to be accepted: creating it commits, and a refused
+    /// import must leave the file as it was.
+    to_create: Option<(u64, DynSchema)>,
 }
 
 impl Importer<'_> {
@@ -261,7 +272,7 @@ impl Importer<'_> {
                 self.options.collection
             )));
         }
-        if self.collection.is_none() {
+        if self.collection.is_none() && self.to_create.is_none() {
             return Err(Failure::Usage(format!(
                 "{}: no collection {:?}, and {} gives no schema for it before line {line} (an export header line)",
                 self.options.db.display(),
@@ -285,7 +296,7 @@ impl Importer<'_> {
         }
         let name = header.get("collection").and_then(|name| name.as_str());
         self.section_is_ours = name == Some(self.options.collection);
-        if !self.section_is_ours || self.collection.is_some() {
+        if !self.section_is_ours || self.collection.is_some() || self.to_create.is_some() {
             return Ok(());
         }
         let schema =
@@ -298,15 +309,69 @@ impl Importer<'_> {
             self.unknown_key_kinds_at = Some(line);
             return Ok(());
         }
+        if self.options.atomic {
+            self.to_create = Some((line, schema));
+            return Ok(());
+        }
         let created = self.db.create_dyn_collection(self.options.collection, &schema).map_err(|error| self.fail(error))?;
         self.wrote = true;
         self.collection = Some(created);
         Ok(())
     }
 
+    /// With `--atomic`, creates the collection from the header's schema if every line is
+    /// accepted. The lines are first written into the collection created in a scratch database
+    /// beside the file, in a transaction that is rolled back (the checks are the ones the real
+    /// write makes: schema, unique values, key sizes); refused lines are recorded and nothing
+    /// is created. Returns whether the collection was created.
+    fn create_if_accepted(&mut self) -> Outcome<bool> {
+        let Some((header_line, schema)) = self.to_create.take() else { return Ok(false) };
+        let refused_before = self.tally.rejected > 0;
+        if !self.pending.is_empty() {
+            let rejections = self.trial(header_line, &schema)?;
+            let refused = refused_before || !rejections.is_empty();
+            for rejection in rejections {
+                self.tally.reject(rejection.line, rejection.reason);
+            }
+            if refused {
+                return Ok(false);
+            }
+        } else if refused_before {
+            return Ok(false);
+        }
+        let created = self.db.create_dyn_collection(self.options.collection, &schema).map_err(|error| self.fail(error))?;
+        self.wrote = true;
+        self.collection = Some(created);
+        Ok(true)
+    }
+
+    /// The pending lines' rejections by a collection created with `schema` in a scratch
+    /// database (removed afterwards), written in a transaction that is rolled back.
+    fn trial(&self, header_line: u64, schema: &DynSchema) -> Outcome<Vec<Rejection>> {
+        let parent = match self.options.db.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        let scratch_failed = |error: &dyn std::fmt::Display| {
+            Failure::Io(format!("cannot create a scratch database in {} for --atomic: {error}", parent.display()))
+        };
+        let directory = tempfile::Builder::new().prefix(".tessera-import-").tempdir_in(parent).map_err(|error| scratch_failed(&error))?;
+        let scratch = Db::open(directory.path().join("check.tessera")).map_err(|error| scratch_failed(&error))?;
+        let collection = scratch.create_dyn_collection(self.options.collection, schema).map_err(|error| {
+            Failure::from_error(&format!("line {header_line}: the export header's schema for {:?}", self.options.collection), error)
+        })?;
+        let (written, outcome) = upsert_all(&scratch, &collection, &self.pending, Commit::Never);
+        match written {
+            Err(Error::Aborted(reason)) if reason.is::<AtomicRefusal>() => Ok(outcome.rejections),
+            Err(error) => Err(scratch_failed(&error)),
+            Ok(()) => unreachable!("Commit::Never rolls back"),
+        }
+    }
+
     /// Writes the pending lines in one transaction; with `--atomic`, refuses them all if one
-    /// is refused.
+    /// is refused (and creates the collection from the header only if none is).
     fn flush(&mut self) -> Outcome {
+        let created = self.create_if_accepted()?;
         let Some(collection) = self.collection.clone() else {
             return Ok(());
         };
@@ -314,43 +379,80 @@ impl Importer<'_> {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        let atomic = self.options.atomic;
         // With --atomic, a line refused before (not JSON) refuses the whole import too; the
         // transaction still runs, to report every line the schema refuses.
-        let refused_before = self.tally.rejected > 0;
-        // The closure may run again (the map grows and the transaction is retried): it starts
-        // from nothing each time.
-        let mut outcome: (u64, u64, Vec<Rejection>) = (0, 0, Vec::new());
-        let written = self.db.write(|tx| {
-            outcome = (0, 0, Vec::new());
-            for entry in &pending {
-                match collection.upsert_json(tx, &entry.json) {
-                    Ok(tessera::WriteOutcome::Unchanged) => outcome.1 += 1,
-                    Ok(_) => outcome.0 += 1,
-                    Err(error) if is_record_error(&error) => outcome.2.push(Rejection { line: entry.line, reason: error.to_string() }),
-                    Err(error) => return Err(error),
-                }
-            }
-            if atomic && (refused_before || !outcome.2.is_empty()) {
-                return Err(Error::other(AtomicRefusal));
-            }
-            Ok(())
-        });
-        let (imported, unchanged, rejections) = outcome;
-        for rejection in rejections {
+        let commit = match (self.options.atomic, self.tally.rejected > 0) {
+            (false, _) => Commit::Always,
+            (true, false) => Commit::IfNoneRefused,
+            (true, true) => Commit::Never,
+        };
+        let (written, outcome) = upsert_all(self.db, &collection, &pending, commit);
+        for rejection in outcome.rejections {
             self.tally.reject(rejection.line, rejection.reason);
         }
         match written {
             Ok(()) => {
                 self.wrote = true;
-                self.tally.imported += imported;
-                self.tally.unchanged += unchanged;
+                self.tally.imported += outcome.imported;
+                self.tally.unchanged += outcome.unchanged;
                 Ok(())
             }
             Err(Error::Aborted(reason)) if reason.is::<AtomicRefusal>() => Ok(()),
+            Err(error) if created => {
+                let failure = self.fail(error);
+                let message = failure.message().unwrap_or_default();
+                Err(Failure::Io(format!(
+                    "{message} (collection {:?} was created from the export header, and is left empty)",
+                    self.options.collection
+                )))
+            }
             Err(error) => Err(self.fail(error)),
         }
     }
+}
+
+/// When [`upsert_all`] commits its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// Whatever was refused (the other lines are written).
+    Always,
+    /// Only if no line is refused (`--atomic`).
+    IfNoneRefused,
+    /// Never: the lines are written only to find those refused.
+    Never,
+}
+
+/// What [`upsert_all`] wrote, or would have.
+#[derive(Default)]
+struct Upserted {
+    imported: u64,
+    unchanged: u64,
+    rejections: Vec<Rejection>,
+}
+
+/// Upserts the `pending` lines into `collection` in one transaction of `db`; a rolled-back
+/// transaction is `Error::Aborted` with [`AtomicRefusal`].
+fn upsert_all(db: &Db, collection: &DynCollection, pending: &[Pending], commit: Commit) -> (tessera::Result<()>, Upserted) {
+    // The closure may run again (the map grows and the transaction is retried): it starts
+    // from nothing each time.
+    let mut outcome = Upserted::default();
+    let written = db.write(|tx| {
+        outcome = Upserted::default();
+        for entry in pending {
+            match collection.upsert_json(tx, &entry.json) {
+                Ok(tessera::WriteOutcome::Unchanged) => outcome.unchanged += 1,
+                Ok(_) => outcome.imported += 1,
+                Err(error) if is_record_error(&error) => outcome.rejections.push(Rejection { line: entry.line, reason: error.to_string() }),
+                Err(error) => return Err(error),
+            }
+        }
+        match commit {
+            Commit::Never => Err(Error::other(AtomicRefusal)),
+            Commit::IfNoneRefused if !outcome.rejections.is_empty() => Err(Error::other(AtomicRefusal)),
+            _ => Ok(()),
+        }
+    });
+    (written, outcome)
 }
 
 fn report(tally: &mut Tally, options: &ImportOptions<'_>) -> Outcome {

@@ -112,8 +112,11 @@ enum Command {
         limit: Option<usize>,
     },
     /// Collections as JSON Lines: for each, a header line with its schema, then one line per
-    /// record, all from one snapshot. Every collection unless some are named. With --salvage,
-    /// every readable record of a damaged file (see --salvage); exit 1 if something was skipped.
+    /// record, all from one snapshot. Every collection unless some are named. A record holding
+    /// NaN or an infinity, which JSON cannot carry, is refused: each is named (collection, key,
+    /// field) and the export exits 1, writing no file (on standard output, the lines before the
+    /// first). With --salvage, every readable record of a damaged file (see --salvage); exit 1
+    /// if something was skipped.
     #[command(
         after_help = "Examples:\n  tessera export app.tessera -o app.jsonl\n  tessera export app.tessera tasks people > some.jsonl\n  tessera export damaged.tessera --salvage -o salvaged.jsonl\n  tessera import recovered.tessera tasks salvaged.jsonl"
     )]
@@ -127,7 +130,8 @@ enum Command {
         output: Option<String>,
         /// Read the file's pages without LMDB (damage cannot crash it) and write every record
         /// that passes its checksum and validates, skipping damaged pages and entries and
-        /// listing them on standard error (in the summary with --json). Exit 0 if nothing was
+        /// listing them on standard error (in the summary with --json). A record holding NaN or
+        /// an infinity is skipped and listed as not representable. Exit 0 if nothing was
         /// skipped, 1 if something was. The file must not be written to meanwhile.
         #[arg(long)]
         salvage: bool,
@@ -148,7 +152,9 @@ enum Command {
         /// Lines per transaction.
         #[arg(long, default_value_t = import::BATCH_LINES_DEFAULT)]
         batch: usize,
-        /// All or nothing: one transaction, rolled back if any line is rejected.
+        /// All or nothing: one transaction, rolled back if any line is rejected. A collection to
+        /// create from the header is created only if no line is (the lines are first tried in
+        /// a scratch database beside the file, removed afterwards).
         #[arg(long)]
         atomic: bool,
     },

@@ -122,7 +122,8 @@ pub fn query(path: &Path, name: &str, text: &str, explain: bool, limit: Option<u
 }
 
 /// `tessera export`: one JSON Lines section per collection, each a header line (name,
-/// schema, record count) and one line per record, all from one snapshot.
+/// schema, record count) and one line per record, all from one snapshot. Refuses records
+/// holding NaN or an infinity (see `write_sections`).
 pub fn export(path: &Path, names: &[String], output: Option<&str>, as_json: bool) -> Outcome {
     let file = path.display().to_string();
     let db = open::database(path, Access::Read)?;
@@ -133,7 +134,7 @@ pub fn export(path: &Path, names: &[String], output: Option<&str>, as_json: bool
         collections.push(db.dyn_collection(name).map_err(fail)?);
     }
     let target = output.filter(|path| *path != "-");
-    let counts = write_output(target, |sink| write_sections(&db, &collections, sink).map_err(fail))?;
+    let counts = write_output(target, |sink| write_sections(&db, &collections, sink, &file))?;
     if let Some(target) = target {
         let counts: Vec<(String, u64)> = names.into_iter().zip(counts.into_iter().map(|count| count as u64)).collect();
         let summary = export_summary(target, &counts);
@@ -202,18 +203,126 @@ pub fn write_output<T>(target: Option<&str>, write: impl FnOnce(&mut dyn Write) 
     }
 }
 
+/// Records listed one by one when an export refuses records it cannot write; past this only
+/// counted.
+pub const UNWRITABLE_SHOWN_MAX: usize = 100;
+
+/// A record holding a float JSON cannot carry (NaN, ±infinity), as a message: the collection,
+/// the record's key and the field's path.
+pub fn unwritable_float(collection: &str, schema: &tessera::collection::DynSchema, record: Value<'_>) -> Option<String> {
+    let (path, number) = non_finite_float(record)?;
+    let what = match number {
+        number if number.is_nan() => "NaN",
+        number if number > 0.0 => "infinity",
+        _ => "-infinity",
+    };
+    let field = if path.is_empty() { "the record".to_owned() } else { format!("field `{path}`") };
+    Some(format!("collection {collection:?}, record {}: {field} is {what}", record_key(schema, record)))
+}
+
+/// A record's primary key as JSON (an array for a composite key), read from its key fields.
+pub fn record_key(schema: &tessera::collection::DynSchema, record: Value<'_>) -> String {
+    let part = |field: &String| match record.path(field) {
+        Ok(Some(value)) => value.to_json(),
+        _ => "?".to_owned(),
+    };
+    match schema.key_fields.as_slice() {
+        [field] => part(field),
+        fields => format!("[{}]", fields.iter().map(part).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// The path (`a.b[2].c`; empty for the root) and value of the first float in `value` that is
+/// NaN or infinite. Walks with an explicit stack (documents may be deep), and builds paths
+/// only once one is found.
+pub fn non_finite_float(value: Value<'_>) -> Option<(String, f64)> {
+    if !has_non_finite_float(value) {
+        return None;
+    }
+    let mut stack: Vec<(String, Value<'_>)> = vec![(String::new(), value)];
+    while let Some((path, value)) = stack.pop() {
+        match value.kind() {
+            Kind::Float => match value.as_f64() {
+                Some(number) if !number.is_finite() => return Some((path, number)),
+                _ => {}
+            },
+            Kind::Array => {
+                let array = value.as_array()?;
+                let elements: Vec<_> = array.iter().enumerate().collect();
+                stack.extend(elements.into_iter().rev().map(|(index, element)| (format!("{path}[{index}]"), element)));
+            }
+            Kind::Dict => {
+                let dict = value.as_dict()?;
+                let entries: Vec<_> = dict.iter().collect();
+                stack.extend(
+                    entries
+                        .into_iter()
+                        .rev()
+                        .map(|(key, element)| (if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }, element)),
+                );
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether `value` holds a float that is NaN or infinite.
+fn has_non_finite_float(value: Value<'_>) -> bool {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value.kind() {
+            Kind::Float if value.as_f64().is_some_and(|number| !number.is_finite()) => return true,
+            Kind::Array => stack.extend(value.as_array().into_iter().flat_map(|array| array.iter())),
+            Kind::Dict => stack.extend(value.as_dict().into_iter().flat_map(|dict| dict.iter().map(|(_, element)| element))),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Writes every collection's section from one read transaction; returns the record counts.
-fn write_sections(db: &Db, collections: &[DynCollection], sink: &mut dyn Write) -> tessera::Result<Vec<usize>> {
-    let txn = db.read_txn()?;
+/// A record holding NaN or an infinity (which JSON cannot carry: it would be written as
+/// `null`, and imported as another value or refused) stops the writing; the remaining records
+/// are still read, to name every such record, and the export fails with exit status 1.
+fn write_sections(db: &Db, collections: &[DynCollection], sink: &mut dyn Write, file: &str) -> Outcome<Vec<usize>> {
+    let fail = |error| Failure::from_error(file, error);
+    let txn = db.read_txn().map_err(fail)?;
     let mut counts = Vec::with_capacity(collections.len());
+    let mut unwritable = 0usize;
+    let mut listed = Vec::new();
     for collection in collections {
-        let records = collection.all().count(&txn)?;
-        writeln!(sink, "{}", export_header(collection.name(), records as u64, collection.schema()))?;
-        collection.all().for_each(&txn, |record| {
-            writeln!(sink, "{}", record.to_json())?;
-            Ok(true)
-        })?;
+        let records = collection.all().count(&txn).map_err(fail)?;
+        if unwritable == 0 {
+            writeln!(sink, "{}", export_header(collection.name(), records as u64, collection.schema()))
+                .map_err(|error| write_failed("the export", error))?;
+        }
+        collection
+            .all()
+            .for_each(&txn, |record| {
+                if let Some(problem) = unwritable_float(collection.name(), collection.schema(), record.value()) {
+                    unwritable += 1;
+                    if listed.len() < UNWRITABLE_SHOWN_MAX {
+                        listed.push(problem);
+                    }
+                } else if unwritable == 0 {
+                    writeln!(sink, "{}", record.to_json())?;
+                }
+                Ok(true)
+            })
+            .map_err(fail)?;
         counts.push(records);
     }
-    Ok(counts)
+    if unwritable == 0 {
+        return Ok(counts);
+    }
+    let not_listed = unwritable - listed.len();
+    let more = if not_listed > 0 { format!("\n  … and {not_listed} more") } else { String::new() };
+    Err(Failure::Invalid(format!(
+        "{file}: export refused: {unwritable} record{} {} NaN or an infinity, which JSON cannot hold (it would be written as \
+         null, and imported as another value or refused); the output stops before the first (with -o, no file is written):\n  {}{more}",
+        if unwritable == 1 { "" } else { "s" },
+        if unwritable == 1 { "holds" } else { "hold" },
+        listed.join("\n  "),
+    )))
 }
