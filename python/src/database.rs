@@ -193,7 +193,10 @@ fn read_record(
     plan: Option<&Py<Plan>>,
     reads: Option<&ReadSet>,
 ) -> tessera::Result<Option<PyResult<PyObject>>> {
-    let found = key.get_with(collection, txn, |record| (plan::object(py, record, plan), reads.map(|_| record.doc().bytes().to_vec())))?;
+    let shown_key = || key.stored().and_then(|stored| collection.display_key(stored)).unwrap_or_default();
+    let origin = plan::Origin { collection: name, key: &shown_key };
+    let found =
+        key.get_with(collection, txn, |record| (plan::object(py, record, plan, &origin), reads.map(|_| record.doc().bytes().to_vec())))?;
     if let Some(reads) = reads {
         reads.record_get(name, key, found.as_ref().and_then(|(_, stored)| stored.as_deref()), txn.sequence())?;
     }

@@ -11,16 +11,22 @@
 //! record as it is when it is already what the check against the stored shape would write:
 //! one encoding pass for a record that fits.
 //!
-//! The encoder is lenient where the Python converters were: a value that is not what its
-//! field declares (a `str` for an `int`, a dict for a nested dataclass) is written as the plain
-//! value it is, and the collection's check against the stored shape refuses it with the
-//! field's path, writing nothing. A value that no document can hold (an `object()`) fails
-//! here, with its path.
+//! The encoder is strict for every field whose declared type it converts: a value that is not
+//! of that type is refused here with the field's path, never written as some other value that
+//! would read back as another type. An `Enum` field takes a member of its enum (not its name),
+//! a `datetime` field a `datetime` (not a str), a nested dataclass or a Union variant an
+//! instance of exactly that class (not a dict, nor a subclass whose own fields would be
+//! dropped), a `float` field a float or an int that a float holds exactly. Two conversions
+//! are documented, as the dictionary API makes them: a tuple for a list field is stored as a
+//! list, a bytearray for a bytes field as bytes. Fields stored as they are (`int`, `str`,
+//! `bytes`, `bool`) are checked by the collection against the stored shape, which refuses a
+//! value of another type with the field's path, writing nothing. A value that no document can
+//! hold (an `object()`) fails here, with its path.
 
 use crate::convert::{self, ConvertError};
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,10 +37,12 @@ use tessera_value::{Encoder, SharedKeys};
 enum Node {
     /// As the plain value it is (`int`, `str`, `bytes`, `bool`, and anything unexpected).
     Plain,
-    /// A float field: an `int` is written as a float, as Python would compute with it.
-    Float,
-    /// An `enum.Enum` member by its name: (member, name) pairs.
-    Members(Vec<(PyObject, String)>),
+    /// A float field: an `int` is written as a float when a float holds it exactly (refused
+    /// otherwise). For a primary-key field (`key`), `-0.0` is written as `0.0` (Python calls
+    /// them equal, so they are one key) and NaN is refused (no key equals it).
+    Float { key: bool },
+    /// An `enum.Enum` member by its name: the enum's name and (member, name) pairs.
+    Members(String, Vec<(PyObject, String)>),
     /// A `datetime` as its ISO 8601 text: the `datetime` class.
     Datetime(Py<PyType>),
     /// A nested dataclass.
@@ -143,14 +151,17 @@ fn compile(description: &Bound<'_, PyAny>, keys: &mut Vec<String>) -> PyResult<N
     let tuple = description.downcast::<PyTuple>()?;
     let kind: String = tuple.get_item(0)?.extract()?;
     Ok(match kind.as_str() {
-        "float" => Node::Float,
+        "float" => Node::Float { key: false },
+        "float_key" => Node::Float { key: true },
         "struct" => Node::Struct(compile_struct(tuple, keys)?),
         "members" => {
             let mut members = Vec::new();
+            let mut enum_name = String::from("enum");
             for (name, member) in tuple.get_item(1)?.downcast::<PyDict>()?.iter() {
+                enum_name = type_name(&member);
                 members.push((member.unbind(), name.extract::<String>()?));
             }
-            Node::Members(members)
+            Node::Members(enum_name, members)
         }
         "datetime" => Node::Datetime(tuple.get_item(1)?.downcast_into::<PyType>()?.unbind()),
         "variants" => {
@@ -274,33 +285,75 @@ fn plain(value: &Bound<'_, PyAny>, out: &mut Encoder<'_>) -> Encoded {
     Ok(convert::push(value, out, 0)?)
 }
 
+/// The name of `value`'s class.
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value.get_type().name().map(|name| name.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// A value that is not of its field's type: `expected` says what the field takes.
+fn wrong_type(expected: &str, value: &Bound<'_, PyAny>) -> EncodeFailure {
+    let found = type_name(value);
+    let shown = value.repr().map(|repr| repr.to_string()).unwrap_or_default();
+    let shown = if shown.chars().count() > 60 { format!("{}…", shown.chars().take(60).collect::<String>()) } else { shown };
+    EncodeFailure::Unstorable(ConvertError::new(format!("expected {expected}, got a {found} ({shown})")))
+}
+
+/// The float for `value` in a float field: a float, or an int that a float holds exactly.
+fn float_of(value: &Bound<'_, PyAny>) -> Result<f64, EncodeFailure> {
+    if let Ok(float) = value.downcast::<PyFloat>() {
+        return Ok(float.value());
+    }
+    if !value.is_instance_of::<PyInt>() || value.is_instance_of::<PyBool>() {
+        return Err(wrong_type("a float", value));
+    }
+    let inexact = || {
+        EncodeFailure::Unstorable(ConvertError::new(format!(
+            "the int {} has no exact float value (a float field takes an int only when a float holds it exactly: \
+             |n| <= 2**53, or a multiple of a large enough power of two)",
+            value.str().map(|text| text.to_string()).unwrap_or_default()
+        )))
+    };
+    if let Ok(integer) = value.extract::<i64>() {
+        let float = integer as f64;
+        // Exact when converting back gives the int (f64 of an i64 is within i128).
+        return if float as i128 == i128::from(integer) { Ok(float) } else { Err(inexact()) };
+    }
+    // Beyond i64: Python compares an int and a float by their exact values.
+    let float = value.extract::<f64>().map_err(|_| inexact())?;
+    if value.eq(PyFloat::new(value.py(), float)).map_err(EncodeFailure::Python)? { Ok(float) } else { Err(inexact()) }
+}
+
 fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>, ids: &[Option<u32>]) -> Encoded {
     let py = value.py();
     match node {
         Node::Plain => plain(value, out),
-        Node::Float => match value.downcast_exact::<pyo3::types::PyInt>() {
-            Ok(int) => match int.extract::<f64>() {
-                Ok(float) => Ok(out.push_f64(float)?),
-                Err(_) => plain(value, out),
-            },
-            Err(_) => plain(value, out),
-        },
-        Node::Members(members) => match members.iter().find(|(member, _)| member.bind(py).is(value)) {
+        Node::Float { key } => {
+            let float = float_of(value)?;
+            if *key && float.is_nan() {
+                return Err(EncodeFailure::Unstorable(ConvertError::new("NaN cannot be a key (it equals no value, itself included)")));
+            }
+            // -0.0 == 0.0: one key, stored as 0.0.
+            let float = if *key && float == 0.0 { 0.0 } else { float };
+            Ok(out.push_f64(float)?)
+        }
+        Node::Members(enum_name, members) => match members.iter().find(|(member, _)| member.bind(py).is(value)) {
             Some((_, name)) => Ok(out.push_str(name)?),
-            None => plain(value, out),
+            None => Err(wrong_type(&format!("a {enum_name} member"), value)),
         },
         Node::Datetime(class) => {
             if value.is_instance(class.bind(py)).map_err(EncodeFailure::Python)? {
                 let text = value.call_method0("isoformat").map_err(EncodeFailure::Python)?;
                 return plain(&text, out);
             }
-            plain(value, out)
+            Err(wrong_type("a datetime", value))
         }
         Node::Struct(node) => {
-            if value.is_instance(node.class.bind(py)).map_err(EncodeFailure::Python)? {
+            // Exactly the class, as the record itself: a subclass's own fields would be lost.
+            if value.get_type().is(node.class.bind(py)) {
                 return write_struct(node, value, out, ids);
             }
-            plain(value, out)
+            let expected = node.class.bind(py).name().map(|name| name.to_string()).unwrap_or_default();
+            Err(wrong_type(&format!("a {expected}"), value))
         }
         Node::Variants(variants) => {
             let class = value.get_type();
@@ -311,14 +364,18 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>, ids: &[Op
                     write_struct(node, value, out, ids).map_err(|error| error.in_field(name))?;
                     Ok(out.end_dict()?)
                 }
-                None => plain(value, out),
+                None => {
+                    let names: Vec<&str> = variants.iter().map(|(name, _, _)| name.as_str()).collect();
+                    Err(wrong_type(&format!("one of {}", names.join(", ")), value))
+                }
             }
         }
         Node::Optional(_) if value.is_none() => Ok(out.push_null()?),
         Node::Optional(inner) => write(inner, value, out, ids),
         Node::List(inner) => {
+            // A tuple is stored as a list (documented, as the dictionary API does).
             if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
-                return plain(value, out);
+                return Err(wrong_type("a list", value));
             }
             out.begin_array()?;
             let items = value.try_iter().map_err(EncodeFailure::Python)?;
@@ -329,7 +386,7 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>, ids: &[Op
             Ok(out.end_array()?)
         }
         Node::Map(inner) => {
-            let Ok(dict) = value.downcast::<PyDict>() else { return plain(value, out) };
+            let Ok(dict) = value.downcast::<PyDict>() else { return Err(wrong_type("a dict", value)) };
             out.begin_dict()?;
             for (key, item) in dict.iter() {
                 let key = key.downcast::<PyString>().map_err(|_| ConvertError::new("a dict key that is not a str"))?;
@@ -362,7 +419,9 @@ impl EncodedRecord {
             None => tessera::value::Doc::from_trusted(&self.bytes),
         };
         let doc = doc.map_err(|error| crate::errors::to_py(py, error.into()))?;
-        crate::plan::object(py, doc.root(), plan.as_ref())
+        let name = self.collection.as_ref().map(|collection| collection.name().to_owned()).unwrap_or_default();
+        let origin = crate::plan::Origin { collection: &name, key: &String::new };
+        crate::plan::object(py, doc.root(), plan.as_ref(), &origin)
     }
 }
 

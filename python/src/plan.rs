@@ -15,7 +15,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
-use tessera::value::{Kind, Value};
+use tessera::value::Value;
 
 /// How to build one value.
 enum Node {
@@ -121,26 +121,105 @@ impl Plan {
     }
 }
 
-impl Plan {
-    /// The Python object for `value` built along this plan.
-    pub fn build<'py>(&self, py: Python<'py>, value: Value<'_>) -> PyResult<Bound<'py, PyAny>> {
-        build(py, &self.root, value)
+/// A stored value that does not decode as its field's declared type (a str that is no ISO
+/// 8601 date in a `datetime` field, a name that is no member of the field's enum): the field
+/// path and what is wrong.
+pub struct Mismatch {
+    path: String,
+    problem: String,
+}
+
+/// Why a value could not be built.
+enum Failure {
+    /// A Python exception raised while building (a class's `__init__`), unchanged.
+    Python(PyErr),
+    /// The stored value does not fit the field.
+    Mismatch(Mismatch),
+}
+
+impl From<PyErr> for Failure {
+    fn from(error: PyErr) -> Self {
+        Failure::Python(error)
     }
 }
 
-fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> PyResult<Bound<'py, PyAny>> {
+impl Failure {
+    fn mismatch(problem: String) -> Failure {
+        Failure::Mismatch(Mismatch { path: String::new(), problem })
+    }
+
+    /// Prepends a field name (or, with `item`, a list index) to a mismatch's path.
+    fn within(self, part: &str, item: bool) -> Failure {
+        match self {
+            Failure::Mismatch(Mismatch { path, problem }) => {
+                let path = match (item, path.is_empty() || path.starts_with('[')) {
+                    (true, _) => format!("[{part}]{}{path}", if path.is_empty() || path.starts_with('[') { "" } else { "." }),
+                    (false, true) => format!("{part}{path}"),
+                    (false, false) => format!("{part}.{path}"),
+                };
+                Failure::Mismatch(Mismatch { path, problem })
+            }
+            other => other,
+        }
+    }
+}
+
+/// A stored value shown in an error (its JSON text, shortened).
+fn shown(value: Value<'_>) -> String {
+    let json = value.to_json();
+    if json.chars().count() > 60 { format!("{}…", json.chars().take(60).collect::<String>()) } else { json }
+}
+
+/// Where a record being built was read: its collection and a way to print its key, for the
+/// error that names a stored value not of its field's type.
+pub struct Origin<'a> {
+    /// The collection's name.
+    pub collection: &'a str,
+    /// The record's key, printed (called only for an error).
+    pub key: &'a dyn Fn() -> String,
+}
+
+impl Plan {
+    /// The Python object for `value` built along this plan; `tessera.SchemaMismatch` naming
+    /// the collection, key and field for a stored value that does not decode as its field's
+    /// type.
+    pub fn build<'py>(&self, py: Python<'py>, value: Value<'_>, origin: &Origin<'_>) -> PyResult<Bound<'py, PyAny>> {
+        build(py, &self.root, value).map_err(|failure| match failure {
+            Failure::Python(error) => error,
+            Failure::Mismatch(Mismatch { path, problem }) => mismatch_error(py, origin, &path, &problem),
+        })
+    }
+}
+
+/// The `tessera.SchemaMismatch` for a stored value at `path` that does not fit its field.
+fn mismatch_error(py: Python<'_>, origin: &Origin<'_>, path: &str, problem: &str) -> PyErr {
+    let key = (origin.key)();
+    let field = if path.is_empty() { String::new() } else { format!(", field `{path}`") };
+    let message = format!("collection {:?}, record {key}{field}: {problem}", origin.collection);
+    let text = |value: &str| -> PyObject { PyString::new(py, value).into_any().unbind() };
+    crate::errors::raise(
+        py,
+        "SchemaMismatch",
+        message,
+        &[("collection", text(origin.collection)), ("key", text(&key)), ("path", text(path)), ("reason", text(problem))],
+    )
+}
+
+fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> Result<Bound<'py, PyAny>, Failure> {
     match node {
-        Node::Plain => convert::to_python(py, value),
+        Node::Plain => Ok(convert::to_python(py, value)?),
         Node::Optional(_) if value.is_null() => Ok(py.None().into_bound(py)),
         Node::Optional(inner) => build(py, inner, value),
         Node::Struct { class, fields, fill } => {
-            let Some(dict) = value.as_dict() else { return convert::to_python(py, value) };
+            let Some(dict) = value.as_dict() else {
+                return Err(Failure::mismatch(format!("stored {} is not a record of its dataclass", shown(value))));
+            };
             // With `fill`, the fields go straight into a new instance's `__dict__`: with every
             // field stored, that is what the generated `__init__` would leave, without it.
             let made = match fill {
                 Some(new) => {
                     let object = new.bind(py).call1((class.bind(py),))?;
-                    let attributes = object.getattr(intern!(py, "__dict__"))?.downcast_into::<PyDict>()?;
+                    let attributes = object.getattr(intern!(py, "__dict__"))?.downcast_into::<PyDict>().map_err(PyErr::from)?;
                     Some((object, attributes))
                 }
                 None => None,
@@ -158,7 +237,7 @@ fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> PyResult<Bound<
                     _ => dict.get(name),
                 };
                 match item {
-                    Some(item) => kwargs.set_item(key.bind(py), build(py, plan, item)?)?,
+                    Some(item) => kwargs.set_item(key.bind(py), build(py, plan, item).map_err(|failure| failure.within(name, false))?)?,
                     None => complete = false,
                 }
             }
@@ -166,47 +245,59 @@ fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> PyResult<Bound<
                 Some((object, _)) if complete => Ok(object),
                 // A field is missing: the class's own `__init__` applies its default (or
                 // raises), from the fields given.
-                _ => class.bind(py).call((), Some(&kwargs)),
+                _ => Ok(class.bind(py).call((), Some(&kwargs))?),
             }
         }
         Node::Members(members) => match value.as_str().and_then(|name| members.get(name)) {
             Some(member) => Ok(member.bind(py).clone()),
-            None => convert::to_python(py, value),
+            None => Err(Failure::mismatch(format!("stored {} is not a member of the field's enum", shown(value)))),
         },
         Node::Variants(variants) => {
             let entry = value.as_dict().filter(|dict| dict.len() == 1).and_then(|dict| dict.iter().next());
-            match entry.and_then(|(name, payload)| variants.get(name).map(|plan| (plan, payload))) {
-                Some((plan, payload)) => build(py, plan, payload),
-                None => convert::to_python(py, value),
+            match entry.and_then(|(name, payload)| variants.get(name).map(|plan| (name, plan, payload))) {
+                Some((name, plan, payload)) => build(py, plan, payload).map_err(|failure| failure.within(name, false)),
+                None => Err(Failure::mismatch(format!("stored {} is not a variant of the field's Union", shown(value)))),
             }
         }
-        Node::Call(function) => function.bind(py).call1((convert::to_python(py, value)?,)),
+        Node::Call(function) => match function.bind(py).call1((convert::to_python(py, value)?,)) {
+            Ok(built) => Ok(built),
+            // `datetime.fromisoformat` of a str that is no date, or of another type.
+            Err(error)
+                if error.is_instance_of::<pyo3::exceptions::PyValueError>(py)
+                    || error.is_instance_of::<pyo3::exceptions::PyTypeError>(py) =>
+            {
+                Err(Failure::mismatch(format!("stored {} does not decode as the field's type ({error})", shown(value))))
+            }
+            Err(error) => Err(Failure::Python(error)),
+        },
         Node::List(inner) => {
+            let Some(array) = value.as_array() else {
+                return Err(Failure::mismatch(format!("stored {} is not a list", shown(value))));
+            };
             let list = PyList::empty(py);
-            if let Some(array) = value.as_array() {
-                for item in array.iter() {
-                    list.append(build(py, inner, item)?)?;
-                }
+            for (index, item) in array.iter().enumerate() {
+                list.append(build(py, inner, item).map_err(|failure| failure.within(&index.to_string(), true))?)?;
             }
             Ok(list.into_any())
         }
         Node::Map(inner) => {
-            if value.kind() != Kind::Dict {
-                return convert::to_python(py, value);
-            }
+            let Some(entries) = value.as_dict() else {
+                return Err(Failure::mismatch(format!("stored {} is not a dict", shown(value))));
+            };
             let dict = PyDict::new(py);
-            for (key, item) in value.as_dict().expect("a dict").iter() {
-                dict.set_item(key, build(py, inner, item)?)?;
+            for (key, item) in entries.iter() {
+                dict.set_item(key, build(py, inner, item).map_err(|failure| failure.within(key, false))?)?;
             }
             Ok(dict.into_any())
         }
     }
 }
 
-/// `value` built along `plan`, or as plain Python values without one.
-pub fn object(py: Python<'_>, value: Value<'_>, plan: Option<&Py<Plan>>) -> PyResult<PyObject> {
+/// `value` built along `plan`, or as plain Python values without one; `origin` names the
+/// record in the error for a stored value that does not fit its field.
+pub fn object(py: Python<'_>, value: Value<'_>, plan: Option<&Py<Plan>>, origin: &Origin<'_>) -> PyResult<PyObject> {
     Ok(match plan {
-        Some(plan) => plan.get().build(py, value)?.unbind(),
+        Some(plan) => plan.get().build(py, value, origin)?.unbind(),
         None => convert::to_python(py, value)?.unbind(),
     })
 }

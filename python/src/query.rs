@@ -34,17 +34,43 @@ pub fn wait_slice(deadline: Option<std::time::Instant>) -> Duration {
     }
 }
 
-/// The query `text` (None: every record) with `offset` and `limit`.
+/// The query `text` (None: every record) with the window `offset` and `limit` applied to the
+/// text's own results: the text's `offset` and `limit` (if it has them) pick its results, and
+/// `offset` and `limit` then pick from those, as slicing twice would (`rows[text_offset:]
+/// [:text_limit][offset:][:limit]`). So a window given twice narrows, and never widens, the
+/// text's; with no window in the text, the arguments are the window.
 pub(crate) fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: Option<usize>) -> tessera::Result<DynQuery> {
-    let mut query = match text {
-        Some(text) if !text.trim().is_empty() => collection.filter_text(text)?,
-        _ => collection.all(),
+    let (mut query, text_offset, text_limit) = match text {
+        Some(text) if !text.trim().is_empty() => {
+            let statement = tessera::query::Statement::parse(text).map_err(tessera::query::QueryError::from)?;
+            let mut query = match statement.predicate {
+                Some(predicate) => collection.filter(predicate)?,
+                None => collection.all(),
+            };
+            for key in statement.order_by {
+                query = query.order_by_key(key)?;
+            }
+            (query, statement.offset, statement.limit)
+        }
+        _ => (collection.all(), 0, None),
     };
+    let (offset, limit) = window_within(text_offset, text_limit, offset, limit);
     query = query.offset(offset);
     if let Some(limit) = limit {
         query = query.limit(limit);
     }
     Ok(query)
+}
+
+/// The window `offset`, `limit` taken within the window `outer_offset`, `outer_limit`, as one
+/// window (see [`build`]).
+fn window_within(outer_offset: usize, outer_limit: Option<usize>, offset: usize, limit: Option<usize>) -> (usize, Option<usize>) {
+    let limit = match (outer_limit, limit) {
+        (Some(outer), Some(inner)) => Some(outer.saturating_sub(offset).min(inner)),
+        (Some(outer), None) => Some(outer.saturating_sub(offset)),
+        (None, inner) => inner,
+    };
+    (outer_offset.saturating_add(offset), limit)
 }
 
 /// The matches of a query, copied as stored from one snapshot, built one by one.
@@ -63,7 +89,9 @@ impl QueryResult {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
         let Some((key, stored)) = self.records.next() else { return Ok(None) };
-        let built = self.collection.read_stored(&key, &stored, |record| plan::object(py, record, self.plan.as_ref()));
+        let shown_key = || self.collection.display_key(&key).unwrap_or_default();
+        let origin = plan::Origin { collection: self.collection.name(), key: &shown_key };
+        let built = self.collection.read_stored(&key, &stored, |record| plan::object(py, record, self.plan.as_ref(), &origin));
         Ok(Some(built.map_err(|error| errors::to_py(py, error))??))
     }
 
@@ -150,7 +178,7 @@ impl Database {
     ) -> PyResult<Subscription> {
         let collection = self.shared.collection(py, name)?;
         let live = py.allow_threads(|| build(&collection, text, offset, limit)?.subscribe()).map_err(|error| errors::to_py(py, error))?;
-        Ok(Subscription { live: Arc::new(live), plan })
+        Ok(Subscription { live: Arc::new(live), plan, origin: Named::of(&collection) })
     }
 
     /// A live record of collection `name` at `key` (see `ObjectSubscription.next`).
@@ -160,7 +188,7 @@ impl Database {
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let live =
             py.allow_threads(|| collection.subscribe_object(Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
-        Ok(ObjectSubscription { live: Arc::new(live), plan })
+        Ok(ObjectSubscription { live: Arc::new(live), plan, origin: Named::of(&collection) })
     }
 
     /// Opens a snapshot: every read through it sees the database as of now.
@@ -169,11 +197,36 @@ impl Database {
     }
 }
 
+/// A collection's name and key fields, to name a record in an error without holding the
+/// collection's handle.
+pub struct Named {
+    name: String,
+    key_fields: Vec<String>,
+}
+
+impl Named {
+    fn of(collection: &DynCollection) -> Arc<Named> {
+        Arc::new(Named { name: collection.name().to_owned(), key_fields: collection.schema().key_fields.clone() })
+    }
+
+    /// The key of `record` as JSON text (an array for a composite key).
+    fn key_of(&self, record: tessera::value::Value<'_>) -> String {
+        let part = |field: &String| record.as_dict().and_then(|dict| dict.get(field)).map(|value| value.to_json()).unwrap_or_default();
+        match self.key_fields.as_slice() {
+            [field] => part(field),
+            fields => format!("[{}]", fields.iter().map(part).collect::<Vec<_>>().join(", ")),
+        }
+    }
+}
+
 /// A live query: `next` gives its events.
 #[pyclass(module = "tessera._native", frozen)]
 pub struct Subscription {
     live: Arc<QuerySubscription<DynRecord>>,
     plan: Option<Py<Plan>>,
+    /// The collection, named in an error (not its handle: a subscription does not keep the
+    /// database open).
+    origin: Arc<Named>,
 }
 
 /// A live query's result rows, turned into dicts only when asked for (an event's cost then
@@ -182,6 +235,9 @@ pub struct Subscription {
 pub struct Rows {
     rows: Arc<Vec<Arc<DynRecord>>>,
     plan: Option<Py<Plan>>,
+    /// The collection, named in an error (not its handle: a subscription does not keep the
+    /// database open).
+    origin: Arc<Named>,
 }
 
 #[pymethods]
@@ -197,13 +253,20 @@ impl Rows {
         if position < 0 || position >= len {
             return Err(pyo3::exceptions::PyIndexError::new_err(format!("row {index} of {len}")));
         }
-        plan::object(py, self.rows[position as usize].value(), self.plan.as_ref())
+        let row = &self.rows[position as usize];
+        let shown_key = || self.origin.key_of(row.value());
+        plan::object(py, row.value(), self.plan.as_ref(), &plan::Origin { collection: &self.origin.name, key: &shown_key })
     }
 }
 
-fn rows<'py>(py: Python<'py>, result: &Arc<Vec<Arc<DynRecord>>>, plan: &Option<Py<Plan>>) -> PyResult<Bound<'py, Rows>> {
+fn rows<'py>(
+    py: Python<'py>,
+    result: &Arc<Vec<Arc<DynRecord>>>,
+    plan: &Option<Py<Plan>>,
+    origin: &Arc<Named>,
+) -> PyResult<Bound<'py, Rows>> {
     let plan = plan.as_ref().map(|plan| plan.clone_ref(py));
-    Bound::new(py, Rows { rows: result.clone(), plan })
+    Bound::new(py, Rows { rows: result.clone(), plan, origin: origin.clone() })
 }
 
 #[pymethods]
@@ -225,13 +288,13 @@ impl Subscription {
     fn event(&self, py: Python<'_>, event: Event<Arc<Vec<Arc<DynRecord>>>, tessera::ResultChange<DynRecord>>) -> PyResult<PyObject> {
         let tuple = match event {
             Event::Initial(result) => {
-                PyTuple::new(py, [("initial").into_pyobject(py)?.into_any(), rows(py, &result, &self.plan)?.into_any()])?
+                PyTuple::new(py, [("initial").into_pyobject(py)?.into_any(), rows(py, &result, &self.plan, &self.origin)?.into_any()])?
             }
             Event::Changed(change) => PyTuple::new(
                 py,
                 [
                     "changed".into_pyobject(py)?.into_any(),
-                    rows(py, &change.result, &self.plan)?.into_any(),
+                    rows(py, &change.result, &self.plan, &self.origin)?.into_any(),
                     change.deletions.into_pyobject(py)?.into_any(),
                     change.insertions.into_pyobject(py)?.into_any(),
                     change.modifications.into_pyobject(py)?.into_any(),
@@ -277,6 +340,9 @@ fn next_event<S: Send + 'static, C: Send + 'static>(
 pub struct ObjectSubscription {
     live: Arc<tessera::ObjectSubscription<DynRecord>>,
     plan: Option<Py<Plan>>,
+    /// The collection, named in an error (not its handle: a subscription does not keep the
+    /// database open).
+    origin: Arc<Named>,
 }
 
 #[pymethods]
@@ -288,7 +354,10 @@ impl ObjectSubscription {
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
         let Some(event) = next_event(py, &self.live, timeout)? else { return Ok(None) };
         let record = |record: Option<&Arc<DynRecord>>| match record {
-            Some(record) => plan::object(py, record.value(), self.plan.as_ref()),
+            Some(record) => {
+                let shown_key = || self.origin.key_of(record.value());
+                plan::object(py, record.value(), self.plan.as_ref(), &plan::Origin { collection: &self.origin.name, key: &shown_key })
+            }
             None => Ok(py.None()),
         };
         let (kind, value) = match event {
@@ -369,9 +438,13 @@ impl Snapshot {
     fn get(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>, plan: Option<Py<Plan>>) -> PyResult<PyObject> {
         let collection = self.shared.collection(py, name)?;
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
-        let found = self.run(py, move |txn| collection.get(txn, Doc::from_trusted(&key)?.root()))?;
+        let handle = collection.clone();
+        let found = self.run(py, move |txn| handle.get(txn, Doc::from_trusted(&key)?.root()))?;
         match found {
-            Some(record) => plan::object(py, record.value(), plan.as_ref()),
+            Some(record) => {
+                let shown_key = || collection.display_key(record.key_bytes()).unwrap_or_default();
+                plan::object(py, record.value(), plan.as_ref(), &plan::Origin { collection: collection.name(), key: &shown_key })
+            }
             None => Ok(py.None()),
         }
     }

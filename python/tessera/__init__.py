@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import contextvars
+import math
 import os
-import threading
 from collections.abc import MutableMapping
 from typing import Any, Dict, Generic, Iterator, List, Optional, Sequence, Type, TypeVar, Union
 
 from . import _native
 from ._live import Changed, Closed as ClosedEvent, Deleted, Initial, ObjectSubscription, Subscription, Updated
 from ._query import C, Expr, FieldRef
-from ._schema import RecordType
+from ._schema import RecordType, WrongValue, exact_float
 from .errors import *  # noqa: F401,F403 (the hierarchy is part of the API)
 from .errors import Closed, DuplicateKey, Error, NotFound, SchemaViolation, UnsupportedType
 
@@ -101,6 +102,13 @@ class RecordSpec:
         for field in list(indexes) + list(unique):
             if field.split(".")[0] not in hints:
                 raise UnsupportedType(f"{cls.__name__}: index field `{field}` is not a field", path=field, annotation=None)
+        # Float key fields: -0.0 is stored as 0.0 and NaN refused, by the extension's encoder
+        # for a record's key field and by `native_key` for a key given to a read or delete.
+        self._float_parts = [index for index, kind in enumerate(kinds) if kind == "f64"]
+        encodings = self.type.encoding[2]
+        for position, (field, encoding) in enumerate(encodings):
+            if field in self.key and encoding == ("float",):
+                encodings[position] = (field, ("float_key",))
         index_list = [{"path": path, "unique": False, "ready": True} for path in indexes]
         index_list += [{"path": path, "unique": True, "ready": True} for path in unique]
         self.schema = {"version": 1, "key_fields": self.key, "key_kinds": kinds, "shape": self.type.shape, "indexes": index_list}
@@ -112,9 +120,33 @@ class RecordSpec:
         return [getattr(obj, field) for field in self.key]
 
     def native_key(self, key: Any) -> Any:
-        if len(self.key) > 1 and isinstance(key, tuple):
-            return list(key)
+        """``key`` as the extension takes it: a list for a composite key, and each float part
+        normalised as the store compares keys (an int as the float it equals, ``-0.0`` as
+        ``0.0``; NaN and an int with no exact float value refused with
+        :class:`tessera.SchemaViolation`)."""
+        if len(self.key) > 1 and isinstance(key, (tuple, list)):
+            key = list(key)
+            for index in self._float_parts:
+                if index < len(key):
+                    key[index] = self._float_key(key[index], self.key[index])
+            return key
+        if self._float_parts and len(self.key) == 1:
+            return self._float_key(key, self.key[0])
         return key
+
+    def _float_key(self, part: Any, field: str) -> Any:
+        if isinstance(part, bool) or not isinstance(part, (int, float)):
+            return part  # the extension names the key field and its type
+        try:
+            value = exact_float(part, field)
+        except WrongValue as error:
+            raise SchemaViolation(
+                f"collection {self.name!r}, key field `{field}`: {error.problem}", collection=self.name, key=repr(part), path=field, problem=error.problem
+            ) from None
+        if math.isnan(value):
+            problem = "NaN cannot be a key (it equals no value, itself included)"
+            raise SchemaViolation(f"collection {self.name!r}, key field `{field}`: {problem}", collection=self.name, key="NaN", path=field, problem=problem)
+        return 0.0 if value == 0.0 else value
 
 
 def _field_hints(cls: type) -> Dict[str, Any]:
@@ -175,7 +207,10 @@ class Database:
     def __init__(self, native: Any) -> None:
         self._native = native
         self._collections: Dict[type, Collection[Any]] = {}
-        self._local = threading.local()
+        # The write block open in the current context: per thread, and per asyncio task (a
+        # task runs in a copy of the context it was created in), so that a block awaiting in
+        # one task does not take another task's writes.
+        self._current: contextvars.ContextVar[Optional[Transaction]] = contextvars.ContextVar(f"tessera_write_block_{id(self)}", default=None)
 
     @property
     def path(self) -> str:
@@ -215,7 +250,9 @@ class Database:
     def write(self) -> "Transaction":
         """A write transaction: ``with db.write() as tx:``. Writes made in the block (through
         ``tx`` or any collection of this database, on this thread) commit together when it
-        ends; an exception rolls them all back and propagates unchanged."""
+        ends; an exception rolls them all back and propagates unchanged. The block belongs to
+        the thread, and to the asyncio task, that opened it: another task's writes while it
+        awaits are not the block's (a task created inside the block shares it)."""
         return Transaction(self)
 
     def read(self) -> "Snapshot":
@@ -232,14 +269,15 @@ class Database:
         """Field-decomposed documents of dataclass ``cls`` (stored one key per top-level field,
         so one field can be written and observed alone), in the document collection ``name``
         (the class name in lower case by default)."""
-        return Documents(self._native.documents(name or cls.__name__.lower()), cls)
+        name = name or cls.__name__.lower()
+        return Documents(self._native.documents(name), cls, name)
 
     def sync(self) -> None:
         """Flushes every commit so far to stable storage."""
         self._native.sync()
 
     def _transaction(self) -> Optional["Transaction"]:
-        return getattr(self._local, "transaction", None)
+        return self._current.get()
 
 
 class Collection(Generic[T]):
@@ -258,7 +296,7 @@ class Collection(Generic[T]):
         self._plan = self._spec.type.native_plan
         # Read on every call: kept here rather than looked up through the database each time.
         self._native = native
-        self._local = db._local
+        self._current = db._current
         self._single_key = len(self._spec.key) == 1
         self._key_field = self._spec.key[0]
         db._collections[cls] = self
@@ -269,7 +307,7 @@ class Collection(Generic[T]):
     # Writes -----------------------------------------------------------------------------
 
     def _write(self, kind: str, obj: Any) -> Optional[str]:
-        transaction = getattr(self._local, "transaction", None)
+        transaction = self._current.get()
         if transaction is not None:
             transaction._queue_record(kind, self, obj)
             return None
@@ -284,7 +322,7 @@ class Collection(Generic[T]):
     def upsert(self, obj: T) -> Optional[str]:
         """Stores the record, replacing one with its key: "inserted", "updated" or
         "unchanged" (None inside ``db.write()``, where it is known at the commit)."""
-        transaction = getattr(self._local, "transaction", None)
+        transaction = self._current.get()
         if transaction is not None:
             transaction._queue_record("upsert", self, obj)
             return None
@@ -324,7 +362,7 @@ class Collection(Generic[T]):
             for key in keys:
                 transaction._queue_delete(self, native_key(key))
             return
-        if len(self._spec.key) == 1:
+        if len(self._spec.key) == 1 and not self._spec._float_parts:
             self._db._native.delete_keys(self.name, keys if type(keys) is list else list(keys))
         else:
             self._db._native.delete_keys(self.name, [native_key(key) for key in keys])
@@ -344,9 +382,9 @@ class Collection(Generic[T]):
     def get(self, key: Any) -> Optional[T]:
         """The record at ``key`` (a tuple for a composite key), or None. Inside
         ``db.write()``, the transaction's own writes are seen."""
-        if not self._single_key:
+        if not self._single_key or self._spec._float_parts:
             key = self._spec.native_key(key)
-        transaction = getattr(self._local, "transaction", None)
+        transaction = self._current.get()
         if transaction is not None:
             pending = _ABSENT
             written = transaction._overlay.get(self.name)
@@ -391,7 +429,10 @@ class Collection(Generic[T]):
 
         ``order_by`` becomes the query's ``order by`` clause, run by the database (through an
         index where one fits), with SQL's rule for None: last ascending, first descending; the
-        query text may also carry its own ``order by``, ``limit`` and ``offset``."""
+        query text may also carry its own ``order by``, ``limit`` and ``offset``. Given both,
+        the arguments pick from the text's results, as slicing twice would:
+        ``query("limit 3", limit=5)`` gives at most 3 records, ``query("offset 2", offset=3)``
+        starts at the sixth; ``count()`` of the results is the number iterated."""
         return Results(self, _with_order(_query_text(query), order_by), offset, limit, None)
 
     def count(self, query: Query = None) -> int:
@@ -404,7 +445,8 @@ class Collection(Generic[T]):
 
     def subscribe(self, query: Query = None, *, offset: int = 0, limit: Optional[int] = None) -> Subscription[T]:
         """A live query: iterate it for :class:`Initial`, then :class:`Changed` per commit
-        that changes the result, then :class:`ClosedEvent`."""
+        that changes the result, then :class:`ClosedEvent`. ``offset`` and ``limit`` pick
+        from the results of the text's own, as in :meth:`query`."""
         native = self._db._native.subscribe(self.name, _query_text(query), offset, limit, self._plan)
         return Subscription(native, _built)
 
@@ -460,7 +502,8 @@ class Results(Generic[T]):
         return next(iter(Results(self._collection, self._text, self._offset, 1, self._snapshot)), None)
 
     def count(self) -> int:
-        """How many records match (offset and limit applied)."""
+        """How many records iterating gives (the text's and the arguments' offset and limit
+        applied)."""
         if self._snapshot is not None:
             total = self._snapshot.count(self._collection.name, self._text)
         else:
@@ -517,15 +560,18 @@ class Transaction:
 
     def __enter__(self) -> "Transaction":
         if self._db._transaction() is not None:
-            raise Error("a write transaction is already open on this thread (transactions do not nest)")
+            raise Error("a write transaction is already open on this thread or task (transactions do not nest)")
         if self._db.closed:
             raise Closed(f"{self._db.path}: the database is closed")
         self._active = True
-        self._db._local.transaction = self
+        self._token = self._db._current.set(self)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
-        self._db._local.transaction = None
+        try:
+            self._db._current.reset(self._token)
+        except ValueError:  # exited in another context than it was entered in
+            self._db._current.set(None)
         self._active = False
         operations, self._operations = self._operations, []
         self._overlay = {}
@@ -543,6 +589,8 @@ class Transaction:
         name = collection.name
         encoded = collection._native.encode_record(name, collection._encoder, obj)
         key = getattr(obj, collection._key_field) if collection._single_key else collection._spec.key_of(obj)
+        if collection._spec._float_parts:
+            key = collection._spec.native_key(key)  # as the encoder stored it: 1 as 1.0, -0.0 as 0.0
         key_type = type(key)
         if key_type is not str and key_type is not int:
             key = _overlay_key(key)
@@ -642,12 +690,30 @@ class Snapshot:
 
 class Documents(Generic[T]):
     """Documents of one dataclass by str id (see :meth:`Database.documents`). Values follow
-    JSON's model: a ``bytes`` field is not supported here."""
+    JSON's model, so a class with a ``bytes`` field is refused (:class:`tessera.UnsupportedType`).
+    Each value is checked against its declared field type as a record's is (see
+    ``tessera._schema``): :class:`tessera.SchemaViolation` names the field otherwise, and
+    nothing is written. Only the declared fields are stored."""
 
-    def __init__(self, native: Any, cls: Type[T]) -> None:
+    def __init__(self, native: Any, cls: Type[T], name: Optional[str] = None) -> None:
         self._native = native
+        self.name = name or cls.__name__.lower()
         self._type = RecordType(cls)
-        self._fields = dict((name, encode) for name, encode in self._type.encoders)
+        bytes_field = _bytes_field(self._type.shape, "")
+        if bytes_field is not None:
+            raise UnsupportedType(
+                f"{cls.__name__}: field `{bytes_field}` is bytes, which documents do not store (JSON's model)",
+                path=bytes_field,
+                annotation=bytes,
+            )
+        self._checks = {name: (path, check) for name, path, check in self._type.checks}
+
+    def _violation(self, id: str, error: WrongValue) -> SchemaViolation:
+        name = self.name
+        where = f", field `{error.path}`" if error.path else ""
+        return SchemaViolation(
+            f"documents {name!r}, document {id!r}{where}: {error.problem}", collection=name, key=id, path=error.path, problem=error.problem
+        )
 
     def get(self, id: str) -> Optional[T]:
         """The document ``id``, or None."""
@@ -655,15 +721,25 @@ class Documents(Generic[T]):
         return None if stored is None else self._type.from_stored(stored)
 
     def set(self, id: str, obj: T) -> None:
-        """Stores ``obj`` as the document ``id`` (replacing every field)."""
-        self._native.set(id, dict(self._type.to_stored(obj)))
+        """Stores ``obj`` (an instance of exactly the class) as the document ``id``, replacing
+        every field."""
+        try:
+            values = self._type.to_stored(obj)
+        except WrongValue as error:
+            raise self._violation(id, error) from None
+        self._native.set(id, values)
 
     def update_field(self, id: str, field: str, value: Any) -> None:
         """Writes one field of the document ``id``; the others stay as they are."""
-        if field not in self._type.names:
+        found = self._checks.get(field)
+        if found is None:
             raise SchemaViolation(f"{self._type.cls.__name__} has no field `{field}`", path=field, key=id, problem="unknown field")
-        encode = self._fields.get(field)
-        self._native.update_field(id, field, encode(value) if encode is not None else value)
+        path, check = found
+        try:
+            stored = check(value, path)
+        except WrongValue as error:
+            raise self._violation(id, error) from None
+        self._native.update_field(id, field, stored)
 
     def delete(self, id: str) -> bool:
         """Deletes the document ``id``: whether it existed."""
@@ -678,6 +754,30 @@ class Documents(Generic[T]):
         :class:`Changed` per commit that changes it (``result`` the new value), then
         :class:`ClosedEvent`."""
         return _DocumentSubscription(self._native.observe(id), self._type.from_stored)
+
+
+def _bytes_field(shape: Any, path: str) -> Optional[str]:
+    """The path of a ``Bytes`` field in a stored shape, or None."""
+    if shape == "Bytes":
+        return path or "(value)"
+    if isinstance(shape, dict):
+        ((kind, inner),) = shape.items()
+        if kind == "Struct":
+            for name, field in inner:
+                found = _bytes_field(field, f"{path}.{name}" if path else name)
+                if found is not None:
+                    return found
+        elif kind == "Enum":
+            for name, payload in inner:
+                if payload is not None:
+                    found = _bytes_field(payload, path)
+                    if found is not None:
+                        return found
+        elif kind == "List":
+            return _bytes_field(inner, f"{path}[]")
+        elif kind in ("Option", "Map"):
+            return _bytes_field(inner, path)
+    return None
 
 
 class _DocumentSubscription(Subscription):

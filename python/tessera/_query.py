@@ -7,11 +7,22 @@ query text, which any call taking a query accepts in its place.
 from __future__ import annotations
 
 import enum
-import json
 import math
 from typing import Any
 
 __all__ = ["C", "Expr", "FieldRef", "literal"]
+
+
+# The escapes of the query syntax's strings (every other character stands for itself, control
+# characters included), as the Rust side prints a string literal.
+_ESCAPES = str.maketrans({'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t"})
+
+
+def quoted(text: str) -> str:
+    """``text`` as a string literal of the query syntax: double-quoted, with ``\\"``,
+    ``\\\\``, ``\\n`` and ``\\t`` escapes and every other character as it is (the grammar
+    has no other escape, and takes any other character inside quotes)."""
+    return '"' + text.translate(_ESCAPES) + '"'
 
 
 def literal(value: Any) -> str:
@@ -31,7 +42,7 @@ def literal(value: Any) -> str:
             raise ValueError(f"a query cannot compare with {value!r}")
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return quoted(value)
     raise TypeError(f"a query cannot compare with a {type(value).__name__}")
 
 

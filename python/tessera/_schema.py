@@ -19,6 +19,31 @@ nested dataclass       ``Struct``                  a struct deriving ``Embed``
 ``Union[A, B]``        ``Enum`` with payloads      an enum with struct variants ``A``, ``B``
 ``datetime``           ``String`` (ISO 8601)       ``String``
 =====================  ==========================  ==================================
+
+A value of another type than its field declares is refused with
+:class:`tessera.SchemaViolation` naming the field path, never stored as something that would
+read back as another type: an ``Enum`` field takes a member (not its name), a ``datetime``
+field a ``datetime`` (not a str), a nested dataclass or a ``Union`` variant an instance of
+exactly that class (not a dict, nor a subclass, whose own fields would be lost). Three
+conversions are made, as the dictionary API makes them:
+
+* an ``int`` for a ``float`` field is stored as a float when a float holds it exactly
+  (``|n| <= 2**53``, or a larger multiple of a large enough power of two); any other int is
+  refused rather than rounded;
+* a ``tuple`` for a ``list`` field is stored as a list (read back as a list);
+* a ``bytearray`` for a ``bytes`` field is stored as bytes (read back as bytes).
+
+A ``datetime`` is stored as its ``isoformat()`` text, which keeps the time zone offset but
+not ``fold`` (the flag that picks the second of two equal wall times at a DST change): a
+datetime read back has ``fold=0``; store an aware datetime (with an offset) where that
+matters. A stored str that is not an ISO 8601 date (written by another program) reads as
+:class:`tessera.SchemaMismatch` naming the record's key and the field.
+
+A ``float`` primary key is normalised as Python compares floats: ``-0.0`` is stored and looked
+up as ``0.0`` (one key; inserting both raises :class:`tessera.DuplicateKey`), and NaN, which
+equals nothing, is refused as a key with :class:`tessera.SchemaViolation`. (The stored key
+encoding itself orders ``-0.0`` before ``0.0``, as a Rust ``f64`` key does: the
+normalisation is the Python layer's, so files keep their encoding.)
 """
 
 from __future__ import annotations
@@ -32,7 +57,7 @@ import types
 import typing
 from typing import Any, Callable
 
-from .errors import SchemaViolation, UnsupportedType
+from .errors import UnsupportedType
 
 # Deepest nesting of dataclasses and containers in a schema.
 SCHEMA_DEPTH_MAX = 32
@@ -67,12 +92,24 @@ class Field:
     """How one type hint is stored: its shape, and converters to and from stored values
     (``None`` where the value is stored as it is)."""
 
-    __slots__ = ("shape", "encode", "decode", "plan", "encoding")
+    __slots__ = ("shape", "encode", "decode", "plan", "encoding", "check")
 
-    def __init__(self, shape: Any, encode: Callable | None, decode: Callable | None, plan: Any = None, encoding: Any = None) -> None:
+    def __init__(
+        self,
+        shape: Any,
+        encode: Callable | None,
+        decode: Callable | None,
+        plan: Any = None,
+        encoding: Any = None,
+        check: Callable | None = None,
+    ) -> None:
         self.shape = shape
         self.encode = encode
         self.decode = decode
+        # ``check(value, path)``: the stored value, strictly (see the module docs), or
+        # :class:`WrongValue` naming ``path``. Used where no extension encoder runs
+        # (documents).
+        self.check = check
         # How the extension builds the value (see python/src/plan.rs); None: as stored.
         self.plan = plan
         # How the extension encodes the value (see python/src/encode.rs); None: as it is.
@@ -87,18 +124,20 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
             f"field `{path}`: nested deeper than {SCHEMA_DEPTH_MAX} levels", path=path, annotation=hint
         )
     if hint is bool:
-        return Field("Bool", None, None)
+        return Field("Bool", None, None, check=_check_bool)
     if hint is int:
-        return Field("Int", None, None)
+        return Field("Int", None, None, check=_check_int)
     if hint is float:
-        return Field("Float", _float_in, None, None, ("float",))
+        return Field("Float", _float_in, None, None, ("float",), check=_check_float)
     if hint is str:
-        return Field("String", None, None)
+        return Field("String", None, None, check=_check_str)
     if hint is bytes:
-        return Field("Bytes", None, None)
+        return Field("Bytes", None, None, check=_check_bytes)
     if hint is datetime.datetime:
         plan = ("call", datetime.datetime.fromisoformat)
-        return Field("String", _datetime_in(path), datetime.datetime.fromisoformat, plan, ("datetime", datetime.datetime))
+        return Field(
+            "String", _datetime_in(path), datetime.datetime.fromisoformat, plan, ("datetime", datetime.datetime), check=_check_datetime
+        )
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum_field(hint, path)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
@@ -110,7 +149,11 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         decode = None if field.decode is None else (lambda value, f=field.decode: None if value is None else f(value))
         plan = None if field.plan is None else ("optional", field.plan)
         encoding = None if field.encoding is None else ("optional", field.encoding)
-        return Field({"Option": field.shape}, encode, decode, plan, encoding)
+
+        def check_optional(value: Any, path: str, inner: Callable = field.check) -> Any:
+            return None if value is None else inner(value, path)
+
+        return Field({"Option": field.shape}, encode, decode, plan, encoding, check_optional)
     variants = _variants(hint)
     if variants is not None:
         return _union_field(variants, path, depth)
@@ -121,13 +164,32 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
         encode = None if item.encode is None else (lambda values, f=item.encode: [f(value) for value in values])
         decode = None if item.decode is None else (lambda values, f=item.decode: [f(value) for value in values])
         plan = None if item.plan is None else ("list", item.plan)
-        return Field({"List": item.shape}, encode, decode, plan, None if item.encoding is None else ("list", item.encoding))
+
+        def check_list(values: Any, path: str, inner: Callable = item.check) -> Any:
+            if not isinstance(values, (list, tuple)):  # a tuple is stored as a list
+                raise WrongValue.of("a list", values, path)
+            return [inner(value, f"{path}[{index}]") for index, value in enumerate(values)]
+
+        encoding = None if item.encoding is None else ("list", item.encoding)
+        return Field({"List": item.shape}, encode, decode, plan, encoding, check_list)
     if origin in (dict, typing.Dict) and len(arguments) == 2 and arguments[0] is str:
         item = describe(arguments[1], f"{path}{{}}", depth + 1)
         encode = None if item.encode is None else (lambda values, f=item.encode: {k: f(v) for k, v in values.items()})
         decode = None if item.decode is None else (lambda values, f=item.decode: {k: f(v) for k, v in values.items()})
         plan = None if item.plan is None else ("map", item.plan)
-        return Field({"Map": item.shape}, encode, decode, plan, None if item.encoding is None else ("map", item.encoding))
+
+        def check_map(values: Any, path: str, inner: Callable = item.check) -> Any:
+            if not isinstance(values, dict):
+                raise WrongValue.of("a dict", values, path)
+            checked = {}
+            for key, value in values.items():
+                if not isinstance(key, str):
+                    raise WrongValue(path, f"a dict key that is not a str ({key!r})")
+                checked[key] = inner(value, f"{path}.{key}")
+            return checked
+
+        encoding = None if item.encoding is None else ("map", item.encoding)
+        return Field({"Map": item.shape}, encode, decode, plan, encoding, check_map)
     raise UnsupportedType(
         f"field `{path}`: tessera cannot store {hint!r} (int, float, str, bytes, bool, Optional, "
         "list, dict[str, T], nested dataclasses, a Union of dataclasses, Enum and datetime can be stored)",
@@ -136,9 +198,90 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
     )
 
 
+class WrongValue(Exception):
+    """A value that is not of its field's declared type: the field ``path`` and the
+    ``problem`` (turned into :class:`tessera.SchemaViolation` by the caller, which knows the
+    collection and key)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"field `{path}`: {problem}")
+        self.path = path
+        self.problem = problem
+
+    @classmethod
+    def of(cls, expected: str, value: Any, path: str) -> "WrongValue":
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:60] + "…"
+        return cls(path, f"expected {expected}, got a {type(value).__name__} ({shown})")
+
+
+# The integers a document holds: i64 and u64.
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+def _check_bool(value: Any, path: str) -> Any:
+    if type(value) is not bool:
+        raise WrongValue.of("a bool", value, path)
+    return value
+
+
+def _check_int(value: Any, path: str) -> Any:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WrongValue.of("an int", value, path)
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise WrongValue(path, f"the int {value} is outside the 64-bit range (-2**63 to 2**64-1)")
+    return int(value)
+
+
+def exact_float(value: Any, path: str) -> float:
+    """``value`` (a float, or an int a float holds exactly) as a float; :class:`WrongValue`
+    otherwise: an int is never rounded."""
+    if isinstance(value, float):
+        return float(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WrongValue.of("a float", value, path)
+    try:
+        converted = float(value)
+    except OverflowError:
+        converted = None
+    # int == float compares exact values in Python.
+    if converted is None or converted != value:
+        raise WrongValue(
+            path,
+            f"the int {value} has no exact float value (a float field takes an int only when a float holds it "
+            "exactly: |n| <= 2**53, or a multiple of a large enough power of two)",
+        )
+    return converted
+
+
+_check_float = exact_float
+
+
+def _check_str(value: Any, path: str) -> Any:
+    if not isinstance(value, str):
+        raise WrongValue.of("a str", value, path)
+    return str(value)
+
+
+def _check_bytes(value: Any, path: str) -> Any:
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, bytearray):  # stored as bytes, as the dictionary API does
+        return bytes(value)
+    raise WrongValue.of("bytes", value, path)
+
+
+def _check_datetime(value: Any, path: str) -> Any:
+    if not isinstance(value, datetime.datetime):
+        raise WrongValue.of("a datetime", value, path)
+    return value.isoformat()
+
+
 def _float_in(value: Any) -> Any:
-    # An int given for a float field is stored as a float (as Python would compute with it).
-    return float(value) if type(value) is int else value
+    # An int given for a float field is stored as a float when one holds it exactly.
+    return exact_float(value, "") if type(value) is int else value
 
 
 def _datetime_in(path: str) -> Callable:
@@ -160,8 +303,13 @@ def _enum_field(cls: type, path: str) -> Field:
     def decode(value: Any) -> Any:
         return by_name[value]
 
+    def check(value: Any, path: str) -> Any:
+        if not isinstance(value, cls):
+            raise WrongValue.of(f"a {cls.__name__} member", value, path)
+        return value.name
+
     plan = ("members", dict(by_name))
-    return Field({"Enum": [[name, None] for name in members]}, encode, decode, plan, plan)
+    return Field({"Enum": [[name, None] for name in members]}, encode, decode, plan, plan, check)
 
 
 class RecordType:
@@ -176,6 +324,8 @@ class RecordType:
         fields: list[list[Any]] = []
         self.encoders: list[tuple[str, Callable]] = []
         self.decoders: list[tuple[str, Callable]] = []
+        # Each field's strict check (see Field.check), in declaration order.
+        self.checks: list[tuple[str, str, Callable]] = []
         plans: list[tuple[str, Any]] = []
         encodings: list[tuple[str, Any]] = []
         for field in dataclasses.fields(cls):
@@ -184,6 +334,7 @@ class RecordType:
             described = describe(hints[name], full, depth + 1)
             self.names.append(name)
             fields.append([name, described.shape])
+            self.checks.append((name, full, described.check))
             if described.encode is not None:
                 self.encoders.append((name, described.encode))
             if described.decode is not None:
@@ -199,19 +350,24 @@ class RecordType:
         self.encoding = ("struct", cls, encodings)
         self._native_plan: Any = None
         self._native_encoder: Any = None
-        self.plain = not self.encoders and not self.decoders and not hasattr(cls, "__slots__")
 
     def to_stored(self, obj: Any) -> dict:
-        """The record as a dict of stored values."""
+        """The record as a dict of stored values: exactly its declared fields (an attribute
+        set on the instance beyond them is not stored), each checked against its declared
+        type (:class:`WrongValue` naming the field path otherwise; see the module docs)."""
         if type(obj) is not self.cls:
-            raise SchemaViolation(
-                f"expected a {self.cls.__name__}, got {type(obj).__name__}", path="", key="", problem="wrong type"
-            )
-        if self.plain:
-            return obj.__dict__
-        values = {name: getattr(obj, name) for name in self.names}
-        for name, encode in self.encoders:
-            values[name] = encode(values[name])
+            raise WrongValue.of(f"a {self.cls.__name__}", obj, "")
+        return self.check_fields(obj)
+
+    def check_fields(self, obj: Any) -> dict:
+        """The declared fields of ``obj`` (an instance of exactly the class), checked."""
+        values = {}
+        for name, path, check in self.checks:
+            try:
+                value = getattr(obj, name)
+            except AttributeError:
+                raise WrongValue(path, "the field is not set") from None
+            values[name] = check(value, path)
         return values
 
     @property
@@ -288,7 +444,13 @@ def _struct_field(cls: type, path: str, depth: int) -> Field:
     def decode(value: Any) -> Any:
         return nested.from_stored(value) if isinstance(value, dict) else value
 
-    return Field(nested.shape, encode, decode, nested.plan, nested.encoding)
+    def check(value: Any, path: str) -> Any:
+        # Exactly the class: a subclass's own fields would be lost.
+        if type(value) is not cls:
+            raise WrongValue.of(f"a {cls.__name__}", value, path)
+        return nested.check_fields(value)
+
+    return Field(nested.shape, encode, decode, nested.plan, nested.encoding, check)
 
 
 def _union_field(variants: tuple, path: str, depth: int) -> Field:
@@ -313,7 +475,13 @@ def _union_field(variants: tuple, path: str, depth: int) -> Field:
                 return record.from_stored(payload)
         return value
 
+    def check(value: Any, path: str) -> Any:
+        record = records.get(type(value))
+        if record is None:
+            raise WrongValue.of("one of " + ", ".join(names), value, path)
+        return {type(value).__name__: record.check_fields(value)}
+
     shape = {"Enum": [[cls.__name__, records[cls].shape] for cls in variants]}
     plan = ("variants", {name: record.plan for name, record in by_name.items()})
     encoding = ("variants", [(name, record.encoding) for name, record in by_name.items()])
-    return Field(shape, encode, decode, plan, encoding)
+    return Field(shape, encode, decode, plan, encoding, check)

@@ -431,6 +431,34 @@ fn a_number_beyond_f64_is_an_error_not_infinity() {
 }
 
 #[test]
+fn an_integer_literal_is_exact_or_out_of_range() {
+    // Found by a review of the Python builder: `-9223372036854775809` was "number too large"
+    // while `18446744073709551617` was silently rounded to the float 2**64.
+    use tessera::query::{Expr, Literal};
+    let constant = |text: &str| {
+        let expr = Expr::parse(&format!("x < {text}"))?;
+        let Expr::Compare(_, _, right) = &expr else { panic!("{expr:?}") };
+        let Expr::Literal(literal) = right.as_ref() else { panic!("{expr:?}") };
+        Ok::<Literal, tessera::query::ParseError>(literal.clone())
+    };
+    assert_eq!(constant("-9223372036854775808").unwrap(), Literal::Int(i64::MIN));
+    assert_eq!(constant("18446744073709551615").unwrap(), Literal::UInt(u64::MAX));
+    // Beyond i64 and u64, a float that holds the integer exactly.
+    assert_eq!(constant("1180591620717411303424").unwrap(), Literal::Float(2f64.powi(70)));
+    assert_eq!(constant("-18446744073709551616").unwrap(), Literal::Float(-(2f64.powi(64))));
+    assert_eq!(constant("-9223372036854777856").unwrap(), Literal::Float(-(2f64.powi(63) + 2048.0)));
+    // Otherwise out of range, saying so, where the number starts.
+    for (text, column) in
+        [("-9223372036854775809", 6), ("-18446744073709551615", 6), ("18446744073709551617", 5), ("-18446744073709551617", 6)]
+    {
+        let error = constant(text).expect_err(text);
+        assert!(error.message.contains("out of range"), "{text}: {}", error.message);
+        assert!(error.message.contains(text.trim_start_matches('-')), "{text}: {}", error.message);
+        assert_eq!(error.column, column, "{text}: {error}");
+    }
+}
+
+#[test]
 fn float_arguments_of_typed_queries_stay_floats() {
     // `numeric_literal!` matched a `ty` fragment against the tokens `f32`/`f64`, which never
     // matches: every float argument went through `as i64` (`le(1.5)` ran as `<= 1`).

@@ -19,7 +19,11 @@
 //! ```
 //!
 //! A field is a dotted path of identifiers (`pos.x`), case-sensitive; keywords are not
-//! (`AND`, `Is Null`). Strings are double-quoted with `\"`, `\\`, `\n` and `\t` escapes.
+//! (`AND`, `Is Null`). Strings are double-quoted with `\"`, `\\`, `\n` and `\t` escapes;
+//! every other character, control characters included, stands for itself. An integer literal
+//! is exact: from `-2**63` to `2**64-1` an integer, beyond that a float only when a float
+//! holds it exactly (`2**70`, `-(2**64)`), and otherwise an error saying it is out of range
+//! (`-9223372036854775809`, `18446744073709551617`): it is never rounded.
 //! Errors carry the 1-based column and say what was expected after what.
 
 use super::order::{Nulls, Order, OrderKey};
@@ -153,6 +157,11 @@ impl<'t> Lexer<'t> {
                 Ok(Token::UInt(number.parse::<u64>().expect("checked")))
             }
             Err(_) => match number.parse::<f64>() {
+                // An integer beyond u64 is a float literal only when a float holds it exactly
+                // (2**70): rounding it would compare with another number than the one written.
+                Ok(float) if number.bytes().all(|byte| byte.is_ascii_digit()) && !is_exact(float, number) => {
+                    Err(self.error(start, integer_out_of_range(number)))
+                }
                 Ok(float) if float.is_finite() => Ok(Token::Float(float)),
                 // A literal beyond f64's range would silently become infinity.
                 Ok(_) => Err(self.error(start, format!("number {number:?} is out of range"))),
@@ -569,10 +578,12 @@ impl Parser<'_> {
             Some(Token::Int(int)) => {
                 Literal::Int(if negative { int.checked_neg().ok_or_else(|| self.error_at_next("number too large"))? } else { *int })
             }
-            // `-9223372036854775808` is i64::MIN; every other negative beyond i64 is too large.
+            // `-9223372036854775808` is i64::MIN; a negative beyond i64 is a float literal when
+            // a float holds it exactly (as an integer beyond u64 is), and out of range otherwise.
             Some(Token::UInt(uint)) if negative => match i64::try_from(i128::from(*uint).wrapping_neg()) {
                 Ok(int) => Literal::Int(int),
-                Err(_) => return Err(self.error_at_next("number too large")),
+                Err(_) if is_exact(*uint as f64, &uint.to_string()) => Literal::Float(-(*uint as f64)),
+                Err(_) => return Err(self.error_at_next(integer_out_of_range(&format!("-{uint}")))),
             },
             Some(Token::UInt(uint)) => Literal::UInt(*uint),
             Some(Token::Float(float)) => Literal::Float(if negative { -float } else { *float }),
@@ -586,6 +597,20 @@ impl Parser<'_> {
         self.next += 1;
         Ok(literal)
     }
+}
+
+/// Whether `float` is exactly the integer written in decimal digits `digits`.
+fn is_exact(float: f64, digits: &str) -> bool {
+    let digits = digits.trim_start_matches('0');
+    float.is_finite() && format!("{float:.0}") == if digits.is_empty() { "0" } else { digits }
+}
+
+/// The error for an integer literal that neither an integer nor a float holds exactly.
+fn integer_out_of_range(number: &str) -> String {
+    format!(
+        "number {number} is out of range: an integer literal is exact, from -2**63 to 2**64-1, \
+         or beyond them an integer a float holds exactly (such as 2**70)"
+    )
 }
 
 fn is_literal_word(word: &str) -> bool {
