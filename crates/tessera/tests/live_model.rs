@@ -637,7 +637,7 @@ fn a_subscription_made_while_another_thread_commits_follows_every_commit() {
                     db.write(|tx| {
                         docs.upsert(tx, &d)?;
                         if i.is_multiple_of(3) {
-                            docs.delete(tx, &((i as u8 + 5) % 10))?;
+                            docs.delete(tx, &(((i % 10) as u8 + 5) % 10))?;
                         }
                         Ok(())
                     })
