@@ -125,15 +125,14 @@ fn unique_needs_scalar(index_path: &str, kind: &str) -> String {
     )
 }
 
-/// Refuses a record whose value at unique index `index`'s path is a dict, a list or bytes
-/// (which a field of any type, as dynamic collections declare, may hold): see
+/// Refuses a record whose value at unique index `index`'s path, of kind `kind`, is a dict, a
+/// list or bytes (which a field of any type, as dynamic collections declare, may hold): see
 /// [`index_path_problem`].
-fn unique_value_problem(target: &IndexTarget<'_>, index: &IndexState, record: &[u8], primary_key: &[u8]) -> Result<()> {
-    let doc = super::open_stored(record, target.keys, target.verified)?;
-    let kind = match crate::query::lookup(doc.root(), &index.path).map(|value| value.kind()) {
-        Some(tessera_value::Kind::Dict) => "a dict",
-        Some(tessera_value::Kind::Array) => "a list",
-        Some(tessera_value::Kind::Binary) => "a byte string",
+fn unique_value_problem(target: &IndexTarget<'_>, index: &IndexState, kind: tessera_value::Kind, primary_key: &[u8]) -> Result<()> {
+    let kind = match kind {
+        tessera_value::Kind::Dict => "a dict",
+        tessera_value::Kind::Array => "a list",
+        tessera_value::Kind::Binary => "a byte string",
         _ => return Ok(()),
     };
     Err(Error::SchemaViolation {
@@ -168,22 +167,41 @@ pub(crate) fn components_in(
     layout: sort_key::NumberLayout,
     out: &mut Vec<Vec<u8>>,
 ) -> Result<bool> {
-    out.clear();
-    let Some(bytes) = record else { return Ok(false) };
-    let doc = super::open_stored(bytes, keys, verified)?;
-    components_of(doc.root(), index_path, layout, out);
-    Ok(true)
+    Ok(components_and_kind(record, keys, verified, index_path, layout, out)?.is_some())
 }
 
-/// [`components`] of an opened record.
-fn components_of(root: tessera_value::Value<'_>, index_path: &str, layout: sort_key::NumberLayout, out: &mut Vec<Vec<u8>>) {
+/// [`components_in`], and what it read: `None` when there is no record, else the kind of a
+/// plain index's value (`None` for a missing field or a multi-entry index), which a unique
+/// index checks ([`unique_value_problem`]) without opening the record again.
+fn components_and_kind(
+    record: Option<&[u8]>,
+    keys: &SharedKeys,
+    verified: bool,
+    index_path: &str,
+    layout: sort_key::NumberLayout,
+    out: &mut Vec<Vec<u8>>,
+) -> Result<Option<Option<tessera_value::Kind>>> {
+    out.clear();
+    let Some(bytes) = record else { return Ok(None) };
+    let doc = super::open_stored(bytes, keys, verified)?;
+    Ok(Some(components_of(doc.root(), index_path, layout, out)))
+}
+
+/// [`components`] of an opened record; the kind of a plain index's value, if present.
+fn components_of(
+    root: tessera_value::Value<'_>,
+    index_path: &str,
+    layout: sort_key::NumberLayout,
+    out: &mut Vec<Vec<u8>>,
+) -> Option<tessera_value::Kind> {
     let Some(array_path) = elements_of(index_path) else {
+        let value = crate::query::lookup(root, index_path);
         let mut component = Vec::new();
-        sort_key::encode_value_in(crate::query::lookup(root, index_path), layout, &mut component);
+        sort_key::encode_value_in(value, layout, &mut component);
         out.push(component);
-        return;
+        return value.map(|value| value.kind());
     };
-    let Some(array) = crate::query::lookup(root, array_path).and_then(|value| value.as_array()) else { return };
+    let array = crate::query::lookup(root, array_path).and_then(|value| value.as_array())?;
     for element in array.iter() {
         let mut component = Vec::new();
         sort_key::encode_value_in(Some(element), layout, &mut component);
@@ -194,6 +212,7 @@ fn components_of(root: tessera_value::Value<'_>, index_path: &str, layout: sort_
     }
     out.sort_unstable();
     out.dedup();
+    None
 }
 
 /// The entry keys of a record's `components` in `index`, sorted and distinct (two long strings
@@ -261,7 +280,8 @@ pub(crate) fn update_entries<'i>(
     let (mut removes, mut adds): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
     for index in indexes {
         let had = components(old, keys, verified, &index.path, &mut old_components)?;
-        let has = components(new, keys, verified, &index.path, &mut new_components)?;
+        let new_kind = components_and_kind(new, keys, verified, &index.path, sort_key::NumberLayout::Residual, &mut new_components)?;
+        let has = new_kind.is_some();
         if new_components.len() > ELEMENT_ENTRIES_MAX {
             return Err(Error::LimitExceeded {
                 what: "distinct elements of one record's array in a multi-entry index",
@@ -277,9 +297,9 @@ pub(crate) fn update_entries<'i>(
             removes.extend(entry_key(index, component, primary_key).ok());
         }
         if index.unique
-            && let Some(record) = new
+            && let Some(Some(kind)) = new_kind
         {
-            unique_value_problem(target, index, record, primary_key)?;
+            unique_value_problem(target, index, kind, primary_key)?;
         }
         for component in new_components.iter().filter(|component| !old_components.contains(component)) {
             let entry = entry_key(index, component, primary_key)?;

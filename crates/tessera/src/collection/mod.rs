@@ -610,6 +610,7 @@ fn lossy_numbers<T: Record>(
     tx: &WriteTxn<'_>,
     records: &Keyspace,
     shared: &tessera_value::SharedKeys,
+    verified: bool,
     shape: &TypeDesc,
     stored: &TypeDesc,
 ) -> Result<Option<String>> {
@@ -620,7 +621,7 @@ fn lossy_numbers<T: Record>(
     }
     for entry in tx.range(records, ..)? {
         let (key, bytes) = entry?;
-        let doc = Doc::from_untrusted_with_keys(bytes, shared)?;
+        let doc = open_stored(bytes, shared, verified)?;
         for (path, float) in &narrowed {
             if let Some(value) = schema::lossy_number(doc.root(), path, *float) {
                 return Ok(Some(format!(
@@ -693,7 +694,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
                 match shape.incompatibility(&stored.shape, "") {
                     Some(reason) => Some(reason),
                     None if is_empty => None,
-                    None => lossy_numbers::<T>(tx, &records, &record_keys.shared, &shape, &stored.shape)?,
+                    None => lossy_numbers::<T>(tx, &records, &record_keys.shared, db.verifies_checksums(), &shape, &stored.shape)?,
                 }
             };
             match (&options.migrate, incompatible) {

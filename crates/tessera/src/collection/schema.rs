@@ -640,7 +640,7 @@ pub(crate) enum FloatType {
 }
 
 impl FloatType {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             FloatType::F32 => "f32",
             FloatType::F64 => "f64",
@@ -679,20 +679,26 @@ pub(crate) fn lossy_number(record: tessera_value::Value<'_>, path: &str, float: 
 }
 
 fn lossy_leaf(value: tessera_value::Value<'_>, float: FloatType) -> Option<String> {
+    (!holds_exactly(value, float)).then(|| format!("{}, which {} cannot hold exactly", value.to_json(), float.name()))
+}
+
+/// Whether `float` holds the number `value` exactly: an integer only if converting it loses
+/// nothing, a float as `f64` always and as `f32` only if narrowing loses nothing (NaN and the
+/// infinities are kept). Not a number: true (nothing to round). One rule for schema changes
+/// ([`lossy_number`]), dynamic writes into float fields and float keys of dynamic collections.
+pub(crate) fn holds_exactly(value: tessera_value::Value<'_>, float: FloatType) -> bool {
     use tessera_value::Kind;
-    let exact = match value.kind() {
+    let fits = |number: f64| float == FloatType::F64 || number.is_nan() || f64::from(number as f32) == number;
+    match value.kind() {
         Kind::Int => value.as_i64().is_some_and(|int| {
             let number = int as f64;
-            number.abs() < 2f64.powi(63) && number as i64 == int && (float == FloatType::F64 || f64::from(number as f32) == number)
+            number.abs() < 2f64.powi(63) && number as i64 == int && fits(number)
         }),
         Kind::UInt => value.as_u64().is_some_and(|uint| {
             let number = uint as f64;
-            number < 2f64.powi(64) && number as u64 == uint && (float == FloatType::F64 || f64::from(number as f32) == number)
+            number < 2f64.powi(64) && number as u64 == uint && fits(number)
         }),
-        Kind::Float => {
-            value.as_f64().is_some_and(|number| float == FloatType::F64 || number.is_nan() || f64::from(number as f32) == number)
-        }
+        Kind::Float => value.as_f64().is_some_and(fits),
         _ => true,
-    };
-    (!exact).then(|| format!("{}, which {} cannot hold exactly", value.to_json(), float.name()))
+    }
 }

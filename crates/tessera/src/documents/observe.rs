@@ -105,13 +105,13 @@ where
         _type: std::marker::PhantomData,
     });
     let name = name.to_owned();
+    let own_key = field_key.clone();
     // The field's stored keys and bytes (one key unless deep).
     let in_field = move |key: &[u8]| {
         key.starts_with(&field_key) && (key.len() == field_key.len() || (deep && key[field_key.len()] == super::PATH_SEPARATOR))
     };
     crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
         let mut stored: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let own_key = document.field_key(&path)?;
         if let Some(bytes) = txn.get(&place.keyspace, &own_key)? {
             stored.insert(own_key.clone(), bytes.to_vec());
         }

@@ -7,6 +7,7 @@
 //! bounded by the binary format's depth limit, so the recursion is too.
 
 use crate::collection::TypeDesc;
+use crate::collection::schema::{FloatType, holds_exactly};
 use tessera_value::codec::narrow_to_f32;
 use tessera_value::{EncodeError, Encoder, Kind, Value};
 
@@ -66,17 +67,12 @@ fn at<R>(path: &mut String, step: &str, inside: impl FnOnce(&mut String) -> R) -
     result
 }
 
-/// A number as a float: a float as it is, an integer only if the float holds it exactly (a
+/// A number as a float: a float as it is, an integer only if `float` holds it exactly (a
 /// rounded one would be stored as another number than the one given).
-fn exact_float(value: Value<'_>, path: &str, float_type: &str) -> Result<f64, ConformError> {
+fn exact_float(value: Value<'_>, path: &str, float: FloatType) -> Result<f64, ConformError> {
     let number = value.as_f64().ok_or_else(|| wrong(path, "a number", value))?;
-    let exact = match value.kind() {
-        Kind::Int => value.as_i64().is_some_and(|int| number.abs() < 2f64.powi(63) && number as i64 == int),
-        Kind::UInt => value.as_u64().is_some_and(|uint| number < 2f64.powi(64) && number as u64 == uint),
-        _ => true,
-    };
-    if !exact {
-        return Err(misfit(path, format!("{} cannot be held exactly by {float_type}", value.to_json())));
+    if matches!(value.kind(), Kind::Int | Kind::UInt) && !holds_exactly(value, float) {
+        return Err(misfit(path, format!("{} cannot be held exactly by {}", value.to_json(), float.name())));
     }
     Ok(number)
 }
@@ -109,17 +105,14 @@ fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, path: &mut St
             }
         }
         TypeDesc::Float => match value.kind() {
-            Kind::Int | Kind::UInt | Kind::Float => Ok(out.push_f64(exact_float(value, path, "f64")?)?),
+            Kind::Int | Kind::UInt | Kind::Float => Ok(out.push_f64(exact_float(value, path, FloatType::F64)?)?),
             _ => Err(wrong(path, "a number", value)),
         },
         TypeDesc::Float32 => {
             if !matches!(value.kind(), Kind::Int | Kind::UInt | Kind::Float) {
                 return Err(wrong(path, "a number (f32)", value));
             }
-            let float = exact_float(value, path, "f32")?;
-            if matches!(value.kind(), Kind::Int | Kind::UInt) && f64::from(float as f32) != float {
-                return Err(misfit(path, format!("{} cannot be held exactly by f32", value.to_json())));
-            }
+            let float = exact_float(value, path, FloatType::F32)?;
             let narrowed = narrow_to_f32(float).ok_or_else(|| misfit(path, format!("{float:e} is out of range for f32")))?;
             Ok(out.push_f32(narrowed)?)
         }

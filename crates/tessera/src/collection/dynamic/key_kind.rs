@@ -5,6 +5,7 @@
 //! recorded in the schema when a dynamic handle creates a collection, or learned from stored
 //! keys.
 
+use crate::collection::schema::{FloatType, holds_exactly};
 use crate::collection::{IntType, TypeDesc};
 use serde::{Deserialize, Serialize};
 use tessera_value::{Kind, Value};
@@ -114,12 +115,8 @@ impl KeyKind {
                 let number = value.as_f64().ok_or_else(|| self.expected(value))?;
                 // Only a value the key holds exactly: a rounded key would name another record
                 // (and one out of range would be infinity).
-                let exact = match value.kind() {
-                    Kind::Int => value.as_i64().is_some_and(|int| number as i128 == i128::from(int) && number.abs() < 2f64.powi(63)),
-                    Kind::UInt => value.as_u64().is_some_and(|uint| number as i128 == i128::from(uint) && number < 2f64.powi(64)),
-                    _ => true,
-                };
-                if !exact || (self == KeyKind::F32 && !(f64::from(number as f32) == number || number.is_nan())) {
+                let float = if self == KeyKind::F32 { FloatType::F32 } else { FloatType::F64 };
+                if !holds_exactly(value, float) {
                     return Err(format!("{} cannot be held exactly by a key of {}", value.to_json(), self.name()));
                 }
                 if self == KeyKind::F32 { (number as f32).encode_key(out) } else { number.encode_key(out) }
