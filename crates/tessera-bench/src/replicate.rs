@@ -96,7 +96,7 @@ fn lag_ms(server: &TempPostgres, options: &Options) -> std::io::Result<f64> {
     let mut replicator = Replicator::start(&db, replicator_options).map_err(io_error)?;
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let (mut wait, follower_stop, follower) = (FeedWait::new(&db, 20), &stop, &mut replicator);
+        let (mut wait, follower_stop, follower) = (FeedWait::new(&db, 20).unwrap(), &stop, &mut replicator);
         let follower = scope.spawn(move || follower.follow(&mut wait, follower_stop));
         std::thread::sleep(Duration::from_millis(100)); // the follower is idle, waiting on the feed
         let sequence = db

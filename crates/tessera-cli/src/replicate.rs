@@ -52,7 +52,8 @@ pub fn replicate(args: &ReplicateArgs<'_>) -> Outcome {
     let stats = if args.follow {
         // Runs until the process is stopped: every commit PostgreSQL holds is final, and the
         // next run resumes from PostgreSQL's cursor.
-        replicator.follow(&mut FeedWait::new(&db, FOLLOW_LOOK_INTERVAL_MS), &AtomicBool::new(false)).map_err(failure)?
+        let mut wait = FeedWait::new(&db, FOLLOW_LOOK_INTERVAL_MS).map_err(|error| failure(ReplicateError::Tessera(error)))?;
+        replicator.follow(&mut wait, &AtomicBool::new(false)).map_err(failure)?
     } else {
         replicator.catch_up().map_err(failure)?
     };

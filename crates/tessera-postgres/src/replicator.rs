@@ -207,7 +207,7 @@ impl Replicator {
     ///         std::thread::sleep(std::time::Duration::from_secs(10));
     ///         stop.store(true, Ordering::Release);
     ///     });
-    ///     let stats = replicator.follow(&mut FeedWait::new(&db, 1_000), &stop)?;
+    ///     let stats = replicator.follow(&mut FeedWait::new(&db, 1_000)?, &stop)?;
     ///     assert!(replicator.cursor() >= stats.commits);
     ///     Ok::<(), tessera_postgres::ReplicateError>(())
     /// })?;

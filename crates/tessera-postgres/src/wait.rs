@@ -98,7 +98,7 @@ impl Wait for PollWait {
 /// use tessera_postgres::{FeedWait, Wait};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = tessera::Db::open(dir.path().join("db"))?;
-/// let mut wait = FeedWait::new(&db, 1_000);
+/// let mut wait = FeedWait::new(&db, 1_000)?;
 /// let space = db.keyspace("k")?;
 /// db.write(|tx| tx.put(&space, b"a", b"1"))?;
 /// let start = std::time::Instant::now();
@@ -115,15 +115,19 @@ pub struct FeedWait {
 impl FeedWait {
     /// Subscribes to `db`'s change feed; waits last at most `interval_max_ms` (at least 1).
     ///
+    /// # Errors
+    /// [`tessera::Error::WouldDeadlock`] inside a write transaction of this thread (see
+    /// [`tessera::Db::subscribe`]).
+    ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
     /// let db = tessera::Db::open(dir.path().join("db"))?;
-    /// let wait = tessera_postgres::FeedWait::new(&db, 0);
+    /// let wait = tessera_postgres::FeedWait::new(&db, 0)?;
     /// assert_eq!(wait.interval_max_ms, 1); // at least 1
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(db: &tessera::Db, interval_max_ms: u64) -> FeedWait {
-        FeedWait { stream: db.subscribe(), interval_max_ms: interval_max_ms.max(1) }
+    pub fn new(db: &tessera::Db, interval_max_ms: u64) -> tessera::Result<FeedWait> {
+        Ok(FeedWait { stream: db.subscribe()?, interval_max_ms: interval_max_ms.max(1) })
     }
 }
 

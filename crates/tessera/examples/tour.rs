@@ -49,7 +49,7 @@ pub fn tour(path: &str) -> Result<(), Box<dyn std::error::Error>> {
     // changes to the file, for consumers in other processes and after restarts.
     let db = Db::open_with(path, DbOptions { durable_feed: true, ..DbOptions::default() })?;
     let people_space = db.keyspace("people")?;
-    let feed = db.subscribe();
+    let feed = db.subscribe()?;
 
     // 1. JSON in: one pass, no intermediate tree; strings and keys are de-duplicated.
     let json = br#"[

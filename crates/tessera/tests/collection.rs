@@ -93,7 +93,7 @@ fn unchanged_writes_publish_nothing() {
     let (_dir, db) = open();
     let docs = db.collection::<BenchDoc>().unwrap();
     db.write(|tx| docs.insert(tx, &bench_doc(1))).unwrap();
-    let feed = db.subscribe();
+    let feed = db.subscribe().unwrap();
     db.write(|tx| docs.upsert(tx, &bench_doc(1))).unwrap();
     assert!(feed.recv_timeout(Duration::from_millis(100)).is_none());
 }

@@ -128,7 +128,7 @@ fn a_commit_of_another_process_reaches_the_feed_and_subscriptions_with_its_old_v
     let object = accounts.subscribe_object(&1u32).unwrap();
     let deleted = accounts.subscribe_object(&2u32).unwrap();
     let rich = accounts.subscribe_query(&accounts.filter(Account::balance().ge(11)).order_by(Account::balance(), Order::Asc)).unwrap();
-    let stream = db.subscribe();
+    let stream = db.subscribe().unwrap();
     assert_eq!(initial(object.recv_timeout(WAIT)).map(|account| account.balance), Some(10));
     assert!(initial(deleted.recv_timeout(WAIT)).is_some());
     let first: Vec<u32> = initial(rich.recv_timeout(WAIT)).iter().map(|account| account.id).collect();
@@ -225,7 +225,7 @@ fn race(path: &str, side: u32) {
     let marks = db.keyspace("marks").unwrap();
     let live = accounts.subscribe_query(&accounts.all().order_by(Account::balance(), Order::Desc)).unwrap();
     let ids: Vec<u32> = initial(live.recv_timeout(WAIT)).iter().map(|account| account.id).collect();
-    let stream = db.subscribe();
+    let stream = db.subscribe().unwrap();
     let start = db.read(|tx| Ok(tx.sequence())).unwrap();
     db.write(|tx| tx.put(&marks, format!("ready{side}").as_bytes(), b"")).unwrap();
     let other = if side == 0 { 1 } else { 0 };
@@ -314,7 +314,7 @@ fn a_writer_without_the_option_on_a_file_that_has_it_still_notifies_with_old_val
     db.write(|tx| accounts.insert(tx, &Account { id: 1, email: "a@x".into(), balance: 10 })).unwrap();
     let live = accounts.subscribe_query(&accounts.all()).unwrap();
     initial(live.recv_timeout(WAIT));
-    let stream = db.subscribe();
+    let stream = db.subscribe().unwrap();
     finish(spawn("plain", &path));
     assert_eq!(changed(live.recv_timeout(WAIT)).result[0].balance, 12);
     match stream.recv_timeout(WAIT) {

@@ -114,7 +114,7 @@ fn writes_are_behind_and_unchanged_writes_are_skipped() {
     let dict = db
         .dictionary_with("behind", DictionaryOptions { flush_interval: Duration::from_millis(200), ..DictionaryOptions::default() })
         .unwrap();
-    let feed = db.subscribe();
+    let feed = db.subscribe().unwrap();
     for i in 0..100u32 {
         dict.set(&format!("k{i}"), &i).unwrap();
     }

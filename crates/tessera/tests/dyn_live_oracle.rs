@@ -182,7 +182,7 @@ impl Store {
         let typed = db.collection::<Row>().unwrap();
         let rows = db.dyn_collection("dyn_live_rows").unwrap();
         let tick = db.keyspace("dyn_live_tick").unwrap();
-        let feed = db.subscribe();
+        let feed = db.subscribe().unwrap();
         Store { db, typed, rows, tick, feed }
     }
 

@@ -413,7 +413,7 @@ impl Store {
         let db = Db::open_with(path, DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() }).unwrap();
         let docs = db.collection::<Doc>().unwrap();
         let tick = db.keyspace("review_tick").unwrap();
-        let feed = db.subscribe();
+        let feed = db.subscribe().unwrap();
         Store { db, docs, tick, ticks: 0, feed }
     }
 

@@ -789,7 +789,7 @@ impl Store {
         let tags = db.collection::<Tag>().unwrap();
         let cells = db.collection::<Cell>().unwrap();
         let tick = db.keyspace("oracle_tick").unwrap();
-        let feed = Some(db.subscribe());
+        let feed = Some(db.subscribe().unwrap());
         Store { db, collections: Collections { items, tags, cells }, tick, ticks: 0, feed }
     }
 
@@ -1198,7 +1198,7 @@ fn run_concurrent_case(case: &Case) -> Result<(), TestCaseError> {
         std::thread::sleep(Duration::from_micros(100));
     }
     writer.join().expect("the writer");
-    store.feed = Some(store.db.subscribe());
+    store.feed = Some(store.db.subscribe().unwrap());
     store.commit(&Txn { ops: Vec::new(), abort: false });
     for watch in &mut item_watches {
         watch.finish(&store)?;

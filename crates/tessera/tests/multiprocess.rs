@@ -32,7 +32,7 @@ fn two_processes_share_one_database() {
     let db = Db::open_with(&path, DbOptions { map_size_initial_bytes: 1 << 16, ..DbOptions::default() }).unwrap();
     let ks = db.keyspace("shared").unwrap();
     db.write(|tx| tx.put(&ks, b"from parent", b"1")).unwrap();
-    let stream = db.subscribe();
+    let stream = db.subscribe().unwrap();
     let status = Command::new(std::env::current_exe().unwrap())
         .args(["multiprocess_child", "--exact", "--ignored", "--test-threads=1"])
         .env(CHILD_PATH, &path)

@@ -278,6 +278,62 @@ fn opening_twice_in_one_process_shares_one_database() {
     drop((first, second));
     Db::open(&path).unwrap();
 }
+/// A subscription made while another thread's write transaction is open: "every commit from
+/// now on" includes that transaction's commit whenever its data was not yet visible when
+/// `subscribe` returned. Before `subscribe` waited for the writer, it returned at once, the
+/// transaction (begun without listeners, so recording nothing, or with the durable feed alone,
+/// so recording no old values) committed after it, and the stream never saw that commit.
+#[test]
+fn a_subscription_made_during_another_threads_transaction_misses_none_of_its_commit() {
+    for durable_feed in [false, true] {
+        let (_dir, path) = temp();
+        let db = Db::open_with(&path, DbOptions { durable_feed, ..DbOptions::default() }).unwrap();
+        let ks = db.keyspace("ks").unwrap();
+        db.write(|tx| tx.put(&ks, b"k", b"before")).unwrap();
+        let inside = Arc::new(Barrier::new(2));
+        let writer = {
+            let (db, ks, inside) = (db.clone(), ks.clone(), inside.clone());
+            std::thread::spawn(move || {
+                db.write(|tx| {
+                    tx.put(&ks, b"k", b"during")?;
+                    inside.wait();
+                    std::thread::sleep(Duration::from_millis(200));
+                    Ok(())
+                })
+                .unwrap()
+            })
+        };
+        inside.wait();
+        let stream = db.subscribe().unwrap();
+        let visible_at_return = get(&db, &ks, b"k").as_deref() == Some(&b"during"[..]);
+        writer.join().unwrap();
+        db.write(|tx| tx.put(&ks, b"after", b"x")).unwrap();
+        let mut keys = Vec::new();
+        while let Some(event) = stream.recv_timeout(Duration::from_millis(500)) {
+            match event {
+                FeedEvent::Batch(batch) => keys.extend(batch.changes.iter().map(|change| change.key.to_vec())),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        let expected: Vec<Vec<u8>> = if visible_at_return { vec![b"after".to_vec()] } else { vec![b"k".to_vec(), b"after".to_vec()] };
+        assert_eq!(keys, expected, "durable feed {durable_feed}: visible when subscribe returned: {visible_at_return}");
+        assert!(visible_at_return, "durable feed {durable_feed}: subscribe returns after the open transaction commits");
+    }
+}
+
+#[test]
+fn subscribing_inside_a_write_transaction_is_refused_not_left_to_deadlock() {
+    let (_dir, path) = temp();
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let refused = db.write(|tx| {
+        tx.put(&ks, b"k", b"v")?;
+        Ok(db.subscribe().err())
+    });
+    assert!(matches!(refused, Ok(Some(Error::WouldDeadlock { .. }))), "{refused:?}");
+    assert!(db.subscribe().is_ok(), "outside a transaction");
+}
+
 #[test]
 fn the_feed_reports_each_commit_once_in_order_with_old_and_new_values() {
     let (_dir, path) = temp();
@@ -285,7 +341,7 @@ fn the_feed_reports_each_commit_once_in_order_with_old_and_new_values() {
     let ks = db.keyspace("ks").unwrap();
     let other = db.keyspace("other").unwrap();
     db.write(|tx| tx.put(&ks, b"existing", b"1")).unwrap();
-    let stream = db.subscribe();
+    let stream = db.subscribe().unwrap();
     db.write(|tx| {
         tx.put(&ks, b"new", b"a")?;
         tx.put(&ks, b"existing", b"2")?;
@@ -333,7 +389,7 @@ fn concurrent_writers_are_delivered_in_commit_order() {
     let (_dir, path) = temp();
     let db = Db::open_with(&path, DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() }).unwrap();
     let ks = db.keyspace("ks").unwrap();
-    let stream = db.subscribe();
+    let stream = db.subscribe().unwrap();
     let barrier = Arc::new(Barrier::new(4));
     let handles: Vec<_> = (0..4u8)
         .map(|thread| {
@@ -363,7 +419,7 @@ fn a_slow_listener_lags_instead_of_stalling_writers() {
     let options = DbOptions { listener_queue_batches: 4, durability: Durability::BUFFERED, ..DbOptions::default() };
     let db = Db::open_with(&path, options).unwrap();
     let ks = db.keyspace("ks").unwrap();
-    let slow = db.subscribe(); // never read during the writes
+    let slow = db.subscribe().unwrap(); // never read during the writes
     for i in 0u32..50 {
         db.write(|tx| tx.put(&ks, &i.to_be_bytes(), b"v")).unwrap();
     }
@@ -387,7 +443,7 @@ fn a_panicking_listener_is_removed_without_affecting_others() {
     let db = Db::open(&path).unwrap();
     let ks = db.keyspace("ks").unwrap();
     db.on_commit(|_| panic!("listener bug")).unwrap();
-    let healthy = db.subscribe();
+    let healthy = db.subscribe().unwrap();
     for i in 0u8..3 {
         db.write(|tx| tx.put(&ks, &[i], b"v")).unwrap();
     }
@@ -759,7 +815,7 @@ fn a_failed_flush_after_a_commit_is_not_durable_but_committed_and_published() {
     let (_dir, path) = temp();
     let db = Db::open_with(&path, DbOptions { durability: Durability::Immediate, ..DbOptions::default() }).unwrap();
     let ks = db.keyspace("ks").unwrap();
-    let stream = db.subscribe();
+    let stream = db.subscribe().unwrap();
     db.inject_flush_failures(1);
     let result = db.write(|tx| tx.put(&ks, b"k", b"v"));
     assert!(matches!(&result, Err(Error::NotDurable(message)) if message.contains("injected")), "{result:?}");
@@ -780,7 +836,7 @@ fn closing_delivers_every_published_batch_first() {
         let (_dir, path) = temp();
         let db = Db::open(&path).unwrap();
         let ks = db.keyspace("ks").unwrap();
-        let stream = db.subscribe();
+        let stream = db.subscribe().unwrap();
         for n in 0..200u32 {
             db.write(|tx| tx.put(&ks, &n.to_be_bytes(), b"v")).unwrap();
         }

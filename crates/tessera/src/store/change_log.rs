@@ -15,6 +15,14 @@
 //! and owned [`Change`]s are made from it only for listeners ([`ChangeLog::to_changes`]), on
 //! the delivering thread.
 //!
+//! A log for the durable feed alone (no in-process listener, no cross-process notification)
+//! keeps no old values ([`ChangeLog::start`]): the feed's entries hold each key's new value
+//! only. It records whether each key had a value, and compares a first write's old and new
+//! bytes before the write, so a key written once with the bytes it had still drops out. A key
+//! written twice that ends as it began stays an update there (its first old value is gone by
+//! then): the entry names the value the key has, which is true, and a consumer applies it as a
+//! no-op. Such a log is never handed to in-process listeners ([`ChangeLog::keeps_old_values`]).
+//!
 //! The table hashes with foldhash seeded at random per log (a transaction's keys may come
 //! from outside): keys crafted without the seed cannot make one transaction's log quadratic,
 //! and the seed lives only as long as the transaction, which never shows a hash.
@@ -51,7 +59,8 @@ struct Entry {
     /// Index in [`ChangeLog::keyspaces`].
     keyspace: u32,
     key: Span,
-    /// The value before the transaction (`None`: the key did not exist).
+    /// The value before the transaction (`None`: the key did not exist). In a log that keeps
+    /// no old values, [`OLD_NOT_KEPT`] for a key that had one.
     old: Option<Span>,
     /// The value now (`None`: deleted).
     new: Option<Span>,
@@ -63,7 +72,11 @@ struct Entry {
     unchanged: bool,
 }
 
-/// A change in the log, borrowed: what the durable feed encodes.
+/// The `old` of an entry whose key had a value, in a log that keeps no old values.
+const OLD_NOT_KEPT: Span = Span { start: 0, len: 0 };
+
+/// A change in the log, borrowed: what the durable feed encodes. `old` is `None` for every
+/// change of a log that keeps no old values ([`ChangeLog::keeps_old_values`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ChangeView<'a> {
     pub(crate) keyspace: &'a str,
@@ -87,8 +100,9 @@ pub(crate) struct Staged(StagedKey);
 enum StagedKey {
     /// The key already has an entry: its old value is the one recorded first.
     Known(usize),
-    /// The key's first change; its hash and old value.
-    First { hash: u64, keyspace: u32, old: Option<Span> },
+    /// The key's first change; its hash, its old value, and whether the write puts back the
+    /// very bytes the key has (compared before the write, while both are at hand).
+    First { hash: u64, keyspace: u32, old: Option<Span>, unchanged: bool },
 }
 
 /// See the module docs.
@@ -107,6 +121,8 @@ pub(crate) struct ChangeLog {
     /// A delete has been recorded: from then on a key new to the store may have an entry (it
     /// was deleted earlier in the transaction), and [`ChangeLog::record_new`] looks it up.
     deleted: bool,
+    /// Old values are copied (see the module docs): false for the durable feed alone.
+    keeps_old_values: bool,
     hasher: foldhash::fast::RandomState,
     /// By keyspace index: what its changes add to a durable-feed entry, summed by
     /// [`ChangeLog::finish`] while it walks the entries (see [`KeyspaceTotals`]).
@@ -140,6 +156,7 @@ impl Default for ChangeLog {
             positions: hashbrown::HashTable::new(),
             indexed: 0,
             deleted: false,
+            keeps_old_values: true,
             hasher: foldhash::fast::RandomState::default(),
             totals: Vec::new(),
             len: 0,
@@ -152,16 +169,23 @@ impl ChangeLog {
     /// to (at most [`KEPT_BYTES_MAX`]), and a fresh hash seed. A large commit's log would
     /// otherwise take fresh pages from the system each time, one fault per 4 KiB (a third of
     /// the log's cost, measured with `feed_parts`).
-    pub(crate) fn start() -> ChangeLog {
+    ///
+    /// `keep_old_values`: whether the log copies each key's value before its first write, for
+    /// in-process listeners and cross-process notification. The durable feed alone needs only
+    /// the new values; without the copies an update's log takes half the bytes.
+    pub(crate) fn start(keep_old_values: bool) -> ChangeLog {
         let kept =
             KEPT.with(|kept| kept.borrow_mut().take()).or_else(|| SPARE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
-        match kept {
-            Some(mut log) => {
-                log.hasher = foldhash::fast::RandomState::default();
-                log
-            }
-            None => ChangeLog::default(),
-        }
+        let mut log = kept.unwrap_or_default();
+        log.hasher = foldhash::fast::RandomState::default();
+        log.keeps_old_values = keep_old_values;
+        log
+    }
+
+    /// Whether the log copies old values (see [`ChangeLog::start`]): only such a log may be
+    /// handed to in-process listeners, whose changes carry them.
+    pub(crate) fn keeps_old_values(&self) -> bool {
+        self.keeps_old_values
     }
 
     /// Empties the log and keeps it for this thread's next write transaction, unless it holds
@@ -195,6 +219,7 @@ impl ChangeLog {
         self.positions.clear();
         self.indexed = 0;
         self.deleted = false;
+        self.keeps_old_values = true;
         self.totals.clear();
         self.len = 0;
         Some(self)
@@ -248,34 +273,41 @@ impl ChangeLog {
         (hash, self.positions.find(hash, same).map(|&(_, index)| index))
     }
 
-    /// Copies `old`, `key`'s value before a write, unless the key has an entry already.
-    pub(crate) fn stage(&mut self, keyspace: &Arc<str>, key: &[u8], old: Option<&[u8]>) -> Staged {
+    /// Copies `old`, `key`'s value before a write of `new` (`None`: a delete), unless the key
+    /// has an entry already. A log that keeps no old values notes only that there was one (and
+    /// its caller may pass any bytes for a value it did not read: see
+    /// [`ChangeLog::keeps_old_values`]).
+    pub(crate) fn stage(&mut self, keyspace: &Arc<str>, key: &[u8], old: Option<&[u8]>, new: Option<&[u8]>) -> Staged {
         self.index_pending();
         let keyspace = self.keyspace_index(keyspace);
         match self.find(keyspace, key) {
             (_, Some(index)) => Staged(StagedKey::Known(index)),
             (hash, None) => {
-                let old = old.map(|old| self.push_bytes(old));
-                Staged(StagedKey::First { hash, keyspace, old })
+                let unchanged = matches!((old, new), (Some(old), Some(new)) if old == new);
+                let old = match self.keeps_old_values {
+                    true => old.map(|old| self.push_bytes(old)),
+                    false => old.map(|_| OLD_NOT_KEPT),
+                };
+                Staged(StagedKey::First { hash, keyspace, old, unchanged })
             }
         }
     }
 
     /// Records a write that succeeded: `key` (the one staged) now has the value `new`
-    /// (`None`: deleted).
+    /// (`None`: deleted), the `new` given to [`ChangeLog::stage`].
     pub(crate) fn record_staged(&mut self, staged: Staged, key: &[u8], new: Option<&[u8]>) {
         self.deleted |= new.is_none();
         let new = new.map(|new| self.push_bytes(new));
-        let same = |log: &ChangeLog, old: Option<Span>| matches!((old, new), (Some(old), Some(new)) if log.slice(old) == log.slice(new));
         match staged.0 {
             StagedKey::Known(index) => {
-                let unchanged = same(self, self.entries[index].old);
+                // Without the first old value, a key written twice stays a change.
+                let old = self.entries[index].old.filter(|_| self.keeps_old_values);
+                let unchanged = matches!((old, new), (Some(old), Some(new)) if self.slice(old) == self.slice(new));
                 let entry = &mut self.entries[index];
                 (entry.new, entry.unchanged) = (new, unchanged);
             }
-            StagedKey::First { hash, keyspace, old } => {
+            StagedKey::First { hash, keyspace, old, unchanged } => {
                 self.index_pending();
-                let unchanged = same(self, old);
                 let key = self.push_bytes(key);
                 let index = self.entries.len();
                 self.positions.insert_unique(hash, (hash, index), |&(entry_hash, _)| entry_hash);
@@ -294,7 +326,7 @@ impl ChangeLog {
     /// never hashes its keys.
     pub(crate) fn record_new(&mut self, keyspace: &Arc<str>, key: &[u8], new: &[u8]) {
         if self.deleted {
-            let staged = self.stage(keyspace, key, None);
+            let staged = self.stage(keyspace, key, None, Some(new));
             self.record_staged(staged, key, Some(new));
             return;
         }
@@ -355,7 +387,7 @@ impl ChangeLog {
                 keyspace: &self.keyspaces[entry.keyspace as usize],
                 key: self.slice(entry.key),
                 kind: entry.kind?,
-                old: entry.old.map(|old| self.slice(old)),
+                old: entry.old.filter(|_| self.keeps_old_values).map(|old| self.slice(old)),
                 new: entry.new.map(|new| self.slice(new)),
             })
         })
@@ -375,6 +407,7 @@ impl ChangeLog {
 
     /// The changes after [`ChangeLog::finish`], owned: a batch for in-process listeners.
     pub(crate) fn to_changes(&self) -> Vec<Change> {
+        assert!(self.keeps_old_values, "a log without old values is never given to listeners");
         let owned = |entry: &Entry| {
             Some(Change {
                 keyspace: self.keyspaces[entry.keyspace as usize].clone(),
@@ -401,16 +434,22 @@ mod tests {
     type Owned = (String, Vec<u8>, ChangeKind, Option<Vec<u8>>, Option<Vec<u8>>);
 
     /// The naive oracle: replays the writes over the state before, then compares each touched
-    /// key's value before and after the whole transaction.
-    fn oracle(names: &[Arc<str>], before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>, writes: &[Write]) -> Vec<Owned> {
+    /// key's value before and after the whole transaction. Without old values (`keep_old_values`
+    /// false) no change has one, and a key written more than once stays a change even when it
+    /// ends as it began (see the module docs).
+    fn oracle(names: &[Arc<str>], before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>, writes: &[Write], keep_old_values: bool) -> Vec<Owned> {
         let mut after = before.clone();
         let mut order: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut writes_of: BTreeMap<(usize, Vec<u8>), usize> = BTreeMap::new();
         for (keyspace, key, new) in writes {
             let id = (*keyspace, key.clone());
             // Deleting a missing key changes nothing: it does not place the key in the order.
             let changes_something = new.is_some() || after.contains_key(&id);
-            if changes_something && !order.contains(&id) {
-                order.push(id.clone());
+            if changes_something {
+                if !order.contains(&id) {
+                    order.push(id.clone());
+                }
+                *writes_of.entry(id.clone()).or_default() += 1;
             }
             match new {
                 Some(value) => after.insert(id, value.clone()),
@@ -421,21 +460,23 @@ mod tests {
             .into_iter()
             .filter_map(|id| {
                 let (old, new) = (before.get(&id).cloned(), after.get(&id).cloned());
+                let written_back = old == new && (keep_old_values || writes_of[&id] == 1);
                 let kind = match (&old, &new) {
                     (None, Some(_)) => ChangeKind::Insert,
-                    (Some(old), Some(new)) if old != new => ChangeKind::Update,
+                    (Some(_), Some(_)) if !written_back => ChangeKind::Update,
                     (Some(_), None) => ChangeKind::Delete,
                     _ => return None,
                 };
+                let old = old.filter(|_| keep_old_values);
                 Some((names[id.0].to_string(), id.1, kind, old, new))
             })
             .collect()
     }
 
     /// Records `writes` as the write path does: stage with the value stored now, then record.
-    fn logged(names: &[Arc<str>], before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>, writes: &[Write]) -> ChangeLog {
+    fn logged(names: &[Arc<str>], before: &BTreeMap<(usize, Vec<u8>), Vec<u8>>, writes: &[Write], keep_old_values: bool) -> ChangeLog {
         let mut state = before.clone();
-        let mut log = ChangeLog::default();
+        let mut log = ChangeLog { keeps_old_values: keep_old_values, ..ChangeLog::default() };
         for (keyspace, key, new) in writes {
             let id = (*keyspace, key.clone());
             // A delete of a missing key records nothing, as `WriteTxn::delete` does.
@@ -447,8 +488,13 @@ mod tests {
             match (state.get(&id), new) {
                 // A key absent from the store, written as `WriteTxn::insert_new` does.
                 (None, Some(value)) if value.len() % 2 == 0 => log.record_new(&name, key, value),
+                // A delete without old values, as `WriteTxn::delete` stages it: no read.
+                (Some(_), None) if !keep_old_values => {
+                    let staged = log.stage(&name, key, Some(b"not read"), None);
+                    log.record_staged(staged, key, None);
+                }
                 (old, new) => {
-                    let staged = log.stage(&name, key, old.map(Vec::as_slice));
+                    let staged = log.stage(&name, key, old.map(Vec::as_slice), new.as_deref());
                     log.record_staged(staged, key, new.as_deref());
                 }
             }
@@ -464,7 +510,8 @@ mod tests {
     fn the_log_agrees_with_a_replay_of_random_transactions() {
         let names: Vec<Arc<str>> = vec!["a".into(), "b".into(), "c".into()];
         let mut rng = fastrand::Rng::with_seed(19);
-        for _ in 0..2_000 {
+        for round in 0..4_000 {
+            let keep_old_values = round % 2 == 0;
             // Few keys and values, so that keys repeat and values come back.
             let key = |rng: &mut fastrand::Rng| vec![b'k'; rng.usize(1..4)];
             let value = |rng: &mut fastrand::Rng| vec![rng.u8(0..3); rng.usize(0..3)];
@@ -475,15 +522,17 @@ mod tests {
             let writes: Vec<Write> = (0..rng.usize(0..12))
                 .map(|_| (rng.usize(0..3), key(&mut rng), if rng.u8(0..4) == 0 { None } else { Some(value(&mut rng)) }))
                 .collect();
-            let log = logged(&names, &before, &writes);
+            let log = logged(&names, &before, &writes, keep_old_values);
             let got: Vec<Owned> = log
                 .changes()
                 .map(|c| (c.keyspace.to_string(), c.key.to_vec(), c.kind, c.old.map(<[u8]>::to_vec), c.new.map(<[u8]>::to_vec)))
                 .collect();
-            let expected = oracle(&names, &before, &writes);
-            assert_eq!(got, expected, "before {before:?}, writes {writes:?}");
-            let owned: Vec<_> = log.to_changes();
-            assert_eq!(owned.iter().map(Change::view).collect::<Vec<_>>(), log.changes().collect::<Vec<_>>());
+            let expected = oracle(&names, &before, &writes, keep_old_values);
+            assert_eq!(got, expected, "keep old values {keep_old_values}, before {before:?}, writes {writes:?}");
+            if keep_old_values {
+                let owned: Vec<_> = log.to_changes();
+                assert_eq!(owned.iter().map(Change::view).collect::<Vec<_>>(), log.changes().collect::<Vec<_>>());
+            }
             assert_eq!((log.len(), log.is_empty()), (expected.len(), expected.is_empty()));
         }
     }
@@ -506,12 +555,12 @@ mod tests {
     fn a_key_written_back_to_its_old_value_drops_out_and_one_written_twice_appears_once() {
         let ks: Arc<str> = "ks".into();
         let mut log = ChangeLog::default();
-        let staged = log.stage(&ks, b"k", Some(b"v0"));
+        let staged = log.stage(&ks, b"k", Some(b"v0"), Some(b"v1"));
         log.record_staged(staged, b"k", Some(b"v1"));
-        let staged = log.stage(&ks, b"k", Some(b"v1"));
+        let staged = log.stage(&ks, b"k", Some(b"v1"), Some(b"v0"));
         log.record_staged(staged, b"k", Some(b"v0"));
         log.record_new(&ks, b"n", b"x");
-        let staged = log.stage(&ks, b"n", Some(b"x"));
+        let staged = log.stage(&ks, b"n", Some(b"x"), Some(b"y"));
         log.record_staged(staged, b"n", Some(b"y"));
         let log = log.finish();
         let changes: Vec<ChangeView<'_>> = log.changes().collect();

@@ -210,7 +210,8 @@ mod tests {
 
     /// Catching up over more commits than one read takes: every commit, once, in order, with
     /// the old values its writer had. (The commits are this process's own, made while nobody
-    /// listened, and `delivered` is then put back, so that they look like another process's.)
+    /// listened, and `delivered` and the listener's start are then put back, so that they look
+    /// like another process's.)
     #[test]
     fn catching_up_reads_the_feed_in_bounded_chunks_and_publishes_every_commit_in_order() {
         let dir = tempfile::tempdir().unwrap();
@@ -223,7 +224,8 @@ mod tests {
             // The same key every time: each commit's old value is the one before.
             db.write(|tx| tx.put(&notes, b"k", &i.to_be_bytes())).unwrap();
         }
-        let stream = db.subscribe();
+        // A listener that starts before them, as one of this process would for another's.
+        let stream = db.inner.feed.subscribe(|| start);
         let state = db.inner.cross_process.get().unwrap();
         *lock(&state.delivered) = start;
         state.catch_up(&db.inner).unwrap();

@@ -36,7 +36,7 @@ pub(crate) const INLINE_DELIVERY_CHANGES_MAX: usize = 256;
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = tessera::Db::open(dir.path().join("db"))?;
 /// let ks = db.keyspace("ks")?;
-/// let feed = db.subscribe();
+/// let feed = db.subscribe()?;
 /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
 /// let Some(FeedEvent::Batch(batch)) = feed.recv_timeout(Duration::from_secs(5)) else { panic!("no batch") };
 /// assert_eq!(batch.changes[0].kind, ChangeKind::Insert);
@@ -61,7 +61,7 @@ pub enum ChangeKind {
 /// let db = tessera::Db::open(dir.path().join("db"))?;
 /// let ks = db.keyspace("ks")?;
 /// db.write(|tx| tx.put(&ks, b"k", b"old"))?;
-/// let feed = db.subscribe();
+/// let feed = db.subscribe()?;
 /// db.write(|tx| tx.put(&ks, b"k", b"new"))?;
 /// let Some(FeedEvent::Batch(batch)) = feed.recv_timeout(Duration::from_secs(5)) else { panic!("no batch") };
 /// let change = &batch.changes[0];
@@ -92,7 +92,7 @@ pub struct Change {
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = tessera::Db::open(dir.path().join("db"))?;
 /// let ks = db.keyspace("ks")?;
-/// let feed = db.subscribe();
+/// let feed = db.subscribe()?;
 /// db.write(|tx| { tx.put(&ks, b"k", b"1")?; tx.put(&ks, b"k", b"2") })?; // one key, twice
 /// let Some(FeedEvent::Batch(batch)) = feed.recv_timeout(Duration::from_secs(5)) else { panic!("no batch") };
 /// assert_eq!(batch.changes.len(), 1, "a key changed twice appears once, with its last value");
@@ -115,7 +115,7 @@ pub struct ChangeBatch {
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = tessera::Db::open(dir.path().join("db"))?;
 /// let ks = db.keyspace("ks")?;
-/// let feed = db.subscribe();
+/// let feed = db.subscribe()?;
 /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
 /// match feed.recv_timeout(Duration::from_secs(5)) {
 ///     Some(FeedEvent::Batch(batch)) => assert_eq!(batch.changes.len(), 1),
@@ -145,6 +145,9 @@ pub const LISTENER_QUEUE_BATCHES_DEFAULT: usize = 1024;
 
 struct Listener {
     sender: SyncSender<FeedEvent>,
+    /// The last commit before the listener's start: batches up to it are not its to receive
+    /// (`u64::MAX` until [`Feed::subscribe`] knows it; see [`crate::Db::subscribe`]).
+    starts_after: Arc<AtomicU64>,
     /// Batches dropped for this listener and not yet reported; shared with its stream, which
     /// reports them itself when its queue runs dry. Whoever swaps the count out reports it.
     missed: Arc<AtomicU64>,
@@ -392,7 +395,11 @@ impl Feed {
             return; // no owned copy of the batch is made for nobody
         }
         let owned = batch.owned();
+        let sequence = batch.sequence();
         listeners.retain_mut(|listener| {
+            if sequence <= listener.starts_after.load(Ordering::Acquire) {
+                return true; // committed before the listener started
+            }
             let pending = listener.missed.swap(0, Ordering::AcqRel);
             if pending > 0 {
                 match listener.sender.try_send(FeedEvent::Lagged { missed: pending }) {
@@ -416,12 +423,20 @@ impl Feed {
         self.listener_count.store(listeners.len(), Ordering::Release);
     }
 
-    pub(crate) fn subscribe(&self) -> ChangeStream {
+    /// Adds a listener, which writers record changes for from now on. It receives the batches
+    /// of the commits after `starts_after()`, called once it is registered: the caller's last
+    /// commit before the start, read where no commit can come between (see
+    /// [`crate::Db::subscribe`]).
+    pub(crate) fn subscribe(&self, starts_after: impl FnOnce() -> u64) -> ChangeStream {
         let (sender, receiver) = mpsc::sync_channel(self.queue_batches);
         let missed = Arc::new(AtomicU64::new(0));
-        let mut listeners = lock(&self.listeners);
-        listeners.push(Listener { sender, missed: missed.clone() });
-        self.listener_count.store(listeners.len(), Ordering::Release);
+        let start = Arc::new(AtomicU64::new(u64::MAX));
+        {
+            let mut listeners = lock(&self.listeners);
+            listeners.push(Listener { sender, starts_after: start.clone(), missed: missed.clone() });
+            self.listener_count.store(listeners.len(), Ordering::Release);
+        }
+        start.store(starts_after(), Ordering::Release);
         ChangeStream { receiver, missed }
     }
 }
@@ -437,7 +452,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// # let dir = tempfile::tempdir().unwrap();
 /// let db = tessera::Db::open(dir.path().join("db"))?;
 /// let notes = db.keyspace("notes")?;
-/// let stream = db.subscribe();
+/// let stream = db.subscribe()?;
 /// db.write(|tx| tx.put(&notes, b"k", b"v"))?;
 /// match stream.recv_timeout(std::time::Duration::from_secs(5)) {
 ///     Some(tessera::FeedEvent::Batch(batch)) => assert_eq!(batch.changes[0].kind, tessera::ChangeKind::Insert),
@@ -468,7 +483,7 @@ impl ChangeStream {
     /// use std::time::Duration;
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = tessera::Db::open(dir.path().join("db"))?;
-    /// let feed = db.subscribe();
+    /// let feed = db.subscribe()?;
     /// assert!(feed.recv_timeout(Duration::from_millis(10)).is_none(), "no commit, no event");
     /// # Ok::<(), tessera::Error>(())
     /// ```
@@ -487,7 +502,7 @@ impl ChangeStream {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = tessera::Db::open(dir.path().join("db"))?;
     /// let ks = db.keyspace("ks")?;
-    /// let feed = db.subscribe();
+    /// let feed = db.subscribe()?;
     /// assert!(feed.try_recv().is_none());
     /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
     /// let deadline = Instant::now() + Duration::from_secs(5);

@@ -401,7 +401,7 @@ mod tests {
         for _ in 0..rng.usize(0..20) {
             store.insert((rng.usize(..names.len()), vec![rng.u8(0..4); rng.usize(1..3)]), vec![7; rng.usize(0..3)]);
         }
-        let mut log = ChangeLog::start();
+        let mut log = ChangeLog::start(rng.bool());
         for _ in 0..writes {
             let id = (rng.usize(..names.len()), vec![rng.u8(0..4); rng.usize(1..3)]);
             let new = match rng.u8(0..5) {
@@ -413,7 +413,7 @@ mod tests {
             match (store.get(&id), &new) {
                 (None, Some(value)) if rng.bool() => log.record_new(name, &id.1, value),
                 (old, new) => {
-                    let staged = log.stage(name, &id.1, old.map(Vec::as_slice));
+                    let staged = log.stage(name, &id.1, old.map(Vec::as_slice), new.as_deref());
                     log.record_staged(staged, &id.1, new.as_deref());
                 }
             }

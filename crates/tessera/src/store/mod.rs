@@ -1071,7 +1071,13 @@ impl Db {
         self.sync()
     }
 
-    /// Subscribes to the change feed: one event per commit from now on.
+    /// Subscribes to the change feed: one event per commit after the state this call returns
+    /// in. A write transaction another thread has open when it is called is waited for: its
+    /// commit is part of that state, never missed and never delivered.
+    ///
+    /// # Errors
+    /// [`Error::WouldDeadlock`] inside a write transaction of this thread, which could not
+    /// be waited for.
     ///
     /// ```
     /// use std::time::Duration;
@@ -1079,13 +1085,22 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = tessera::Db::open(dir.path().join("db"))?;
     /// let ks = db.keyspace("ks")?;
-    /// let feed = db.subscribe();
+    /// let feed = db.subscribe()?;
     /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
     /// assert!(matches!(feed.recv_timeout(Duration::from_secs(5)), Some(FeedEvent::Batch(_))));
     /// # Ok::<(), tessera::Error>(())
     /// ```
-    pub fn subscribe(&self) -> ChangeStream {
-        self.inner.feed.subscribe()
+    pub fn subscribe(&self) -> Result<ChangeStream> {
+        if txn::writing_on_this_thread() {
+            return Err(Error::WouldDeadlock { operation: "subscribing to the change feed", advice: "subscribe before writing" });
+        }
+        // Under the writer lock no commit comes between the listener's registration and the
+        // commit it starts after. A transaction begun before the registration may have
+        // recorded no changes (nobody listened): it has committed by then, inside the start.
+        Ok(self.inner.feed.subscribe(|| {
+            let _writer = lock(&self.inner.writer);
+            self.inner.env.info().last_txn_id as u64
+        }))
     }
 
     /// Calls `listener` on a thread of its own for each commit from now on. A panicking
@@ -1104,7 +1119,7 @@ impl Db {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn on_commit(&self, mut listener: impl FnMut(&FeedEvent) + Send + 'static) -> Result<()> {
-        let stream = self.subscribe();
+        let stream = self.subscribe()?;
         std::thread::Builder::new().name("tessera-listener".into()).spawn(move || {
             for event in stream {
                 let call = std::panic::AssertUnwindSafe(|| listener(&event));

@@ -32,6 +32,7 @@ impl Published {
     pub(crate) fn from_log(sequence: u64, log: ChangeLog) -> Published {
         let len = log.len();
         debug_assert!(len > 0, "an empty commit publishes no batch");
+        assert!(log.keeps_old_values(), "listeners' changes carry old values");
         Published { sequence, len, source: Source::Log(log) }
     }
 
@@ -111,12 +112,12 @@ mod tests {
     #[test]
     fn one_keyspaces_changes_are_the_batchs_changes_to_it_in_order() {
         let (records, index): (Arc<str>, Arc<str>) = ("records".into(), "index".into());
-        let mut log = ChangeLog::start();
+        let mut log = ChangeLog::start(true);
         log.record_new(&records, b"a", b"1");
         log.record_new(&index, b"a1", b"");
-        let staged = log.stage(&records, b"b", Some(b"2"));
+        let staged = log.stage(&records, b"b", Some(b"2"), Some(b"3"));
         log.record_staged(staged, b"b", Some(b"3"));
-        let staged = log.stage(&records, b"c", Some(b"4"));
+        let staged = log.stage(&records, b"c", Some(b"4"), Some(b"4"));
         log.record_staged(staged, b"c", Some(b"4")); // written back as it was: drops out
         log.record_new(&records, b"d", b"5");
         let batch = Published::from_log(7, log.finish());

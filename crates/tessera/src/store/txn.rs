@@ -621,12 +621,18 @@ impl<'db> WriteTxn<'db> {
         Ok(())
     }
 
-    /// While changes are recorded: copies `key`'s value as it is before a write (the write
-    /// may overwrite it in place), unless the log has the key's first old value already.
-    fn stage_old(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<Option<Staged>> {
+    /// While changes are recorded: copies `key`'s value as it is before a write of `new`
+    /// (`None`: a delete; the write may overwrite the old value in place), unless the log has
+    /// the key's first old value already.
+    fn stage_old(&mut self, keyspace: &Keyspace, key: &[u8], new: Option<&[u8]>) -> Result<Option<Staged>> {
         let Some(log) = &mut self.log else { return Ok(None) };
+        if new.is_none() && !log.keeps_old_values() {
+            // A delete is recorded only if the key existed (`WriteTxn::delete`), and a log
+            // without old values needs nothing more: no read.
+            return Ok(Some(log.stage(&keyspace.name, key, Some(&[]), None)));
+        }
         let old = get_checked(&self.txn, self.inner, keyspace, key)?;
-        Ok(Some(log.stage(&keyspace.name, key, old)))
+        Ok(Some(log.stage(&keyspace.name, key, old, new)))
     }
 
     /// Stores `value` under `key` with `flags`: with its checksum, in a checksummed keyspace.
@@ -672,7 +678,7 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn put(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
-        let staged = self.stage_old(keyspace, key)?;
+        let staged = self.stage_old(keyspace, key, Some(value))?;
         self.put_logged(keyspace, key, staged, value)
     }
 
@@ -682,7 +688,7 @@ impl<'db> WriteTxn<'db> {
     pub(crate) fn put_after_read(&mut self, keyspace: &Keyspace, key: &[u8], old: Option<&[u8]>, value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
         debug_assert_eq!(self.get(keyspace, key).ok().flatten(), old, "put_after_read given another value than the stored one");
-        let staged = self.log.as_mut().map(|log| log.stage(&keyspace.name, key, old));
+        let staged = self.log.as_mut().map(|log| log.stage(&keyspace.name, key, old, Some(value)));
         self.put_logged(keyspace, key, staged, value)
     }
 
@@ -846,7 +852,7 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
-        let staged = self.stage_old(keyspace, key)?;
+        let staged = self.stage_old(keyspace, key, None)?;
         let existed = match keyspace.handle.delete(&mut self.txn, key) {
             Ok(existed) => existed,
             Err(error) => return Err(self.note_error(error)),
@@ -990,7 +996,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         let mut txn = WriteTxn {
             txn,
             inner,
-            log: (inner.feed.has_listeners() || durable_feed.is_some()).then(ChangeLog::start),
+            log: change_log_for(inner, durable_feed.as_ref()),
             map_full: false,
             written_bytes: 0,
             wrote_feed_mark: false,
@@ -1064,7 +1070,10 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             work();
         }
         if let Some(changes) = changes {
-            if !changes.is_empty() && inner.feed.has_listeners() {
+            // A log without old values (the durable feed alone when the transaction began) is
+            // not published: a listener that came since waits for this writer before it starts
+            // (`Db::wait_for_writers`), as it does for a transaction that logged nothing.
+            if !changes.is_empty() && changes.keeps_old_values() && inner.feed.has_listeners() {
                 // Published while the writer lock is held, so batches queue in commit order;
                 // they are delivered after the lock is released (below, or by the feed thread).
                 inner.feed.publish(Published::from_log(sequence, changes));
@@ -1097,6 +1106,17 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         inner.syncer.sync_through(sequence).map_err(Error::NotDurable)?;
     }
     Ok(value)
+}
+
+/// The change log a write transaction keeps, if anyone needs its changes: in-process
+/// listeners and cross-process notification need old values, the durable feed alone does not.
+fn change_log_for(inner: &Inner, durable_feed: Option<&durable_feed::FeedWrite>) -> Option<ChangeLog> {
+    let listened = inner.feed.has_listeners();
+    match durable_feed {
+        None if !listened => None,
+        None => Some(ChangeLog::start(true)),
+        Some(target) => Some(ChangeLog::start(listened || target.olds.is_some())),
+    }
 }
 
 /// The text of a panic's payload (`panic!` with a message gives a `&str` or a `String`).
