@@ -168,6 +168,8 @@ impl QuerySpec<'_> {
 
     /// Plans the query and returns the matching candidates, ordered, offset and limited.
     pub(crate) fn run<'t>(&self, snapshot: &'t dyn Snapshot) -> Result<Candidates<'t>> {
+        // Another process's schema change would make the plan read another index's entries.
+        self.state.current_in(snapshot)?;
         let plan = self.plan()?;
         let matches = self.matches(snapshot, &plan)?;
         let limit = self.limit.unwrap_or(usize::MAX);

@@ -54,6 +54,7 @@ mod keys;
 mod plan;
 mod query;
 mod schema;
+mod schema_watch;
 pub(crate) mod sort_key;
 mod upgrade;
 mod view;
@@ -403,6 +404,21 @@ impl<T> Default for CollectionOptions<T> {
     }
 }
 
+/// Why a [`CollectionState`] no longer describes its collection (see
+/// [`CollectionState::superseded`]).
+pub(crate) struct Superseded {
+    /// What changed the schema, as the error says it.
+    reason: String,
+    /// Only the indexes changed: records are still read by key as before.
+    records_readable: bool,
+}
+
+impl Superseded {
+    fn error(&self, collection: &str) -> Error {
+        schema_error(collection, format!("{} after this handle was made: open the collection again", self.reason))
+    }
+}
+
 /// One index's run-time state.
 pub(crate) struct IndexState {
     pub(crate) path: String,
@@ -445,10 +461,13 @@ pub(crate) struct CollectionState {
     /// Whether the store checks records against their checksums as it reads them (see
     /// [`open_stored`]).
     pub(crate) checksums_verified: bool,
-    /// Set when another handle of this process opened the collection with another shape or
-    /// other indexes: the name of that type. Writes and index reads through this state are
-    /// then refused ([`CollectionState::current`]).
-    pub(crate) superseded: std::sync::OnceLock<&'static str>,
+    /// Set when another handle of this process, or another process, opened the collection
+    /// with another shape, primary key or other indexes. Writes and planned reads through
+    /// this state are then refused ([`CollectionState::current`]), and reads by key too unless
+    /// only the indexes changed ([`CollectionState::readable_in`]).
+    pub(crate) superseded: std::sync::OnceLock<Superseded>,
+    /// Finds another process's schema change ([`CollectionState::current_in`]).
+    schema_watch: schema_watch::SchemaWatch,
     type_id: std::any::TypeId,
 }
 
@@ -460,16 +479,44 @@ impl CollectionState {
     pub(crate) fn current(&self) -> Result<()> {
         match self.superseded.get() {
             None => Ok(()),
-            Some(by) => Err(schema_error(
-                &self.name,
-                format!("its schema was changed by opening it as `{by}` after this handle was made: open the collection again"),
-            )),
+            Some(superseded) => Err(superseded.error(&self.name)),
         }
     }
 
-    /// Marks this state as replaced by `by`'s (see [`CollectionState::current`]).
-    pub(crate) fn supersede(&self, by: &'static str) {
-        let _ = self.superseded.set(by);
+    /// [`CollectionState::current`], and not changed by another process in what `view`
+    /// includes (see `schema_watch.rs`): what every write and every planned read checks in its
+    /// transaction.
+    #[inline]
+    pub(crate) fn current_in(&self, view: &dyn Snapshot) -> Result<()> {
+        self.watch(view);
+        self.current()
+    }
+
+    /// Whether records can be read by key in `view` through this state: they can when it is
+    /// current, or when only the indexes changed (a read by key uses none); not when the shape
+    /// or the primary key did, which this state would decode or find by the old ones.
+    #[inline]
+    pub(crate) fn readable_in(&self, view: &dyn Snapshot) -> Result<()> {
+        self.watch(view);
+        match self.superseded.get() {
+            Some(superseded) if !superseded.records_readable => Err(superseded.error(&self.name)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Marks this state superseded if another process changed the schema in `view`.
+    #[inline]
+    fn watch(&self, view: &dyn Snapshot) {
+        if let Err(changed) = self.schema_watch.check(view, &self.shape, &self.indexes, &self.name) {
+            let _ = self.superseded.set(Superseded { reason: changed.reason, records_readable: changed.indexes_only });
+        }
+    }
+
+    /// Marks this state as replaced by an open of the collection as record type `by`, with
+    /// the shape `shape`, in this process (see [`CollectionState::current`]).
+    pub(crate) fn supersede(&self, by: &'static str, shape: &TypeDesc) {
+        let reason = format!("its schema was changed by opening it as `{by}`");
+        let _ = self.superseded.set(Superseded { reason, records_readable: self.shape == *shape });
     }
 
     /// Whether `other` has this state's shape and indexes (paths, uniqueness and ids).
@@ -591,7 +638,7 @@ impl Db {
                 if let Some(live) = live
                     && !live.same_schema(&state)
                 {
-                    live.supersede(std::any::type_name::<T>());
+                    live.supersede(std::any::type_name::<T>(), &state.shape);
                 }
                 if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
                     build::start(self, &state)?;
@@ -752,6 +799,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         single_key_type,
         checksums_verified,
         superseded: std::sync::OnceLock::new(),
+        schema_watch: schema_watch::SchemaWatch::new(schema_keyspace, key_fields),
         type_id: std::any::TypeId::of::<T>(),
     })
 }
@@ -906,7 +954,7 @@ impl CollectionState {
     /// them again), maintaining indexes (unique ones refuse a taken value). Unchanged when the
     /// bytes are identical.
     pub(crate) fn store(&self, tx: &mut WriteTxn<'_>, key: &[u8], old: Option<&[u8]>, bytes: &[u8]) -> Result<WriteOutcome> {
-        self.current()?;
+        self.current_in(&*tx)?;
         if old == Some(bytes) {
             return Ok(WriteOutcome::Unchanged);
         }
@@ -924,7 +972,7 @@ impl CollectionState {
     /// Deletes the record at `key` and its index entries: Deleted, or Unchanged if there was
     /// none. Shared by typed and dynamic handles, as [`CollectionState::store`] is.
     pub(crate) fn delete(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
-        self.current()?;
+        self.current_in(&*tx)?;
         if self.indexes.is_empty() {
             // No index entries to find from the old record: delete without reading it.
             return Ok(if tx.delete(&self.records, key)? { WriteOutcome::Deleted } else { WriteOutcome::Unchanged });
@@ -1031,7 +1079,7 @@ impl<T: Record> Collection<T> {
             let duplicate = || Error::DuplicateKey { collection: self.state.name.clone(), key: self.state.display_key(key) };
             if self.state.indexes.is_empty() {
                 // No index to maintain: one descent writes the record or finds the key taken.
-                self.state.current()?;
+                self.state.current_in(&*tx)?;
                 self.state.encode(record, bytes)?;
                 return if tx.insert_new_in(&self.state.records, key, bytes)? { Ok(WriteOutcome::Inserted) } else { Err(duplicate()) };
             }
@@ -1289,7 +1337,9 @@ impl<T: Record> Collection<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn get_encoded(&self, snapshot: &dyn Snapshot, key: &[u8]) -> Result<Option<T>> {
+        self.state.readable_in(snapshot)?;
         match snapshot.get_value(&self.state.records, key)? {
             Some(bytes) => decode(&self.state, key, bytes).map(Some),
             None => Ok(None),

@@ -19,6 +19,7 @@ mod durable_feed;
 mod feed_entry;
 pub mod key;
 mod migrate;
+mod origins;
 
 mod feed;
 pub(crate) mod names;
@@ -397,6 +398,8 @@ pub(crate) struct Inner {
     hash_key: std::sync::OnceLock<HashKey>,
     /// The durable change feed's state in this process.
     pub(crate) feed_state: durable_feed::FeedState,
+    /// Which commits this process made (see [`origins`]).
+    pub(crate) origins: origins::CommitOrigins,
     /// Notification across processes, when [`DbOptions::cross_process_notify`] is on.
     pub(crate) cross_process: std::sync::OnceLock<Arc<cross_process::CrossProcess>>,
     /// This process's claim on the file; the last field, so released after the environment
@@ -563,6 +566,7 @@ impl Db {
             simulated_disk_bytes: std::sync::atomic::AtomicU64::new(u64::MAX),
             hash_key: std::sync::OnceLock::new(),
             feed_state: durable_feed::FeedState::new(options_feed_retention),
+            origins: origins::CommitOrigins::default(),
             cross_process: std::sync::OnceLock::new(),
             claim: FileClaim::default(),
         });

@@ -228,6 +228,9 @@ pub struct ReadTxn<'db> {
     inner: &'db Inner,
     /// The reader count of the thread that opened it.
     opened_on: Arc<AtomicUsize>,
+    /// LMDB's id of the transaction, read once: every read of a collection asks for it
+    /// (`Snapshot::foreign_commits_after`), and LMDB answers through a call.
+    sequence: u64,
 }
 
 /// One read transaction kept by a database for the reads that go through a `Db` (a `get`, a
@@ -273,11 +276,11 @@ impl<'db> ReadTxn<'db> {
                 // closed) never races this.
                 let kept = lock(&inner.snapshot_cache.slot).take();
                 if let Some(txn) = kept.filter(|txn| txn.id() == inner.env.info().last_txn_id) {
-                    return Ok(ReadTxn { txn: Some(txn), inner, opened_on });
+                    return Ok(ReadTxn { sequence: txn.id() as u64, txn: Some(txn), inner, opened_on });
                 }
             }
             match inner.env.clone().static_read_txn() {
-                Ok(txn) => return Ok(ReadTxn { txn: Some(txn), inner, opened_on }),
+                Ok(txn) => return Ok(ReadTxn { sequence: txn.id() as u64, txn: Some(txn), inner, opened_on }),
                 Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
                     inner.resize_gate.leave(&opened_on);
                     let _writer = lock(&inner.writer);
@@ -422,7 +425,7 @@ impl<'db> ReadTxn<'db> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn sequence(&self) -> u64 {
-        self.txn().id() as u64
+        self.sequence
     }
 }
 
@@ -991,6 +994,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed(error, ceiling)),
         };
+        inner.origins.write_begins(txn.id() as u64);
         // The durable feed needs the changes; another process may have turned it on.
         let durable_feed = durable_feed::enabled_for_write(inner, &txn)?;
         let mut txn = WriteTxn {
@@ -1041,6 +1045,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         }
         let written = txn.written_bytes;
         let advances_off_through = txn.changed && !txn.wrote_feed_mark;
+        let wrote = txn.changed;
         inner.last_written_bytes.store(written, Ordering::Relaxed);
         let after_commit = std::mem::take(&mut txn.after_commit);
         let buffered = matches!(durability, Durability::Buffered { .. });
@@ -1054,6 +1059,9 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
                 continue;
             }
             Err(error) => return Err(Error::from_heed_write(error, ceiling, &inner.path)),
+        }
+        if wrote {
+            inner.origins.committed(sequence);
         }
         if durable_feed.is_none() && advances_off_through {
             inner.feed_state.committed_without_mark(sequence);
@@ -1441,6 +1449,23 @@ pub trait Snapshot {
     /// The sequence of the last commit this view includes (for a write transaction, the one it
     /// will have).
     fn view_sequence(&self) -> u64;
+    /// Whether a commit this view includes after commit `sequence` may be another process's
+    /// (this process knows its own; LMDB numbers every process's commits in one sequence):
+    /// then `Some` of the last commit the view includes besides its own writes. Something
+    /// read at `sequence` is still as it was in this view when this is `None`.
+    ///
+    /// ```
+    /// use tessera::store::Snapshot;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let ks = db.keyspace("ks")?;
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?;
+    /// let seen = db.read_txn()?.sequence();
+    /// db.write(|tx| tx.put(&ks, b"k", b"w"))?; // this process's own commit
+    /// assert_eq!(db.read_txn()?.foreign_commits_after(seen), None);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    fn foreign_commits_after(&self, sequence: u64) -> Option<u64>;
 }
 
 /// The value of `key` in either kind of transaction, its checksum checked (or not, as the
@@ -1499,10 +1524,29 @@ macro_rules! snapshot_for {
             fn view_sequence(&self) -> u64 {
                 self.sequence()
             }
+            #[inline]
+            fn foreign_commits_after(&self, sequence: u64) -> Option<u64> {
+                let seen = self.last_commit_seen();
+                self.inner.origins.foreign_between(sequence, seen).then_some(seen)
+            }
         }
     )*};
 }
 snapshot_for!(ReadTxn, WriteTxn);
+
+impl ReadTxn<'_> {
+    /// The last commit this snapshot includes.
+    fn last_commit_seen(&self) -> u64 {
+        self.sequence()
+    }
+}
+
+impl WriteTxn<'_> {
+    /// The last commit before this transaction (it sees that one and its own writes).
+    fn last_commit_seen(&self) -> u64 {
+        self.sequence().saturating_sub(1)
+    }
+}
 
 /// Where a read can run: a [`crate::Db`] (each call opens its own snapshot) or an open
 /// transaction (the call reads that transaction's view).

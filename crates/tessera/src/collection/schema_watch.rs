@@ -1,0 +1,100 @@
+//! A collection handle's guard against another process changing the collection's schema
+//! under it. A handle writes records and index entries by the shape, primary key and indexes
+//! it was opened with; when another process has since opened the collection with others (a
+//! new index, a dropped one whose id is reused, a migration), those writes would leave that
+//! index without entries, or records in the old shape, and reads through the indexes would
+//! take another index's entries as their own. A change made in this process supersedes the
+//! handle at once ([`super::CollectionState::current`]); this module finds one made elsewhere.
+//!
+//! Cost: a view that includes no other process's commit since the schema was last checked
+//! ([`crate::store::Snapshot::foreign_commits_after`]: two atomics) reads nothing. Otherwise the
+//! stored schema is read (one get) and compared with the bytes seen last; only different bytes
+//! (an index that became ready, or a real change) are decoded and compared.
+
+use super::schema::StoredSchema;
+use crate::store::{Keyspace, Snapshot};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// See the module docs.
+pub(crate) struct SchemaWatch {
+    /// `tessera.schema`.
+    schemas: Keyspace,
+    /// The primary key's fields the handle writes by (a record type's, or the stored ones).
+    key_fields: Vec<String>,
+    /// The last commit at which the stored schema was found to be the handle's (0: never
+    /// checked; the handle was made from it, so the first check passes unless it changed).
+    checked_through: AtomicU64,
+    /// The stored schema's bytes at that check.
+    bytes_seen: Mutex<Vec<u8>>,
+}
+
+/// The stored schema differs from the handle's.
+pub(crate) struct ChangedElsewhere {
+    /// What changed, as the error says it.
+    pub(crate) reason: String,
+    /// Only the indexes changed: records are still read by key as before.
+    pub(crate) indexes_only: bool,
+}
+
+impl SchemaWatch {
+    pub(crate) fn new(schemas: Keyspace, key_fields: Vec<String>) -> SchemaWatch {
+        SchemaWatch { schemas, key_fields, checked_through: AtomicU64::new(0), bytes_seen: Mutex::new(Vec::new()) }
+    }
+
+    /// `Ok` if `view` holds the schema this handle was made with: `shape` and `indexes` (path,
+    /// uniqueness, id) of collection `name`, with this watch's key fields.
+    #[inline]
+    pub(crate) fn check(
+        &self,
+        view: &dyn Snapshot,
+        shape: &super::TypeDesc,
+        indexes: &[super::IndexState],
+        name: &str,
+    ) -> Result<(), ChangedElsewhere> {
+        match view.foreign_commits_after(self.checked_through.load(Ordering::Acquire)) {
+            None => Ok(()),
+            Some(seen) => self.check_stored(view, seen, name, shape, indexes),
+        }
+    }
+
+    #[inline(never)]
+    fn check_stored(
+        &self,
+        view: &dyn Snapshot,
+        seen_through: u64,
+        name: &str,
+        shape: &super::TypeDesc,
+        indexes: &[super::IndexState],
+    ) -> Result<(), ChangedElsewhere> {
+        let changed =
+            |what: &str| ChangedElsewhere { reason: format!("another process changed its {what}"), indexes_only: what == "indexes" };
+        let Ok(Some(bytes)) = view.get_value(&self.schemas, name.as_bytes()) else {
+            return Err(changed("schema record (it cannot be read)"));
+        };
+        let mut seen = self.bytes_seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *seen != bytes {
+            let Ok(stored) = tessera_value::from_slice::<StoredSchema>(bytes) else {
+                return Err(changed("schema record (it does not parse)"));
+            };
+            if stored.key_fields != self.key_fields {
+                return Err(changed("primary key"));
+            }
+            if stored.shape != *shape {
+                return Err(changed("record shape"));
+            }
+            let mut stored_indexes: Vec<(&str, bool, u8)> =
+                stored.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)).collect();
+            let mut own: Vec<(&str, bool, u8)> = indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)).collect();
+            stored_indexes.sort_unstable();
+            own.sort_unstable();
+            if stored_indexes != own {
+                return Err(changed("indexes"));
+            }
+            seen.clear();
+            seen.extend_from_slice(bytes);
+        }
+        self.checked_through.fetch_max(seen_through, Ordering::AcqRel);
+        Ok(())
+    }
+}

@@ -1,0 +1,149 @@
+//! A collection handle kept while another process changes the collection's schema: its writes
+//! and reads are refused with `SchemaMismatch`, never made by the old schema. Before, a handle
+//! opened without an index went on inserting after another process had added one: the new
+//! index lacked those records, and queries through it silently missed them.
+
+use std::process::Command;
+use tessera::{Db, Error};
+
+const CHILD_PATH: &str = "TESSERA_SCHEMA_CHILD_PATH";
+const CHILD_MODE: &str = "TESSERA_SCHEMA_CHILD_MODE";
+
+mod v1 {
+    use tessera::collection::Record;
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "tasks")]
+    pub struct Task {
+        #[record(key)]
+        pub id: u32,
+        pub priority: i32,
+    }
+}
+
+mod v2 {
+    use tessera::collection::Record;
+    /// The same records, with an index on `priority`.
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "tasks")]
+    pub struct Task {
+        #[record(key)]
+        pub id: u32,
+        #[record(index)]
+        pub priority: i32,
+    }
+}
+
+mod v3 {
+    use tessera::collection::Record;
+    /// The same records with a field more: another shape.
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "tasks")]
+    pub struct Task {
+        #[record(key)]
+        pub id: u32,
+        pub priority: i32,
+        pub note: Option<String>,
+    }
+}
+
+#[test]
+#[ignore = "run by the tests below as a child process"]
+fn schema_child() {
+    let path = std::env::var(CHILD_PATH).expect("run by a parent test");
+    let db = Db::open(&path).unwrap();
+    match std::env::var(CHILD_MODE).unwrap().as_str() {
+        // Commits that leave the collection's schema as it is.
+        "unrelated" => {
+            let other = db.keyspace("other").unwrap();
+            let tasks = db.collection::<v1::Task>().unwrap();
+            db.write(|tx| {
+                tx.put(&other, b"k", b"v")?;
+                tasks.insert(tx, &v1::Task { id: 100, priority: 1 }).map(drop)
+            })
+            .unwrap();
+        }
+        // Opens the collection with an index: a schema change.
+        "add_index" => {
+            let tasks = db.collection::<v2::Task>().unwrap();
+            db.write(|tx| tasks.insert(tx, &v2::Task { id: 200, priority: 7 }).map(drop)).unwrap();
+        }
+        // Opens the collection with another shape, and writes a record of it.
+        "add_field" => {
+            let tasks = db.collection::<v3::Task>().unwrap();
+            db.write(|tx| tasks.update(tx, &1, |task| task.note = Some("from the child".into())).map(drop)).unwrap();
+        }
+        mode => panic!("unknown mode {mode}"),
+    }
+}
+
+fn run_child(path: &std::path::Path, mode: &str) {
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["schema_child", "--exact", "--ignored", "--test-threads=1"])
+        .env(CHILD_PATH, path)
+        .env(CHILD_MODE, mode)
+        .status()
+        .unwrap();
+    assert!(status.success(), "child {mode}");
+}
+
+fn is_changed_elsewhere<T: std::fmt::Debug>(result: &tessera::Result<T>) -> bool {
+    matches!(result, Err(Error::SchemaMismatch { collection, reason }) if collection == "tasks" && reason.contains("another process"))
+}
+
+#[test]
+fn another_processs_commits_that_keep_the_schema_leave_a_handle_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let tasks = db.collection::<v1::Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    run_child(&path, "unrelated");
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 2, priority: 6 }).map(drop)).unwrap();
+    assert_eq!(tasks.get(&db, &100).unwrap(), Some(v1::Task { id: 100, priority: 1 }));
+    assert_eq!(tasks.all().count(&db).unwrap(), 3);
+}
+
+#[test]
+fn a_handle_whose_collection_another_process_gave_an_index_refuses_to_write_or_read_by_its_old_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let tasks = db.collection::<v1::Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    run_child(&path, "add_index");
+
+    let insert = db.write(|tx| tasks.insert(tx, &v1::Task { id: 2, priority: 7 }));
+    assert!(is_changed_elsewhere(&insert), "{insert:?}");
+    let update = db.write(|tx| tasks.update(tx, &1, |task| task.priority = 9));
+    assert!(is_changed_elsewhere(&update), "{update:?}");
+    let delete = db.write(|tx| tasks.delete(tx, &1));
+    assert!(is_changed_elsewhere(&delete), "{delete:?}");
+    let fetched = tasks.filter(v1::Task::priority().eq(7)).fetch(&db);
+    assert!(is_changed_elsewhere(&fetched), "{fetched:?}");
+    // Reads by key use no index: still served.
+    assert_eq!(tasks.get(&db, &1).unwrap(), Some(v1::Task { id: 1, priority: 5 }));
+
+    // Nothing was written by the old schema: opened again, the index finds every record.
+    let tasks = db.collection::<v2::Task>().unwrap();
+    let mut ids: Vec<u32> = tasks.filter(v2::Task::priority().eq(7)).fetch(&db).unwrap().iter().map(|task| task.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [200]);
+    db.write(|tx| tasks.insert(tx, &v2::Task { id: 2, priority: 7 }).map(drop)).unwrap();
+    assert_eq!(tasks.filter(v2::Task::priority().eq(7)).count(&db).unwrap(), 2);
+}
+
+#[test]
+fn a_handle_whose_collection_another_process_gave_another_shape_refuses_reads_by_key_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let tasks = db.collection::<v1::Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    run_child(&path, "add_field");
+    // The old type would read record 1 without the field the new shape gave it.
+    assert!(is_changed_elsewhere(&tasks.get(&db, &1)));
+    let update = db.write(|tx| tasks.update(tx, &1, |task| task.priority = 6));
+    assert!(is_changed_elsewhere(&update), "{update:?}");
+    let tasks = db.collection::<v3::Task>().unwrap();
+    assert_eq!(tasks.get(&db, &1).unwrap().and_then(|task| task.note).as_deref(), Some("from the child"));
+}
