@@ -147,3 +147,27 @@ fn a_handle_whose_collection_another_process_gave_another_shape_refuses_reads_by
     let tasks = db.collection::<v3::Task>().unwrap();
     assert_eq!(tasks.get(&db, &1).unwrap().and_then(|task| task.note).as_deref(), Some("from the child"));
 }
+
+/// Every read by key refuses a shape another process changed, as `get` does: `get_ref` read the
+/// record in place by the old shape, and a dynamic handle read it by its old stored shape, both
+/// returning Ok.
+#[test]
+fn every_read_by_key_refuses_a_shape_another_process_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let tasks = db.collection::<v1::Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let dynamic = db.dyn_collection("tasks").unwrap();
+    let key = tessera::value::from_json(b"1").unwrap();
+    let key = tessera::value::Doc::from_untrusted(&key).unwrap();
+    assert!(dynamic.get(&db, key.root()).unwrap().is_some());
+    run_child(&path, "add_field");
+    assert!(is_changed_elsewhere(&tasks.get(&db, &1)));
+    let tx = db.read_txn().unwrap();
+    let by_ref = tasks.get_ref(&tx, &1).map(|found| found.is_some());
+    assert!(is_changed_elsewhere(&by_ref), "get_ref: {by_ref:?}");
+    drop(tx);
+    let dyn_get = dynamic.get(&db, key.root()).map(|record| format!("{record:?}"));
+    assert!(is_changed_elsewhere(&dyn_get), "dynamic get: {dyn_get:?}");
+}

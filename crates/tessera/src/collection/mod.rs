@@ -1328,6 +1328,7 @@ impl<T: Record> Collection<T> {
     {
         let key_bytes = Self::encode_key(key);
         let state = &*self.state;
+        state.readable_in(snapshot)?;
         match snapshot.get_value(&state.records, &key_bytes)? {
             Some(bytes) => {
                 let doc = state.open_record(&key_bytes, bytes)?;

@@ -814,6 +814,7 @@ impl DynCollection {
     }
 
     fn get_encoded(&self, snapshot: &dyn Snapshot, key: &[u8]) -> Result<Option<DynRecord>> {
+        self.state.readable_in(snapshot)?;
         match snapshot.get_value(&self.state.records, key)? {
             Some(bytes) => DynRecord::read(&self.state, key, bytes).map(Some),
             None => Ok(None),

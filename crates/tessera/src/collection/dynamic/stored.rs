@@ -31,9 +31,12 @@ impl DynCollection {
     /// ```
     pub fn get_with<R>(&self, source: &impl ReadSource, key: Value<'_>, read: impl FnOnce(Value<'_>) -> R) -> Result<Option<R>> {
         let Some(key) = self.encode_key(key)? else { return Ok(None) };
-        source.with_snapshot(|snapshot| match snapshot.get_value(&self.state.records, &key)? {
-            Some(bytes) => Ok(Some(read(self.state.open_record(&key, bytes)?.root()))),
-            None => Ok(None),
+        source.with_snapshot(|snapshot| {
+            self.state.readable_in(snapshot)?;
+            match snapshot.get_value(&self.state.records, &key)? {
+                Some(bytes) => Ok(Some(read(self.state.open_record(&key, bytes)?.root()))),
+                None => Ok(None),
+            }
         })
     }
 
@@ -61,9 +64,12 @@ impl DynCollection {
         if !super::stored_key_size(key) {
             return Ok(None);
         }
-        source.with_snapshot(|snapshot| match snapshot.get_value(&self.state.records, key)? {
-            Some(bytes) => Ok(Some(read(self.state.open_record(key, bytes)?.root()))),
-            None => Ok(None),
+        source.with_snapshot(|snapshot| {
+            self.state.readable_in(snapshot)?;
+            match snapshot.get_value(&self.state.records, key)? {
+                Some(bytes) => Ok(Some(read(self.state.open_record(key, bytes)?.root()))),
+                None => Ok(None),
+            }
         })
     }
 
