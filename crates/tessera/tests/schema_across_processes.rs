@@ -171,3 +171,24 @@ fn every_read_by_key_refuses_a_shape_another_process_changed() {
     let dyn_get = dynamic.get(&db, key.root()).map(|record| format!("{record:?}"));
     assert!(is_changed_elsewhere(&dyn_get), "dynamic get: {dyn_get:?}");
 }
+
+/// A read in a snapshot older than the handle (taken before another process changed the
+/// schema, the handle opened after) does not mark the handle superseded: before, one such read
+/// made every later write through the handle fail with "another process changed its indexes",
+/// although the schema was the handle's all along.
+#[test]
+fn a_read_in_a_snapshot_older_than_the_handle_does_not_supersede_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let tasks = db.collection::<v1::Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let old = db.read_txn().unwrap();
+    run_child(&path, "add_index");
+    let tasks = db.collection::<v2::Task>().unwrap();
+    let _ = tasks.get(&old, &1); // the snapshot has the schema before the index
+    let _ = tasks.filter(v2::Task::priority().eq(7)).fetch(&old);
+    drop(old);
+    db.write(|tx| tasks.insert(tx, &v2::Task { id: 2, priority: 7 }).map(drop)).unwrap();
+    assert_eq!(tasks.filter(v2::Task::priority().eq(7)).count(&db).unwrap(), 2);
+}

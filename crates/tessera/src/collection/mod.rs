@@ -488,7 +488,9 @@ impl CollectionState {
     /// transaction.
     #[inline]
     pub(crate) fn current_in(&self, view: &dyn Snapshot) -> Result<()> {
-        self.watch(view);
+        if let Some(older) = self.watch(view) {
+            return Err(older.error(&self.name));
+        }
         self.current()
     }
 
@@ -497,19 +499,28 @@ impl CollectionState {
     /// or the primary key did, which this state would decode or find by the old ones.
     #[inline]
     pub(crate) fn readable_in(&self, view: &dyn Snapshot) -> Result<()> {
-        self.watch(view);
+        if let Some(older) = self.watch(view).filter(|older| !older.records_readable) {
+            return Err(older.error(&self.name));
+        }
         match self.superseded.get() {
             Some(superseded) if !superseded.records_readable => Err(superseded.error(&self.name)),
             _ => Ok(()),
         }
     }
 
-    /// Marks this state superseded if another process changed the schema in `view`.
+    /// Marks this state superseded if another process changed the schema in `view`. A view
+    /// older than the state, with an older schema, supersedes nothing: returned, for that
+    /// read alone to be refused.
     #[inline]
-    fn watch(&self, view: &dyn Snapshot) {
+    fn watch(&self, view: &dyn Snapshot) -> Option<Superseded> {
         if let Err(changed) = self.schema_watch.check(view, &self.shape, &self.indexes, &self.name) {
-            let _ = self.superseded.set(Superseded { reason: changed.reason, records_readable: changed.indexes_only });
+            let superseded = Superseded { reason: changed.reason, records_readable: changed.indexes_only };
+            if changed.before_handle {
+                return Some(superseded);
+            }
+            let _ = self.superseded.set(superseded);
         }
+        None
     }
 
     /// Marks this state as replaced by an open of the collection as record type `by`, with
@@ -712,7 +723,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
     let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
     let keys_keyspace = db.internal_keyspace(keys::KEYS_KEYSPACE)?;
     let key_fields: Vec<String> = T::KEY_FIELDS.iter().map(|path| (*path).to_owned()).collect();
-    let (schema, record_keys) = db.write(|tx| {
+    let (schema, record_keys, made_at) = db.write(|tx| {
         let record_keys = keys::register::<T>(tx, &keys_keyspace, name)?;
         let stored = match tx.get(&schema_keyspace, name.as_bytes())? {
             Some(bytes) => Some(
@@ -779,7 +790,8 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
             let bytes = tessera_value::to_vec(&schema)?;
             tx.put(&schema_keyspace, name.as_bytes(), &bytes)?;
         }
-        Ok((schema, record_keys))
+        // The schema is this handle's from this commit (if it writes it) on.
+        Ok((schema, record_keys, tx.sequence()))
     })?;
     let indexes = schema.indexes.iter().map(|index| IndexState::new(index, index.ready)).collect();
     let single_key_type = match T::KEY_FIELDS {
@@ -799,7 +811,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         single_key_type,
         checksums_verified,
         superseded: std::sync::OnceLock::new(),
-        schema_watch: schema_watch::SchemaWatch::new(schema_keyspace, key_fields),
+        schema_watch: schema_watch::SchemaWatch::new(schema_keyspace, key_fields, made_at),
         type_id: std::any::TypeId::of::<T>(),
     })
 }

@@ -27,6 +27,9 @@ pub(crate) struct SchemaWatch {
     checked_through: AtomicU64,
     /// The stored schema's bytes at that check.
     bytes_seen: Mutex<Vec<u8>>,
+    /// The commit the handle's schema is in effect from: a view before it (a snapshot kept
+    /// from earlier) may hold an older schema without any change since the handle was made.
+    made_at: u64,
 }
 
 /// The stored schema differs from the handle's.
@@ -35,11 +38,15 @@ pub(crate) struct ChangedElsewhere {
     pub(crate) reason: String,
     /// Only the indexes changed: records are still read by key as before.
     pub(crate) indexes_only: bool,
+    /// Seen in a view older than the handle: that read is refused, the handle is not
+    /// superseded.
+    pub(crate) before_handle: bool,
 }
 
 impl SchemaWatch {
-    pub(crate) fn new(schemas: Keyspace, key_fields: Vec<String>) -> SchemaWatch {
-        SchemaWatch { schemas, key_fields, checked_through: AtomicU64::new(0), bytes_seen: Mutex::new(Vec::new()) }
+    /// `made_at`: the commit from which the stored schema is the handle's (0: unknown, any).
+    pub(crate) fn new(schemas: Keyspace, key_fields: Vec<String>, made_at: u64) -> SchemaWatch {
+        SchemaWatch { schemas, key_fields, checked_through: AtomicU64::new(0), bytes_seen: Mutex::new(Vec::new()), made_at }
     }
 
     /// `Ok` if `view` holds the schema this handle was made with: `shape` and `indexes` (path,
@@ -67,8 +74,17 @@ impl SchemaWatch {
         shape: &super::TypeDesc,
         indexes: &[super::IndexState],
     ) -> Result<(), ChangedElsewhere> {
-        let changed =
-            |what: &str| ChangedElsewhere { reason: format!("another process changed its {what}"), indexes_only: what == "indexes" };
+        let before_handle = seen_through < self.made_at;
+        let changed = |what: &str| match before_handle {
+            true => ChangedElsewhere {
+                reason: format!("the snapshot read is older than this handle and has another {what}"),
+                indexes_only: what == "indexes",
+                before_handle,
+            },
+            false => {
+                ChangedElsewhere { reason: format!("another process changed its {what}"), indexes_only: what == "indexes", before_handle }
+            }
+        };
         let Ok(Some(bytes)) = view.get_value(&self.schemas, name.as_bytes()) else {
             return Err(changed("schema record (it cannot be read)"));
         };

@@ -564,7 +564,7 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         single_key_type,
         checksums_verified: db.verifies_checksums(),
         superseded: std::sync::OnceLock::new(),
-        schema_watch: super::schema_watch::SchemaWatch::new(db.internal_keyspace(super::SCHEMA_KEYSPACE)?, stored.key_fields.clone()),
+        schema_watch: super::schema_watch::SchemaWatch::new(db.internal_keyspace(super::SCHEMA_KEYSPACE)?, stored.key_fields.clone(), 0),
         type_id: std::any::TypeId::of::<DynCollection>(),
     })
 }
