@@ -424,19 +424,19 @@ impl Feed {
     }
 
     /// Adds a listener, which writers record changes for from now on. It receives the batches
-    /// of the commits after `starts_after()`, called once it is registered: the caller's last
-    /// commit before the start, read where no commit can come between (see
-    /// [`crate::Db::subscribe`]).
-    pub(crate) fn subscribe(&self, starts_after: impl FnOnce() -> u64) -> ChangeStream {
+    /// of the commits after the one `start` gives the function it is passed, called once the
+    /// listener is registered: the caller's last commit before the start, read and given where
+    /// no commit can come between (see [`crate::Db::subscribe`]).
+    pub(crate) fn subscribe(&self, start: impl FnOnce(&dyn Fn(u64))) -> ChangeStream {
         let (sender, receiver) = mpsc::sync_channel(self.queue_batches);
         let missed = Arc::new(AtomicU64::new(0));
-        let start = Arc::new(AtomicU64::new(u64::MAX));
+        let starts_after = Arc::new(AtomicU64::new(u64::MAX));
         {
             let mut listeners = lock(&self.listeners);
-            listeners.push(Listener { sender, starts_after: start.clone(), missed: missed.clone() });
+            listeners.push(Listener { sender, starts_after: starts_after.clone(), missed: missed.clone() });
             self.listener_count.store(listeners.len(), Ordering::Release);
         }
-        start.store(starts_after(), Ordering::Release);
+        start(&|sequence| starts_after.store(sequence, Ordering::Release));
         ChangeStream { receiver, missed }
     }
 }

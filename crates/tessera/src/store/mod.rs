@@ -1101,9 +1101,9 @@ impl Db {
         // Under the writer lock no commit comes between the listener's registration and the
         // commit it starts after. A transaction begun before the registration may have
         // recorded no changes (nobody listened): it has committed by then, inside the start.
-        Ok(self.inner.feed.subscribe(|| {
+        Ok(self.inner.feed.subscribe(|start_after| {
             let _writer = lock(&self.inner.writer);
-            self.inner.env.info().last_txn_id as u64
+            start_after(self.inner.env.info().last_txn_id as u64);
         }))
     }
 
