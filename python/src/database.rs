@@ -87,14 +87,14 @@ impl Shared {
 }
 
 /// One queued write of a transaction, encoded before the commit starts.
-enum Operation {
+pub(crate) enum Operation {
     Insert { collection: DynCollection, record: Record },
     Upsert { collection: DynCollection, record: Record },
     Delete { collection: DynCollection, key: KeyBytes },
 }
 
 /// A queued record.
-enum Record {
+pub(crate) enum Record {
     /// A document without shared keys (a dict given to `commit`), conformed at the commit.
     Plain(Vec<u8>),
     /// A document a `RecordEncoder` wrote with the collection's shared keys: stored as it is
@@ -104,7 +104,7 @@ enum Record {
 
 /// `tessera.LimitExceeded` when a transaction would hold more than
 /// [`TRANSACTION_OPERATIONS_MAX`] operations.
-fn check_operations(py: Python<'_>, count: usize) -> PyResult<()> {
+pub(crate) fn check_operations(py: Python<'_>, count: usize) -> PyResult<()> {
     if count > TRANSACTION_OPERATIONS_MAX {
         return Err(errors::raise(
             py,
@@ -140,7 +140,7 @@ fn operation_kind(kind: &Bound<'_, PyAny>) -> PyResult<&'static str> {
 impl Database {
     /// Applies `queued` in one write transaction with the GIL released: each operation's
     /// outcome, or the first failure (and nothing written).
-    fn apply(&self, py: Python<'_>, queued: &[Operation], reads: Option<&ReadSet>) -> PyResult<Vec<&'static str>> {
+    pub(crate) fn apply(&self, py: Python<'_>, queued: &[Operation], reads: Option<&ReadSet>) -> PyResult<Vec<&'static str>> {
         let db = self.shared.db(py)?;
         // The handles this database has open already (no GIL needed for the cache's lock).
         let open = |name: &str| match lock(&self.shared.collections).get(name) {
@@ -184,7 +184,7 @@ impl Database {
 /// built along `plan`; inside a write block, `reads` records the stored bytes it saw (and the
 /// snapshot's sequence) for the block's commit to check (`reads.rs`). `None` when there is no
 /// such record.
-fn read_record(
+pub(crate) fn read_record(
     py: Python<'_>,
     collection: &DynCollection,
     name: &str,

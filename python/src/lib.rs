@@ -7,6 +7,7 @@
 //! - [`convert`]: Python objects to the binary format and back;
 //! - [`errors`]: `tessera::Error` to the Python exception hierarchy;
 //! - [`database`]: the open file, its handles and the write path;
+//! - [`block`]: a `with db.write()` block's queue, overlay and reads;
 //! - [`query`]: queries, snapshots and live subscriptions;
 //! - [`dictionary`]: the dictionary;
 //! - [`documents`]: field-decomposed documents;
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod block;
 pub mod convert;
 pub mod database;
 pub mod dictionary;
@@ -47,6 +49,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<encode::RecordEncoder>()?;
     module.add_class::<encode::EncodedRecord>()?;
     module.add_class::<reads::ReadSet>()?;
+    module.add_class::<block::WriteBlock>()?;
     module.add_function(wrap_pyfunction!(format::dumps, module)?)?;
     module.add_function(wrap_pyfunction!(format::loads, module)?)?;
     module.add_function(wrap_pyfunction!(format::from_json, module)?)?;

@@ -20,7 +20,7 @@
 
 use crate::keys::KeyBytes;
 use pyo3::prelude::*;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tessera::collection::DynCollection;
 use tessera::store::WriteTxn;
 
@@ -31,7 +31,7 @@ pub const READS_MAX: usize = 1_000_000;
 /// One recorded read.
 enum Read {
     /// `get`: the key and the stored record.
-    Get { collection: String, key: KeyBytes, stored: Option<Vec<u8>> },
+    Get { collection: Arc<str>, key: KeyBytes, stored: Option<Vec<u8>> },
     /// A query: its text and window, and every match's key and stored bytes, in order.
     Query { collection: String, text: Option<String>, offset: usize, limit: Option<usize>, matches: Vec<(Vec<u8>, Vec<u8>)> },
     /// A count.
@@ -110,7 +110,13 @@ impl ReadSet {
     /// Records a `get` of `key` in `collection` that found `stored` (the record's bytes), in
     /// the snapshot of sequence `sequence`.
     pub fn record_get(&self, collection: &str, key: &KeyBytes, stored: Option<&[u8]>, sequence: u64) -> tessera::Result<()> {
-        self.push(Read::Get { collection: collection.to_owned(), key: key.clone(), stored: stored.map(<[u8]>::to_vec) }, sequence)
+        self.record_get_owned(Arc::from(collection), key.clone(), stored.map(<[u8]>::to_vec), sequence)
+    }
+
+    /// [`ReadSet::record_get`] with the name, key and stored bytes handed over (a write
+    /// block's `get` copies nothing more).
+    pub fn record_get_owned(&self, collection: Arc<str>, key: KeyBytes, stored: Option<Vec<u8>>, sequence: u64) -> tessera::Result<()> {
+        self.push(Read::Get { collection, key, stored }, sequence)
     }
 
     /// Records a query and what it matched, in the snapshot of sequence `sequence`.

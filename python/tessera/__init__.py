@@ -297,8 +297,9 @@ class Collection(Generic[T]):
         # Read on every call: kept here rather than looked up through the database each time.
         self._native = native
         self._current = db._current
-        self._single_key = len(self._spec.key) == 1
-        self._key_field = self._spec.key[0]
+        # A key given to a read is passed on as it is (one key field, not a float): the
+        # common case, without a call to `native_key`.
+        self._plain_key = len(self._spec.key) == 1 and not self._spec._float_parts
         db._collections[cls] = self
 
     def __repr__(self) -> str:
@@ -306,25 +307,22 @@ class Collection(Generic[T]):
 
     # Writes -----------------------------------------------------------------------------
 
-    def _write(self, kind: str, obj: Any) -> Optional[str]:
-        transaction = self._current.get()
-        if transaction is not None:
-            transaction._queue_record(kind, self, obj)
-            return None
-        return self._native.write_records(kind, self.name, self._encoder, (obj,))[0]
-
     def insert(self, obj: T) -> None:
         """Stores a new record: :class:`tessera.DuplicateKey` if its key exists,
         :class:`tessera.SchemaViolation` (with the field path) if a value has the wrong type,
         :class:`tessera.UniqueViolation` for a taken unique value. Nothing is written then."""
-        self._write("insert", obj)
+        transaction = self._current.get()
+        if transaction is not None:
+            transaction._block.insert(self.name, self._encoder, obj)
+            return
+        self._native.write_records("insert", self.name, self._encoder, (obj,))
 
     def upsert(self, obj: T) -> Optional[str]:
         """Stores the record, replacing one with its key: "inserted", "updated" or
         "unchanged" (None inside ``db.write()``, where it is known at the commit)."""
         transaction = self._current.get()
         if transaction is not None:
-            transaction._queue_record("upsert", self, obj)
+            transaction._block.upsert(self.name, self._encoder, obj)
             return None
         return self._native.write_records("upsert", self.name, self._encoder, (obj,))[0]
 
@@ -339,8 +337,9 @@ class Collection(Generic[T]):
     def _many(self, kind: str, objs: Sequence[T]) -> None:
         transaction = self._db._transaction()
         if transaction is not None:
+            write = transaction._block.insert if kind == "insert" else transaction._block.upsert
             for obj in objs:
-                transaction._queue_record(kind, self, obj)
+                write(self.name, self._encoder, obj)
             return
         self._db._native.write_records(kind, self.name, self._encoder, objs)
 
@@ -350,7 +349,7 @@ class Collection(Generic[T]):
         key = self._spec.native_key(key)
         transaction = self._db._transaction()
         if transaction is not None:
-            transaction._queue_delete(self, key)
+            transaction._block.delete(self.name, key)
             return True
         return self._db._native.commit([("delete", self.name, key)])[0] != "unchanged"
 
@@ -359,8 +358,9 @@ class Collection(Generic[T]):
         native_key = self._spec.native_key
         transaction = self._db._transaction()
         if transaction is not None:
+            delete = transaction._block.delete
             for key in keys:
-                transaction._queue_delete(self, native_key(key))
+                delete(self.name, native_key(key))
             return
         if len(self._spec.key) == 1 and not self._spec._float_parts:
             self._db._native.delete_keys(self.name, keys if type(keys) is list else list(keys))
@@ -382,19 +382,13 @@ class Collection(Generic[T]):
     def get(self, key: Any) -> Optional[T]:
         """The record at ``key`` (a tuple for a composite key), or None. Inside
         ``db.write()``, the transaction's own writes are seen."""
-        if not self._single_key or self._spec._float_parts:
+        if not self._plain_key:
             key = self._spec.native_key(key)
         transaction = self._current.get()
         if transaction is not None:
-            pending = _ABSENT
-            written = transaction._overlay.get(self.name)
-            if written is not None:
-                key_type = type(key)
-                pending = written.get(key if key_type is str or key_type is int else _overlay_key(key), _ABSENT)
-            if pending is not _ABSENT:
-                return None if pending is None else pending.build(self._plan)
-            # Recorded, for the commit to check that it still holds.
-            return self._native.get(self.name, key, self._plan, transaction._reads)
+            # The block's own write at the key if it made one, else the stored record,
+            # recorded for the commit to check that it still holds.
+            return transaction._block.get(self.name, key, self._plan)
         return self._native.get(self.name, key, self._plan)
 
     def get_many(self, keys: Sequence[Any]) -> List[Optional[T]]:
@@ -457,9 +451,6 @@ class Collection(Generic[T]):
         :class:`ClosedEvent`. A record inserted again after a delete is ``Updated``."""
         native = self._db._native.subscribe_object(self.name, self._spec.native_key(key), self._plan)
         return ObjectSubscription(native, _built)
-
-_ABSENT = object()
-
 
 def _reads_of(db: Database) -> Any:
     """The read set of the write block open on this thread, if any (see :class:`Transaction`)."""
@@ -550,20 +541,19 @@ class Transaction:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._operations: List[tuple] = []
-        # Collection name -> key as `_overlay_key` makes it -> the encoded record, or None for
-        # a delete.
-        self._overlay: Dict[str, Dict[Any, Any]] = {}
-        # What the block read, checked again by the commit (the extension's ReadSet).
-        self._reads = _native.ReadSet()
-        self._active = False
+        self._reads: Any = None
+        self._block: Any = None
 
     def __enter__(self) -> "Transaction":
         if self._db._transaction() is not None:
             raise Error("a write transaction is already open on this thread or task (transactions do not nest)")
         if self._db.closed:
             raise Closed(f"{self._db.path}: the database is closed")
-        self._active = True
+        # What the block reads, checked again by its commit (the extension's ReadSet), and
+        # its queued writes with their overlay for reads in the block: in the extension, so
+        # that a write or a read in the block is one native call.
+        self._reads = _native.ReadSet()
+        self._block = _native.WriteBlock(self._db._native, self._reads)
         self._token = self._db._current.set(self)
         return self
 
@@ -572,42 +562,11 @@ class Transaction:
             self._db._current.reset(self._token)
         except ValueError:  # exited in another context than it was entered in
             self._db._current.set(None)
-        self._active = False
-        operations, self._operations = self._operations, []
-        self._overlay = {}
-        if exc_type is not None or not operations:
+        if exc_type is not None:
+            self._block.discard()
             return None  # the exception propagates as it is
-        reads, self._reads = self._reads, _native.ReadSet()
-        self._db._native.commit(operations, reads)
+        self._block.commit()
         return None
-
-    def _queue_record(self, kind: str, collection: Collection[Any], obj: Any) -> None:
-        """Queues an insert or upsert of ``obj``, encoded now: changing the object later does
-        not change what commits, and an unstorable value raises at the call."""
-        if not self._active:
-            raise Error("the transaction has ended")
-        name = collection.name
-        encoded = collection._native.encode_record(name, collection._encoder, obj)
-        key = getattr(obj, collection._key_field) if collection._single_key else collection._spec.key_of(obj)
-        if collection._spec._float_parts:
-            key = collection._spec.native_key(key)  # as the encoder stored it: 1 as 1.0, -0.0 as 0.0
-        key_type = type(key)
-        if key_type is not str and key_type is not int:
-            key = _overlay_key(key)
-        written = self._overlay.get(name)
-        if written is None:
-            written = self._overlay[name] = {}
-        if kind == "insert" and written.get(key, _ABSENT) not in (_ABSENT, None):
-            shown = _shown_key(key)
-            raise DuplicateKey(f"collection {name!r}: a record with key {shown} exists", collection=name, key=shown)
-        written[key] = encoded
-        self._operations.append((kind, name, encoded))
-
-    def _queue_delete(self, collection: Collection[Any], key: Any) -> None:
-        if not self._active:
-            raise Error("the transaction has ended")
-        self._overlay.setdefault(collection.name, {})[_overlay_key(key)] = None
-        self._operations.append(("delete", collection.name, key))
 
     def insert(self, obj: Any) -> None:
         """Queues an insert of ``obj`` into its record type's collection."""
@@ -624,31 +583,6 @@ class Transaction:
     def get(self, cls: Type[T], key: Any) -> Optional[T]:
         """The ``cls`` record at ``key``, with this transaction's writes applied."""
         return self._db.collection(cls).get(key)
-
-
-def _overlay_key(key: Any) -> Any:
-    """A key as the transaction's overlay holds it: a str or int key as it is (the common
-    case, without a JSON dump per write), any other as JSON text tagged so that it cannot
-    equal a str key."""
-    kind = type(key)
-    if kind is str or kind is int:
-        return key
-    if isinstance(key, (list, tuple)):
-        return ("json", json.dumps([_plain(part) for part in key]))
-    return ("json", json.dumps(_plain(key)))
-
-
-def _shown_key(key: Any) -> str:
-    """An overlay key as an error shows it (JSON text)."""
-    if isinstance(key, tuple):
-        return key[1]
-    return json.dumps(key)
-
-
-def _plain(part: Any) -> Any:
-    if isinstance(part, bytes):
-        return {"bytes": part.hex()}
-    return part
 
 
 class Snapshot:
