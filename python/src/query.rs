@@ -178,7 +178,7 @@ impl Database {
     ) -> PyResult<Subscription> {
         let collection = self.shared.collection(py, name)?;
         let live = py.allow_threads(|| build(&collection, text, offset, limit)?.subscribe()).map_err(|error| errors::to_py(py, error))?;
-        Ok(Subscription { live: Arc::new(live), plan, origin: Named::of(&collection) })
+        Ok(Subscription { live: Arc::new(live), plan, origin: Named::of(&collection), released: Arc::default() })
     }
 
     /// A live record of collection `name` at `key` (see `ObjectSubscription.next`).
@@ -227,17 +227,65 @@ pub struct Subscription {
     /// The collection, named in an error (not its handle: a subscription does not keep the
     /// database open).
     origin: Arc<Named>,
+    /// Results of events Python has let go of, freed by the next wait (see [`Released`]).
+    released: Arc<Released>,
+}
+
+/// Most results a subscription keeps for its next wait to free; past it, a result is freed
+/// where it is let go of.
+pub const RELEASED_RESULTS_MAX: usize = 4;
+
+/// A result's rows.
+type ResultRows = Arc<Vec<Arc<DynRecord>>>;
+
+/// Results whose last reference an event's [`Rows`] let go of, freed by the subscription's next
+/// wait with the GIL released instead of where the event was dropped.
+///
+/// A `for event in subscription` loop drops the previous event when it binds the next one,
+/// after `next` returned and before the loop's body runs: freeing that event's result there
+/// (a reference count per row, thousands for a large result) delayed every event's arrival
+/// by that much, with the GIL held. At most [`RELEASED_RESULTS_MAX`] are kept.
+#[derive(Default)]
+pub struct Released {
+    results: Mutex<Vec<ResultRows>>,
+}
+
+impl Released {
+    /// Keeps `rows` for the next wait to free, if it is the last reference and there is room;
+    /// else lets it go here.
+    fn keep(&self, rows: ResultRows) {
+        if Arc::strong_count(&rows) == 1 {
+            let mut results = self.results.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if results.len() < RELEASED_RESULTS_MAX {
+                results.push(rows);
+            }
+        }
+    }
+
+    /// Frees every kept result.
+    fn free(&self) {
+        let results = std::mem::take(&mut *self.results.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        drop(results);
+    }
 }
 
 /// A live query's result rows, turned into dicts only when asked for (an event's cost then
 /// follows what the caller reads, not the size of the result).
 #[pyclass(module = "tessera._native", frozen)]
 pub struct Rows {
-    rows: Arc<Vec<Arc<DynRecord>>>,
+    rows: ResultRows,
     plan: Option<Py<Plan>>,
     /// The collection, named in an error (not its handle: a subscription does not keep the
     /// database open).
     origin: Arc<Named>,
+    /// Where the rows go when Python lets go of them: the subscription's next wait frees them.
+    released: Arc<Released>,
+}
+
+impl Drop for Rows {
+    fn drop(&mut self) {
+        self.released.keep(std::mem::take(&mut self.rows));
+    }
 }
 
 #[pymethods]
@@ -261,12 +309,13 @@ impl Rows {
 
 fn rows<'py>(
     py: Python<'py>,
-    result: &Arc<Vec<Arc<DynRecord>>>,
+    result: &ResultRows,
     plan: &Option<Py<Plan>>,
     origin: &Arc<Named>,
+    released: &Arc<Released>,
 ) -> PyResult<Bound<'py, Rows>> {
     let plan = plan.as_ref().map(|plan| plan.clone_ref(py));
-    Bound::new(py, Rows { rows: result.clone(), plan, origin: origin.clone() })
+    Bound::new(py, Rows { rows: result.clone(), plan, origin: origin.clone(), released: released.clone() })
 }
 
 #[pymethods]
@@ -277,7 +326,8 @@ impl Subscription {
     /// "closed".
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
-        match next_event(py, &self.live, timeout)? {
+        let released = self.released.clone();
+        match next_event(py, &self.live, timeout, move || released.free())? {
             Some(event) => self.event(py, event).map(Some),
             None => Ok(None),
         }
@@ -287,14 +337,15 @@ impl Subscription {
 impl Subscription {
     fn event(&self, py: Python<'_>, event: Event<Arc<Vec<Arc<DynRecord>>>, tessera::ResultChange<DynRecord>>) -> PyResult<PyObject> {
         let tuple = match event {
-            Event::Initial(result) => {
-                PyTuple::new(py, [("initial").into_pyobject(py)?.into_any(), rows(py, &result, &self.plan, &self.origin)?.into_any()])?
-            }
+            Event::Initial(result) => PyTuple::new(
+                py,
+                [("initial").into_pyobject(py)?.into_any(), rows(py, &result, &self.plan, &self.origin, &self.released)?.into_any()],
+            )?,
             Event::Changed(change) => PyTuple::new(
                 py,
                 [
                     "changed".into_pyobject(py)?.into_any(),
-                    rows(py, &change.result, &self.plan, &self.origin)?.into_any(),
+                    rows(py, &change.result, &self.plan, &self.origin, &self.released)?.into_any(),
                     change.deletions.into_pyobject(py)?.into_any(),
                     change.insertions.into_pyobject(py)?.into_any(),
                     change.modifications.into_pyobject(py)?.into_any(),
@@ -312,17 +363,28 @@ impl Subscription {
 
 /// Waits for `live`'s next event with the GIL released, at most until `timeout` seconds
 /// from now (None: until one comes), waking every [`WAIT_SLICE_SECONDS`] for signals; None
-/// on timeout and once the subscription has ended and its events are read.
+/// on timeout and once the subscription has ended and its events are read. `before_wait`
+/// runs once, with the GIL released, before the first wait (freeing what the previous event
+/// left).
 fn next_event<S: Send + 'static, C: Send + 'static>(
     py: Python<'_>,
     live: &Arc<tessera::live::Subscription<S, C>>,
     timeout: Option<f64>,
+    before_wait: impl FnOnce() + Send,
 ) -> PyResult<Option<Event<S, C>>> {
     let deadline = timeout.map(|seconds| std::time::Instant::now() + Duration::from_secs_f64(seconds.max(0.0)));
+    let mut before_wait = Some(before_wait);
     loop {
         let slice = wait_slice(deadline);
         let waiting = live.clone();
-        if let Some(event) = py.allow_threads(move || waiting.recv_timeout(slice)) {
+        let before = before_wait.take();
+        let received = py.allow_threads(move || {
+            if let Some(before) = before {
+                before();
+            }
+            waiting.recv_timeout(slice)
+        });
+        if let Some(event) = received {
             return Ok(Some(event));
         }
         if live.ended().is_some() {
@@ -352,7 +414,7 @@ impl ObjectSubscription {
     /// ("closed", reason); None on timeout and after "closed".
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
-        let Some(event) = next_event(py, &self.live, timeout)? else { return Ok(None) };
+        let Some(event) = next_event(py, &self.live, timeout, || ())? else { return Ok(None) };
         let record = |record: Option<&Arc<DynRecord>>| match record {
             Some(record) => {
                 let shown_key = || self.origin.key_of(record.value());

@@ -72,3 +72,44 @@ def test_async_for(db, tasks):
     events = asyncio.run(main())
     assert isinstance(events[0], tessera.Initial)
     assert isinstance(events[1], tessera.Changed) and events[1].inserted == [Task(1, "x", 1)]
+
+
+def test_a_changed_event_is_the_dataclass_with_its_fields(db, tasks):
+    import dataclasses
+
+    import pytest
+
+    tasks.insert_many([Task(1, "a", 1), Task(2, "b", 2), Task(3, "c", 3)])
+    live = tasks.subscribe("priority > 0 order by priority")
+    next(live)
+    tasks.upsert(Task(1, "a", 9))  # moves to the end
+    change = next(live)
+    assert type(change) is tessera.Changed
+    assert change.moves == [(0, 2)] and all(type(move) is tuple for move in change.moves)
+    assert change.modifications == [2] and change.updated == [Task(1, "a", 9)]
+    same = tessera.Changed(change.result, change.deletions, change.insertions, change.modifications, change.moves, change.sequence)
+    assert change == same and repr(change) == repr(same)
+    assert dataclasses.fields(change)[-1].name == "sequence" and change.sequence > 0
+    assert dataclasses.replace(change, sequence=0).sequence == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        change.sequence = 1  # type: ignore[misc]
+
+
+def test_events_held_keep_their_results_while_later_ones_are_dropped(db, tasks):
+    live = tasks.subscribe("priority >= 0")
+    held = [next(live)]
+    expected = [[]]
+    for round_ in range(12):
+        # Several commits whose events are read and let go of before the next wait, and one
+        # event kept: each kept result is what it was when delivered.
+        for i in range(round_ * 10, round_ * 10 + 9):
+            tasks.insert(Task(i, f"t{i}", i))
+        dropped = [next(live) for _ in range(9)]
+        assert [task.id for task in dropped[-1].result] == list(range(round_ * 10 + 9))
+        del dropped
+        tasks.insert(Task(round_ * 10 + 9, "kept", 0))
+        held.append(next(live))
+        expected.append(sorted(range(round_ * 10 + 10)))
+    for event, ids in zip(held, expected):
+        assert sorted(task.id for task in event.result) == ids
+    assert held[-1].result[0] == Task(0, "t0", 0) and held[-1].result[9] == Task(9, "kept", 0)
