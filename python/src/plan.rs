@@ -7,7 +7,9 @@
 //! keyword arguments, so defaults, `__post_init__` and frozen classes behave as in Python;
 //! a plain dataclass (its generated `__init__`, nothing intercepting construction: the Python
 //! side decides, `_schema._filled_like_init`) with every field stored is built as that
-//! `__init__` would build it, by filling a new object's `__dict__`, without running Python code.
+//! `__init__` would build it, without running Python code: a new object's attributes set one
+//! by one through `object.__setattr__`, as the generated `__init__` sets them (for a frozen
+//! class, whose own `__setattr__` refuses, by filling its `__dict__`).
 //! Plans are as deep as the dataclasses they describe (bounded when the class is decorated).
 
 use crate::convert;
@@ -17,13 +19,25 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use std::collections::HashMap;
 use tessera::value::Value;
 
+/// How a plain dataclass's instance is made without calling it: `object.__new__`, then each
+/// field stored as its generated `__init__` would.
+struct Fill {
+    /// `object.__new__`.
+    new: PyObject,
+    /// Whether the class's `__setattr__` is `object.__setattr__`: then each field is set
+    /// through it, as `__init__` does (the attributes stay in the instance's compact storage,
+    /// faster to make and to read than a `__dict__` made for them); else (a frozen class)
+    /// written into its `__dict__`.
+    set_attributes: bool,
+}
+
 /// How to build one value.
 enum Node {
     /// As plain Python values (dicts, lists, scalars).
     Plain,
-    /// A dataclass from a dict: its class, each field's name and plan, and `object.__new__`
-    /// when an instance may be made by filling its `__dict__`.
-    Struct { class: PyObject, fields: Vec<(Py<PyString>, String, Node)>, fill: Option<PyObject> },
+    /// A dataclass from a dict: its class, each field's name and plan, and how an instance
+    /// may be made without calling the class.
+    Struct { class: PyObject, fields: Vec<(Py<PyString>, String, Node)>, fill: Option<Fill> },
     /// An enum member by its stored name.
     Members(Named<PyObject>),
     /// A Union of dataclasses: the one-entry dict `{variant: payload}`.
@@ -85,7 +99,11 @@ fn compile(description: &Bound<'_, PyAny>) -> PyResult<Node> {
             }
             // An older description has no fourth element: build by calling the class.
             let fill = match tuple.get_item(3) {
-                Ok(flag) if flag.is_truthy()? => Some(description.py().import("builtins")?.getattr("object")?.getattr("__new__")?.unbind()),
+                Ok(flag) if flag.is_truthy()? => {
+                    let object = description.py().import("builtins")?.getattr("object")?;
+                    let set_attributes = class.bind(description.py()).getattr("__setattr__")?.is(&object.getattr("__setattr__")?);
+                    Some(Fill { new: object.getattr("__new__")?.unbind(), set_attributes })
+                }
                 _ => None,
             };
             Node::Struct { class, fields, fill }
@@ -205,6 +223,15 @@ fn mismatch_error(py: Python<'_>, origin: &Origin<'_>, path: &str, problem: &str
     )
 }
 
+/// The field `name` of a stored record, at its own `position` (a record stores its fields in
+/// declared order: found without looking its name up) or elsewhere.
+fn field_at<'a>(dict: &tessera::value::Dict<'a>, position: usize, name: &str) -> Option<Value<'a>> {
+    match dict.entry(position) {
+        Some((stored, item)) if stored == name => Some(item),
+        _ => dict.get(name),
+    }
+}
+
 fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> Result<Bound<'py, PyAny>, Failure> {
     match node {
         Node::Plain => Ok(convert::to_python(py, value)?),
@@ -214,39 +241,43 @@ fn build<'py>(py: Python<'py>, node: &Node, value: Value<'_>) -> Result<Bound<'p
             let Some(dict) = value.as_dict() else {
                 return Err(Failure::mismatch(format!("stored {} is not a record of its dataclass", shown(value))));
             };
-            // With `fill`, the fields go straight into a new instance's `__dict__`: with every
-            // field stored, that is what the generated `__init__` would leave, without it.
-            let made = match fill {
-                Some(new) => {
-                    let object = new.bind(py).call1((class.bind(py),))?;
-                    let attributes = object.getattr(intern!(py, "__dict__"))?.downcast_into::<PyDict>().map_err(PyErr::from)?;
-                    Some((object, attributes))
+            // With `fill`, the fields go straight into a new instance (its attributes, or its
+            // `__dict__` for a frozen class): with every field stored, that is what the
+            // generated `__init__` would leave, without it. A missing field: the class is
+            // called with the fields given, so that its `__init__` applies the default (or
+            // raises).
+            let Some(fill) = fill else {
+                let kwargs = PyDict::new(py);
+                for (position, (key, name, plan)) in fields.iter().enumerate() {
+                    if let Some(item) = field_at(&dict, position, name) {
+                        kwargs.set_item(key.bind(py), build(py, plan, item).map_err(|failure| failure.within(name, false))?)?;
+                    }
                 }
-                None => None,
+                return Ok(class.bind(py).call((), Some(&kwargs))?);
             };
-            let kwargs = match &made {
-                Some((_, attributes)) => attributes.clone(),
-                None => PyDict::new(py),
+            let object = fill.new.bind(py).call1((class.bind(py),))?;
+            let attributes = match fill.set_attributes {
+                true => None,
+                false => Some(object.getattr(intern!(py, "__dict__"))?.downcast_into::<PyDict>().map_err(PyErr::from)?),
             };
-            let mut complete = true;
             for (position, (key, name, plan)) in fields.iter().enumerate() {
-                // A record stores its fields in declared order: the field at its own position
-                // is found without looking its name up.
-                let item = match dict.entry(position) {
-                    Some((stored, item)) if stored == name => Some(item),
-                    _ => dict.get(name),
+                let Some(item) = field_at(&dict, position, name) else {
+                    // The fields set so far and the rest, as keyword arguments.
+                    let kwargs = PyDict::new(py);
+                    for (key, name, plan) in fields {
+                        if let Some(item) = dict.get(name) {
+                            kwargs.set_item(key.bind(py), build(py, plan, item).map_err(|failure| failure.within(name, false))?)?;
+                        }
+                    }
+                    return Ok(class.bind(py).call((), Some(&kwargs))?);
                 };
-                match item {
-                    Some(item) => kwargs.set_item(key.bind(py), build(py, plan, item).map_err(|failure| failure.within(name, false))?)?,
-                    None => complete = false,
+                let value = build(py, plan, item).map_err(|failure| failure.within(name, false))?;
+                match &attributes {
+                    Some(attributes) => attributes.set_item(key.bind(py), value)?,
+                    None => object.setattr(key.bind(py), value)?,
                 }
             }
-            match made {
-                Some((object, _)) if complete => Ok(object),
-                // A field is missing: the class's own `__init__` applies its default (or
-                // raises), from the fields given.
-                _ => Ok(class.bind(py).call((), Some(&kwargs))?),
-            }
+            Ok(object)
         }
         Node::Members(members) => match value.as_str().and_then(|name| members.get(name)) {
             Some(member) => Ok(member.bind(py).clone()),

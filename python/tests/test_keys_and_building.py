@@ -230,3 +230,36 @@ def test_a_commit_names_its_collections_and_kinds_by_any_equal_str(db):
     with pytest.raises(ValueError):
         db._native.commit([("upsert", tags.name, {"name": "c", "uses": 3}), ("merge", tags.name, {"name": "d", "uses": 4})])
     assert tags.get("c") is None
+
+
+@tessera.record(key="x", name="with_default")
+@dataclasses.dataclass
+class WithDefault:
+    x: int
+    y: Optional[str] = "default"
+    z: int = 7
+
+
+@tessera.record(key="x", name="frozen_filled")
+@dataclasses.dataclass(frozen=True)
+class FrozenFilled:
+    x: int
+    label: str
+
+
+def test_a_filled_record_has_the_attributes_its_init_sets_and_a_frozen_one_stays_frozen(db):
+    plain = db.collection(WithDefault)
+    plain.insert(WithDefault(1, "y", 2))
+    got = plain.get(1)
+    made = WithDefault(1, "y", 2)
+    assert got == made and vars(got) == vars(made) and list(vars(got)) == ["x", "y", "z"]
+    got.z += 1
+    assert got.z == 3
+    frozen = db.collection(FrozenFilled)
+    frozen.insert(FrozenFilled(1, "f"))
+    kept = frozen.get(1)
+    assert kept == FrozenFilled(1, "f") and vars(kept) == {"x": 1, "label": "f"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        kept.label = "g"  # type: ignore[misc]
+    assert hash(kept) == hash(FrozenFilled(1, "f"))
+
