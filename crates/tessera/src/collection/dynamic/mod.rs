@@ -347,6 +347,9 @@ pub struct DynCollection {
     db: Db,
     state: Arc<CollectionState>,
     schema: Arc<DynSchema>,
+    /// The key fields as paths, each resolved once in the collection's shared-key table: a
+    /// written record's key is found by id, not by comparing field names.
+    key_paths: Arc<[crate::query::FieldPath]>,
 }
 
 impl std::fmt::Debug for DynCollection {
@@ -438,7 +441,8 @@ impl Db {
             // display comes first; a state that has kinds already keeps them).
             let _ = state.key_kinds.set(schema.key_kinds.clone());
         }
-        Ok(DynCollection { db: self.clone(), state, schema: Arc::new(schema) })
+        let key_paths = schema.key_fields.iter().map(|field| crate::query::FieldPath::new(field)).collect();
+        Ok(DynCollection { db: self.clone(), state, schema: Arc::new(schema), key_paths })
     }
 
     /// Creates the collection `name` with `schema` (every index built, since it is empty) and
@@ -858,8 +862,8 @@ impl DynCollection {
         let kinds = self.key_kinds()?;
         let mut key = Vec::with_capacity(32);
         let doc = Doc::from_trusted_with_keys(&bytes, &self.state.keys.shared)?;
-        for (path, kind) in self.schema.key_fields.iter().zip(kinds) {
-            let part = crate::query::lookup(doc.root(), path).filter(|value| !value.is_null());
+        for ((path, key_path), kind) in self.schema.key_fields.iter().zip(self.key_paths.iter()).zip(kinds) {
+            let part = key_path.lookup(doc.root()).filter(|value| !value.is_null());
             let part = part.ok_or_else(|| {
                 self.violation(&key_text(), Misfit { path: path.clone(), problem: "missing: a key field is required".into() })
             })?;
