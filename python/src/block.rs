@@ -256,19 +256,18 @@ impl WriteBlock {
         }
         let db = self.database.get().shared.db(py)?;
         let reads = self.reads.get();
-        let found = db.read(|txn| {
-            let origin = plan::Origin {
-                collection: &text,
-                key: &|| key.stored().and_then(|stored| collection.display_key(stored)).unwrap_or_default(),
+        let found = db.read(move |txn| {
+            let found = {
+                let shown_key = || key.stored().and_then(|stored| collection.display_key(stored)).unwrap_or_default();
+                let origin = plan::Origin { collection: &text, key: &shown_key };
+                key.get_with(&collection, txn, |record| (plan::object(py, record, plan.as_ref(), &origin), record.doc().bytes().to_vec()))?
             };
-            let found =
-                key.get_with(&collection, txn, |record| (plan::object(py, record, plan.as_ref(), &origin), record.doc().bytes().to_vec()))?;
             let (built, stored) = match found {
                 Some((built, stored)) => (Some(built), Some(stored)),
                 None => (None, None),
             };
-            // Recorded, for the commit to check that it still holds.
-            reads.record_get_owned(text.clone(), key.clone(), stored, txn.sequence())?;
+            // Recorded, for the commit to check that it still holds (the key handed over).
+            reads.record_get_owned(text, key, stored, txn.sequence())?;
             Ok(built)
         });
         match found.map_err(|error| errors::to_py(py, error))? {

@@ -833,35 +833,39 @@ impl DynCollection {
             Err(ConformError::Misfit(misfit)) => return Err(self.violation(&self.key_text(record), misfit)),
             Err(ConformError::Encode(error)) => return Err(error.into()),
         };
-        self.keyed(record, bytes)
+        let key = self.key_of(record, &bytes)?;
+        Ok((key, bytes))
     }
 
     /// [`DynCollection::prepare`] for a record given as a whole document: opened with the
     /// shared keys (validated, unless the caller opened it trusted with this collection's
     /// table), and when it is already what conforming would write (`conformed.rs`), its bytes
     /// are taken as they are.
-    fn prepare_document(&self, document: Doc<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
+    /// The bytes are borrowed from `document` when they are stored as they are (no copy).
+    fn prepare_document<'a>(&self, document: Doc<'a>) -> Result<(Vec<u8>, std::borrow::Cow<'a, [u8]>)> {
         let shared: &tessera_value::SharedKeys = &self.state.keys.shared;
+        let bytes: &'a [u8] = document.bytes();
         let document = match document.shared_keys() {
             Some(keys) if std::ptr::eq(keys, shared) || keys.identity() == shared.identity() => document,
             // Written with another table (another collection's): its ids name other fields
             // here, so the record is read by its own table's names and written with ours.
-            Some(_) => return self.prepare(document.root()),
+            Some(_) => return self.prepare(document.root()).map(|(key, bytes)| (key, bytes.into())),
             None => Doc::from_untrusted_with_keys(document.bytes(), shared)?,
         };
         let record = document.root();
         if conformed::is_conformed(record, &self.state.shape) {
-            return self.keyed(record, document.bytes().to_vec());
+            let key = self.key_of(record, bytes)?;
+            return Ok((key, bytes.into()));
         }
-        self.prepare(record)
+        self.prepare(record).map(|(key, bytes)| (key, bytes.into()))
     }
 
-    /// `bytes` (`record` conformed) with the key read from them.
-    fn keyed(&self, record: Value<'_>, bytes: Vec<u8>) -> Result<(Vec<u8>, Vec<u8>)> {
+    /// The key of `bytes` (`record` conformed), read from them.
+    fn key_of(&self, record: Value<'_>, bytes: &[u8]) -> Result<Vec<u8>> {
         let key_text = || self.key_text(record);
         let kinds = self.key_kinds()?;
         let mut key = Vec::with_capacity(32);
-        let doc = Doc::from_trusted_with_keys(&bytes, &self.state.keys.shared)?;
+        let doc = Doc::from_trusted_with_keys(bytes, &self.state.keys.shared)?;
         for ((path, key_path), kind) in self.schema.key_fields.iter().zip(self.key_paths.iter()).zip(kinds) {
             let part = key_path.lookup(doc.root()).filter(|value| !value.is_null());
             let part = part.ok_or_else(|| {
@@ -869,7 +873,7 @@ impl DynCollection {
             })?;
             kind.encode(part, &mut key).map_err(|problem| self.violation(&key_text(), Misfit { path: path.clone(), problem }))?;
         }
-        Ok((key, bytes))
+        Ok(key)
     }
 
     /// A stored key as JSON text (the key field's value, or an array for a composite key),
