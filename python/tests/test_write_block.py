@@ -173,3 +173,13 @@ def test_an_attribute_that_reads_through_the_same_block_while_encoded_does_not_d
     finally:
         Derived.reads = None
     assert derived.get(1).total == 10
+
+
+def test_a_delete_with_a_key_of_the_wrong_type_raises_at_the_call_and_the_block_goes_on(db):
+    tasks = db.collection(Task)
+    tasks.insert_many([Task(1, "one", 0), Task(2, "two", 0)])
+    with db.write():
+        with pytest.raises(tessera.SchemaViolation):
+            tasks.delete("not an int")
+        tasks.delete(1)
+    assert tasks.get(1) is None and tasks.get(2) is not None
