@@ -96,7 +96,9 @@ impl SchemaWatch {
             if stored.key_fields != self.key_fields {
                 return Err(changed("primary key"));
             }
-            if stored.shape != *shape {
+            // Another program's declaration of the same records (a Python `int` where Rust
+            // says `i64`) is no change: what each writes, the other reads.
+            if !stored.shape.agrees_with(shape) {
                 return Err(changed("record shape"));
             }
             let mut stored_indexes: Vec<(&str, bool, u8)> =
