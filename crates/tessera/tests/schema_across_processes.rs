@@ -86,17 +86,23 @@ fn run_child(path: &std::path::Path, mode: &str) {
     assert!(status.success(), "child {mode}");
 }
 
+/// A database in a temporary directory with collection `tasks` (as `v1::Task`) holding task 1.
+fn one_task() -> (tempfile::TempDir, std::path::PathBuf, Db, tessera::collection::Collection<v1::Task>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path).unwrap();
+    let tasks = db.collection::<v1::Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    (dir, path, db, tasks)
+}
+
 fn is_changed_elsewhere<T: std::fmt::Debug>(result: &tessera::Result<T>) -> bool {
     matches!(result, Err(Error::SchemaMismatch { collection, reason }) if collection == "tasks" && reason.contains("another process"))
 }
 
 #[test]
 fn another_processs_commits_that_keep_the_schema_leave_a_handle_working() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let db = Db::open(&path).unwrap();
-    let tasks = db.collection::<v1::Task>().unwrap();
-    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let (_dir, path, db, tasks) = one_task();
     run_child(&path, "unrelated");
     db.write(|tx| tasks.insert(tx, &v1::Task { id: 2, priority: 6 }).map(drop)).unwrap();
     assert_eq!(tasks.get(&db, &100).unwrap(), Some(v1::Task { id: 100, priority: 1 }));
@@ -105,11 +111,7 @@ fn another_processs_commits_that_keep_the_schema_leave_a_handle_working() {
 
 #[test]
 fn a_handle_whose_collection_another_process_gave_an_index_refuses_to_write_or_read_by_its_old_schema() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let db = Db::open(&path).unwrap();
-    let tasks = db.collection::<v1::Task>().unwrap();
-    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let (_dir, path, db, tasks) = one_task();
     run_child(&path, "add_index");
 
     let insert = db.write(|tx| tasks.insert(tx, &v1::Task { id: 2, priority: 7 }));
@@ -134,11 +136,7 @@ fn a_handle_whose_collection_another_process_gave_an_index_refuses_to_write_or_r
 
 #[test]
 fn a_handle_whose_collection_another_process_gave_another_shape_refuses_reads_by_key_too() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let db = Db::open(&path).unwrap();
-    let tasks = db.collection::<v1::Task>().unwrap();
-    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let (_dir, path, db, tasks) = one_task();
     run_child(&path, "add_field");
     // The old type would read record 1 without the field the new shape gave it.
     assert!(is_changed_elsewhere(&tasks.get(&db, &1)));
@@ -153,11 +151,7 @@ fn a_handle_whose_collection_another_process_gave_another_shape_refuses_reads_by
 /// returning Ok.
 #[test]
 fn every_read_by_key_refuses_a_shape_another_process_changed() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let db = Db::open(&path).unwrap();
-    let tasks = db.collection::<v1::Task>().unwrap();
-    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let (_dir, path, db, tasks) = one_task();
     let dynamic = db.dyn_collection("tasks").unwrap();
     let key = tessera::value::from_json(b"1").unwrap();
     let key = tessera::value::Doc::from_untrusted(&key).unwrap();
@@ -178,11 +172,7 @@ fn every_read_by_key_refuses_a_shape_another_process_changed() {
 /// although the schema was the handle's all along.
 #[test]
 fn a_read_in_a_snapshot_older_than_the_handle_does_not_supersede_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let db = Db::open(&path).unwrap();
-    let tasks = db.collection::<v1::Task>().unwrap();
-    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let (_dir, path, db, tasks) = one_task();
     let old = db.read_txn().unwrap();
     run_child(&path, "add_index");
     let tasks = db.collection::<v2::Task>().unwrap();
