@@ -172,7 +172,7 @@ fn every_read_by_key_refuses_a_shape_another_process_changed() {
 /// although the schema was the handle's all along.
 #[test]
 fn a_read_in_a_snapshot_older_than_the_handle_does_not_supersede_it() {
-    let (_dir, path, db, tasks) = one_task();
+    let (_dir, path, db, _v1) = one_task();
     let old = db.read_txn().unwrap();
     run_child(&path, "add_index");
     let tasks = db.collection::<v2::Task>().unwrap();
