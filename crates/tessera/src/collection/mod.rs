@@ -429,7 +429,20 @@ pub(crate) struct IndexState {
     pub(crate) failure: Mutex<Option<String>>,
 }
 
+/// Index identities (path, uniqueness, id) in sorted order: two index lists are the same
+/// when these are, whatever their order and build state.
+pub(crate) fn sorted_identities<'a>(identities: impl Iterator<Item = (&'a str, bool, u8)>) -> Vec<(&'a str, bool, u8)> {
+    let mut list: Vec<(&str, bool, u8)> = identities.collect();
+    list.sort_unstable();
+    list
+}
+
 impl IndexState {
+    /// Path, uniqueness and id: what a schema change may change (see [`sorted_identities`]).
+    pub(crate) fn identity(&self) -> (&str, bool, u8) {
+        (&self.path, self.unique, self.id)
+    }
+
     pub(crate) fn new(index: &StoredIndex, ready: bool) -> Self {
         IndexState {
             path: index.path.clone(),
@@ -532,12 +545,9 @@ impl CollectionState {
 
     /// Whether `other` has this state's shape and indexes (paths, uniqueness and ids).
     pub(crate) fn same_schema(&self, other: &CollectionState) -> bool {
-        fn indexes(state: &CollectionState) -> Vec<(&str, bool, u8)> {
-            let mut list: Vec<(&str, bool, u8)> = state.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)).collect();
-            list.sort_unstable();
-            list
-        }
-        self.shape == other.shape && indexes(self) == indexes(other)
+        self.shape == other.shape
+            && sorted_identities(self.indexes.iter().map(IndexState::identity))
+                == sorted_identities(other.indexes.iter().map(IndexState::identity))
     }
 
     /// A stored primary key as text for an error or `explain`: typed values when the bytes

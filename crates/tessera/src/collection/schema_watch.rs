@@ -101,12 +101,8 @@ impl SchemaWatch {
             if !stored.shape.agrees_with(shape) {
                 return Err(changed("record shape"));
             }
-            let mut stored_indexes: Vec<(&str, bool, u8)> =
-                stored.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)).collect();
-            let mut own: Vec<(&str, bool, u8)> = indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)).collect();
-            stored_indexes.sort_unstable();
-            own.sort_unstable();
-            if stored_indexes != own {
+            let stored_indexes = super::sorted_identities(stored.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)));
+            if stored_indexes != super::sorted_identities(indexes.iter().map(super::IndexState::identity)) {
                 return Err(changed("indexes"));
             }
             seen.clear();

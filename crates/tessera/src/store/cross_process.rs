@@ -225,7 +225,7 @@ mod tests {
             db.write(|tx| tx.put(&notes, b"k", &i.to_be_bytes())).unwrap();
         }
         // A listener that starts before them, as one of this process would for another's.
-        let stream = db.inner.feed.subscribe(|start_after| start_after(start));
+        let stream = db.inner.feed.subscribe(start);
         let state = db.inner.cross_process.get().unwrap();
         *lock(&state.delivered) = start;
         state.catch_up(&db.inner).unwrap();

@@ -146,8 +146,8 @@ pub const LISTENER_QUEUE_BATCHES_DEFAULT: usize = 1024;
 struct Listener {
     sender: SyncSender<FeedEvent>,
     /// The last commit before the listener's start: batches up to it are not its to receive
-    /// (`u64::MAX` until [`Feed::subscribe`] knows it; see [`crate::Db::subscribe`]).
-    starts_after: Arc<AtomicU64>,
+    /// (see [`crate::Db::subscribe`]).
+    starts_after: u64,
     /// Batches dropped for this listener and not yet reported; shared with its stream, which
     /// reports them itself when its queue runs dry. Whoever swaps the count out reports it.
     missed: Arc<AtomicU64>,
@@ -397,7 +397,7 @@ impl Feed {
         let owned = batch.owned();
         let sequence = batch.sequence();
         listeners.retain_mut(|listener| {
-            if sequence <= listener.starts_after.load(Ordering::Acquire) {
+            if sequence <= listener.starts_after {
                 return true; // committed before the listener started
             }
             let pending = listener.missed.swap(0, Ordering::AcqRel);
@@ -423,20 +423,15 @@ impl Feed {
         self.listener_count.store(listeners.len(), Ordering::Release);
     }
 
-    /// Adds a listener, which writers record changes for from now on. It receives the batches
-    /// of the commits after the one `start` gives the function it is passed, called once the
-    /// listener is registered: the caller's last commit before the start, read and given where
-    /// no commit can come between (see [`crate::Db::subscribe`]).
-    pub(crate) fn subscribe(&self, start: impl FnOnce(&dyn Fn(u64))) -> ChangeStream {
+    /// Adds a listener, which writers record changes for from now on and which receives the
+    /// batches of the commits after `starts_after`: the last commit before the start, read
+    /// where no commit can come between (see [`crate::Db::subscribe`]).
+    pub(crate) fn subscribe(&self, starts_after: u64) -> ChangeStream {
         let (sender, receiver) = mpsc::sync_channel(self.queue_batches);
         let missed = Arc::new(AtomicU64::new(0));
-        let starts_after = Arc::new(AtomicU64::new(u64::MAX));
-        {
-            let mut listeners = lock(&self.listeners);
-            listeners.push(Listener { sender, starts_after: starts_after.clone(), missed: missed.clone() });
-            self.listener_count.store(listeners.len(), Ordering::Release);
-        }
-        start(&|sequence| starts_after.store(sequence, Ordering::Release));
+        let mut listeners = lock(&self.listeners);
+        listeners.push(Listener { sender, starts_after, missed: missed.clone() });
+        self.listener_count.store(listeners.len(), Ordering::Release);
         ChangeStream { receiver, missed }
     }
 }

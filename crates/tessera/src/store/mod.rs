@@ -1098,13 +1098,11 @@ impl Db {
         if txn::writing_on_this_thread() {
             return Err(Error::WouldDeadlock { operation: "subscribing to the change feed", advice: "subscribe before writing" });
         }
-        // Under the writer lock no commit comes between the listener's registration and the
-        // commit it starts after. A transaction begun before the registration may have
-        // recorded no changes (nobody listened): it has committed by then, inside the start.
-        Ok(self.inner.feed.subscribe(|start_after| {
-            let _writer = lock(&self.inner.writer);
-            start_after(self.inner.env.info().last_txn_id as u64);
-        }))
+        // Under the writer lock no transaction of this process is open: one begun before the
+        // registration, which may have recorded no changes (nobody listened), has committed,
+        // inside the start; one begun after it records changes for the listener.
+        let _writer = lock(&self.inner.writer);
+        Ok(self.inner.feed.subscribe(self.inner.env.info().last_txn_id as u64))
     }
 
     /// Calls `listener` on a thread of its own for each commit from now on. A panicking
