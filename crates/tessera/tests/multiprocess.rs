@@ -95,3 +95,69 @@ fn a_killed_reader_process_does_not_pin_pages_forever() {
     let used_after = db.file_info().unwrap().used_bytes;
     assert!(used_after < used_before + (8 << 20), "the file grew from {used_before} to {used_after} bytes: the killed reader pins pages");
 }
+
+const WRITER_CHILD_PATH: &str = "TESSERA_KILLED_WRITER_CHILD_PATH";
+
+#[test]
+#[ignore = "run by a_process_killed_inside_a_write_transaction_leaves_the_writer_lock_behind as a child process"]
+fn killed_writer_child() {
+    let path = std::env::var(WRITER_CHILD_PATH).expect("run by the parent test");
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("written").unwrap();
+    let _: tessera::Result<()> = db.write(|tx| {
+        tx.put(&ks, b"half", &vec![7u8; 20_000])?;
+        println!("writing");
+        // Held, with the writer lock, until the parent kills this process.
+        std::thread::sleep(Duration::from_secs(600));
+        Ok(())
+    });
+}
+
+#[test]
+fn a_process_killed_inside_a_write_transaction_leaves_the_writer_lock_behind() {
+    // LMDB's writer lock lives in the lock file, shared by every process of the file; a
+    // process killed while holding it must not leave every other writer waiting forever, nor
+    // any of its uncommitted writes visible.
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed_writer.tessera");
+    let db = Db::open(&path).unwrap();
+    let ks = db.keyspace("written").unwrap();
+    db.write(|tx| tx.put(&ks, b"before", b"1")).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["killed_writer_child", "--exact", "--ignored", "--test-threads=1", "--nocapture"])
+        .env(WRITER_CHILD_PATH, &path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.any(|line| line.is_ok_and(|line| line.ends_with("writing"))), "the child opened its write transaction");
+    // A writer of this process waits for the child's lock; the kill must release it.
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = {
+        let (db, ks) = (db.clone(), ks.clone());
+        std::thread::spawn(move || done.send(db.write(|tx| tx.put(&ks, b"after", b"2"))).unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(finished.try_recv().is_err(), "the child holds the writer lock, so this process's write waits");
+    child.kill().unwrap(); // SIGKILL, with the writer lock held
+    child.wait().unwrap();
+    let written = finished.recv_timeout(Duration::from_secs(30)).expect("the write goes ahead once the lock's holder is dead");
+    written.unwrap();
+    writer.join().unwrap();
+    db.read(|tx| {
+        assert_eq!(tx.get(&ks, b"before")?, Some(&b"1"[..]));
+        assert_eq!(tx.get(&ks, b"after")?, Some(&b"2"[..]));
+        assert_eq!(tx.get(&ks, b"half")?, None, "the killed transaction left nothing");
+        Ok(())
+    })
+    .unwrap();
+    // A later writer, and a process opening the file afresh, still get the lock.
+    db.write(|tx| tx.put(&ks, b"later", b"3")).unwrap();
+    let report = db.check().unwrap();
+    assert!(report.is_ok(), "{report}");
+    drop(db);
+    let reopened = Db::open(&path).unwrap();
+    let ks = reopened.keyspace("written").unwrap();
+    reopened.write(|tx| tx.put(&ks, b"reopened", b"4")).unwrap();
+}
