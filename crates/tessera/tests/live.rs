@@ -451,3 +451,64 @@ fn a_delivery_shares_unchanged_records_with_the_previous_one_and_reads_them_once
     let fresh = query.fetch(&db).unwrap();
     assert!(third.result.iter().map(|item| &**item).eq(fresh.iter()), "records read from storage equal a fetch");
 }
+
+/// `items` as another program declares it: one field more.
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "items")]
+struct ItemWithNote {
+    #[record(key)]
+    id: u32,
+    priority: Option<i32>,
+    tag: String,
+    note: Option<String>,
+}
+
+/// `items` with an index on `tag`: the same shape.
+#[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+#[record(name = "items")]
+struct IndexedItem {
+    #[record(key)]
+    id: u32,
+    priority: Option<i32>,
+    #[record(index)]
+    tag: String,
+}
+
+/// The reason a subscription ended, which must be a `SchemaMismatch` naming `items`.
+fn ended_by_schema<S: std::fmt::Debug, C: std::fmt::Debug>(event: Option<Event<S, C>>) {
+    match event {
+        Some(Event::Closed(SubscriptionEnd::Failed(error))) => {
+            assert!(matches!(&*error, Error::SchemaMismatch { collection, .. } if collection == "items"), "{error}")
+        }
+        other => panic!("expected Closed(Failed(SchemaMismatch)), got {other:?}"),
+    }
+}
+
+#[test]
+fn a_schema_change_ends_the_subscriptions_that_read_by_the_old_shape() {
+    // Before, the subscriptions of the first record type went on after another type changed
+    // the collection's shape: they decoded the new records by the old type (dropping the new
+    // field) and delivered them as changes, while every other use of the old handle was
+    // refused as `SchemaMismatch`.
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    db.write(|tx| items.insert(tx, &Item { id: 1, priority: Some(5), tag: "a".into() }).map(drop)).unwrap();
+    let query = items.subscribe_query(&items.filter(Item::priority().gt(0))).unwrap();
+    assert_eq!(ids(&initial(query.recv_timeout(WAIT))), [1]);
+    let object = items.subscribe_object(&1u32).unwrap();
+    assert!(initial(object.recv_timeout(WAIT)).is_some());
+    // A new index alone changes nothing a subscription reads by.
+    let indexed = db.collection::<IndexedItem>().unwrap();
+    db.write(|tx| indexed.insert(tx, &IndexedItem { id: 2, priority: Some(6), tag: "b".into() }).map(drop)).unwrap();
+    assert_eq!(changed(query.recv_timeout(WAIT)).result.len(), 2);
+    let noted = db.collection::<ItemWithNote>().unwrap();
+    db.write(|tx| noted.insert(tx, &ItemWithNote { id: 3, priority: Some(7), tag: "c".into(), note: Some("n".into()) }).map(drop)).unwrap();
+    ended_by_schema(query.recv_timeout(WAIT));
+    ended_by_schema(object.recv_timeout(WAIT));
+    assert!(query.recv_timeout(Duration::from_millis(100)).is_none(), "nothing after the end");
+    // A subscription through the new handle follows the new shape.
+    let again = noted.subscribe_query(&noted.filter(ItemWithNote::priority().gt(0))).unwrap();
+    assert_eq!(initial(again.recv_timeout(WAIT)).len(), 3);
+    db.write(|tx| noted.insert(tx, &ItemWithNote { id: 4, priority: Some(8), tag: "d".into(), note: None }).map(drop)).unwrap();
+    assert_eq!(changed(again.recv_timeout(WAIT)).result.len(), 4);
+}

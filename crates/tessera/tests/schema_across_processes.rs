@@ -182,3 +182,62 @@ fn a_read_in_a_snapshot_older_than_the_handle_does_not_supersede_it() {
     db.write(|tx| tasks.insert(tx, &v2::Task { id: 2, priority: 7 }).map(drop)).unwrap();
     assert_eq!(tasks.filter(v2::Task::priority().eq(7)).count(&db).unwrap(), 2);
 }
+
+#[test]
+fn another_processs_new_shape_ends_live_subscriptions_and_a_new_index_does_not() {
+    // Before, a live subscription of this process went on after another process had changed
+    // the collection's shape: it decoded the child's records by the old type and delivered
+    // them as changes, while every read and write through the same handle was refused.
+    use std::time::Duration;
+    use tessera::live::{Event, SubscriptionEnd};
+    let wait = Duration::from_secs(10);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let options = tessera::DbOptions { durable_feed: true, cross_process_notify: true, ..tessera::DbOptions::default() };
+    let db = Db::open_with(&path, options).unwrap();
+    let tasks = db.collection::<v1::Task>().unwrap();
+    db.write(|tx| tasks.insert(tx, &v1::Task { id: 1, priority: 5 }).map(drop)).unwrap();
+    let query = tasks.subscribe_query(&tasks.filter(v1::Task::priority().gt(0))).unwrap();
+    assert!(matches!(query.recv_timeout(wait), Some(Event::Initial(result)) if result.len() == 1));
+    let object = tasks.subscribe_object(&1u32).unwrap();
+    assert!(matches!(object.recv_timeout(wait), Some(Event::Initial(Some(_)))));
+    run_child(&path, "add_index");
+    match query.recv_timeout(wait) {
+        Some(Event::Changed(change)) => assert_eq!(change.result.len(), 2, "the child's task 200"),
+        other => panic!("a new index elsewhere leaves the subscription following: {other:?}"),
+    }
+    run_child(&path, "add_field");
+    let ended = |end: SubscriptionEnd, what: &str| match end {
+        SubscriptionEnd::Failed(error) => {
+            assert!(matches!(&*error, Error::SchemaMismatch { collection, .. } if collection == "tasks"), "{what}: {error}")
+        }
+        other => panic!("{what}: expected Failed(SchemaMismatch), got {other:?}"),
+    };
+    match query.recv_timeout(wait) {
+        Some(Event::Closed(end)) => ended(end, "query"),
+        other => panic!("query: expected Closed, got {other:?}"),
+    }
+    match object.recv_timeout(wait) {
+        Some(Event::Closed(end)) => ended(end, "object"),
+        other => panic!("object: expected Closed, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_dynamic_handle_read_in_a_snapshot_older_than_it_is_not_superseded() {
+    // A dynamic handle did not know the commit its schema was read at: a read through a
+    // snapshot kept from before another process's new index superseded it for good, and
+    // every later read and write through it was refused although its schema was current.
+    let (_dir, path, db, v1) = one_task();
+    drop((v1, db));
+    let db = Db::open(&path).unwrap(); // no typed state for the dynamic handle to share
+    let old = db.read_txn().unwrap();
+    run_child(&path, "add_index");
+    let tasks = db.dyn_collection("tasks").unwrap();
+    let in_old = tasks.filter_text("priority == 7").unwrap().count(&old);
+    assert!(matches!(in_old, Err(Error::SchemaMismatch { .. })), "the old snapshot has another index list: {in_old:?}");
+    drop(old);
+    assert_eq!(tasks.filter_text("priority == 7").unwrap().count(&db).unwrap(), 1, "the child's task 200");
+    db.write(|tx| tasks.insert_json(tx, br#"{"id": 2, "priority": 7}"#).map(drop)).unwrap();
+    assert_eq!(tasks.filter_text("priority == 7").unwrap().count(&db).unwrap(), 2);
+}

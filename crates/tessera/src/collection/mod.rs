@@ -536,6 +536,25 @@ impl CollectionState {
         None
     }
 
+    /// The error that ends this collection's live subscriptions when a commit wrote `stored`
+    /// as its schema record (`None`: deleted it): one by which this state would no longer
+    /// decode or find the records (another primary key or shape). `None` when they still read
+    /// as before: the same schema, or other indexes only (a live subscription reads records,
+    /// never an index, once it has started).
+    pub(crate) fn schema_written(&self, stored: Option<&[u8]>) -> Option<Error> {
+        let what = match stored {
+            None => "schema record (it was deleted)",
+            Some(bytes) => match self.schema_watch.difference(bytes, &self.shape, &self.indexes) {
+                None | Some(schema_watch::INDEXES) => return None,
+                Some(what) => what,
+            },
+        };
+        Some(schema_error(
+            &self.name,
+            format!("a commit changed its {what} under a live subscription: open the collection and subscribe again"),
+        ))
+    }
+
     /// Marks this state as replaced by an open of the collection as record type `by`, with
     /// the shape `shape`, in this process (see [`CollectionState::current`]).
     pub(crate) fn supersede(&self, by: &'static str, shape: &TypeDesc) {

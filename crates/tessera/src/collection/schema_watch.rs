@@ -16,6 +16,13 @@ use crate::store::{Keyspace, Snapshot};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// What [`SchemaWatch::difference`] names when the primary key's fields changed.
+const PRIMARY_KEY: &str = "primary key";
+/// ... when the record shape changed.
+const RECORD_SHAPE: &str = "record shape";
+/// ... when only the indexes changed (records are still read as before).
+pub(crate) const INDEXES: &str = "indexes";
+
 /// See the module docs.
 pub(crate) struct SchemaWatch {
     /// `tessera.schema`.
@@ -78,11 +85,11 @@ impl SchemaWatch {
         let changed = |what: &str| match before_handle {
             true => ChangedElsewhere {
                 reason: format!("the snapshot read is older than this handle and has another {what}"),
-                indexes_only: what == "indexes",
+                indexes_only: what == INDEXES,
                 before_handle,
             },
             false => {
-                ChangedElsewhere { reason: format!("another process changed its {what}"), indexes_only: what == "indexes", before_handle }
+                ChangedElsewhere { reason: format!("another process changed its {what}"), indexes_only: what == INDEXES, before_handle }
             }
         };
         let Ok(Some(bytes)) = view.get_value(&self.schemas, name.as_bytes()) else {
@@ -90,25 +97,34 @@ impl SchemaWatch {
         };
         let mut seen = self.bytes_seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if *seen != bytes {
-            let Ok(stored) = tessera_value::from_slice::<StoredSchema>(bytes) else {
-                return Err(changed("schema record (it does not parse)"));
-            };
-            if stored.key_fields != self.key_fields {
-                return Err(changed("primary key"));
-            }
-            // Another program's declaration of the same records (a Python `int` where Rust
-            // says `i64`) is no change: what each writes, the other reads.
-            if !stored.shape.agrees_with(shape) {
-                return Err(changed("record shape"));
-            }
-            let stored_indexes = super::sorted_identities(stored.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)));
-            if stored_indexes != super::sorted_identities(indexes.iter().map(super::IndexState::identity)) {
-                return Err(changed("indexes"));
+            if let Some(what) = self.difference(bytes, shape, indexes) {
+                return Err(changed(what));
             }
             seen.clear();
             seen.extend_from_slice(bytes);
         }
         self.checked_through.fetch_max(seen_through, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// What of the handle's schema (`shape`, `indexes` and this watch's key fields) the stored
+    /// schema record `bytes` changes, as an error says it; `None` when they agree.
+    pub(crate) fn difference(&self, bytes: &[u8], shape: &super::TypeDesc, indexes: &[super::IndexState]) -> Option<&'static str> {
+        let Ok(stored) = tessera_value::from_slice::<StoredSchema>(bytes) else {
+            return Some("schema record (it does not parse)");
+        };
+        if stored.key_fields != self.key_fields {
+            return Some(PRIMARY_KEY);
+        }
+        // Another program's declaration of the same records (a Python `int` where Rust
+        // says `i64`) is no change: what each writes, the other reads.
+        if !stored.shape.agrees_with(shape) {
+            return Some(RECORD_SHAPE);
+        }
+        let stored_indexes = super::sorted_identities(stored.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)));
+        if stored_indexes != super::sorted_identities(indexes.iter().map(super::IndexState::identity)) {
+            return Some(INDEXES);
+        }
+        None
     }
 }

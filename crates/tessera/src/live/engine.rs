@@ -10,7 +10,7 @@ use super::record::LiveRecord;
 use super::state::{Commit, QuerySub, Scratch, SortKeys, Values};
 use super::watch::{AnyWatch, Watches};
 use crate::Db;
-use crate::collection::{CollectionState, TypeDesc, sort_key};
+use crate::collection::{CollectionState, SCHEMA_KEYSPACE, TypeDesc, sort_key};
 use crate::error::Result;
 use crate::query::FieldPath;
 use crate::store::{ChangeDemand, ChangeView, Published, WeakDb};
@@ -81,6 +81,8 @@ pub(super) trait AnyLive: Send {
     fn as_any(&mut self) -> &mut dyn Any;
     /// Ends every subscription with `end` (the first reason given is the one kept).
     fn end_all(&self, end: &SubscriptionEnd);
+    /// The collection the subscriptions read, as they were made.
+    fn state(&self) -> &CollectionState;
 }
 
 impl<T: LiveRecord> LiveCollection<T> {
@@ -133,6 +135,10 @@ impl<T: LiveRecord> LiveCollection<T> {
 impl<T: LiveRecord> AnyLive for LiveCollection<T> {
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+
+    fn state(&self) -> &CollectionState {
+        &self.state
     }
 
     fn end_all(&self, end: &SubscriptionEnd) {
@@ -353,6 +359,23 @@ impl Engine {
     pub(super) fn apply(&self, batch: &Published) {
         let Some(db) = self.db.upgrade() else { return };
         let mut collections = lock(&self.collections);
+        // A commit that wrote a collection's schema (this process's or another's) may have
+        // changed the shape its subscriptions decode and evaluate records by: those end,
+        // before any change of that commit is delivered, and their registry goes.
+        let schemas = batch.changes_in(SCHEMA_KEYSPACE);
+        if !schemas.is_empty() {
+            collections.retain(|_, live| {
+                let state = live.state();
+                let written = schemas.iter().filter(|change| change.key == state.name.as_bytes());
+                match written.filter_map(|change| state.schema_written(change.new)).next() {
+                    None => true,
+                    Some(error) => {
+                        live.end_all(&SubscriptionEnd::Failed(Arc::new(error)));
+                        false
+                    }
+                }
+            });
+        }
         for live in collections.values_mut() {
             live.apply(batch, &db); // a pruned subscription's demand guard lowers the demand
         }

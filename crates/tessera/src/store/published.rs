@@ -70,6 +70,9 @@ impl Published {
             Source::Log(log) => {
                 // Its count from the log's totals: no room made for the other keyspaces' changes.
                 let count = log.totals().find(|(name, _)| *name == keyspace).map_or(0, |(_, totals)| totals.count);
+                if count == 0 {
+                    return Vec::new(); // without a walk of the other keyspaces' changes
+                }
                 let mut changes = Vec::with_capacity(count);
                 changes.extend(log.changes_of(|name| name == keyspace));
                 debug_assert_eq!(changes.len(), count, "the totals count the keyspace's changes");

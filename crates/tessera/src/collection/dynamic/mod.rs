@@ -375,8 +375,17 @@ fn stored_key_size(key: &[u8]) -> bool {
     !key.is_empty() && key.len() <= crate::store::KEY_LEN_MAX
 }
 
+/// A collection's stored schema and shared-key table, and the commit they were read at.
+struct Loaded {
+    stored: StoredSchema,
+    shared: tessera_value::SharedKeys,
+    /// The sequence of the snapshot they were read in: the schema is in effect from there on
+    /// (a snapshot kept from before may hold an older one; see `schema_watch.rs`).
+    read_at: u64,
+}
+
 /// The stored schema and shared-key table of `name`, if it has a schema.
-fn load_stored(db: &Db, name: &str) -> Result<Option<(StoredSchema, tessera_value::SharedKeys)>> {
+fn load_stored(db: &Db, name: &str) -> Result<Option<Loaded>> {
     let Some(schemas) = keyspace_if_present(db, SCHEMA_KEYSPACE)? else { return Ok(None) };
     let keys_keyspace = keyspace_if_present(db, keys::KEYS_KEYSPACE)?;
     db.read(|tx| {
@@ -387,7 +396,7 @@ fn load_stored(db: &Db, name: &str) -> Result<Option<(StoredSchema, tessera_valu
             Some(keyspace) => keys::load(tx, keyspace, name)?,
             None => tessera_value::SharedKeys::new(),
         };
-        Ok(Some((stored, shared)))
+        Ok(Some(Loaded { stored, shared, read_at: tx.sequence() }))
     })
 }
 
@@ -425,12 +434,13 @@ impl Db {
     /// ```
     pub fn dyn_collection(&self, name: &str) -> Result<DynCollection> {
         crate::store::names::check("collection", name, COLLECTION_NAME_LEN_MAX)?;
-        let (stored, shared) = load_stored(self, name)?.ok_or_else(|| Error::NoSuchCollection { collection: name.to_owned() })?;
+        let Loaded { stored, shared, read_at } =
+            load_stored(self, name)?.ok_or_else(|| Error::NoSuchCollection { collection: name.to_owned() })?;
         let state = self.shared_state_or(
             &format!("collection:{name}"),
             // A typed handle's state serves as well: it was made from the same schema.
             |_: &CollectionState| true,
-            || dyn_state(self, name, &stored, shared).map(Arc::new),
+            || dyn_state(self, name, &stored, shared, read_at).map(Arc::new),
         )?;
         let mut schema = DynSchema::from_stored(&stored);
         if schema.key_kinds.len() != schema.key_fields.len() {
@@ -545,8 +555,9 @@ pub(crate) fn display_key(kinds: &[KeyKind], key: &[u8]) -> Option<String> {
     }
 }
 
-/// The run-time state of a collection opened without its record type.
-fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::SharedKeys) -> Result<CollectionState> {
+/// The run-time state of a collection opened without its record type, from its schema as
+/// stored at commit `read_at`.
+fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::SharedKeys, read_at: u64) -> Result<CollectionState> {
     let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
     let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
     let single_key_type = match stored.key_fields.as_slice() {
@@ -568,7 +579,11 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         single_key_type,
         checksums_verified: db.verifies_checksums(),
         superseded: std::sync::OnceLock::new(),
-        schema_watch: super::schema_watch::SchemaWatch::new(db.internal_keyspace(super::SCHEMA_KEYSPACE)?, stored.key_fields.clone(), 0),
+        schema_watch: super::schema_watch::SchemaWatch::new(
+            db.internal_keyspace(super::SCHEMA_KEYSPACE)?,
+            stored.key_fields.clone(),
+            read_at,
+        ),
         type_id: std::any::TypeId::of::<DynCollection>(),
     })
 }
