@@ -62,6 +62,18 @@ pub enum Error {
         /// Why the next ones cannot be rebuilt.
         reason: String,
     },
+    /// A feed consumer was asked to acknowledge a sequence past the newest commit
+    /// ([`crate::store::Consumer::ack`]): it would skip the commits made up to it. Its cursor
+    /// stays where it was.
+    #[error("feed consumer {name:?}: cannot acknowledge {cursor}, past the newest commit {newest}")]
+    FeedAckAhead {
+        /// The consumer.
+        name: String,
+        /// The sequence given.
+        cursor: u64,
+        /// The newest commit when it was given.
+        newest: u64,
+    },
     /// No feed consumer of this name is registered (it was removed).
     #[error("no feed consumer {name:?}")]
     NoSuchConsumer {

@@ -626,6 +626,8 @@ impl Consumer {
 
     /// Records that the consumer has handled every commit up to `cursor` (a cursor never goes
     /// back: an older one is ignored), and removes the commits every consumer has handled.
+    /// [`Error::FeedAckAhead`] if `cursor` is past the newest commit: the consumer would never
+    /// read the commits made up to it.
     pub fn ack(&self, cursor: u64) -> Result<()> {
         let (feed, meta) = keyspaces(&self.db)?;
         let name = self.name.as_bytes();
@@ -636,6 +638,11 @@ impl Consumer {
             };
             if cursor <= current {
                 return Ok(());
+            }
+            // This transaction's own sequence is one past the newest commit.
+            let newest = tx.sequence().saturating_sub(1);
+            if cursor > newest {
+                return Err(Error::FeedAckAhead { name: self.name.to_string(), cursor, newest });
             }
             tx.put_unlogged(&self.consumers, name, &cursor.to_be_bytes())?;
             let mut handled = u64::MAX;

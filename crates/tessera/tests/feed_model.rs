@@ -1,0 +1,374 @@
+//! The durable change feed against a naive model: random transactions (puts, deletes,
+//! inserts, keys written several times or back to their old bytes, aborted and failed
+//! transactions, short and long keys, large values) over several keyspaces, reopens, and
+//! consumers acknowledging at different speeds under a small retention. After every step the
+//! feed read from 0, from each commit, and by each consumer is exactly the model's: every
+//! commit once, in order, with its net changes, and a cursor behind retention is
+//! `FeedCursorExpired`, never a gap.
+
+use proptest::prelude::*;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use tessera::{ChangeKind, Db, DbOptions, Error, FeedRetention};
+
+const KEYSPACES: [&str; 3] = ["alpha", "beta", "gamma"];
+const CONSUMERS: [&str; 2] = ["fast", "slow"];
+
+#[derive(Debug, Clone)]
+enum Value {
+    Small(u8, u8),
+    Empty,
+    Large(u8),
+}
+
+impl Value {
+    fn bytes(&self) -> Vec<u8> {
+        match *self {
+            Value::Small(byte, len) => vec![byte; len as usize % 40 + 1],
+            Value::Empty => Vec::new(),
+            Value::Large(byte) => vec![byte; 200_000 + byte as usize],
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(usize, usize, Value),
+    Delete(usize, usize),
+    InsertNew(usize, usize, Value),
+    /// Puts the key's current bytes back (a no-op write).
+    PutBack(usize, usize),
+    /// A put with an oversized key, its error ignored: nothing changes.
+    RefusedPut,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Commit,
+    Abort,
+    /// A write fails and its error is returned from the closure.
+    FailMidway,
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Txn(Vec<Op>, End),
+    Reopen,
+    /// Consumer reads up to `n` batches and acknowledges the last.
+    Ack(usize, usize),
+    Register(usize),
+}
+
+fn key_of(index: usize) -> Vec<u8> {
+    match index {
+        0 => b"a".to_vec(),
+        1 => b"b".to_vec(),
+        2 => Vec::from(&b"key-2"[..]),
+        3 => vec![0x33; 300],
+        _ => vec![0x44; 450],
+    }
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        8 => (any::<u8>(), any::<u8>()).prop_map(|(b, l)| Value::Small(b % 4, l)),
+        1 => Just(Value::Empty),
+        1 => any::<u8>().prop_map(|b| Value::Large(b % 3)),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let ks = 0..KEYSPACES.len();
+    let key = 0..5usize;
+    prop_oneof![
+        6 => (ks.clone(), key.clone(), value()).prop_map(|(s, k, v)| Op::Put(s, k, v)),
+        3 => (ks.clone(), key.clone()).prop_map(|(s, k)| Op::Delete(s, k)),
+        2 => (ks.clone(), key.clone(), value()).prop_map(|(s, k, v)| Op::InsertNew(s, k, v)),
+        2 => (ks, key).prop_map(|(s, k)| Op::PutBack(s, k)),
+        1 => Just(Op::RefusedPut),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let end = prop_oneof![8 => Just(End::Commit), 1 => Just(End::Abort), 1 => Just(End::FailMidway)];
+    prop_oneof![
+        10 => (prop::collection::vec(op(), 0..8), end).prop_map(|(ops, end)| Step::Txn(ops, end)),
+        1 => Just(Step::Reopen),
+        3 => (0..CONSUMERS.len(), 0..4usize).prop_map(|(c, n)| Step::Ack(c, n)),
+        1 => (0..CONSUMERS.len()).prop_map(Step::Register),
+    ]
+}
+
+type Id = (usize, Vec<u8>);
+/// keyspace, key, kind, new value
+type Expected = (String, Vec<u8>, ChangeKind, Option<Vec<u8>>);
+
+#[derive(Default)]
+struct Model {
+    state: BTreeMap<Id, Vec<u8>>,
+    /// Every commit that has a feed entry, with its changes.
+    commits: Vec<(u64, Vec<Expected>)>,
+    kept: VecDeque<u64>,
+    trimmed: u64,
+    consumers: BTreeMap<usize, u64>,
+}
+
+impl Model {
+    /// The net changes of `ops` applied to `state` (see `store/change_log.rs`: without old
+    /// values, a key changed more than once that ends as it began stays an update).
+    fn net(&self, ops: &[Op], keeps_old_values: bool) -> (BTreeMap<Id, Vec<u8>>, Vec<Expected>) {
+        let mut after = self.state.clone();
+        let mut order: Vec<Id> = Vec::new();
+        let mut writes: BTreeMap<Id, usize> = BTreeMap::new();
+        for op in ops {
+            let (id, new) = match op {
+                Op::Put(s, k, v) => ((*s, key_of(*k)), Some(v.bytes())),
+                Op::Delete(s, k) => ((*s, key_of(*k)), None),
+                Op::InsertNew(s, k, v) => {
+                    let id = (*s, key_of(*k));
+                    if after.contains_key(&id) {
+                        continue;
+                    }
+                    (id, Some(v.bytes()))
+                }
+                Op::PutBack(s, k) => {
+                    let id = (*s, key_of(*k));
+                    match after.get(&id) {
+                        Some(value) => (id.clone(), Some(value.clone())),
+                        None => continue,
+                    }
+                }
+                Op::RefusedPut => continue,
+            };
+            if new.is_none() && !after.contains_key(&id) {
+                continue;
+            }
+            if !order.contains(&id) {
+                order.push(id.clone());
+            }
+            *writes.entry(id.clone()).or_default() += 1;
+            match new {
+                Some(value) => after.insert(id, value),
+                None => after.remove(&id),
+            };
+        }
+        let mut changes = Vec::new();
+        for id in order {
+            let (old, new) = (self.state.get(&id), after.get(&id));
+            let kind = match (old, new) {
+                (None, Some(_)) => ChangeKind::Insert,
+                (Some(_), None) => ChangeKind::Delete,
+                (Some(old), Some(new)) if old != new || (!keeps_old_values && writes[&id] > 1) => ChangeKind::Update,
+                _ => continue,
+            };
+            changes.push((KEYSPACES[id.0].to_string(), id.1.clone(), kind, new.cloned()));
+        }
+        (after, changes)
+    }
+
+    fn committed(&mut self, sequence: u64, changes: Vec<Expected>, commits_max: u64) {
+        if changes.is_empty() {
+            return;
+        }
+        assert!(self.commits.last().is_none_or(|(last, _)| *last < sequence));
+        self.commits.push((sequence, changes));
+        self.kept.push_back(sequence);
+        while self.kept.len() as u64 > commits_max {
+            let oldest = self.kept.pop_front().unwrap();
+            self.trimmed = self.trimmed.max(oldest);
+        }
+    }
+
+    fn acked(&mut self, consumer: usize, cursor: u64) {
+        let current = self.consumers[&consumer];
+        if cursor <= current {
+            return;
+        }
+        self.consumers.insert(consumer, cursor);
+        let handled = *self.consumers.values().min().unwrap();
+        while self.kept.front().is_some_and(|&oldest| oldest <= handled) {
+            let oldest = self.kept.pop_front().unwrap();
+            self.trimmed = self.trimmed.max(oldest);
+        }
+    }
+
+    /// What a read after `cursor` returns: the kept commits after it, or expired.
+    fn after(&self, cursor: u64) -> Result<Vec<(u64, Vec<Expected>)>, u64> {
+        if cursor != 0 && cursor < self.trimmed {
+            return Err(self.trimmed + 1);
+        }
+        Ok(self.commits.iter().filter(|(sequence, _)| self.kept.contains(sequence) && *sequence > cursor).cloned().collect())
+    }
+}
+
+fn as_expected(batches: &[tessera::ChangeBatch]) -> Vec<(u64, Vec<Expected>)> {
+    batches
+        .iter()
+        .map(|batch| {
+            let changes =
+                batch.changes.iter().map(|c| (c.keyspace.to_string(), c.key.to_vec(), c.kind, c.new.as_ref().map(|v| v.to_vec())));
+            (batch.sequence, changes.collect())
+        })
+        .collect()
+}
+
+fn short(batches: &[(u64, Vec<Expected>)]) -> String {
+    let describe = |(s, c): &(u64, Vec<Expected>)| {
+        let changes: Vec<String> =
+            c.iter().map(|(ks, k, kind, v)| format!("{ks}/{}:{kind:?}:{:?}", k.len(), v.as_ref().map(Vec::len))).collect();
+        format!("{s}{changes:?}")
+    };
+    batches.iter().map(describe).collect::<Vec<_>>().join(" ")
+}
+
+fn check(db: &Db, model: &Model) -> Result<(), TestCaseError> {
+    let read = |cursor: u64| match db.changes_since(cursor, 1000) {
+        Ok(batches) => Ok(as_expected(&batches)),
+        Err(Error::FeedCursorExpired { oldest_kept, .. }) => Err(oldest_kept),
+        Err(other) => panic!("changes_since({cursor}): {other:?}"),
+    };
+    let (all, expected) = (read(0), model.after(0));
+    prop_assert_eq!(all.as_ref().map(|b| short(b)), expected.as_ref().map(|b| short(b)), "from 0");
+    prop_assert!(all == expected, "from 0: changes differ");
+    let mut cursors: Vec<u64> = model.commits.iter().map(|(s, _)| *s).collect();
+    cursors.extend(cursors.clone().iter().map(|s| s - 1));
+    for cursor in cursors {
+        prop_assert!(
+            read(cursor) == model.after(cursor),
+            "from {}: {:?} vs {:?}",
+            cursor,
+            read(cursor).map(|b| short(&b)),
+            model.after(cursor).map(|b| short(&b))
+        );
+    }
+    for (&index, &cursor) in &model.consumers {
+        let consumer = db.consumer(CONSUMERS[index]).unwrap();
+        prop_assert_eq!(consumer.cursor().unwrap(), cursor, "consumer {}'s cursor", CONSUMERS[index]);
+        let read = match consumer.changes(1000) {
+            Ok(batches) => Ok(as_expected(&batches)),
+            Err(Error::FeedCursorExpired { oldest_kept, .. }) => Err(oldest_kept),
+            Err(other) => panic!("consumer: {other:?}"),
+        };
+        prop_assert!(read == model.after(cursor), "consumer {}", CONSUMERS[index]);
+    }
+    // The store holds the model's state.
+    for (index, name) in KEYSPACES.iter().enumerate() {
+        let ks = db.keyspace(name).unwrap();
+        let stored: Vec<(Vec<u8>, Vec<u8>)> =
+            db.read(|tx| tx.range(&ks, ..)?.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect()).unwrap();
+        let modelled: Vec<(Vec<u8>, Vec<u8>)> =
+            model.state.iter().filter(|((s, _), _)| *s == index).map(|((_, k), v)| (k.clone(), v.clone())).collect();
+        prop_assert!(stored == modelled, "keyspace {}", name);
+    }
+    Ok(())
+}
+
+fn open(path: &Path, notify: bool, commits_max: u64) -> Db {
+    let options = DbOptions {
+        durable_feed: true,
+        cross_process_notify: notify,
+        feed_retention: FeedRetention { commits_max },
+        ..DbOptions::default()
+    };
+    Db::open_with(path, options).unwrap()
+}
+
+fn run_txn(db: &Db, ops: &[Op], end: End) -> tessera::Result<u64> {
+    let keyspaces: Vec<_> = KEYSPACES.iter().map(|name| db.keyspace(name).unwrap()).collect();
+    db.write(|tx| {
+        for op in ops {
+            match op {
+                Op::Put(s, k, v) => tx.put(&keyspaces[*s], &key_of(*k), &v.bytes())?,
+                Op::Delete(s, k) => drop(tx.delete(&keyspaces[*s], &key_of(*k))?),
+                Op::InsertNew(s, k, v) => drop(tx.insert_new(&keyspaces[*s], &key_of(*k), &v.bytes())?),
+                Op::PutBack(s, k) => {
+                    if let Some(value) = tx.get(&keyspaces[*s], &key_of(*k))?.map(<[u8]>::to_vec) {
+                        tx.put(&keyspaces[*s], &key_of(*k), &value)?;
+                    }
+                }
+                Op::RefusedPut => assert!(tx.put(&keyspaces[0], &[1; 4000], b"v").is_err()),
+            }
+        }
+        match end {
+            End::Commit => Ok(tx.sequence()),
+            End::Abort => Err(Error::other(std::io::Error::other("abort"))),
+            End::FailMidway => {
+                tx.put(&keyspaces[1], b"midway", b"x")?;
+                tx.put(&keyspaces[1], &[2; 4000], b"v")?;
+                Ok(tx.sequence())
+            }
+        }
+    })
+}
+
+fn run(steps: Vec<Step>, notify: bool, commits_max: u64) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let mut db = open(&path, notify, commits_max);
+    let mut model = Model::default();
+    for step in steps {
+        match step {
+            Step::Txn(ops, end) => {
+                let result = run_txn(&db, &ops, end);
+                match end {
+                    End::Commit => {
+                        let sequence = result.unwrap();
+                        let (after, changes) = model.net(&ops, notify);
+                        model.state = after;
+                        model.committed(sequence, changes, commits_max);
+                    }
+                    _ => prop_assert!(result.is_err()),
+                }
+            }
+            Step::Reopen => {
+                db.close().unwrap();
+                db = open(&path, notify, commits_max);
+            }
+            Step::Register(index) => {
+                let consumer = db.consumer(CONSUMERS[index]).unwrap();
+                let cursor = consumer.cursor().unwrap();
+                if let Some(&known) = model.consumers.get(&index) {
+                    prop_assert_eq!(cursor, known, "registering again keeps the cursor");
+                } else {
+                    prop_assert!(cursor >= model.commits.last().map_or(0, |c| c.0) && cursor >= model.trimmed);
+                    prop_assert!(consumer.changes(100).unwrap().is_empty());
+                    model.consumers.insert(index, cursor);
+                }
+            }
+            Step::Ack(index, n) => {
+                let Some(&cursor) = model.consumers.get(&index) else { continue };
+                let consumer = db.consumer(CONSUMERS[index]).unwrap();
+                match consumer.changes(n) {
+                    Ok(batches) => {
+                        if let Some(last) = batches.last() {
+                            consumer.ack(last.sequence).unwrap();
+                            model.acked(index, last.sequence);
+                        }
+                    }
+                    Err(Error::FeedCursorExpired { oldest_kept, .. }) => {
+                        prop_assert_eq!(Err(oldest_kept), model.after(cursor).map(drop));
+                        // Resynchronised: acknowledges what was removed.
+                        consumer.ack(oldest_kept - 1).unwrap();
+                        model.acked(index, oldest_kept - 1);
+                    }
+                    Err(other) => panic!("{other:?}"),
+                }
+            }
+        }
+        check(&db, &model)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_feed_replays_every_commit_once_in_order_with_its_net_changes(
+        steps in prop::collection::vec(step(), 1..30),
+        notify in any::<bool>(),
+        commits_max in prop_oneof![Just(3u64), Just(6), Just(1000)],
+    ) {
+        run(steps, notify, commits_max)?;
+    }
+}
