@@ -360,6 +360,12 @@ pub(crate) fn open(db: &Db) -> Result<()> {
     Ok(())
 }
 
+/// Whether the file has the durable feed on, as a fresh snapshot sees it.
+pub(crate) fn marked(db: &Db) -> Result<bool> {
+    let meta = db.internal_keyspace(META_KEYSPACE)?;
+    db.read(|tx| Ok(tx.get(&meta, META_FEED_KEY)?.is_some()))
+}
+
 /// Whether this process has cross-process notification on: the file had it at open, or this
 /// opener turned it on (see the module docs).
 pub(crate) fn notify_at_open(db: &Db) -> bool {

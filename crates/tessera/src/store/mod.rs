@@ -743,6 +743,11 @@ impl Db {
     /// processes keep reading and writing. Works on a read-only handle. Returns the copy's
     /// size in bytes.
     ///
+    /// A file with the durable feed on ([`DbOptions::durable_feed`]) is copied page by page,
+    /// free pages included: LMDB's compacting copy numbers the copy's transactions from 1
+    /// again, and the copy's commits would have sequences below those its feed entries and
+    /// consumers' cursors keep, so that readers would never see them.
+    ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = tessera::Db::open(dir.path().join("db"))?;
@@ -756,8 +761,22 @@ impl Db {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn copy_compacted(&self, destination: &Path) -> Result<u64> {
+        let feed_on = durable_feed::marked(self)?;
+        let compaction = if feed_on { heed::CompactionOption::Disabled } else { heed::CompactionOption::Enabled };
+        let copied = self.copy_to(destination, compaction)?;
+        // Another process may have turned the feed on while the copy was made: its mark, once
+        // written, stays, so a file without it now had none in the copied snapshot.
+        if !feed_on && durable_feed::marked(self)? {
+            std::fs::remove_file(destination)?;
+            return self.copy_to(destination, heed::CompactionOption::Disabled);
+        }
+        Ok(copied)
+    }
+
+    /// [`Db::copy_compacted`] with LMDB's `compaction`: the copy's size in bytes.
+    fn copy_to(&self, destination: &Path, compaction: heed::CompactionOption) -> Result<u64> {
         let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(destination)?;
-        let copied = self.inner.env.copy_to_file(&mut file, heed::CompactionOption::Enabled);
+        let copied = self.inner.env.copy_to_file(&mut file, compaction);
         if let Err(error) = copied {
             drop(file);
             let _ = std::fs::remove_file(destination);
