@@ -372,3 +372,60 @@ proptest! {
         run(steps, notify, commits_max)?;
     }
 }
+
+/// Writers on several threads and a reader replaying the feed meanwhile: every commit is read
+/// once, in sequence order, with its own change, and the replay ends as the store does.
+#[test]
+fn concurrent_writers_and_a_concurrent_reader_see_every_commit_once_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir.path().join("db"), false, 1_000_000);
+    let notes = db.keyspace("notes").unwrap();
+    const THREADS: u32 = 4;
+    const COMMITS: u32 = 150;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (committed, replayed) = std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let (mut cursor, mut seen) = (0u64, Vec::new());
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                let batches = db.changes_since(cursor, 7).unwrap();
+                for batch in &batches {
+                    assert!(batch.sequence > cursor, "commit order");
+                    cursor = batch.sequence;
+                    assert_eq!(batch.changes.len(), 1);
+                    let change = &batch.changes[0];
+                    seen.push((batch.sequence, change.key.to_vec(), change.new.as_ref().map(|v| v.to_vec())));
+                }
+                if finished && batches.is_empty() {
+                    return seen;
+                }
+            }
+        });
+        let writers: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let (db, notes) = (&db, &notes);
+                scope.spawn(move || {
+                    (0..COMMITS)
+                        .map(|n| {
+                            let key = thread.to_be_bytes();
+                            let value = n.to_be_bytes();
+                            let sequence = db
+                                .write(|tx| {
+                                    tx.put(notes, &key, &value)?;
+                                    Ok(tx.sequence())
+                                })
+                                .unwrap();
+                            (sequence, key.to_vec(), Some(value.to_vec()))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut committed: Vec<_> = writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::Release);
+        committed.sort();
+        (committed, reader.join().unwrap())
+    });
+    assert_eq!(replayed.len(), (THREADS * COMMITS) as usize);
+    assert!(replayed == committed, "the feed holds each commit once, in order, with its value");
+}
