@@ -62,16 +62,15 @@ pub enum Error {
         /// Why the next ones cannot be rebuilt.
         reason: String,
     },
-    /// A feed consumer was asked to acknowledge a sequence past the newest commit
-    /// ([`crate::store::Consumer::ack`]): it would skip the commits made up to it. Its cursor
-    /// stays where it was.
-    #[error("feed consumer {name:?}: cannot acknowledge {cursor}, past the newest commit {newest}")]
-    FeedAckAhead {
-        /// The consumer.
-        name: String,
-        /// The sequence given.
+    /// A feed cursor past the newest commit: given to [`crate::store::Consumer::ack`], or to
+    /// [`crate::Db::changes_since`] (a cursor of another file, or of this one before it was put
+    /// back from an older copy). Read or acknowledged, it would skip the commits made up to
+    /// it; nothing was recorded.
+    #[error("feed cursor {cursor} is past the newest commit {newest}")]
+    FeedCursorAhead {
+        /// The cursor given.
         cursor: u64,
-        /// The newest commit when it was given.
+        /// The newest commit.
         newest: u64,
     },
     /// No feed consumer of this name is registered (it was removed).

@@ -500,6 +500,9 @@ pub(crate) fn read_with_olds(
 
 /// Up to `batches_max` commits after `cursor` (0: from the oldest kept), in commit order.
 fn read_since(tx: &ReadTxn<'_>, feed: &Keyspace, meta: &Keyspace, cursor: u64, batches_max: usize) -> Result<Vec<ChangeBatch>> {
+    if cursor > tx.sequence() {
+        return Err(Error::FeedCursorAhead { cursor, newest: tx.sequence() });
+    }
     let trimmed = trimmed_through(tx, meta)?;
     if cursor != 0 && cursor < trimmed {
         return Err(Error::FeedCursorExpired { cursor, oldest_kept: trimmed + 1 });
@@ -521,7 +524,7 @@ impl Db {
     ///
     /// [`Error::FeedDisabled`] if the file does not have the feed on;
     /// [`Error::FeedCursorExpired`] if retention removed commits after `cursor`: resynchronise
-    /// from a snapshot.
+    /// from a snapshot; [`Error::FeedCursorAhead`] if `cursor` is past the newest commit.
     ///
     /// ```
     /// use tessera::{Db, DbOptions};
@@ -632,8 +635,8 @@ impl Consumer {
 
     /// Records that the consumer has handled every commit up to `cursor` (a cursor never goes
     /// back: an older one is ignored), and removes the commits every consumer has handled.
-    /// [`Error::FeedAckAhead`] if `cursor` is past the newest commit: the consumer would never
-    /// read the commits made up to it.
+    /// [`Error::FeedCursorAhead`] if `cursor` is past the newest commit: the consumer would
+    /// never read the commits made up to it.
     pub fn ack(&self, cursor: u64) -> Result<()> {
         let (feed, meta) = keyspaces(&self.db)?;
         let name = self.name.as_bytes();
@@ -648,7 +651,7 @@ impl Consumer {
             // This transaction's own sequence is one past the newest commit.
             let newest = tx.sequence().saturating_sub(1);
             if cursor > newest {
-                return Err(Error::FeedAckAhead { name: self.name.to_string(), cursor, newest });
+                return Err(Error::FeedCursorAhead { cursor, newest });
             }
             tx.put_unlogged(&self.consumers, name, &cursor.to_be_bytes())?;
             let mut handled = u64::MAX;
