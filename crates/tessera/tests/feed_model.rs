@@ -429,3 +429,112 @@ fn concurrent_writers_and_a_concurrent_reader_see_every_commit_once_in_order() {
     assert_eq!(replayed.len(), (THREADS * COMMITS) as usize);
     assert!(replayed == committed, "the feed holds each commit once, in order, with its value");
 }
+
+/// A transaction that outgrows the map runs again (`Db::write`): the feed has its commit once,
+/// with what the run that committed wrote (here a different key on each run), and the commit
+/// before it intact.
+#[test]
+fn a_transaction_run_again_for_a_larger_map_is_in_the_feed_once_as_its_last_run_wrote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = DbOptions { durable_feed: true, map_size_initial_bytes: 1 << 20, ..DbOptions::default() };
+    let db = Db::open_with(dir.path().join("db"), options).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    db.write(|tx| tx.put(&notes, b"first", b"1")).unwrap();
+    let mut runs = 0u8;
+    let sequence = db
+        .write(|tx| {
+            runs += 1;
+            tx.put(&notes, &[b'r', runs], b"run")?;
+            for i in 0..400u32 {
+                tx.put(&notes, &i.to_be_bytes(), &[runs; 10_000])?;
+            }
+            Ok(tx.sequence())
+        })
+        .unwrap();
+    assert!(runs >= 2, "the map grew during the transaction");
+    let batches = db.changes_since(0, 100).unwrap();
+    assert_eq!(batches.len(), 2);
+    assert_eq!(&*batches[0].changes[0].key, b"first");
+    assert_eq!(batches[1].sequence, sequence);
+    let changes = &batches[1].changes;
+    assert_eq!(changes.len(), 401);
+    assert_eq!(&*changes[0].key, &[b'r', runs][..], "only the last run's key");
+    assert!(changes[1..].iter().all(|c| c.kind == ChangeKind::Insert && c.new.as_deref() == Some(&[runs; 10_000][..])));
+}
+
+/// Random transactions over `KEYSPACES` from the seed `seed`: `count` commits, each of a few
+/// puts (some writing a key back or twice), deletes and inserts, a tenth rolled back.
+fn random_writes(db: &Db, seed: u64, count: usize) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for _ in 0..count {
+        let ops: Vec<Op> = (0..rng.usize(1..6))
+            .map(|_| {
+                let (s, k) = (rng.usize(..KEYSPACES.len()), rng.usize(..5));
+                match rng.u8(..4) {
+                    0 => Op::Delete(s, k),
+                    1 => Op::InsertNew(s, k, Value::Small(rng.u8(..4), rng.u8(..))),
+                    2 => Op::PutBack(s, k),
+                    _ => Op::Put(s, k, Value::Small(rng.u8(..4), rng.u8(..))),
+                }
+            })
+            .collect();
+        let end = if rng.u8(..10) == 0 { End::Abort } else { End::Commit };
+        let _ = run_txn(db, &ops, end);
+    }
+}
+
+/// The child of `two_processes_writing_at_once_leave_a_feed_that_replays_to_the_store`.
+#[test]
+#[ignore = "run by two_processes_writing_at_once_leave_a_feed_that_replays_to_the_store"]
+fn feed_model_child() {
+    let Ok(path) = std::env::var("TESSERA_FEED_MODEL_PATH") else { return };
+    let notify = std::env::var("TESSERA_FEED_MODEL_NOTIFY").is_ok();
+    random_writes(&open(Path::new(&path), notify, 1_000_000), 2, 300);
+}
+
+/// Two processes writing the same keys at once, with and without cross-process notification:
+/// the feed, read from its start and applied to an empty store, gives the store's contents,
+/// and every commit of both processes is in it once, in order.
+#[test]
+fn two_processes_writing_at_once_leave_a_feed_that_replays_to_the_store() {
+    for notify in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let db = open(&path, notify, 1_000_000);
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command.args(["--exact", "feed_model_child", "--ignored", "--nocapture"]).env("TESSERA_FEED_MODEL_PATH", &path);
+        if notify {
+            command.env("TESSERA_FEED_MODEL_NOTIFY", "1");
+        }
+        let child = command.spawn().unwrap();
+        random_writes(&db, 1, 300);
+        assert!(child.wait_with_output().unwrap().status.success());
+        let batches = db.changes_since(0, 1_000_000).unwrap();
+        assert!(batches.windows(2).all(|pair| pair[0].sequence < pair[1].sequence), "commit order");
+        let mut replayed: BTreeMap<(String, Vec<u8>), Vec<u8>> = BTreeMap::new();
+        for change in batches.iter().flat_map(|batch| &batch.changes) {
+            let id = (change.keyspace.to_string(), change.key.to_vec());
+            let had = replayed.contains_key(&id);
+            match (&change.new, change.kind) {
+                (Some(new), ChangeKind::Insert) if !had => replayed.insert(id, new.to_vec()),
+                (Some(new), ChangeKind::Update) if had => replayed.insert(id, new.to_vec()),
+                (None, ChangeKind::Delete) if had => replayed.remove(&id),
+                _ => panic!("{:?} of {id:?}, which the replay {}", change.kind, if had { "has" } else { "has not" }),
+            };
+        }
+        let mut stored = BTreeMap::new();
+        for name in KEYSPACES {
+            let ks = db.keyspace(name).unwrap();
+            db.read(|tx| {
+                for entry in tx.range(&ks, ..)? {
+                    let (key, value) = entry?;
+                    stored.insert((name.to_string(), key.to_vec()), value.to_vec());
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert!(replayed == stored, "notify {notify}: the replay ends as the store");
+        assert!(batches.len() > 300, "both processes' commits: {}", batches.len());
+    }
+}
