@@ -102,6 +102,8 @@ fn step() -> impl Strategy<Value = Step> {
 type Id = (usize, Vec<u8>);
 /// keyspace, key, kind, new value
 type Expected = (String, Vec<u8>, ChangeKind, Option<Vec<u8>>);
+/// A transaction's outcome in the model: the state after it, its changes, their old values.
+type Net = (BTreeMap<Id, Vec<u8>>, Vec<Expected>, Vec<Option<Vec<u8>>>);
 
 #[derive(Default)]
 struct Model {
@@ -116,7 +118,7 @@ struct Model {
 impl Model {
     /// The net changes of `ops` applied to `state` (see `store/change_log.rs`: without old
     /// values, a key changed more than once that ends as it began stays an update).
-    fn net(&self, ops: &[Op], keeps_old_values: bool) -> (BTreeMap<Id, Vec<u8>>, Vec<Expected>) {
+    fn net(&self, ops: &[Op], keeps_old_values: bool) -> Net {
         let mut after = self.state.clone();
         let mut order: Vec<Id> = Vec::new();
         let mut writes: BTreeMap<Id, usize> = BTreeMap::new();
@@ -152,7 +154,7 @@ impl Model {
                 None => after.remove(&id),
             };
         }
-        let mut changes = Vec::new();
+        let (mut changes, mut olds) = (Vec::new(), Vec::new());
         for id in order {
             let (old, new) = (self.state.get(&id), after.get(&id));
             let kind = match (old, new) {
@@ -162,8 +164,9 @@ impl Model {
                 _ => continue,
             };
             changes.push((KEYSPACES[id.0].to_string(), id.1.clone(), kind, new.cloned()));
+            olds.push(old.cloned());
         }
-        (after, changes)
+        (after, changes, olds)
     }
 
     fn committed(&mut self, sequence: u64, changes: Vec<Expected>, commits_max: u64) {
@@ -301,10 +304,11 @@ fn run_txn(db: &Db, ops: &[Op], end: End) -> tessera::Result<u64> {
     })
 }
 
-fn run(steps: Vec<Step>, notify: bool, commits_max: u64) -> Result<(), TestCaseError> {
+fn run(steps: Vec<Step>, notify: bool, listen: bool, commits_max: u64) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let mut db = open(&path, notify, commits_max);
+    let mut stream = listen.then(|| db.subscribe().unwrap());
     let mut model = Model::default();
     for step in steps {
         match step {
@@ -313,7 +317,21 @@ fn run(steps: Vec<Step>, notify: bool, commits_max: u64) -> Result<(), TestCaseE
                 match end {
                     End::Commit => {
                         let sequence = result.unwrap();
-                        let (after, changes) = model.net(&ops, notify);
+                        let (after, changes, olds) = model.net(&ops, notify || listen);
+                        if let (Some(stream), false) = (&stream, changes.is_empty()) {
+                            // The in-process feed has the same changes, with their old values
+                            // (and no index entries here: keyspaces only).
+                            let Some(tessera::FeedEvent::Batch(batch)) = stream.recv_timeout(std::time::Duration::from_secs(10)) else {
+                                panic!("no batch for commit {sequence}")
+                            };
+                            prop_assert_eq!(batch.sequence, sequence);
+                            prop_assert!(as_expected(std::slice::from_ref(&batch))[0].1 == changes, "in-process changes");
+                            let old: Vec<Option<Vec<u8>>> = batch.changes.iter().map(|c| c.old.as_ref().map(|v| v.to_vec())).collect();
+                            prop_assert!(old == olds, "in-process old values");
+                        }
+                        if let Some(stream) = &stream {
+                            prop_assert!(stream.try_recv().is_none(), "one batch per commit");
+                        }
                         model.state = after;
                         model.committed(sequence, changes, commits_max);
                     }
@@ -321,8 +339,10 @@ fn run(steps: Vec<Step>, notify: bool, commits_max: u64) -> Result<(), TestCaseE
                 }
             }
             Step::Reopen => {
+                drop(stream.take());
                 db.close().unwrap();
                 db = open(&path, notify, commits_max);
+                stream = listen.then(|| db.subscribe().unwrap());
             }
             Step::Register(index) => {
                 let consumer = db.consumer(CONSUMERS[index]).unwrap();
@@ -367,9 +387,10 @@ proptest! {
     fn the_feed_replays_every_commit_once_in_order_with_its_net_changes(
         steps in prop::collection::vec(step(), 1..30),
         notify in any::<bool>(),
+        listen in any::<bool>(),
         commits_max in prop_oneof![Just(3u64), Just(6), Just(1000)],
     ) {
-        run(steps, notify, commits_max)?;
+        run(steps, notify, listen, commits_max)?;
     }
 }
 
