@@ -958,7 +958,10 @@ impl<'db> WriteTxn<'db> {
         Ok(first.is_some_and(|(key, _)| key.starts_with(prefix)))
     }
 
-    /// The sequence this transaction will have when it commits.
+    /// The sequence this transaction will have when it commits, if it changes something: LMDB
+    /// gives a transaction that writes nothing no sequence of its own, and the next commit (of
+    /// this process or another) takes this one, so it is then no cursor for
+    /// [`crate::Db::changes_since`] (commit `sequence` would be skipped).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
