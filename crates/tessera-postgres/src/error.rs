@@ -72,6 +72,20 @@ pub enum ReplicateError {
         /// The oldest sequence the feed still has.
         oldest_kept: u64,
     },
+    /// The replica's cursor is past the newest commit of the database file: the file is older
+    /// than what the replica holds (put back from a copy, or another file). The replica cannot
+    /// follow it commit by commit: resynchronise (`resync`, a full copy from a snapshot).
+    #[error(
+        "consumer {consumer}: PostgreSQL holds commits up to {cursor}, past the database's newest commit {newest} (a file older than the replica?); resynchronise with --resync"
+    )]
+    CursorAhead {
+        /// The consumer.
+        consumer: String,
+        /// Its cursor in PostgreSQL.
+        cursor: u64,
+        /// The newest commit of the database file.
+        newest: u64,
+    },
     /// A collection asked for (`--collections`) that the database does not have.
     #[error("no collection {collection} in the database")]
     NoSuchCollection {

@@ -82,9 +82,10 @@ pub struct ReplicatorOptions {
     pub consumer: String,
     /// Only these collections (`None`: every collection, including ones created later).
     pub collections: Option<Vec<String>>,
-    /// When tessera's feed no longer has the commits after the replica's cursor, copy every
-    /// record from a snapshot again instead of failing with
-    /// [`crate::ReplicateError::CursorExpired`].
+    /// When tessera's feed no longer has the commits after the replica's cursor, or the
+    /// replica's cursor is past the file's newest commit, copy every record from a snapshot
+    /// again instead of failing with [`crate::ReplicateError::CursorExpired`] or
+    /// [`crate::ReplicateError::CursorAhead`].
     pub resync: bool,
     /// Most commits one PostgreSQL transaction applies (1 to [`BATCHES_PER_TRANSACTION_MAX`]).
     pub batches_per_transaction: usize,

@@ -274,6 +274,13 @@ impl Replicator {
                 self.retrying(Replicator::full_copy)?;
                 return Ok(Progress::Applied);
             }
+            Err(tessera::Error::FeedCursorAhead { cursor, newest }) => {
+                if !self.options.resync {
+                    return Err(ReplicateError::CursorAhead { consumer: self.options.consumer.clone(), cursor, newest });
+                }
+                self.retrying(Replicator::full_copy)?;
+                return Ok(Progress::Applied);
+            }
             Err(error) => return Err(error.into()),
         };
         if batches.is_empty() {

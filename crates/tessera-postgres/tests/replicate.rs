@@ -235,6 +235,36 @@ fn a_postgres_restart_mid_run_is_retried_and_ends_equal() {
 }
 
 #[test]
+fn a_database_older_than_the_replica_is_its_error_and_resync_copies_again() {
+    // The file is put back from an older copy (here: another file with fewer commits): the
+    // replica's cursor is past its newest commit. Before, reading from there returned nothing
+    // new until the file's commits passed the cursor, and those up to it were never applied.
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir, 100_000);
+    let (people, notes) = (db.collection::<Person>().unwrap(), db.collection::<Note>().unwrap());
+    churn(&db, &people, &notes, 0, 10);
+    Replicator::start(&db, options(&server)).unwrap().catch_up().unwrap();
+    let older_dir = tempfile::tempdir().unwrap();
+    let older = open(&older_dir, 100_000);
+    let (people, notes) = (older.collection::<Person>().unwrap(), older.collection::<Note>().unwrap());
+    churn(&older, &people, &notes, 3, 1);
+    match Replicator::start(&older, options(&server)).unwrap().catch_up() {
+        Err(ReplicateError::CursorAhead { consumer, cursor, newest }) => {
+            assert_eq!(consumer, "postgres");
+            assert!(cursor > newest, "cursor {cursor}, newest {newest}");
+        }
+        other => panic!("expected CursorAhead, got {other:?}"),
+    }
+    let mut options = options(&server);
+    options.resync = true;
+    let mut replicator = Replicator::start(&older, options).unwrap();
+    replicator.catch_up().unwrap();
+    assert!(replicator.stats().copied > 0);
+    assert_equal(&older, &server, &["people", "notes"]);
+}
+
+#[test]
 fn an_expired_cursor_is_its_error_and_resync_copies_again() {
     let server = server();
     let dir = tempfile::tempdir().unwrap();
