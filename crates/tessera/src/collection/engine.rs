@@ -353,12 +353,33 @@ fn candidates_reversed<'t>(
             let (null_start, null_end) = ([id, sort_key::TAG_NULL], [id, sort_key::TAG_NULL + 1]);
             let split = split_nulls(start, end, &null_start, &null_end);
             let nulls = snapshot.entries(&state.index_keyspace, split.nulls.0, split.nulls.1)?;
-            let values = ties_ascending(snapshot.entries_rev(&state.index_keyspace, split.values.0, split.values.1)?);
+            let values = values_descending(snapshot, &state, id, split.values)?;
             let entries: IndexEntries<'t> = if walk.nulls_last { Box::new(values.chain(nulls)) } else { Box::new(nulls.chain(values)) };
             Ok(Box::new(in_full_order(entries, snapshot, state, path, true, walk.nulls_last)))
         }
         _ => candidates(&state, snapshot, access, walk),
     }
+}
+
+/// The non-NULL entries of an index range in descending order: each class of values
+/// (booleans, numbers, strings, everything else) walked backwards, the classes in their
+/// ascending order, as every tessera order sorts values of different kinds (a direction
+/// reverses the order within a kind, not the order of kinds); equal values in ascending
+/// primary-key order.
+fn values_descending<'t>(
+    snapshot: &'t dyn Snapshot,
+    state: &CollectionState,
+    id: u8,
+    (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+) -> Result<IndexEntries<'t>> {
+    let mut classes: Vec<IndexEntries<'t>> = Vec::new();
+    for tag in [sort_key::TAG_BOOL, sort_key::TAG_NUMBER, sort_key::TAG_STRING, sort_key::TAG_OTHER] {
+        let (class_start, class_end) = ([id, tag], [id, tag + 1]);
+        let start = plan::tighter_start(start, Bound::Included(&class_start[..]));
+        let end = plan::tighter_end(end, Bound::Excluded(&class_end[..]));
+        classes.push(Box::new(ties_ascending(snapshot.entries_rev(&state.index_keyspace, start, end)?)));
+    }
+    Ok(Box::new(classes.into_iter().flatten()))
 }
 
 /// Reverses each run of equal index values in a descending walk, so that ties come in
