@@ -48,7 +48,7 @@ impl serde::Serialize for V {
 /// A record: its key, the indexed `v`, and `m.c` (indexed) under an optional `m`.
 #[derive(Debug, Clone)]
 struct Row {
-    id: i64,
+    id: V,
     v: V,
     c: V,
 }
@@ -198,6 +198,19 @@ fn predicate() -> impl Strategy<Value = (Expr, Expr)> {
             let make = || Expr::Variant(tessera::query::FieldPath::new(path), variant.to_owned());
             (make(), make())
         }),
+        1 => (prop::sample::select(vec!["v", "m.c"]), literal()).prop_map(|(path, literal)| {
+            let make = || Expr::Contains(Box::new(field(path)), literal.clone());
+            (make(), make())
+        }),
+        1 => (prop::sample::select(vec!["v", "m.c"]), prop::sample::select(strings())).prop_map(|(path, suffix)| {
+            let make = || Expr::Str(Box::new(field(path)), StringOp::EndsWith, suffix.clone());
+            (make(), make())
+        }),
+        1 => (prop::sample::select(vec!["v", "m.c"]), literal(), op(), literal()).prop_map(|(path, by, op, to)| {
+            let arith = || Box::new(Expr::Arith(Box::new(field(path)), tessera::query::ArithOp::Rem, Box::new(Expr::Literal(by.clone()))));
+            let make = || Expr::Compare(arith(), op, Box::new(Expr::Literal(to.clone())));
+            (make(), make())
+        }),
     ];
     leaf.prop_recursive(3, 10, 2, |inner| {
         prop_oneof![
@@ -216,15 +229,28 @@ fn order_key() -> impl Strategy<Value = (&'static str, Order, Option<Nulls>)> {
     )
 }
 
-fn schema(indexed: bool) -> DynSchema {
+fn query_orders(orders: &[(&'static str, Order, Option<Nulls>)]) -> Vec<OrderKey> {
+    orders
+        .iter()
+        .map(|(path, order, nulls)| {
+            let key = OrderKey::new(*path, *order);
+            match nulls {
+                Some(nulls) => key.nulls(*nulls),
+                None => key,
+            }
+        })
+        .collect()
+}
+
+fn schema(indexed: bool, string_key: bool) -> DynSchema {
     let index = |path: &str| DynIndex { path: path.into(), unique: false, ready: true, failure: None };
     DynSchema {
         version: 1,
         key_fields: vec!["id".into()],
-        key_kinds: vec![KeyKind::I64],
+        key_kinds: vec![if string_key { KeyKind::String } else { KeyKind::I64 }],
         shape: TypeDesc::Struct(vec![
-            ("id".into(), TypeDesc::Int),
-            ("k".into(), TypeDesc::Int),
+            ("id".into(), if string_key { TypeDesc::String } else { TypeDesc::Int }),
+            ("k".into(), if string_key { TypeDesc::String } else { TypeDesc::Int }),
             ("v".into(), TypeDesc::Any),
             ("m".into(), TypeDesc::Any),
         ]),
@@ -243,8 +269,30 @@ fn store(db: &tessera::Db, collection: &DynCollection, rows: &[Row]) {
     .unwrap();
 }
 
-fn row() -> impl Strategy<Value = Row> {
-    (-3i64..8, value(), value()).prop_map(|(id, v, c)| Row { id, v, c })
+fn row(string_key: bool) -> impl Strategy<Value = Row> {
+    let id = if string_key {
+        prop::sample::select(strings().into_iter().filter(|s| s.len() < 200).collect::<Vec<_>>()).prop_map(V::Str).boxed()
+    } else {
+        (-3i64..8).prop_map(V::Int).boxed()
+    };
+    (id, value(), value()).prop_map(|(id, v, c)| Row { id, v, c })
+}
+
+/// Whether the text syntax can write `literal` (it has no NaN or infinity).
+fn writable(literal: &Literal) -> bool {
+    !matches!(literal, Literal::Float(x) if !x.is_finite())
+}
+
+/// Whether every constant of `expr` can be written as text.
+fn all_writable(expr: &Expr) -> bool {
+    match expr {
+        Expr::Literal(literal) | Expr::Contains(_, literal) => writable(literal),
+        Expr::In(a, list, _) => all_writable(a) && list.iter().all(writable),
+        Expr::Compare(a, _, b) | Expr::Arith(a, _, b) | Expr::And(a, b) | Expr::Or(a, b) => all_writable(a) && all_writable(b),
+        Expr::Between(a, b, c) => all_writable(a) && all_writable(b) && all_writable(c),
+        Expr::IsNull(a, _) | Expr::Str(a, _, _) | Expr::Not(a) => all_writable(a),
+        Expr::Field(_) | Expr::Variant(..) => true,
+    }
 }
 
 proptest! {
@@ -252,15 +300,21 @@ proptest! {
 
     #[test]
     fn indexed_queries_return_what_a_scan_returns(
-        rows in prop::collection::vec(row(), 0..24),
+        (string_key, rows, later, deleted) in any::<bool>().prop_flat_map(|string_key| (
+            Just(string_key),
+            prop::collection::vec(row(string_key), 0..24),
+            prop::collection::vec(row(string_key), 0..8),
+            prop::collection::vec(row(string_key).prop_map(|row| row.id), 0..4),
+        )),
         queries in prop::collection::vec((predicate(), prop::collection::vec(order_key(), 0..3), prop::option::of(0usize..4), prop::option::of(0usize..6)), 1..6),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let db = tessera::Db::open(dir.path().join("db")).unwrap();
-        let indexed = db.create_dyn_collection("indexed", &schema(true)).unwrap();
-        let copy = db.create_dyn_collection("copy", &schema(false)).unwrap();
+        let indexed = db.create_dyn_collection("indexed", &schema(true, string_key)).unwrap();
+        let copy = db.create_dyn_collection("copy", &schema(false, string_key)).unwrap();
         store(&db, &indexed, &rows);
         store(&db, &copy, &rows);
+        let mut built = Vec::new();
         for ((expr, copy_expr), orders, offset, limit) in &queries {
             let (mut query, mut scan) = match (indexed.filter(expr.clone()), copy.filter(copy_expr.clone())) {
                 (Ok(query), Ok(scan)) => (query, scan),
@@ -283,6 +337,159 @@ proptest! {
             let got = json(query.fetch(&db).unwrap());
             prop_assert_eq!(&got, &expected, "{:?} {:?} {:?} {:?}\nplan: {}\nscan plan: {}", expr, orders, offset, limit, plan, scan.explain().unwrap());
             prop_assert_eq!(query.count(&db).unwrap(), expected.len(), "{}", plan);
+            built.push((query.clone(), scan.clone()));
+            // The same query as text: it prints back and parses to an equal statement.
+            if all_writable(expr) {
+                let statement = tessera::query::Statement {
+                    predicate: Some(expr.clone()),
+                    order_by: query_orders(orders),
+                    limit: *limit,
+                    offset: offset.unwrap_or(0),
+                };
+                let text = statement.to_string();
+                let parsed = tessera::query::Statement::parse(&text);
+                prop_assert!(parsed.as_ref().is_ok_and(|parsed| *parsed == statement), "{} -> {:?}", text, parsed);
+                prop_assert_eq!(json(indexed.filter_text(&text).unwrap().fetch(&db).unwrap()), expected, "{}", text);
+            }
+        }
+        // In a write transaction, after more writes: its own index entries answer its queries.
+        db.write(|tx| {
+            store_in(tx, &indexed, &later, &deleted);
+            store_in(tx, &copy, &later, &deleted);
+            for (query, scan) in &built {
+                let json = |rows: Vec<tessera::collection::DynRecord>| rows.iter().map(|row| row.to_json()).collect::<Vec<_>>();
+                let expected = json(scan.fetch(&*tx)?);
+                assert_eq!(json(query.fetch(&*tx)?), expected, "in the transaction: {}", query.explain()?);
+                assert_eq!(query.count(&*tx)?, expected.len());
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+}
+
+/// Upserts `rows` and deletes the records keyed `deleted`, in `tx`.
+fn store_in(tx: &mut tessera::WriteTxn<'_>, collection: &DynCollection, rows: &[Row], deleted: &[V]) {
+    for row in rows {
+        let bytes = tessera::value::to_vec(row).unwrap();
+        collection.upsert(tx, tessera::value::Doc::from_untrusted(&bytes).unwrap().root()).unwrap();
+    }
+    for key in deleted {
+        let bytes = tessera::value::to_vec(key).unwrap();
+        collection.delete(tx, tessera::value::Doc::from_untrusted(&bytes).unwrap().root()).unwrap();
+    }
+}
+
+/// A composite key `(a, b)` (an `i32` and a string) and its copy as plain fields `x`, `y`.
+fn composite_schema(keyed: bool) -> DynSchema {
+    let (a, b) = if keyed { ("a", "b") } else { ("x", "y") };
+    DynSchema {
+        version: 1,
+        key_fields: if keyed { vec!["a".into(), "b".into()] } else { vec!["row".into()] },
+        key_kinds: if keyed { vec![KeyKind::I32, KeyKind::String] } else { vec![KeyKind::U32] },
+        shape: TypeDesc::Struct(vec![
+            ("row".into(), TypeDesc::Int),
+            (a.into(), TypeDesc::Integer(tessera::collection::IntType::I32)),
+            (b.into(), TypeDesc::String),
+        ]),
+        indexes: Vec::new(),
+    }
+}
+
+fn composite_predicate() -> impl Strategy<Value = (Expr, Expr)> {
+    let number = prop_oneof![
+        (-3i64..4).prop_map(Literal::Int),
+        prop::sample::select(vec![
+            Literal::Float(1.0),
+            Literal::Float(-0.0),
+            Literal::Float(1.5),
+            Literal::Float(-2.5),
+            Literal::UInt(u64::MAX),
+            Literal::Int(i64::MIN),
+            Literal::Int(1 << 40),
+            Literal::Null
+        ]),
+    ];
+    let text = prop_oneof![
+        prop::sample::select(vec!["", "a", "a\0", "ab", "b", "\u{ff}"]).prop_map(|s| Literal::Str(s.into())),
+        Just(Literal::Null)
+    ];
+    let leaf = prop_oneof![
+        (op(), number.clone()).prop_map(|(op, n)| (field("a").compare_with(op, &n), field("x").compare_with(op, &n))),
+        (op(), text.clone()).prop_map(|(op, s)| (field("b").compare_with(op, &s), field("y").compare_with(op, &s))),
+        (number.clone(), number.clone()).prop_map(|(low, high)| {
+            let make =
+                |path| Expr::Between(Box::new(field(path)), Box::new(Expr::Literal(low.clone())), Box::new(Expr::Literal(high.clone())));
+            (make("a"), make("x"))
+        }),
+        prop::collection::vec(number, 1..3)
+            .prop_map(|list| (Expr::In(Box::new(field("a")), list.clone(), false), Expr::In(Box::new(field("x")), list, false))),
+        prop::sample::select(vec!["", "a", "a\0"]).prop_map(|prefix| {
+            let make = |path| Expr::Str(Box::new(field(path)), StringOp::StartsWith, prefix.to_owned());
+            (make("b"), make("y"))
+        }),
+    ];
+    leaf.prop_recursive(2, 8, 2, |inner| {
+        prop_oneof![
+            3 => (inner.clone(), inner.clone()).prop_map(|((a, ca), (b, cb))| (a.and(b), ca.and(cb))),
+            1 => (inner.clone(), inner.clone()).prop_map(|((a, ca), (b, cb))| (a.or(b), ca.or(cb))),
+            1 => inner.prop_map(|(a, ca)| (!a, !ca)),
+        ]
+    })
+}
+
+/// `field op literal`, for the tests.
+trait CompareWith {
+    fn compare_with(self, op: CompareOp, literal: &Literal) -> Expr;
+}
+
+impl CompareWith for Expr {
+    fn compare_with(self, op: CompareOp, literal: &Literal) -> Expr {
+        Expr::Compare(Box::new(self), op, Box::new(Expr::Literal(literal.clone())))
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn composite_key_queries_return_what_a_scan_returns(
+        keys in prop::collection::btree_set((-3i32..4, prop::sample::select(vec!["", "a", "a\0", "a\0b", "ab", "b", "\u{ff}"])), 0..30),
+        queries in prop::collection::vec((composite_predicate(), any::<bool>(), prop::option::of(0usize..5)), 1..6),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = tessera::Db::open(dir.path().join("db")).unwrap();
+        let keyed = db.create_dyn_collection("keyed", &composite_schema(true)).unwrap();
+        let copy = db.create_dyn_collection("copy", &composite_schema(false)).unwrap();
+        db.write(|tx| {
+            for (row, (a, b)) in keys.iter().enumerate() {
+                let json = serde_json::json!({"row": row, "a": a, "b": b}).to_string();
+                keyed.insert_json(tx, json.as_bytes())?;
+                let json = serde_json::json!({"row": row, "x": a, "y": b}).to_string();
+                copy.insert_json(tx, json.as_bytes())?;
+            }
+            Ok(())
+        }).unwrap();
+        for ((expr, copy_expr), descending, limit) in &queries {
+            let (mut query, mut scan) = match (keyed.filter(expr.clone()), copy.filter(copy_expr.clone())) {
+                (Ok(query), Ok(scan)) => (query, scan),
+                (Err(_), Err(_)) => continue,
+                (query, scan) => return Err(TestCaseError::fail(format!("{expr:?}: {:?} but {:?}", query.err(), scan.err()))),
+            };
+            // The copy's rows are in key order: `row` orders it as the keys do.
+            let order = if *descending { Order::Desc } else { Order::Asc };
+            query = query.order_by_key(OrderKey::new("a", order)).unwrap().order_by_key(OrderKey::new("b", order)).unwrap();
+            scan = scan.order_by_key(OrderKey::new("row", order)).unwrap();
+            if let Some(limit) = limit { query = query.limit(*limit); scan = scan.limit(*limit); }
+            let pairs = |rows: Vec<tessera::collection::DynRecord>, a: &str, b: &str| -> Vec<(i64, String)> {
+                rows.iter().map(|row| {
+                    let value: serde_json::Value = serde_json::from_str(&row.to_json()).unwrap();
+                    (value[a].as_i64().unwrap(), value[b].as_str().unwrap().to_owned())
+                }).collect()
+            };
+            let expected = pairs(scan.fetch(&db).unwrap(), "x", "y");
+            let plan = query.explain().unwrap();
+            prop_assert_eq!(pairs(query.fetch(&db).unwrap(), "a", "b"), expected, "{:?}\nplan: {}", expr, plan);
         }
     }
 }
