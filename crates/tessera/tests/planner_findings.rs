@@ -54,3 +54,49 @@ fn a_descending_index_walk_keeps_kinds_in_their_order() {
     }
     assert_eq!(ids(&indexed, &db, "order by v desc"), ["7", "5", "2", "3", "1", "4", "6"]);
 }
+
+#[derive(tessera::collection::Record, Debug, Clone, PartialEq)]
+#[record(name = "named")]
+struct Named {
+    #[record(key)]
+    name: String,
+    n: u32,
+}
+
+#[derive(tessera::collection::Record, Debug, Clone, PartialEq)]
+#[record(name = "events")]
+struct Event {
+    #[record(key)]
+    day: u16,
+    #[record(key)]
+    name: String,
+}
+
+/// `explain` of a primary-key range printed an open lower end as `∞`, an upper bound with
+/// the lower bound's bracket before it (`id <= 5` as `∞ .. [5`), and the bounds of a
+/// `starts with` range, and of `<=` on a composite key's last ranged field, as hex bytes.
+#[test]
+fn explain_shows_primary_key_ranges_with_their_brackets_and_values() {
+    let (_dir, db) = open();
+    let untyped = untyped(&db, "untyped", false);
+    let (named, events) = (db.collection::<Named>().unwrap(), db.collection::<Event>().unwrap());
+    let explained = |text: &str| match text.split_once(": ") {
+        Some(("untyped", text)) => untyped.filter_text(text).unwrap().explain().unwrap().to_string(),
+        Some(("named", text)) => named.query_text(text).unwrap().explain().unwrap().to_string(),
+        Some(("events", text)) => events.query_text(text).unwrap().explain().unwrap().to_string(),
+        _ => unreachable!(),
+    };
+    for (text, plan) in [
+        ("untyped: id < 5", "primary key range -∞ .. 5), filter id < 5"),
+        ("untyped: id <= 5", "primary key range -∞ .. 5], filter id <= 5"),
+        ("untyped: id between 2 and 4", "primary key range [2 .. 4], filter id between 2 and 4"),
+        ("untyped: id > 5 order by id desc", "primary key range (5 .. ∞, filter id > 5, walked backwards"),
+        ("untyped: id >= -1", "primary key range [-1 .. ∞, filter id >= -1"),
+        ("named: name < \"b\"", "primary key range -∞ .. b), filter name < \"b\""),
+        ("named: name starts with \"ab\"", "primary key range [\"ab\"… .. \"ac\"…), filter name starts with \"ab\""),
+        ("events: day < 3", "primary key range -∞ .. (3)), filter day < 3"),
+        ("events: day = 2 and name <= \"a\"", "primary key range [(2) .. (2, \"a\")…], filter day == 2 and name <= \"a\""),
+    ] {
+        assert_eq!(explained(text), plan, "{text}");
+    }
+}

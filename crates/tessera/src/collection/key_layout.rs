@@ -35,11 +35,15 @@ pub(crate) enum KeyText {
 impl KeyText {
     /// The key as text: its values where they read, else its bytes.
     pub(crate) fn show(&self, key: &[u8]) -> String {
-        let text = match self {
+        self.read(key).unwrap_or_else(|| key_display(key))
+    }
+
+    /// The key (or a prefix of whole parts) as its values, if the bytes read as one.
+    pub(crate) fn read(&self, key: &[u8]) -> Option<String> {
+        match self {
             KeyText::Record(display) => display(key),
             KeyText::Kinds(kinds) => show_kinds(kinds, key),
-        };
-        text.unwrap_or_else(|| key_display(key))
+        }
     }
 }
 

@@ -116,12 +116,42 @@ impl PartialEq for Plan {
     }
 }
 
-fn bound_text(bound: &Bound<Vec<u8>>, key_text: &KeyText) -> String {
+/// A primary-key range's lower bound as text: `[key`, `(key`, or `-∞`.
+fn start_text(bound: &Bound<Vec<u8>>, key_text: &KeyText) -> String {
     match bound {
-        Bound::Included(key) => format!("[{}", key_text.show(key)),
-        Bound::Excluded(key) => format!("({}", key_text.show(key)),
+        Bound::Included(key) => format!("[{}", bound_key_text(key, key_text)),
+        Bound::Excluded(key) => format!("({}", bound_key_text(key, key_text)),
+        Bound::Unbounded => "-∞".to_owned(),
+    }
+}
+
+/// A primary-key range's upper bound as text: `key]`, `key)`, or `∞`. A bound just past
+/// every key that starts with a readable key (`<=` on the last field a range fixes) shows
+/// that key, inclusive.
+fn end_text(bound: &Bound<Vec<u8>>, key_text: &KeyText) -> String {
+    match bound {
+        Bound::Included(key) => format!("{}]", bound_key_text(key, key_text)),
+        Bound::Excluded(key) if key_text.read(key).is_none() => {
+            let below = key.split_last().filter(|(last, _)| **last > 0).map(|(last, rest)| [rest, &[last - 1]].concat());
+            match below.and_then(|below| key_text.read(&below)) {
+                Some(text) => format!("{text}…]"),
+                None => format!("{})", bound_key_text(key, key_text)),
+            }
+        }
+        Bound::Excluded(key) => format!("{})", key_text.show(key)),
         Bound::Unbounded => "∞".to_owned(),
     }
+}
+
+/// A key bound's text: the key's values where they read, else the start of a string key
+/// (`"ab"…`, a `starts with` range), else its bytes.
+fn bound_key_text(key: &[u8], key_text: &KeyText) -> String {
+    if key_text.read(key).is_none()
+        && let Some((text, [])) = crate::store::key::decode_bytes(&[key, &[0x00, 0x01]].concat())
+    {
+        return format!("{:?}…", String::from_utf8_lossy(&text));
+    }
+    key_text.show(key)
 }
 
 /// Key text of a plan with no record type at hand: strings as text, anything else in hex.
@@ -144,7 +174,7 @@ impl Access {
                 let keys: Vec<String> = keys.iter().map(|key| key_text.show(key)).collect();
                 write!(f, "primary key lookup {}", keys.join(", "))
             }
-            Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", bound_text(start, key_text), bound_text(end, key_text)),
+            Access::KeyRange(start, end) => write!(f, "primary key range {} .. {}", start_text(start, key_text), end_text(end, key_text)),
             Access::IndexRange { path, start, end } => {
                 // Every entry of one value (or of NULL): the entries that start with a prefix.
                 if let (Bound::Included(low), Bound::Excluded(high)) = (start, end)
