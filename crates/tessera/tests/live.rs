@@ -512,3 +512,21 @@ fn a_schema_change_ends_the_subscriptions_that_read_by_the_old_shape() {
     db.write(|tx| noted.insert(tx, &ItemWithNote { id: 4, priority: Some(8), tag: "d".into(), note: None }).map(drop)).unwrap();
     assert_eq!(changed(again.recv_timeout(WAIT)).result.len(), 4);
 }
+
+#[test]
+fn a_limited_subscription_refills_after_another_open_added_an_index() {
+    // A limited result that shrank past what it held is read again from storage. Through a
+    // state whose indexes another open changed, that read was refused (the planner would read
+    // the stale index ids), and the subscription ended although a new index ends nothing.
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    db.write(|tx| (1..=3).try_for_each(|id| items.insert(tx, &Item { id, priority: Some(id as i32), tag: "t".into() }).map(drop))).unwrap();
+    let live = items.subscribe_query(&items.all().order_by(Item::priority(), Order::Asc).limit(1)).unwrap();
+    assert_eq!(ids(&initial(live.recv_timeout(WAIT))), [1]);
+    let indexed = db.collection::<IndexedItem>().unwrap();
+    db.write(|tx| indexed.delete(tx, &1u32).map(drop)).unwrap();
+    assert_eq!(ids(&changed(live.recv_timeout(WAIT)).result), [2], "refilled from storage");
+    // A new subscription through the old handle is refused, as its queries are.
+    assert!(matches!(items.subscribe_query(&items.all()), Err(Error::SchemaMismatch { .. })));
+    assert!(matches!(items.all().fetch(&db), Err(Error::SchemaMismatch { .. })));
+}

@@ -171,7 +171,23 @@ impl QuerySpec<'_> {
         // Another process's schema change would make the plan read another index's entries.
         self.state.current_in(snapshot)?;
         let plan = self.plan()?;
-        let matches = self.matches(snapshot, &plan)?;
+        self.run_plan(snapshot, &plan)
+    }
+
+    /// [`QuerySpec::run`] through a state whose indexes another open changed while its records
+    /// still read as before (a live subscription's reload, which outlives the handle it was
+    /// made through): planned with no index, since the state's index ids may now name another
+    /// index's entries. Refused as `run` is when the shape or the primary key changed.
+    pub(crate) fn run_by_records<'t>(&self, snapshot: &'t dyn Snapshot) -> Result<Candidates<'t>> {
+        self.state.readable_in(snapshot)?;
+        let ordering = if self.orders.is_empty() { PlanOrdering::Natural } else { PlanOrdering::Sort };
+        let plan = Plan { access: Access::Scan, ordering, filter: None, key_text: self.key.key_text(), exact: false };
+        self.run_plan(snapshot, &plan)
+    }
+
+    /// The candidates `plan` reads, filtered, ordered, offset and limited.
+    fn run_plan<'t>(&self, snapshot: &'t dyn Snapshot, plan: &Plan) -> Result<Candidates<'t>> {
+        let matches = self.matches(snapshot, plan)?;
         let limit = self.limit.unwrap_or(usize::MAX);
         if matches!(plan.ordering, PlanOrdering::Natural | PlanOrdering::Reversed) {
             if self.offset == 0 && limit == usize::MAX {

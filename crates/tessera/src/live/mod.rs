@@ -248,6 +248,9 @@ pub(crate) fn subscribe_query_parts<T: LiveRecord>(
     let orders = parts.sort_fields();
     let orders_empty = orders.is_empty();
     let orders_signature = format!("{:?}", parts.orders);
+    // As a query through the same handle would be: refused once another open changed the
+    // collection's schema (a running subscription reloads by records alone, `record::entries`).
+    crate::store::ReadSource::with_snapshot(db, |snapshot| state.current_in(snapshot))?;
     let mailbox = Arc::new(Mailbox::new(policy));
     let engine = Engine::of(db)?;
     engine.register::<T>(db, state, keys, |live, demand| {

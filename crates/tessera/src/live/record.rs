@@ -56,6 +56,13 @@ pub(super) fn entries<T: LiveRecord>(
     snapshot: &dyn Snapshot,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     T::with_layout(keys, |layout| {
-        parts.spec(state, layout).run(snapshot)?.map(|c| c.map(|(key, bytes)| (key.into_owned(), bytes.to_vec()))).collect()
+        let spec = parts.spec(state, layout);
+        // Another open that changed only the indexes ends no subscription (see
+        // `Engine::apply`), but the state's index ids are stale: read by records alone.
+        let found = match state.current_in(snapshot) {
+            Ok(()) => spec.run(snapshot)?,
+            Err(_) => spec.run_by_records(snapshot)?,
+        };
+        found.map(|c| c.map(|(key, bytes)| (key.into_owned(), bytes.to_vec()))).collect()
     })
 }
