@@ -181,7 +181,8 @@ enum Command {
         /// The consumer: tessera's feed consumer and the cursor row's name in PostgreSQL.
         #[arg(long, default_value = "postgres")]
         consumer: String,
-        /// When the feed no longer has the commits after the cursor, copy every record again.
+        /// When the feed no longer has the commits after the cursor, or the file's commit at
+        /// the cursor is not the one PostgreSQL holds (a restored file), copy every record again.
         #[arg(long)]
         resync: bool,
         /// Most commits a PostgreSQL transaction applies.

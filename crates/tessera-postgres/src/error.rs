@@ -86,6 +86,19 @@ pub enum ReplicateError {
         /// The newest commit of the database file.
         newest: u64,
     },
+    /// The database file's commit at the replica's cursor is not the one the replica applied
+    /// (its feed entry has another digest): the file was put back from an older copy, or lost
+    /// its last commits in a crash, and has been written since. Reading on from the cursor
+    /// would skip the file's own commits up to it: resynchronise (`resync`).
+    #[error(
+        "consumer {consumer}: the database's commit {cursor} is not the one PostgreSQL holds (the file was restored or lost commits, then written); resynchronise with --resync"
+    )]
+    HistoryDiverged {
+        /// The consumer.
+        consumer: String,
+        /// Its cursor in PostgreSQL.
+        cursor: u64,
+    },
     /// A collection asked for (`--collections`) that the database does not have.
     #[error("no collection {collection} in the database")]
     NoSuchCollection {

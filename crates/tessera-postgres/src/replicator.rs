@@ -88,6 +88,9 @@ pub struct Replicator {
     tables_checked: bool,
     /// The last commit PostgreSQL holds.
     cursor: u64,
+    /// The newest commit at or before `cursor` with a feed entry, whose digest PostgreSQL keeps
+    /// with the cursor (see `Db::feed_digest_through`); `None` when the feed has none there.
+    anchor: Option<u64>,
     /// Commits read from the feed after `cursor` and not applied yet (a read returns more
     /// than one transaction takes), in order.
     pending: Vec<ChangeBatch>,
@@ -138,6 +141,7 @@ impl Replicator {
             session: None,
             tables_checked: false,
             cursor: 0,
+            anchor: None,
             pending: Vec::new(),
             acked: 0,
             acked_at: Instant::now(),
@@ -251,10 +255,24 @@ impl Replicator {
         let mut tx = session.client.transaction()?;
         table::ensure_cursor_table(&mut tx)?;
         let cursor = table::read_cursor(&mut tx, &self.options.consumer, false)?;
+        let digest = table::read_digest(&mut tx, &self.options.consumer)?;
         tx.commit()?;
-        match cursor {
-            Some(cursor) => self.cursor = cursor,
-            None => self.full_copy()?,
+        let Some(cursor) = cursor else { return self.full_copy() };
+        self.cursor = cursor;
+        // The commit at the cursor must be the one the replica applied: a file put back from
+        // an older copy, or one that lost commits in a crash, numbers its new commits as the
+        // lost ones were, and reading on from the cursor would skip them.
+        let found = self.db.feed_digest_through(cursor)?;
+        self.anchor = found.map(|(at, _)| at);
+        // A file whose newest commit is before the cursor is `CursorAhead`, from the first read.
+        let newest = self.db.read(|snapshot| Ok(snapshot.sequence()))?;
+        if let (Some(kept), Some((_, found)), true) = (digest, found, cursor <= newest)
+            && kept != found
+        {
+            if !self.options.resync {
+                return Err(ReplicateError::HistoryDiverged { consumer: self.options.consumer.clone(), cursor });
+            }
+            self.full_copy()?;
         }
         Ok(())
     }
@@ -303,9 +321,11 @@ impl Replicator {
         };
         let (from, last) = (self.cursor, group.last().expect("a group is not empty").sequence);
         assert!(last > from, "the feed returned commit {last} after cursor {from}");
-        match self.retrying(|replicator| replicator.apply(from, last, &plans))? {
+        let anchor = self.db.feed_digest_through(last)?;
+        match self.retrying(|replicator| replicator.apply(from, (last, anchor.map(|(_, digest)| digest)), &plans))? {
             Outcome::Committed => {
                 self.cursor = last;
+                self.anchor = anchor.map(|(at, _)| at);
                 self.stats.transactions += 1;
                 self.stats.commits += group.len() as u64;
                 for plan in &plans {
@@ -328,8 +348,8 @@ impl Replicator {
     }
 
     /// One PostgreSQL transaction: lock the cursor row, check it is `from`, (check the tables),
-    /// apply `plans`, move the cursor to `last`, commit.
-    fn apply(&mut self, from: u64, last: u64, plans: &[TablePlan]) -> Result<Outcome> {
+    /// apply `plans`, move the cursor to `last` with the digest of that commit, commit.
+    fn apply(&mut self, from: u64, (last, digest): (u64, Option<u64>), plans: &[TablePlan]) -> Result<Outcome> {
         let check_tables = !self.tables_checked;
         let Session { client, statements } = connected(&mut self.session, &self.options.postgres_url)?;
         let mut tx = client.transaction()?;
@@ -349,7 +369,7 @@ impl Replicator {
             rows::delete(&mut tx, statements, &plan.shape, &deletes)?;
             rows::upsert(&mut tx, statements, &plan.shape, &plan.upserts)?;
         }
-        table::write_cursor(&mut tx, &self.options.consumer, last)?;
+        table::write_cursor(&mut tx, &self.options.consumer, last, digest)?;
         tx.commit()?;
         self.tables_checked = true;
         Ok(Outcome::Committed)
@@ -413,9 +433,11 @@ impl Replicator {
         if let Some(error) = failure {
             return Err(error);
         }
-        table::write_cursor(&mut tx, &self.options.consumer, sequence)?;
+        let anchor = self.db.feed_digest_through(sequence)?;
+        table::write_cursor(&mut tx, &self.options.consumer, sequence, anchor.map(|(_, digest)| digest))?;
         tx.commit()?;
         self.cursor = sequence;
+        self.anchor = anchor.map(|(at, _)| at);
         self.pending.clear();
         self.tables_checked = true;
         self.stats.copied += copied;
@@ -423,12 +445,15 @@ impl Replicator {
     }
 
     /// Tells tessera's consumer how far the replica is, if it is further than last told and
-    /// `now` or the interval passed.
+    /// `now` or the interval passed: up to the commit before the cursor's anchor (the newest
+    /// feed entry at or before it), so that the feed keeps the entry whose digest a later start
+    /// checks (see `open`).
     fn acknowledge(&mut self, now: bool) -> Result<()> {
         let due = now || self.acked_at.elapsed() >= Duration::from_millis(ACK_INTERVAL_MS_MAX);
-        if self.cursor > self.acked && due {
-            self.consumer.ack(self.cursor)?;
-            self.acked = self.cursor;
+        let through = self.anchor.map_or(self.cursor, |anchor| anchor.saturating_sub(1)).min(self.cursor);
+        if through > self.acked && due {
+            self.consumer.ack(through)?;
+            self.acked = through;
             self.acked_at = Instant::now();
         }
         Ok(())

@@ -19,12 +19,19 @@ use postgres::Transaction;
 /// ```
 pub const CURSOR_TABLE: &str = "tessera_replication";
 
-/// Creates the cursor table if missing.
+/// Creates the cursor table if missing, and gives a table of an earlier version its `digest`
+/// column (the digest of the newest tessera feed entry at or before the cursor, see
+/// `Db::feed_digest_through`; NULL when there is none, or in rows written before the column).
 pub(crate) fn ensure_cursor_table(tx: &mut Transaction<'_>) -> Result<()> {
-    tx.batch_execute(&format!("CREATE TABLE IF NOT EXISTS {CURSOR_TABLE} (consumer text PRIMARY KEY, cursor bigint NOT NULL)"))?;
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {CURSOR_TABLE} (consumer text PRIMARY KEY, cursor bigint NOT NULL, digest bigint); \
+         ALTER TABLE {CURSOR_TABLE} ADD COLUMN IF NOT EXISTS digest bigint"
+    ))?;
     let columns = columns_of(tx, CURSOR_TABLE)?;
-    for (name, expected) in [("consumer", "text"), ("cursor", "bigint")] {
-        check_column(CURSOR_TABLE, &columns, name, expected, |found| found == expected)?;
+    for (name, expected) in [("consumer", "text"), ("cursor", "bigint"), ("digest", "bigint")] {
+        if !check_column(CURSOR_TABLE, &columns, name, expected, |found| found == expected)? {
+            return Err(missing(CURSOR_TABLE, name, expected));
+        }
     }
     Ok(())
 }
@@ -37,14 +44,24 @@ pub(crate) fn read_cursor(tx: &mut Transaction<'_>, consumer: &str, lock: bool) 
     Ok(row.map(|row| row.get::<_, i64>(0) as u64))
 }
 
-/// Sets the consumer's cursor (in the transaction that applied the commits up to it).
-pub(crate) fn write_cursor(tx: &mut Transaction<'_>, consumer: &str, cursor: u64) -> Result<()> {
+/// The digest kept with the consumer's cursor (see [`ensure_cursor_table`]), if any.
+pub(crate) fn read_digest(tx: &mut Transaction<'_>, consumer: &str) -> Result<Option<u64>> {
+    let row = tx.query_opt(&format!("SELECT digest FROM {CURSOR_TABLE} WHERE consumer = $1"), &[&consumer])?;
+    Ok(row.and_then(|row| row.get::<_, Option<i64>>(0)).map(|digest| digest as u64))
+}
+
+/// Sets the consumer's cursor and its digest (in the transaction that applied the commits up
+/// to it).
+pub(crate) fn write_cursor(tx: &mut Transaction<'_>, consumer: &str, cursor: u64, digest: Option<u64>) -> Result<()> {
     let cursor =
         i64::try_from(cursor).map_err(|_| ReplicateError::Options { option: "cursor", problem: format!("{cursor} exceeds bigint") })?;
+    // Stored bit for bit: PostgreSQL has no unsigned 64-bit type.
+    let digest = digest.map(|digest| digest as i64);
     let sql = format!(
-        "INSERT INTO {CURSOR_TABLE} (consumer, cursor) VALUES ($1, $2) ON CONFLICT (consumer) DO UPDATE SET cursor = EXCLUDED.cursor"
+        "INSERT INTO {CURSOR_TABLE} (consumer, cursor, digest) VALUES ($1, $2, $3) \
+         ON CONFLICT (consumer) DO UPDATE SET cursor = EXCLUDED.cursor, digest = EXCLUDED.digest"
     );
-    tx.execute(&sql, &[&consumer, &cursor])?;
+    tx.execute(&sql, &[&consumer, &cursor, &digest])?;
     Ok(())
 }
 

@@ -146,8 +146,9 @@ fn inserts_updates_and_deletes_equal_tessera_with_typed_columns() {
     let nulls: i64 = client.query_one("SELECT count(*) FROM notes WHERE stars IS NULL", &[]).unwrap().get(0);
     let expected_nulls = notes.all().fetch(&db).unwrap().iter().filter(|note| note.stars.is_none()).count();
     assert_eq!(nulls as usize, expected_nulls);
-    // The consumer in tessera follows PostgreSQL's cursor (for retention).
-    assert_eq!(db.consumer("postgres").unwrap().cursor().unwrap(), replicator.cursor());
+    // The consumer in tessera follows PostgreSQL's cursor (for retention), one commit behind
+    // it so that the feed keeps the entry whose digest a later start checks.
+    assert_eq!(db.consumer("postgres").unwrap().cursor().unwrap(), replicator.cursor() - 1);
 }
 
 #[test]
@@ -222,7 +223,9 @@ fn a_postgres_restart_mid_run_is_retried_and_ends_equal() {
         server.start_again().unwrap();
         // Until the follower has caught up with every commit.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !db.changes_since(db.consumer("postgres").unwrap().cursor().unwrap(), 1).unwrap().is_empty() {
+        // tessera's consumer is acknowledged one commit behind the replica's cursor.
+        let replica_cursor = || db.consumer("postgres").unwrap().cursor().unwrap() + 1;
+        while !db.changes_since(replica_cursor(), 1).unwrap().is_empty() {
             assert!(std::time::Instant::now() < deadline, "the replicator did not catch up after the restart");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -262,6 +265,49 @@ fn a_database_older_than_the_replica_is_its_error_and_resync_copies_again() {
     replicator.catch_up().unwrap();
     assert!(replicator.stats().copied > 0);
     assert_equal(&older, &server, &["people", "notes"]);
+}
+
+#[test]
+fn a_file_put_back_from_an_older_copy_and_written_since_is_its_error_and_resync_copies_again() {
+    // The file is replaced by a copy from before the replica's cursor, then written past it:
+    // its new commits take the numbers of the lost ones. Before, the replicator resumed after
+    // its cursor and silently skipped the file's own commits up to it.
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir, 100_000);
+    let (people, notes) = (db.collection::<Person>().unwrap(), db.collection::<Note>().unwrap());
+    churn(&db, &people, &notes, 0, 3);
+    let copy_dir = tempfile::tempdir().unwrap();
+    db.copy_compacted(&copy_dir.path().join("db")).unwrap();
+    churn(&db, &people, &notes, 1, 10);
+    let mut replicator = Replicator::start(&db, options(&server)).unwrap();
+    replicator.catch_up().unwrap();
+    let cursor = replicator.cursor();
+    drop((replicator, people, notes, db));
+    let restored = open(&copy_dir, 100_000);
+    let (people, notes) = (restored.collection::<Person>().unwrap(), restored.collection::<Note>().unwrap());
+    let mut round = 100;
+    while restored.read_txn().unwrap().sequence() < cursor + 2 {
+        churn(&restored, &people, &notes, round, 1);
+        round += 1;
+    }
+    match Replicator::start(&restored, options(&server)).map(drop) {
+        Err(ReplicateError::HistoryDiverged { consumer, cursor: at }) => assert_eq!((consumer.as_str(), at), ("postgres", cursor)),
+        other => panic!("expected HistoryDiverged, got {other:?}"),
+    }
+    let mut resync = options(&server);
+    resync.resync = true;
+    let mut replicator = Replicator::start(&restored, resync).unwrap();
+    replicator.catch_up().unwrap();
+    assert!(replicator.stats().copied > 0);
+    assert_equal(&restored, &server, &["people", "notes"]);
+    // Resumed on the same file, the digest matches: no second copy.
+    drop(replicator);
+    churn(&restored, &people, &notes, round, 2);
+    let mut replicator = Replicator::start(&restored, options(&server)).unwrap();
+    replicator.catch_up().unwrap();
+    assert_eq!(replicator.stats().copied, 0);
+    assert_equal(&restored, &server, &["people", "notes"]);
 }
 
 #[test]

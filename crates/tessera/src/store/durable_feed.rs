@@ -543,6 +543,42 @@ impl Db {
         self.read(|tx| read_since(tx, &feed, &meta, cursor, batches_max))
     }
 
+    /// The newest commit at or before `sequence` that has an entry in the durable feed, and a
+    /// 64-bit digest of that entry (XXH3-64 of its bytes, seeded with its sequence); `None` if
+    /// the feed holds none there (retention removed them, or no commit so far recorded a
+    /// change). [`Error::FeedDisabled`] if the file does not have the feed.
+    ///
+    /// A sequence alone does not name a commit across a file's lives: a file put back from an
+    /// older copy, or one that lost its last commits to a crash under
+    /// [`crate::Durability::Buffered`], numbers its next commits as the lost ones were. A
+    /// consumer that keeps its cursor outside the file keeps this digest of its cursor too,
+    /// and compares it when it resumes: another digest means that the commits it followed are
+    /// not this file's, and reading on from the cursor would skip the file's own.
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+    /// let notes = db.keyspace("notes")?;
+    /// assert_eq!(db.feed_digest_through(u64::MAX)?, None, "no change recorded yet");
+    /// db.write(|tx| tx.put(&notes, b"k", b"v"))?;
+    /// let last = db.changes_since(0, 100)?.last().unwrap().sequence;
+    /// let (at, digest) = db.feed_digest_through(last + 10)?.expect("the commit has an entry");
+    /// assert_eq!(at, last, "the newest entry at or before the sequence asked for");
+    /// assert_eq!(db.feed_digest_through(last)?, Some((last, digest)), "the same entry, the same digest");
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn feed_digest_through(&self, sequence: u64) -> Result<Option<(u64, u64)>> {
+        let (feed, _) = keyspaces(self)?;
+        let through = sequence.to_be_bytes();
+        self.read(|tx| {
+            let Some(entry) = tx.entries_rev(&feed, Bound::Unbounded, Bound::Included(&through[..]))?.next() else { return Ok(None) };
+            let (key, value) = entry?;
+            let at = sequence_of(key)?;
+            Ok(Some((at, xxhash_rust::xxh3::xxh3_64_with_seed(value, at))))
+        })
+    }
+
     /// The feed consumer `name` (1 to [`CONSUMER_NAME_LEN_MAX`] bytes), registered if new with
     /// its cursor at the newest commit: it reads what is committed from now on. Its cursor is
     /// kept in the file; commits every consumer has acknowledged are removed.
