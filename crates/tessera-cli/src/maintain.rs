@@ -110,10 +110,15 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(format!(".compact-{}", std::process::id()));
     let temporary = std::path::PathBuf::from(temporary);
-    {
+    // A file with the durable feed is copied without compaction (see `Db::copy_compacted`):
+    // said, never reported as compacted.
+    let compacted = {
         let db = open::database(path, Access::Read)?;
-        db.copy_compacted(&temporary).map_err(|error| Failure::from_error(&path.display().to_string(), error))?;
-    }
+        let failure = |error| Failure::from_error(&path.display().to_string(), error);
+        let feed = db.file_info().map_err(failure)?.durable_feed;
+        db.copy_compacted(&temporary).map_err(failure)?;
+        !feed
+    };
     // The copy is checked before it replaces anything.
     let sound = tessera::Db::open_with(&temporary, tessera::DbOptions { read_only: true, ..Default::default() })
         .and_then(|copy| copy.check())
@@ -135,9 +140,14 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
     })?;
     let after = std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0);
     if as_json {
-        println!("{}", json!({"file": path.display().to_string(), "bytes_before": before, "bytes_after": after}));
-    } else {
+        println!("{}", json!({"file": path.display().to_string(), "bytes_before": before, "bytes_after": after, "compacted": compacted}));
+    } else if compacted {
         println!("compacted {}: {before} -> {after} bytes", path.display());
+    } else {
+        println!(
+            "copied {} without compaction (the file has the durable feed, whose commit numbers a compacting copy would restart): {before} -> {after} bytes",
+            path.display()
+        );
     }
     Ok(())
 }

@@ -174,11 +174,35 @@ fn check_backup_and_compact_keep_the_data() {
     assert_eq!(run(&["check", backup]).0, 0);
     let before = std::fs::metadata(db).unwrap().len();
     let compacted = json(&run(&["compact", "--json", db]).1);
+    // The tour's file has the durable feed: copied page by page, still smaller than the map.
+    assert_eq!(compacted["compacted"], false);
     assert_eq!(compacted["bytes_before"], before);
     assert!(compacted["bytes_after"].as_u64().unwrap() < before);
     assert_eq!(run(&["check", db]).0, 0);
     assert_eq!(run(&["export", db]).1, run(&["export", backup]).1);
     assert_eq!(json(&run(&["get", "--json", db, "tasks", "1"]).1)["priority"], 10);
+}
+
+/// A file with the durable feed is copied without compaction (compaction would restart its
+/// commit numbers below its feed's): `compact` says so, instead of reporting it compacted.
+#[test]
+fn compact_of_a_file_with_the_durable_feed_says_it_did_not_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("feed.tessera");
+    {
+        let options = tessera::DbOptions { durable_feed: true, ..tessera::DbOptions::default() };
+        let db = tessera::Db::open_with(&path, options).unwrap();
+        let notes = db.keyspace("notes").unwrap();
+        db.write(|tx| (0u32..500).try_for_each(|i| tx.put(&notes, &i.to_be_bytes(), &[7u8; 300]))).unwrap();
+        assert!(db.file_info().unwrap().durable_feed);
+    }
+    let db = path.to_str().unwrap();
+    let (status, out, err) = run(&["compact", db]);
+    assert_eq!(status, 0, "{out}{err}");
+    assert!(out.starts_with("copied") && out.contains("without compaction"), "{out}");
+    let report = json(&run(&["compact", "--json", db]).1);
+    assert_eq!(report["compacted"], false);
+    assert_eq!(run(&["check", db]).0, 0);
 }
 
 /// `compact` replaces the file with a compacted copy: a process that had the file open would

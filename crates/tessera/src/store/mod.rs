@@ -310,6 +310,9 @@ pub struct FileInfo {
     pub page_bytes: u64,
     /// The id of the last committed transaction.
     pub last_txn_id: u64,
+    /// The file has the durable feed on ([`DbOptions::durable_feed`]): [`Db::copy_compacted`]
+    /// then copies it without compaction, to keep its commits' sequences.
+    pub durable_feed: bool,
 }
 
 /// A named keyspace: an ordered map from byte keys to byte values inside the database.
@@ -708,6 +711,7 @@ impl Db {
     /// let info = db.file_info()?;
     /// assert_eq!(info.format_version, tessera::store::STORAGE_FORMAT_VERSION);
     /// assert!(info.used_bytes <= info.map_bytes);
+    /// assert!(!info.durable_feed, "off unless a DbOptions turned it on");
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn file_info(&self) -> Result<FileInfo> {
@@ -722,6 +726,7 @@ impl Db {
             used_bytes: used_pages * self.inner.page_bytes,
             page_bytes: self.inner.page_bytes,
             last_txn_id: info.last_txn_id as u64,
+            durable_feed: durable_feed::marked(self)?,
         })
     }
 
