@@ -321,14 +321,12 @@ fn trim_through(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequences: &[u64]) ->
 pub(crate) fn open(db: &Db) -> Result<()> {
     let state = &db.inner.feed_state;
     if db.inner.options.read_only {
-        let meta = db.internal_keyspace(META_KEYSPACE)?;
-        let on = db.read(|tx| Ok(tx.get(&meta, META_FEED_KEY)?.is_some()))?;
-        state.enabled.store(on, Ordering::Release);
+        state.enabled.store(marked(db)?, Ordering::Release);
         return Ok(());
     }
     let meta = db.internal_keyspace(META_KEYSPACE)?;
     let _ = state.meta.set(meta.clone());
-    let on = db.read(|tx| Ok(tx.get(&meta, META_FEED_KEY)?.is_some()))?;
+    let on = marked(db)?;
     if on || db.inner.options.durable_feed {
         // The keyspaces first, each in a committed transaction of its own, so that the handles
         // every writer uses exist before the mark that makes writers use them.
@@ -443,8 +441,7 @@ pub(crate) fn wake_others_late(inner: &super::Inner, sequence: u64) {
 fn keyspaces(db: &Db) -> Result<(Keyspace, Keyspace)> {
     if !db.inner.feed_state.is_enabled() {
         // Another process may have turned it on since this one opened the file.
-        let meta = db.internal_keyspace(META_KEYSPACE)?;
-        if db.read(|tx| Ok(tx.get(&meta, META_FEED_KEY)?.is_none()))? {
+        if !marked(db)? {
             return Err(Error::FeedDisabled { path: db.inner.path.clone() });
         }
         db.inner.feed_state.enabled.store(true, Ordering::Release);
