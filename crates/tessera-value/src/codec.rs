@@ -533,16 +533,17 @@ pub fn write_field_key(out: &mut Encoder<'_>, ids: Option<&[u32]>, names: FieldN
 /// ```
 #[inline(always)]
 pub fn field_value<'a>(dict: &Dict<'a>, fields: Option<ResolvedFields<'_>>, names: FieldNames, index: usize) -> Option<Value<'a>> {
-    match fields {
-        Some(fields) => dict.get_field_at(fields.ids[index], names[index], fields.ranks[index] as usize),
-        None => field_value_by_name(dict, names[index]),
-    }
+    field_entry(dict, fields, names, index).map(|entry| dict.value_at(entry))
 }
 
-/// [`field_value`] for a dict written without shared keys: kept out of line.
-#[inline(never)]
-fn field_value_by_name<'a>(dict: &Dict<'a>, name: &str) -> Option<Value<'a>> {
-    dict.get(name)
+/// Where field `index` of `names` sits in `dict`: at its rank when the list was resolved and
+/// the dict has the layout the codec writes, else found by id or by name (out of line).
+#[inline(always)]
+fn field_entry(dict: &Dict<'_>, fields: Option<ResolvedFields<'_>>, names: FieldNames, index: usize) -> Option<usize> {
+    match fields {
+        Some(fields) => dict.field_index(fields.ids[index], names[index], fields.ranks[index] as usize),
+        None => dict.index_of_name(names[index]),
+    }
 }
 
 /// Decodes field `index` of `names` from `dict`: a missing field takes [`Decode::missing`],
@@ -567,8 +568,10 @@ pub fn decode_field<'a, T: Decode<'a>>(
     index: usize,
     all: &FieldIds,
 ) -> Result<T, FieldError> {
-    match field_value(dict, fields, names, index) {
-        Some(value) => T::decode(value, all).map_err(|error| error.in_field(names[index])),
+    // The value is built here, after the paths that find its entry meet (see
+    // `Dict::field_index`), so that an inlined `T::decode` reads it from registers.
+    match field_entry(dict, fields, names, index) {
+        Some(entry) => T::decode(dict.value_at(entry), all).map_err(|error| error.in_field(names[index])),
         None => T::missing().ok_or_else(|| FieldError::missing().in_field(names[index])),
     }
 }
