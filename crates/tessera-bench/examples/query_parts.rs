@@ -1,5 +1,6 @@
 //! Where a fetch by key through a query spends its time, beside a plain get; and other
-//! single operations of the crud table (`MODE`), for callgrind. `delete` deletes all 10,000 and
+//! single operations of the crud table (`MODE`; `view` is the view row: a read transaction, a
+//! `get_ref` and one field per key), for callgrind. `delete` deletes all 10,000 and
 //! inserts them again (each repetition starts from the full collection).
 use tessera_bench::crud_model::{BenchDoc, parts};
 
@@ -24,6 +25,10 @@ fn main() {
             "none" => {}
             "to_vec" => records.iter().for_each(|r| drop(std::hint::black_box(tessera::value::to_vec(r).unwrap()))),
             "serde_json" => records.iter().for_each(|r| drop(std::hint::black_box(serde_json::to_vec(r).unwrap()))),
+            "view" => records.iter().for_each(|r| {
+                let tx = db.read_txn().unwrap();
+                assert_eq!(docs.get_ref(&tx, r.title.as_str()).unwrap().unwrap().tag().unwrap().len(), r.tag.len());
+            }),
             "get_txn" => {
                 let tx = db.read_txn().unwrap();
                 records.iter().for_each(|r| drop(docs.get(&tx, &r.title).unwrap().unwrap()))

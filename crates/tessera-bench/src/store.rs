@@ -84,7 +84,14 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         .zip(new_transaction.iter().zip(&fresh))
         .map(|(system, (own, fresh))| own.or(if system.point_read_opens_transaction() { *fresh } else { None }))
         .collect();
-    add_row(&mut table, &systems, ("point read, new read transaction (Db::read_txn)", "ns"), &new_transaction, nanos, overhead);
+    add_row(
+        &mut table,
+        &systems,
+        ("point read through Db::read_txn (kept snapshot; heed: a new read transaction)", "ns"),
+        &new_transaction,
+        nanos,
+        overhead,
+    );
     let inside = measure(&mut systems, &mut run, |system, run| system.point_read_in_snapshot(run));
     add_row(&mut table, &systems, ("point read inside one snapshot", "ns"), &inside, nanos, overhead);
     let scan = measure(&mut systems, &mut run, |system, run| system.range_scan(run));

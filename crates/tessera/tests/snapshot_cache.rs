@@ -110,3 +110,48 @@ fn a_kept_snapshot_does_not_hold_up_a_map_resize() {
     assert_eq!(get(&db, &399u32.to_be_bytes()).unwrap(), vec![7u8; 8 << 10]);
     assert_eq!(get(&db, b"small").as_deref(), Some(&b"1"[..]));
 }
+
+/// `Db::read_txn` reuses the kept transaction too, and hands its own back when dropped: a
+/// transaction that began before a commit is never kept, even when the commit wrote nothing
+/// (opening a keyspace the file already had leaves LMDB's transaction id as it was, and a
+/// transaction that began before does not know the keyspace's handle: EINVAL).
+#[test]
+fn a_read_transaction_that_began_before_a_keyspace_was_opened_is_not_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Db::open(&path).unwrap();
+        let late = db.keyspace("late").unwrap();
+        db.write(|tx| tx.put(&late, b"k", b"v")).unwrap();
+    }
+    let db = Db::open(&path).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    db.write(|tx| tx.put(&notes, b"n", b"1")).unwrap();
+    let early = db.read_txn().unwrap();
+    // Opened in this process only now: a commit that writes nothing.
+    let late = db.keyspace("late").unwrap();
+    assert_eq!(early.get(&notes, b"n").unwrap(), Some(&b"1"[..]));
+    drop(early);
+    for _ in 0..3 {
+        let txn = db.read_txn().unwrap();
+        assert_eq!(txn.get(&late, b"k").unwrap(), Some(&b"v"[..]));
+        assert_eq!(db.read(|tx| Ok(tx.get(&late, b"k")?.map(<[u8]>::to_vec))).unwrap(), Some(b"v".to_vec()));
+    }
+}
+
+/// A dropped `Db::read_txn` on the newest snapshot is reused by the next read, which still
+/// sees every later commit.
+#[test]
+fn read_transactions_reused_still_see_each_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    for round in 0..50u32 {
+        let value = round.to_be_bytes();
+        db.write(|tx| tx.put(&notes, b"k", &value)).unwrap();
+        for _ in 0..3 {
+            let txn = db.read_txn().unwrap();
+            assert_eq!(txn.get(&notes, b"k").unwrap(), Some(&value[..]));
+        }
+    }
+}

@@ -94,7 +94,8 @@ impl StoreBackend for Tessera {
         }))
     }
 
-    /// `Db::read_txn` always begins a new LMDB read transaction, as heed's `read_txn` does.
+    /// `Db::read_txn`, dropped after one read: it reuses the kept LMDB read transaction while
+    /// no commit intervenes, as `Db::read` does (heed's `read_txn` begins a new one each time).
     fn point_read_new_transaction(&mut self, run: &mut Run) -> Option<f64> {
         let (db, keyspace) = (&self.db, &self.keyspace);
         Some(median_ns(run.samples, 20_000, || {

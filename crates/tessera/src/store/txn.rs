@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use heed::{EnvFlags, WithoutTls};
 use std::cell::Cell;
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -223,7 +223,8 @@ impl ResizeGate {
 /// # Ok::<(), tessera::Error>(())
 /// ```
 pub struct ReadTxn<'db> {
-    /// Always `Some` until [`ReadTxn::keep`] hands it to the database's [`SnapshotCache`].
+    /// Always `Some` until [`ReadTxn::keep`] hands it to the database's [`SnapshotCache`], as
+    /// the transaction is dropped.
     txn: Option<heed::RoTxn<'static, WithoutTls>>,
     inner: &'db Inner,
     /// The reader count of the thread that opened it.
@@ -231,10 +232,18 @@ pub struct ReadTxn<'db> {
     /// LMDB's id of the transaction, read once: every read of a collection asks for it
     /// (`Snapshot::foreign_commits_after`), and LMDB answers through a call.
     sequence: u64,
+    /// The [`SnapshotCache`]'s epoch when the transaction began: kept at its end only if no
+    /// commit came between (see [`ReadTxn::keep`]).
+    cache_epoch: u64,
+    /// Set when the raw transaction was lent out ([`ReadTxn::raw`]), which may open a
+    /// keyspace's handle in it: LMDB closes such a handle when the transaction ends, even if
+    /// a writer opened the same keyspace meanwhile, so the transaction must end now, not be
+    /// kept and end later under a handle in use.
+    lent_raw: AtomicBool,
 }
 
-/// One read transaction kept by a database for the reads that go through a `Db` (a `get`, a
-/// query, `Db::read`): beginning an LMDB read transaction costs more than a point read (a
+/// One read transaction kept by a database for its reads (a `get` or a query through a `Db`,
+/// `Db::read`, and every `Db::read_txn` as it is dropped): beginning an LMDB read transaction costs more than a point read (a
 /// 6 KB allocation, and the reader table's lock, which LMDB takes because tessera's
 /// transactions may move between threads), so the last one is reused while its snapshot is
 /// still the newest.
@@ -246,41 +255,67 @@ pub struct ReadTxn<'db> {
 #[derive(Default)]
 pub(crate) struct SnapshotCache {
     slot: Mutex<Option<heed::RoTxn<'static, WithoutTls>>>,
+    /// Set as the database closes: a transaction that ends after that (one of the sync
+    /// thread's, say) is not kept, since a kept transaction holds the environment open and the
+    /// file could then not be opened again.
+    closed: AtomicBool,
+    /// Bumped by every [`SnapshotCache::clear`] (every commit of this process), under the
+    /// slot's lock.
+    epoch: AtomicU64,
 }
 
 impl SnapshotCache {
-    /// Drops the kept transaction, if any.
+    /// Drops the kept transaction, if any, and starts a new epoch.
     pub(crate) fn clear(&self) {
-        let kept = lock(&self.slot).take();
+        let mut slot = lock(&self.slot);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        let kept = slot.take();
+        drop(slot);
         drop(kept);
+    }
+
+    /// Drops the kept transaction and keeps none from now on.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.clear();
     }
 }
 
 impl<'db> ReadTxn<'db> {
-    /// A new read transaction.
-    pub(crate) fn begin(inner: &'db Inner) -> Result<ReadTxn<'db>> {
-        Self::begin_with(inner, false)
-    }
-
     /// A read transaction on the newest commit: the database's kept one if it is still the
-    /// newest, else a new one. Give it back with [`ReadTxn::keep`].
-    pub(crate) fn begin_reused(inner: &'db Inner) -> Result<ReadTxn<'db>> {
-        Self::begin_with(inner, true)
-    }
-
-    fn begin_with(inner: &'db Inner, reuse: bool) -> Result<ReadTxn<'db>> {
+    /// newest, else a new one. Dropped, it goes back to the database's [`SnapshotCache`] if
+    /// its snapshot is still the newest.
+    pub(crate) fn begin(inner: &'db Inner) -> Result<ReadTxn<'db>> {
         loop {
             let opened_on = inner.resize_gate.enter();
-            if reuse {
-                // Taken inside the gate, so a resize (which empties the cache with the gate
-                // closed) never races this.
-                let kept = lock(&inner.snapshot_cache.slot).take();
-                if let Some(txn) = kept.filter(|txn| txn.id() == inner.env.info().last_txn_id) {
-                    return Ok(ReadTxn { sequence: txn.id() as u64, txn: Some(txn), inner, opened_on });
-                }
+            // Taken inside the gate, so a resize (which empties the cache with the gate closed)
+            // never races this. The epoch is read before a new transaction begins: a commit
+            // in between makes it older than the cache's, and the transaction is not kept.
+            let (kept, cache_epoch) = {
+                let mut slot = lock(&inner.snapshot_cache.slot);
+                (slot.take(), inner.snapshot_cache.epoch.load(Ordering::Acquire))
+            };
+            if let Some(txn) = kept.filter(|txn| txn.id() == inner.env.info().last_txn_id) {
+                return Ok(ReadTxn {
+                    sequence: txn.id() as u64,
+                    txn: Some(txn),
+                    inner,
+                    opened_on,
+                    cache_epoch,
+                    lent_raw: AtomicBool::new(false),
+                });
             }
             match inner.env.clone().static_read_txn() {
-                Ok(txn) => return Ok(ReadTxn { sequence: txn.id() as u64, txn: Some(txn), inner, opened_on }),
+                Ok(txn) => {
+                    return Ok(ReadTxn {
+                        sequence: txn.id() as u64,
+                        txn: Some(txn),
+                        inner,
+                        opened_on,
+                        cache_epoch,
+                        lent_raw: AtomicBool::new(false),
+                    });
+                }
                 Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
                     inner.resize_gate.leave(&opened_on);
                     let _writer = lock(&inner.writer);
@@ -294,18 +329,30 @@ impl<'db> ReadTxn<'db> {
         }
     }
 
-    /// Ends the transaction, handing it to the database for reuse if its snapshot is still the
-    /// newest and none is kept already. The check and the hand-over happen under the cache's
-    /// lock, which a writer takes after each commit to empty the cache: a transaction checked
-    /// before a commit is therefore emptied by that commit's writer, and one checked after it
-    /// is seen to be old and dropped.
-    pub(crate) fn keep(mut self) {
+    /// Ends the transaction, handing it to the database for reuse if no commit of this
+    /// process came since it began, its snapshot is still the newest, and none is kept already
+    /// (what dropping it does). The check and the hand-over happen under the cache's lock,
+    /// which a writer takes after each commit to empty the cache: a transaction checked before
+    /// a commit is therefore emptied by that commit's writer, and one checked after it is seen
+    /// to be of an old epoch and dropped.
+    ///
+    /// The epoch, not only the snapshot's id, decides: a commit that wrote nothing leaves the
+    /// id as it was, but may have opened a keyspace, whose handle a transaction that began
+    /// before it does not know (LMDB answers EINVAL). A transaction lent out raw is not kept
+    /// either (see `lent_raw`).
+    fn keep(&mut self) {
         let Some(txn) = self.txn.take() else { return };
-        let mut slot = lock(&self.inner.snapshot_cache.slot);
-        if slot.is_none() && txn.id() == self.inner.env.info().last_txn_id {
+        let cache = &self.inner.snapshot_cache;
+        let mut slot = lock(&cache.slot);
+        // `closed` is read under the lock that `close` takes after setting it.
+        if slot.is_none()
+            && !self.lent_raw.load(Ordering::Relaxed)
+            && !cache.closed.load(Ordering::Acquire)
+            && cache.epoch.load(Ordering::Acquire) == self.cache_epoch
+            && txn.id() == self.inner.env.info().last_txn_id
+        {
             *slot = Some(txn);
         }
-        // `self` leaves the resize gate when dropped, after the hand-over.
     }
 
     #[inline]
@@ -321,7 +368,10 @@ impl<'db> ReadTxn<'db> {
         Error::from_heed(error, self.inner.options.map_size_max_bytes)
     }
 
+    /// The LMDB transaction, for opening keyspaces in it; the transaction is then not kept
+    /// for reuse when it ends (see `lent_raw`).
     pub(crate) fn raw(&self) -> &heed::RoTxn<'db, WithoutTls> {
+        self.lent_raw.store(true, Ordering::Relaxed);
         self.txn()
     }
 
@@ -431,6 +481,8 @@ impl<'db> ReadTxn<'db> {
 
 impl Drop for ReadTxn<'_> {
     fn drop(&mut self) {
+        // Handed over before the gate is left: a resize empties the cache with the gate closed.
+        self.keep();
         self.inner.resize_gate.leave(&self.opened_on);
     }
 }
