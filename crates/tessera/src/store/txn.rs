@@ -295,27 +295,19 @@ impl<'db> ReadTxn<'db> {
                 let mut slot = lock(&inner.snapshot_cache.slot);
                 (slot.take(), inner.snapshot_cache.epoch.load(Ordering::Acquire))
             };
+            let begun = |txn: heed::RoTxn<'static, WithoutTls>, opened_on| ReadTxn {
+                sequence: txn.id() as u64,
+                txn: Some(txn),
+                inner,
+                opened_on,
+                cache_epoch,
+                lent_raw: AtomicBool::new(false),
+            };
             if let Some(txn) = kept.filter(|txn| txn.id() == inner.env.info().last_txn_id) {
-                return Ok(ReadTxn {
-                    sequence: txn.id() as u64,
-                    txn: Some(txn),
-                    inner,
-                    opened_on,
-                    cache_epoch,
-                    lent_raw: AtomicBool::new(false),
-                });
+                return Ok(begun(txn, opened_on));
             }
             match inner.env.clone().static_read_txn() {
-                Ok(txn) => {
-                    return Ok(ReadTxn {
-                        sequence: txn.id() as u64,
-                        txn: Some(txn),
-                        inner,
-                        opened_on,
-                        cache_epoch,
-                        lent_raw: AtomicBool::new(false),
-                    });
-                }
+                Ok(txn) => return Ok(begun(txn, opened_on)),
                 Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
                     inner.resize_gate.leave(&opened_on);
                     let _writer = lock(&inner.writer);
