@@ -243,10 +243,10 @@ pub struct ReadTxn<'db> {
 }
 
 /// One read transaction kept by a database for its reads (a `get` or a query through a `Db`,
-/// `Db::read`, and every `Db::read_txn` as it is dropped): beginning an LMDB read transaction costs more than a point read (a
-/// 6 KB allocation, and the reader table's lock, which LMDB takes because tessera's
-/// transactions may move between threads), so the last one is reused while its snapshot is
-/// still the newest.
+/// `Db::read`, and every `Db::read_txn` as it is dropped): beginning an LMDB read transaction
+/// costs more than a point read (a 6 KB allocation, and the reader table's lock, which LMDB
+/// takes because tessera's transactions may move between threads), so the last one is reused
+/// while its snapshot is still the newest.
 ///
 /// It is dropped at every commit of this process (it would pin pages the writer frees), before
 /// a map resize (LMDB wants no transaction open) and when the database closes; a commit of
