@@ -1259,9 +1259,9 @@ impl Drop for Inner {
         if let Some(warmer) = self.warmer.get() {
             warmer.stop();
         }
-        // The kept read transaction holds the environment open: drop it first, and keep no
-        // other (the sync below may read).
-        self.snapshot_cache.close();
+        // The kept read transaction holds the environment open: drop it first. No other can be
+        // handed back after it: a `ReadTxn` borrows the `Inner`, so none is open now.
+        self.snapshot_cache.clear();
         // Buffered commits are flushed when the last handle goes; a failure here cannot be
         // returned, which is why `Db::sync` exists.
         let _ = self.syncer.sync_all();

@@ -255,10 +255,6 @@ pub struct ReadTxn<'db> {
 #[derive(Default)]
 pub(crate) struct SnapshotCache {
     slot: Mutex<Option<heed::RoTxn<'static, WithoutTls>>>,
-    /// Set as the database closes: a transaction that ends after that (one of the sync
-    /// thread's, say) is not kept, since a kept transaction holds the environment open and the
-    /// file could then not be opened again.
-    closed: AtomicBool,
     /// Bumped by every [`SnapshotCache::clear`] (every commit of this process), under the
     /// slot's lock.
     epoch: AtomicU64,
@@ -272,12 +268,6 @@ impl SnapshotCache {
         let kept = slot.take();
         drop(slot);
         drop(kept);
-    }
-
-    /// Drops the kept transaction and keeps none from now on.
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.clear();
     }
 }
 
@@ -336,10 +326,8 @@ impl<'db> ReadTxn<'db> {
         let Some(txn) = self.txn.take() else { return };
         let cache = &self.inner.snapshot_cache;
         let mut slot = lock(&cache.slot);
-        // `closed` is read under the lock that `close` takes after setting it.
         if slot.is_none()
             && !self.lent_raw.load(Ordering::Relaxed)
-            && !cache.closed.load(Ordering::Acquire)
             && cache.epoch.load(Ordering::Acquire) == self.cache_epoch
             && txn.id() == self.inner.env.info().last_txn_id
         {
