@@ -1,7 +1,7 @@
 //! Profiling helper: the live table's case 2 alone (1,000 object subscriptions over 10,000
 //! BenchDocs, one transaction changing every object), beside the refetch of the same objects;
 //! `MODE=queries` makes them case 1's queries (`title == "title{i}"`) instead; `SUBS` sets how
-//! many (1,000; 0 times the commit without a change log).
+//! many (1,000; 0 times the commit without a change log); `ROUNDS` how many commits (3).
 
 use std::time::{Duration, Instant};
 use tessera_bench::crud_model::{BenchDoc, parts};
@@ -23,7 +23,8 @@ fn main() {
         let objects = titles.iter().map(|title| docs.subscribe_object(title).unwrap());
         (objects.inspect(|sub| drop(sub.recv_timeout(Duration::from_secs(60)).unwrap())).collect(), Vec::new())
     };
-    for round in 0..3 {
+    let rounds: i32 = std::env::var("ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(3);
+    for round in 0..rounds {
         let start = Instant::now();
         let mut ended = start;
         db.write(|tx| {

@@ -2,9 +2,11 @@
 //! it, recorded while someone needs the changes (the durable feed, a listener, a live
 //! subscription).
 //!
-//! The keys and values are copied into one growing byte buffer, and each changed key has a
-//! small fixed-size [`Entry`] of offsets into it, so a recorded write costs a copy and a hash,
-//! never an allocation of its own. A key changed twice has one entry, found through a hash
+//! The values are copied into one growing byte buffer and the keys into another, and each
+//! changed key has a small fixed-size [`Entry`] of offsets into them, so a recorded write costs
+//! a copy and a hash, never an allocation of its own. The keys have their own buffer so that a
+//! walk of a large commit's keys (the live engine's matching) reads them one after the other,
+//! not one cache miss each between the values. A key changed twice has one entry, found through a hash
 //! table of entry numbers: the entry keeps its first old value and takes the last new one. A key
 //! new to the store, written before the transaction deletes anything, cannot have an entry yet:
 //! it is added without a lookup, and hashed into the table only when a later write needs one.
@@ -46,7 +48,7 @@ thread_local! {
 /// writes next: a log published to the feed leaves its writer's thread.
 static SPARE: std::sync::Mutex<Option<ChangeLog>> = std::sync::Mutex::new(None);
 
-/// A run of bytes in [`ChangeLog::bytes`].
+/// A run of bytes in [`ChangeLog::bytes`] (a value) or [`ChangeLog::keys`] (a key).
 #[derive(Debug, Clone, Copy)]
 struct Span {
     start: usize,
@@ -58,6 +60,7 @@ struct Span {
 struct Entry {
     /// Index in [`ChangeLog::keyspaces`].
     keyspace: u32,
+    /// In [`ChangeLog::keys`].
     key: Span,
     /// The value before the transaction (`None`: the key did not exist). In a log that keeps
     /// no old values, [`OLD_NOT_KEPT`] for a key that had one.
@@ -109,8 +112,10 @@ enum StagedKey {
 pub(crate) struct ChangeLog {
     /// The keyspaces the entries name; a transaction writes a handful.
     keyspaces: Vec<Arc<str>>,
-    /// Every recorded key and value, one after the other.
+    /// Every recorded value, one after the other.
     bytes: Vec<u8>,
+    /// Every recorded key, one after the other.
+    keys: Vec<u8>,
     entries: Vec<Entry>,
     /// Each entry's hash (of keyspace index and key) and index in `entries`; the hash is kept
     /// so that growing the table never hashes a key again.
@@ -152,6 +157,7 @@ impl Default for ChangeLog {
         ChangeLog {
             keyspaces: Vec::new(),
             bytes: Vec::new(),
+            keys: Vec::new(),
             entries: Vec::new(),
             positions: hashbrown::HashTable::new(),
             indexed: 0,
@@ -208,6 +214,7 @@ impl ChangeLog {
     /// The log emptied with its memory, or `None` if it holds more than [`KEPT_BYTES_MAX`].
     fn emptied(mut self) -> Option<ChangeLog> {
         let bytes = self.bytes.capacity()
+            + self.keys.capacity()
             + self.entries.capacity() * std::mem::size_of::<Entry>()
             + self.positions.capacity() * std::mem::size_of::<(u64, usize)>();
         if bytes > KEPT_BYTES_MAX {
@@ -215,6 +222,7 @@ impl ChangeLog {
         }
         self.keyspaces.clear();
         self.bytes.clear();
+        self.keys.clear();
         self.entries.clear();
         self.positions.clear();
         self.indexed = 0;
@@ -252,11 +260,21 @@ impl ChangeLog {
         &self.bytes[span.start..span.start + span.len]
     }
 
+    fn push_key(&mut self, key: &[u8]) -> Span {
+        let start = self.keys.len();
+        self.keys.extend_from_slice(key);
+        Span { start, len: key.len() }
+    }
+
+    fn key_of(&self, entry: &Entry) -> &[u8] {
+        &self.keys[entry.key.start..entry.key.start + entry.key.len]
+    }
+
     /// Adds the entries [`ChangeLog::record_new`] recorded without a lookup to `positions`.
     fn index_pending(&mut self) {
         for index in self.indexed..self.entries.len() {
             let entry = &self.entries[index];
-            let key = &self.bytes[entry.key.start..entry.key.start + entry.key.len];
+            let key = self.key_of(entry);
             let hash = self.hasher.hash_one((entry.keyspace, key));
             self.positions.insert_unique(hash, (hash, index), |&(entry_hash, _)| entry_hash);
         }
@@ -268,7 +286,7 @@ impl ChangeLog {
         let hash = self.hasher.hash_one((keyspace, key));
         let same = |&(entry_hash, index): &(u64, usize)| {
             let entry = &self.entries[index];
-            entry_hash == hash && entry.keyspace == keyspace && self.slice(entry.key) == key
+            entry_hash == hash && entry.keyspace == keyspace && self.key_of(entry) == key
         };
         (hash, self.positions.find(hash, same).map(|&(_, index)| index))
     }
@@ -308,7 +326,7 @@ impl ChangeLog {
             }
             StagedKey::First { hash, keyspace, old, unchanged } => {
                 self.index_pending();
-                let key = self.push_bytes(key);
+                let key = self.push_key(key);
                 let index = self.entries.len();
                 self.positions.insert_unique(hash, (hash, index), |&(entry_hash, _)| entry_hash);
                 self.entries.push(Entry { keyspace, key, old, new, kind: None, unchanged });
@@ -332,7 +350,7 @@ impl ChangeLog {
         }
         let keyspace = self.keyspace_index(keyspace);
         let new = Some(self.push_bytes(new));
-        let key = self.push_bytes(key);
+        let key = self.push_key(key);
         self.entries.push(Entry { keyspace, key, old: None, new, kind: None, unchanged: false });
     }
 
@@ -385,7 +403,7 @@ impl ChangeLog {
             }
             Some(ChangeView {
                 keyspace: &self.keyspaces[entry.keyspace as usize],
-                key: self.slice(entry.key),
+                key: self.key_of(entry),
                 kind: entry.kind?,
                 old: entry.old.filter(|_| self.keeps_old_values).map(|old| self.slice(old)),
                 new: entry.new.map(|new| self.slice(new)),
@@ -411,7 +429,7 @@ impl ChangeLog {
         let owned = |entry: &Entry| {
             Some(Change {
                 keyspace: self.keyspaces[entry.keyspace as usize].clone(),
-                key: self.slice(entry.key).into(),
+                key: self.key_of(entry).into(),
                 kind: entry.kind?,
                 old: entry.old.map(|old| self.slice(old).into()),
                 new: entry.new.map(|new| self.slice(new).into()),
