@@ -236,7 +236,7 @@ pub struct Subscription {
 pub const RELEASED_RESULTS_MAX: usize = 4;
 
 /// A result's rows.
-type ResultRows = Arc<Vec<Arc<DynRecord>>>;
+type ResultRows = tessera::live::Results<DynRecord>;
 
 /// Results whose last reference an event's [`Rows`] let go of, freed by the subscription's next
 /// wait with the GIL released instead of where the event was dropped.
@@ -251,14 +251,14 @@ pub struct Released {
 }
 
 impl Released {
-    /// Keeps `rows` for the next wait to free, if it is the last reference and there is room;
-    /// else lets it go here.
+    /// Keeps `rows` for the next wait to free, if there is room; else lets it go here. (A
+    /// result shares the rows a commit did not change with the results before and after it,
+    /// so what freeing one costs depends on what the other holders keep: it is kept whether
+    /// or not it is the last reference, and freeing one that is not costs one count.)
     fn keep(&self, rows: ResultRows) {
-        if Arc::strong_count(&rows) == 1 {
-            let mut results = self.results.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if results.len() < RELEASED_RESULTS_MAX {
-                results.push(rows);
-            }
+        let mut results = self.results.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if results.len() < RELEASED_RESULTS_MAX {
+            results.push(rows);
         }
     }
 
@@ -335,7 +335,7 @@ impl Subscription {
 }
 
 impl Subscription {
-    fn event(&self, py: Python<'_>, event: Event<Arc<Vec<Arc<DynRecord>>>, tessera::ResultChange<DynRecord>>) -> PyResult<PyObject> {
+    fn event(&self, py: Python<'_>, event: Event<ResultRows, tessera::ResultChange<DynRecord>>) -> PyResult<PyObject> {
         let tuple = match event {
             Event::Initial(result) => PyTuple::new(
                 py,

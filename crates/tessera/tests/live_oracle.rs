@@ -1276,8 +1276,8 @@ fn item_named(id: u16, name: &str) -> Item {
     Item { id, rank: None, name: name.to_owned(), note: None, flag: false, shape: Shape::Dot, inner: None }
 }
 
-fn ids(result: &[std::sync::Arc<Item>]) -> Vec<u16> {
-    result.iter().map(|item| item.id).collect()
+fn ids<'a>(result: impl IntoIterator<Item = &'a std::sync::Arc<Item>>) -> Vec<u16> {
+    result.into_iter().map(|item| item.id).collect()
 }
 
 /// `starts_with ""` holds for every string, so on a collection whose primary key is one string

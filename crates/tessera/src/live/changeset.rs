@@ -77,7 +77,7 @@ pub struct ResultChange<T> {
     /// The commit this result reflects.
     pub sequence: u64,
     /// The whole result after the commit, in order.
-    pub result: Arc<Vec<Arc<T>>>,
+    pub result: super::Results<T>,
     /// Indices in the previous result of records no longer in it.
     pub deletions: Vec<usize>,
     /// Indices in the new result of records new to it.

@@ -3,6 +3,7 @@
 
 use super::changeset::{ObjectChange, ResultChange};
 use super::mailbox::{Coalesce, Mailbox, SubscriptionEnd};
+use super::results::Results;
 use std::sync::Arc;
 
 /// One delivery of a subscription, whatever it follows: a query, an object, a document, a
@@ -116,8 +117,8 @@ pub(crate) trait Settle<S> {
     fn settle(self) -> S;
 }
 
-impl<T> Settle<Arc<Vec<Arc<T>>>> for ResultChange<T> {
-    fn settle(self) -> Arc<Vec<Arc<T>>> {
+impl<T> Settle<Results<T>> for ResultChange<T> {
+    fn settle(self) -> Results<T> {
         self.result
     }
 }
@@ -161,6 +162,6 @@ impl<S, C: Coalesce + Settle<S>> Coalesce for Event<S, C> {
 }
 
 /// Where a query subscription's events wait.
-pub(super) type QueryMailbox<T> = Mailbox<Event<Arc<Vec<Arc<T>>>, ResultChange<T>>>;
+pub(super) type QueryMailbox<T> = Mailbox<Event<Results<T>, ResultChange<T>>>;
 /// Where an object subscription's events wait.
 pub(super) type ObjectMailbox<T> = Mailbox<Event<Option<Arc<T>>, ObjectChange<T>>>;

@@ -64,6 +64,7 @@ mod hits;
 mod mailbox;
 pub mod matcher;
 mod record;
+mod results;
 mod rows;
 mod state;
 mod subscription;
@@ -85,6 +86,7 @@ pub use changeset::{ObjectChange, ResultChange};
 pub use event::Event;
 pub use mailbox::{Policy, QUEUE_LEN_MAX, SubscriptionEnd};
 pub(crate) use record::LiveRecord;
+pub use results::Results;
 pub use subscription::{ObjectSubscription, QuerySubscription, Subscription, SubscriptionHandle, ValueSubscription};
 pub(crate) use watch::{Follow, watch};
 
@@ -262,7 +264,7 @@ pub(crate) fn subscribe_query_parts<T: LiveRecord>(
             anchors: anchoring.anchors,
             exact: anchoring.exact,
             rows: rows::Rows::new(!orders_empty),
-            delivered: std::sync::Weak::new(),
+            delivered: results::LastDelivery::none(),
             complete: true,
             since: 0,
             policy,
@@ -270,7 +272,7 @@ pub(crate) fn subscribe_query_parts<T: LiveRecord>(
             _demand: demand,
         };
         let values = sub.load(db, state, &live.keys)?;
-        mailbox.push(Event::Initial(sub.deliver(values)));
+        mailbox.push(Event::Initial(sub.deliver(results::vector_of(values))));
         mailbox.count_drop_in(live.dropped.clone());
         let slot = live.free_slots.pop().unwrap_or_else(|| {
             live.queries.push(None);

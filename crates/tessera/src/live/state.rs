@@ -13,6 +13,7 @@ use super::hits::SubHits;
 use super::mailbox::Policy;
 use super::matcher::Anchor;
 use super::record::{self, LiveRecord};
+use super::results::{LastDelivery, Results, Vector, vector_of};
 use super::rows::Rows;
 use crate::Db;
 use crate::collection::{CollectionState, QueryParts, sort_key};
@@ -33,9 +34,6 @@ pub(super) enum Origin {
     New { moved_from: Option<usize>, change: usize },
 }
 
-/// A result as delivered: the visible rows' records, in order.
-pub(super) type Delivered<T> = Arc<Vec<Arc<T>>>;
-
 pub(super) struct QuerySub<T> {
     pub(super) parts: QueryParts,
     pub(super) orders: Vec<sort_key::SortField>,
@@ -48,7 +46,7 @@ pub(super) struct QuerySub<T> {
     pub(super) rows: Rows,
     /// The last result delivered, while the subscriber (or its mailbox) still holds it: the
     /// records of the visible rows as of `since`.
-    pub(super) delivered: Weak<Vec<Arc<T>>>,
+    pub(super) delivered: LastDelivery<T>,
     /// `rows` holds every match (not cut by the limit).
     pub(super) complete: bool,
     pub(super) since: u64,
@@ -373,14 +371,12 @@ impl<T: LiveRecord> QuerySub<T> {
     }
 
     /// Hands out `values` as the delivered result, remembering it for the next commit.
-    pub(super) fn deliver(&mut self, values: Vec<Arc<T>>) -> Delivered<T> {
+    pub(super) fn deliver(&mut self, values: Vector<T>) -> Results<T> {
         debug_assert_eq!(values.len(), self.visible().len(), "a record for each visible row");
-        let result = Arc::new(values);
-        self.delivered = Arc::downgrade(&result);
-        result
+        self.delivered.deliver(values)
     }
 
-    fn change(&mut self, base_len: usize, diff: Diff, keys: Option<Box<CoalesceKeys>>, values: Vec<Arc<T>>) -> ResultChange<T> {
+    fn change(&mut self, base_len: usize, diff: Diff, keys: Option<Box<CoalesceKeys>>, values: Vector<T>) -> ResultChange<T> {
         let (deletions, insertions, modifications, moves) = diff;
         let result = self.deliver(values);
         ResultChange { sequence: self.since, result, deletions, insertions, modifications, moves, resynced: false, base_len, keys }
@@ -404,7 +400,7 @@ impl<T: LiveRecord> QuerySub<T> {
         }
         let base_len = old_keys.len();
         let keys = (self.policy == Policy::LatestOnly).then(|| Box::new(CoalesceKeys { base: old_keys, new: new_keys, modified }));
-        Some(self.change(base_len, diff, keys, values))
+        Some(self.change(base_len, diff, keys, vector_of(values)))
     }
 
     /// The records of the visible rows after a merge: from the commit's batch, the previous
@@ -416,10 +412,23 @@ impl<T: LiveRecord> QuerySub<T> {
         origin: &[Origin],
         rewritten: &[Option<usize>],
         old_visible: std::ops::Range<usize>,
-    ) -> Result<Option<Vec<Arc<T>>>> {
-        // Looked up only when a row needs it (a commit that changed every visible row does not).
-        let mut previous: Option<Option<Delivered<T>>> = None;
+    ) -> Result<Option<Vector<T>>> {
         let new_visible = self.visible();
+        // Rows only rewritten in place, each at the position it had: the previous delivery with
+        // those rows replaced (O(log n) each; every other node shared with it).
+        let in_place = new_visible == old_visible
+            && new_visible.clone().all(|position| matches!(origin[position], Origin::Kept(old) if old == position));
+        if in_place && let Some(mut rows) = self.delivered.rows() {
+            assert_eq!(rows.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
+            for position in new_visible.clone() {
+                if let Some(change) = rewritten[position] {
+                    rows.set(position - new_visible.start, commit.values.get(change, commit.changes, commit.state)?);
+                }
+            }
+            return Ok(Some(rows));
+        }
+        // Looked up only when a row needs it (a commit that changed every visible row does not).
+        let mut previous: Option<Option<Vector<T>>> = None;
         let mut found: Vec<Option<Arc<T>>> = Vec::with_capacity(new_visible.len());
         let mut missing = Vec::new();
         for new_position in new_visible.clone() {
@@ -430,7 +439,7 @@ impl<T: LiveRecord> QuerySub<T> {
             let value = match (change, origin[new_position]) {
                 (Some(change), _) => Some(commit.values.get(change, commit.changes, commit.state)?),
                 (None, Origin::Kept(old_position)) if old_visible.contains(&old_position) => {
-                    let previous = previous.get_or_insert_with(|| self.delivered.upgrade());
+                    let previous = previous.get_or_insert_with(|| self.delivered.rows());
                     if let Some(previous) = previous {
                         assert_eq!(previous.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
                     }
@@ -466,7 +475,7 @@ impl<T: LiveRecord> QuerySub<T> {
                 return Ok(None);
             }
         }
-        Ok(Some(found.into_iter().map(|value| value.expect("every visible row has its record")).collect()))
+        Ok(Some(vector_of(found.into_iter().map(|value| value.expect("every visible row has its record")))))
     }
 
     /// The changeset of a commit that only appends rows after the last one (`inserted`, in
@@ -474,7 +483,8 @@ impl<T: LiveRecord> QuerySub<T> {
     /// rewritten in place, for a subscriber that takes every change: the new rows' positions,
     /// and the previous delivery's records followed by the new ones, without the per-row
     /// bookkeeping of a merge (a result that grows at its end, such as one in insertion order,
-    /// then costs a commit what it adds plus one pointer copy per row). `None`, changing
+    /// then costs a commit what it adds: the new rows are pushed onto the previous delivery's
+    /// persistent vector, which shares every other node). `None`, changing
     /// nothing, when the commit is not of that kind or the previous delivery is gone.
     fn appended_whole(&mut self, commit: &Commit<'_, T>, inserted: &[Inserted<'_>], marks: &Marks<'_>) -> Result<Option<ResultChange<T>>> {
         let old_len = self.rows.len();
@@ -482,12 +492,10 @@ impl<T: LiveRecord> QuerySub<T> {
         if self.parts.offset != 0 || self.policy != Policy::EveryChange || !fits || marks.rewritten.iter().any(Option::is_some) {
             return Ok(None);
         }
-        let Some(previous) = self.delivered.upgrade().filter(|previous| previous.len() == old_len) else { return Ok(None) };
+        let Some(mut values) = self.delivered.rows().filter(|previous| previous.len() == old_len) else { return Ok(None) };
         debug_assert!(inserted.iter().all(|(_, moved_from, _)| moved_from.is_none()), "an appended row was not in the result");
-        let mut values = Vec::with_capacity(old_len + inserted.len());
-        values.extend(previous.iter().cloned());
         for &(_, _, change) in inserted {
-            values.push(commit.values.get(change, commit.changes, commit.state)?);
+            values.push_back(commit.values.get(change, commit.changes, commit.state)?);
         }
         for (sort, _, _) in inserted {
             self.rows.push(&sort.0, sort.1);

@@ -51,7 +51,7 @@ pub struct Subscription<S, C> {
 /// assert!(live.recv_timeout(wait).is_some());
 /// # Ok::<(), tessera::Error>(())
 /// ```
-pub type QuerySubscription<T> = Subscription<Arc<Vec<Arc<T>>>, super::ResultChange<T>>;
+pub type QuerySubscription<T> = Subscription<super::Results<T>, super::ResultChange<T>>;
 
 /// A live record: the record at subscription (`None`: absent), then an
 /// [`super::ObjectChange`] per commit that writes or deletes it.
