@@ -23,12 +23,16 @@ fn main() {
         let objects = titles.iter().map(|title| docs.subscribe_object(title).unwrap());
         (objects.inspect(|sub| drop(sub.recv_timeout(Duration::from_secs(60)).unwrap())).collect(), Vec::new())
     };
+    // `NEGATE=1`: odd rounds set each priority to `-i`, as the live table's case 2 does.
+    let negate = std::env::var("NEGATE").is_ok_and(|v| v == "1");
     let rounds: i32 = std::env::var("ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(3);
     for round in 0..rounds {
         let start = Instant::now();
         let mut ended = start;
         db.write(|tx| {
-            (0..10_000).try_for_each(|i| docs.update(tx, &format!("title{i}"), |d| d.priority += 1 + round).map(drop))?;
+            (0..10_000).try_for_each(|i| {
+                docs.update(tx, &format!("title{i}"), |d| d.priority = if negate && round % 2 == 1 { -i } else { d.priority + 1 }).map(drop)
+            })?;
             ended = Instant::now();
             Ok(())
         })
