@@ -38,9 +38,11 @@ fn main() {
         })
         .unwrap();
         let committed = Instant::now();
+        let mut first_received = None;
         if live {
             for sub in &objects {
                 sub.recv_timeout(Duration::from_secs(60)).unwrap();
+                first_received.get_or_insert_with(Instant::now);
             }
             for sub in &queries {
                 sub.recv_timeout(Duration::from_secs(60)).unwrap();
@@ -49,6 +51,9 @@ fn main() {
             for title in &titles {
                 docs.get(&db, title).unwrap().unwrap();
             }
+        }
+        if let Some(first) = first_received {
+            print!("first object received {:?} after the commit; ", first - committed);
         }
         println!(
             "closure {:?}, commit {:?}, then {:?}, from closure end {:?}",

@@ -566,3 +566,42 @@ fn appending_to_a_result_or_rewriting_a_row_copies_no_other_row() {
     assert_eq!(Arc::strong_count(&first[0]), 1, "rows far from the rewritten one are shared");
     assert!(Arc::ptr_eq(&first[0], &rewritten.result[0]));
 }
+
+/// A commit that changes many subscribed objects, updating some and deleting others: each
+/// subscription gets exactly its own record's change, once per commit, in commit order, and
+/// two subscriptions of one key get the same.
+#[test]
+fn a_large_commit_delivers_each_object_subscription_its_own_change_in_commit_order() {
+    const OBJECTS: u32 = 1_500;
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let item = |id: u32, priority: i32| Item { id, priority: Some(priority), tag: format!("t{id}") };
+    db.write(|tx| (0..OBJECTS).try_for_each(|id| items.insert(tx, &item(id, 0)).map(drop))).unwrap();
+    let subs: Vec<_> = (0..OBJECTS).map(|id| items.subscribe_object(&id).unwrap()).collect();
+    let twin = items.subscribe_object(&(OBJECTS - 1)).unwrap();
+    for sub in subs.iter().chain([&twin]) {
+        assert!(initial(sub.recv_timeout(WAIT)).is_some());
+    }
+    // Every object updated, then every third deleted and the rest updated again.
+    db.write(|tx| (0..OBJECTS).try_for_each(|id| items.update(tx, &id, |item| item.priority = Some(id as i32 + 1)).map(drop))).unwrap();
+    db.write(|tx| {
+        (0..OBJECTS).try_for_each(|id| match id % 3 {
+            0 => items.delete(tx, &id).map(drop),
+            _ => items.update(tx, &id, |item| item.priority = Some(-(id as i32))).map(drop),
+        })
+    })
+    .unwrap();
+    for (id, sub) in (0..OBJECTS).zip(&subs) {
+        let ObjectChange::Updated(first) = changed(sub.recv_timeout(WAIT)) else { panic!("object {id}: the first commit deleted nothing") };
+        assert_eq!((first.id, first.priority), (id, Some(id as i32 + 1)), "object {id}: its own record, first commit");
+        match changed(sub.recv_timeout(WAIT)) {
+            ObjectChange::Deleted => assert_eq!(id % 3, 0, "object {id} was not deleted"),
+            ObjectChange::Updated(second) => assert_eq!((second.id, second.priority), (id, Some(-(id as i32)))),
+        }
+        assert!(sub.try_recv().is_none(), "object {id}: one delivery per commit");
+    }
+    let twin_changes: Vec<_> = (0..2).map(|_| changed(twin.recv_timeout(WAIT))).collect();
+    assert!(
+        matches!(&twin_changes[..], [ObjectChange::Updated(a), ObjectChange::Updated(b)] if a.priority == Some(OBJECTS as i32) && b.priority == Some(-(OBJECTS as i32 - 1)))
+    );
+}
