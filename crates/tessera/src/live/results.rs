@@ -1,6 +1,6 @@
 //! A query subscription's result as delivered: its records in order, in a persistent vector
-//! (`imbl`'s RRB tree), so that a delivery that appends, replaces or removes a few rows of a
-//! large result shares the rest with the previous delivery instead of copying it.
+//! (`imbl`'s RRB tree), so that a delivery that appends or replaces a few rows of a large
+//! result shares the rest with the previous delivery instead of copying it.
 
 use std::sync::{Arc, Weak};
 
@@ -10,9 +10,11 @@ pub(super) type Vector<T> = imbl::Vector<Arc<T>>;
 /// A query's result as its subscription delivers it: the records in the query's order.
 ///
 /// Cloning a result costs one reference count, and successive deliveries share what did not
-/// change: a commit that appends, replaces or removes `k` rows of an `n`-row result costs the
-/// engine and the subscriber O(k log n), not a copy of the `n` rows. Reading a row by index
-/// costs O(log n) (a few steps: the tree's nodes hold 64 rows).
+/// change: when a commit appends `k` rows to an `n`-row result, or rewrites `k` of its rows in
+/// place, the new result is the previous one with O(k log n) nodes replaced, not a copy of the
+/// `n` rows, and the subscriber's drop of the previous result frees only those nodes. (A
+/// commit that removes rows, inserts them before the end or moves them builds a new result.)
+/// Reading a row by index costs O(log n) (a few steps: the tree's nodes hold 64 rows).
 ///
 /// ```
 /// # use std::time::Duration;

@@ -411,18 +411,21 @@ impl<T: LiveRecord> QuerySub<T> {
         commit: &Commit<'_, T>,
         origin: &[Origin],
         rewritten: &[Option<usize>],
+        rewritten_only: bool,
         old_visible: std::ops::Range<usize>,
     ) -> Result<Option<Vector<T>>> {
         let new_visible = self.visible();
-        // Rows only rewritten in place, each at the position it had: the previous delivery with
-        // those rows replaced (O(log n) each; every other node shared with it).
-        let in_place = new_visible == old_visible
-            && new_visible.clone().all(|position| matches!(origin[position], Origin::Kept(old) if old == position));
-        if in_place && let Some(mut rows) = self.delivered.rows() {
+        // Rows only rewritten in place (`rewritten_only`: nothing removed or inserted, so every
+        // row kept its position): the previous delivery with those rows replaced, O(log n)
+        // each, every other node shared with it.
+        if rewritten_only && let Some(mut rows) = self.delivered.rows() {
+            debug_assert!(
+                new_visible == old_visible && origin.iter().enumerate().all(|(at, o)| matches!(o, Origin::Kept(old) if *old == at))
+            );
             assert_eq!(rows.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
-            for position in new_visible.clone() {
+            for (relative, position) in new_visible.clone().enumerate() {
                 if let Some(change) = rewritten[position] {
-                    rows.set(position - new_visible.start, commit.values.get(change, commit.changes, commit.state)?);
+                    rows.set(relative, commit.values.get(change, commit.changes, commit.state)?);
                 }
             }
             return Ok(Some(rows));
@@ -579,7 +582,8 @@ impl<T: LiveRecord> QuerySub<T> {
         }
         // Rows only rewritten in place keep their buffers: no merge, every row kept.
         origin.clear();
-        let old_rows = if !any_removed && inserted.is_empty() {
+        let rewritten_only = !any_removed && inserted.is_empty();
+        let old_rows = if rewritten_only {
             origin.extend((0..self.rows.len()).map(Origin::Kept));
             None
         } else if appended {
@@ -664,7 +668,7 @@ impl<T: LiveRecord> QuerySub<T> {
             return Ok(None);
         }
         let (insertions, modifications) = (insertions.to_vec(), modifications.to_vec());
-        let Some(values) = self.visible_values(commit, origin, &scratch.rewritten, old_visible.clone())? else {
+        let Some(values) = self.visible_values(commit, origin, &scratch.rewritten, rewritten_only, old_visible.clone())? else {
             // Storage is past this commit and the previous delivery is gone: read the whole
             // result at the newer snapshot, as a refill does.
             let old_keys = old_keys(&self.rows);
