@@ -565,6 +565,16 @@ fn appending_to_a_result_or_rewriting_a_row_copies_no_other_row() {
     assert_eq!(ids(&rewritten.result), (0..=ROWS).collect::<Vec<_>>());
     assert_eq!(Arc::strong_count(&first[0]), 1, "rows far from the rewritten one are shared");
     assert!(Arc::ptr_eq(&first[0], &rewritten.result[0]));
+
+    // One row removed from the middle: a new result from the merge, its other rows taken from
+    // the previous delivery (the same records, not read again from storage).
+    db.write(|tx| items.delete(tx, &250).map(drop)).unwrap();
+    let removed = changed(live.recv_timeout(WAIT));
+    assert_eq!(removed.deletions, [250]);
+    assert_eq!(ids(&removed.result), (0..=ROWS).filter(|&id| id != 250).collect::<Vec<_>>());
+    assert!(Arc::ptr_eq(&rewritten.result[0], &removed.result[0]));
+    assert!(Arc::ptr_eq(&rewritten.result[999], &removed.result[998]));
+    assert!(Arc::ptr_eq(&rewritten.result[500], &removed.result[499]), "the rewritten row, from the previous delivery");
 }
 
 /// A commit that changes many subscribed objects, updating some and deleting others: each

@@ -430,8 +430,10 @@ impl<T: LiveRecord> QuerySub<T> {
             }
             return Ok(Some(rows));
         }
-        // Looked up only when a row needs it (a commit that changed every visible row does not).
-        let mut previous: Option<Option<Vector<T>>> = None;
+        // The previous delivery, read through a focus: reading its rows in order costs what a
+        // `Vec`'s did (an index into the tree costs about ten times more, 11 ns against 1).
+        let previous = self.delivered.rows();
+        let mut previous_rows = previous.as_ref().map(Vector::focus);
         let mut found: Vec<Option<Arc<T>>> = Vec::with_capacity(new_visible.len());
         let mut missing = Vec::new();
         for new_position in new_visible.clone() {
@@ -441,13 +443,10 @@ impl<T: LiveRecord> QuerySub<T> {
             };
             let value = match (change, origin[new_position]) {
                 (Some(change), _) => Some(commit.values.get(change, commit.changes, commit.state)?),
-                (None, Origin::Kept(old_position)) if old_visible.contains(&old_position) => {
-                    let previous = previous.get_or_insert_with(|| self.delivered.rows());
-                    if let Some(previous) = previous {
-                        assert_eq!(previous.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
-                    }
-                    previous.as_ref().map(|previous| previous[old_position - old_visible.start].clone())
-                }
+                (None, Origin::Kept(old_position)) if old_visible.contains(&old_position) => previous_rows.as_mut().map(|previous| {
+                    assert_eq!(previous.len(), old_visible.len(), "the previous delivery holds the previous visible rows");
+                    previous.index(old_position - old_visible.start).clone()
+                }),
                 (None, _) => None,
             };
             if value.is_none() {
