@@ -238,8 +238,8 @@ pub const RELEASED_RESULTS_MAX: usize = 4;
 /// A result's rows.
 type ResultRows = tessera::live::Results<DynRecord>;
 
-/// Results whose last reference an event's [`Rows`] let go of, freed by the subscription's next
-/// wait with the GIL released instead of where the event was dropped.
+/// Results an event's [`Rows`] let go of, freed by the subscription's next wait with the GIL
+/// released instead of where the event was dropped.
 ///
 /// A `for event in subscription` loop drops the previous event when it binds the next one,
 /// after `next` returned and before the loop's body runs: freeing that event's result there
