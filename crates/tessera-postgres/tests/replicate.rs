@@ -48,7 +48,7 @@ fn person(id: u64, round: u64) -> Person {
 fn open(dir: &tempfile::TempDir, retention: u64) -> Db {
     let options = DbOptions {
         durable_feed: true,
-        feed_retention: FeedRetention { commits_max: retention },
+        feed_retention: FeedRetention { commits_max: retention, ..FeedRetention::default() },
         durability: Durability::Immediate,
         ..DbOptions::default()
     };

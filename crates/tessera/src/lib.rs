@@ -32,8 +32,8 @@ pub use documents::{Document, Documents, DocumentsOptions, FieldHandle, FieldTra
 pub use error::{Error, Result};
 pub use live::{ObjectChange, ObjectSubscription, Policy, QuerySubscription, ResultChange};
 pub use store::{
-    Change, ChangeBatch, ChangeKind, ChangeStream, Consumer, Db, DbOptions, Durability, FeedEvent, FeedRetention, Keyspace, ReadSource,
-    ReadTxn, Snapshot, WriteTxn,
+    Change, ChangeBatch, ChangeKind, ChangeStream, Consumer, Db, DbOptions, Durability, FeedEvent, FeedExtent, FeedRetention, Keyspace,
+    ReadSource, ReadTxn, Snapshot, WriteTxn,
 };
 
 /// The binary document format: encoder, zero-copy reader, validator, JSON and serde.

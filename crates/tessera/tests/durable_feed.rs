@@ -111,7 +111,11 @@ fn consumers_keep_their_cursor_across_reopens_and_acknowledged_commits_go() {
 #[test]
 fn retention_past_a_cursor_is_reported_not_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    let options = DbOptions { durable_feed: true, feed_retention: FeedRetention { commits_max: 5 }, ..DbOptions::default() };
+    let options = DbOptions {
+        durable_feed: true,
+        feed_retention: FeedRetention { commits_max: 5, ..FeedRetention::default() },
+        ..DbOptions::default()
+    };
     let db = Db::open_with(dir.path().join("db"), options).unwrap();
     let notes = db.keyspace("notes").unwrap();
     let slow = db.consumer("slow").unwrap();
@@ -134,6 +138,85 @@ fn retention_past_a_cursor_is_reported_not_skipped() {
         }
         other => panic!("expected an expired cursor, got {other:?}"),
     }
+}
+
+/// The feed's commits as (sequence, the one change's key, its value length), from cursor 0.
+fn kept_commits(db: &Db) -> Vec<(u64, Vec<u8>, usize)> {
+    let batches = db.changes_since(0, usize::MAX).unwrap();
+    batches
+        .iter()
+        .map(|batch| (batch.sequence, batch.changes[0].key.to_vec(), batch.changes[0].new.as_ref().map_or(0, |v| v.len())))
+        .collect()
+}
+
+#[test]
+fn retention_by_bytes_keeps_the_newest_commits_within_the_cap_and_expires_older_cursors() {
+    const BYTES_MAX: u64 = 256 * 1024;
+    const VALUE_BYTES: usize = 40 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let retention = FeedRetention { bytes_max: BYTES_MAX, ..FeedRetention::default() };
+    let options = DbOptions { durable_feed: true, feed_retention: retention, ..DbOptions::default() };
+    let db = Db::open_with(dir.path().join("db"), options).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    let slow = db.consumer("slow").unwrap();
+    let start = slow.cursor().unwrap();
+    let mut sequences = Vec::new();
+    for n in 0..30u8 {
+        sequences.push(db.write(|tx| tx.put(&notes, &[n], &vec![n; VALUE_BYTES]).map(|()| tx.sequence())).unwrap());
+        let extent = db.feed_extent().unwrap();
+        assert!(extent.bytes <= BYTES_MAX, "after commit {n}: {} bytes kept, cap {BYTES_MAX}", extent.bytes);
+        assert_eq!(extent.newest, *sequences.last().unwrap());
+    }
+    let extent = db.feed_extent().unwrap();
+    let kept = kept_commits(&db);
+    // The oracle: the kept commits are the newest ones, none skipped, each as written.
+    assert!(kept.len() >= 3 && kept.len() < 30, "{} commits of {VALUE_BYTES} bytes under a cap of {BYTES_MAX}", kept.len());
+    assert_eq!(kept.len() as u64, extent.commits);
+    let newest: Vec<(u64, Vec<u8>, usize)> =
+        sequences.iter().enumerate().skip(30 - kept.len()).map(|(n, &sequence)| (sequence, vec![n as u8], VALUE_BYTES)).collect();
+    assert_eq!(kept, newest);
+    assert_eq!(extent.oldest_kept, Some(kept[0].0));
+    assert_eq!(extent.removed_through, kept[0].0 - 1, "every commit before the oldest kept one is removed");
+    match slow.changes(100) {
+        Err(Error::FeedCursorExpired { cursor, oldest_kept }) => assert_eq!((cursor, oldest_kept), (start, kept[0].0)),
+        other => panic!("expected an expired cursor, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_commit_larger_than_the_byte_cap_is_kept_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let retention = FeedRetention { bytes_max: 4096, ..FeedRetention::default() };
+    let options = DbOptions { durable_feed: true, feed_retention: retention, ..DbOptions::default() };
+    let db = Db::open_with(dir.path().join("db"), options).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    let mut previous = 0; // nothing removed before the first commit
+    for n in 0..3u8 {
+        let sequence = db.write(|tx| tx.put(&notes, &[n], &vec![n; 100_000]).map(|()| tx.sequence())).unwrap();
+        assert_eq!(kept_commits(&db), vec![(sequence, vec![n], 100_000)], "only the newest commit, whatever its size");
+        let extent = db.feed_extent().unwrap();
+        assert_eq!((extent.commits, extent.oldest_kept, extent.removed_through), (1, Some(sequence), previous));
+        previous = sequence;
+    }
+}
+
+#[test]
+fn retention_by_bytes_counts_the_old_values_kept_for_other_processes() {
+    const BYTES_MAX: u64 = 256 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let retention = FeedRetention { bytes_max: BYTES_MAX, ..FeedRetention::default() };
+    let options = DbOptions { durable_feed: true, cross_process_notify: true, feed_retention: retention, ..DbOptions::default() };
+    let db = Db::open_with(dir.path().join("db"), options).unwrap();
+    let notes = db.keyspace("notes").unwrap();
+    // Each commit rewrites one key: its entry holds the new value and its old-values entry
+    // the previous one, so the pair is twice the value.
+    for n in 0..30u8 {
+        db.write(|tx| tx.put(&notes, b"k", &vec![n; 40 * 1024])).unwrap();
+        let extent = db.feed_extent().unwrap();
+        assert!(extent.bytes <= BYTES_MAX, "after commit {n}: {} bytes kept, cap {BYTES_MAX}", extent.bytes);
+    }
+    let kept = db.feed_extent().unwrap().commits;
+    assert!((2..=4).contains(&kept), "about {BYTES_MAX} / 80 KiB commits kept, not {kept}");
 }
 
 /// The child of `a_process_that_opened_the_file_before_the_feed_was_turned_on_appends_too`:

@@ -270,7 +270,7 @@ fn open(path: &Path, notify: bool, commits_max: u64) -> Db {
     let options = DbOptions {
         durable_feed: true,
         cross_process_notify: notify,
-        feed_retention: FeedRetention { commits_max },
+        feed_retention: FeedRetention { commits_max, ..FeedRetention::default() },
         ..DbOptions::default()
     };
     Db::open_with(path, options).unwrap()

@@ -51,24 +51,35 @@ pub(crate) const META_NOTIFY_KEY: &[u8] = b"cross_process_notify";
 /// ```
 pub const CONSUMER_NAME_LEN_MAX: usize = 128;
 
-/// How much of the feed is kept: at most this many commits. Older ones are removed at the
-/// next commit, whether or not every consumer has read them; such a consumer's next read is
-/// [`Error::FeedCursorExpired`], never a silent gap. Commits every registered consumer has
-/// acknowledged are removed at once.
+/// How much of the feed is kept: at most [`commits_max`](Self::commits_max) commits, in at
+/// most [`bytes_max`](Self::bytes_max) bytes of pages. A commit that takes the feed past
+/// either cap removes the oldest entries, whether or not every consumer has read them; such a
+/// consumer's next read is [`Error::FeedCursorExpired`], never a silent gap, and
+/// [`Db::feed_extent`] shows any reader how close the oldest kept commit is to its cursor.
+/// Commits every registered consumer has acknowledged are removed at once. The newest commit
+/// is always kept, even when its entry alone is larger than `bytes_max`.
 ///
 /// ```
 /// let retention = tessera::store::FeedRetention::default();
 /// assert_eq!(retention.commits_max, 100_000);
+/// assert_eq!(retention.bytes_max, 1 << 30);
+/// let small = tessera::store::FeedRetention { bytes_max: 16 << 20, ..retention };
+/// assert_eq!(small.commits_max, 100_000);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FeedRetention {
     /// Most commits kept (at least 1).
     pub commits_max: u64,
+    /// Most bytes the feed's keyspaces may hold, counted in LMDB pages (the entries, their
+    /// B-tree, and the old values kept for cross-process notification), so that the feed
+    /// cannot fill the map however large the commits are. At least one page: below that, only
+    /// the newest commit is kept.
+    pub bytes_max: u64,
 }
 
 impl Default for FeedRetention {
     fn default() -> Self {
-        FeedRetention { commits_max: 100_000 }
+        FeedRetention { commits_max: 100_000, bytes_max: 1 << 30 }
     }
 }
 
@@ -120,7 +131,7 @@ impl FeedState {
         FeedState {
             enabled: AtomicBool::new(false),
             off_through: AtomicU64::new(OFF_THROUGH_UNKNOWN),
-            retention: FeedRetention { commits_max: retention.commits_max.max(1) },
+            retention: FeedRetention { commits_max: retention.commits_max.max(1), bytes_max: retention.bytes_max },
             meta: OnceLock::new(),
             feed: OnceLock::new(),
             olds: OnceLock::new(),
@@ -249,16 +260,55 @@ pub(crate) fn append(tx: &mut WriteTxn<'_>, target: &FeedWrite, sequence: u64, l
             tx.delete_unlogged(olds, &orphan.to_be_bytes())?;
         }
     }
-    let commits_max = tx.inner().feed_state.retention.commits_max;
-    let entries = tx.entry_count(feed)?;
-    if entries > commits_max {
+    let retention = tx.inner().feed_state.retention;
+    let entries = tx.size(feed)?.entries;
+    if entries > retention.commits_max {
         let mut oldest = Vec::new();
-        for entry in tx.range(feed, ..)?.take((entries - commits_max) as usize) {
+        for entry in tx.range(feed, ..)?.take((entries - retention.commits_max) as usize) {
             oldest.push(sequence_of(entry?.0)?);
         }
         trim_through(tx, target, &oldest)?;
     }
-    Ok(())
+    trim_to_bytes(tx, target, retention.bytes_max)
+}
+
+/// The bytes of pages the feed's keyspaces hold, as `tx` sees them.
+fn feed_bytes(tx: &WriteTxn<'_>, target: &FeedWrite) -> Result<u64> {
+    let olds = match &target.olds {
+        Some(olds) => tx.size(olds)?.bytes,
+        None => 0,
+    };
+    Ok(tx.size(&target.feed)?.bytes + olds)
+}
+
+/// Removes the oldest entries while the feed's keyspaces hold more than `bytes_max` bytes of
+/// pages, keeping at least the newest entry. Each round removes the oldest entries whose
+/// values add up to the excess (a page holds at least its values, so the round never removes
+/// more than needed by much), then counts the pages again.
+fn trim_to_bytes(tx: &mut WriteTxn<'_>, target: &FeedWrite, bytes_max: u64) -> Result<()> {
+    loop {
+        let bytes = feed_bytes(tx, target)?;
+        if bytes <= bytes_max {
+            return Ok(());
+        }
+        let excess = bytes - bytes_max;
+        let entries = tx.size(&target.feed)?.entries;
+        let mut oldest = Vec::new();
+        let mut freed = 0u64;
+        for entry in tx.range(&target.feed, ..)?.take(entries.saturating_sub(1) as usize) {
+            let (key, value) = entry?;
+            oldest.push(sequence_of(key)?);
+            freed += (key.len() + value.len()) as u64;
+            if freed >= excess {
+                break;
+            }
+        }
+        if oldest.is_empty() {
+            // Only the newest entry is left: it is kept, whatever its size.
+            return Ok(());
+        }
+        trim_through(tx, target, &oldest)?;
+    }
 }
 
 /// Smallest entry whose reserved space [`prefault`] maps ahead: below it, the system call
@@ -576,6 +626,50 @@ impl Db {
         })
     }
 
+    /// What the durable feed holds now, from one snapshot: its oldest and newest commits,
+    /// how far retention has removed, and its size against [`FeedRetention`]'s caps. A
+    /// consumer whose cursor nears [`FeedExtent::removed_through`] is about to expire (see
+    /// [`Error::FeedCursorExpired`]). [`Error::FeedDisabled`] if the file does not have the
+    /// feed.
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions, FeedRetention};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let retention = FeedRetention { commits_max: 2, ..FeedRetention::default() };
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, feed_retention: retention, ..DbOptions::default() })?;
+    /// let notes = db.keyspace("notes")?;
+    /// for n in 0..3u8 {
+    ///     db.write(|tx| tx.put(&notes, &[n], b"v"))?;
+    /// }
+    /// let extent = db.feed_extent()?;
+    /// assert_eq!(extent.commits, 2, "the oldest of the three was removed");
+    /// assert_eq!(extent.oldest_kept, Some(extent.removed_through + 1));
+    /// assert!(extent.bytes > 0 && extent.bytes <= retention.bytes_max);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn feed_extent(&self) -> Result<FeedExtent> {
+        let (feed, meta) = keyspaces(self)?;
+        let olds = self.inner.feed_state.olds.get().cloned();
+        self.read(|tx| {
+            let size = tx.size(&feed)?;
+            let olds_bytes = match &olds {
+                Some(olds) => tx.size(olds)?.bytes,
+                None => 0,
+            };
+            let oldest_kept = match tx.range(&feed, ..)?.next() {
+                Some(entry) => Some(sequence_of(entry?.0)?),
+                None => None,
+            };
+            Ok(FeedExtent {
+                newest: tx.sequence(),
+                oldest_kept,
+                removed_through: trimmed_through(tx, &meta)?,
+                commits: size.entries,
+                bytes: size.bytes + olds_bytes,
+            })
+        })
+    }
+
     /// The feed consumer `name` (1 to [`CONSUMER_NAME_LEN_MAX`] bytes), registered if new with
     /// its cursor at the newest commit: it reads what is committed from now on. Its cursor is
     /// kept in the file; commits every consumer has acknowledged are removed.
@@ -611,6 +705,34 @@ impl Db {
         }
         Ok(Consumer { db: self.clone(), name: name.into(), consumers })
     }
+}
+
+/// What the durable feed holds at one snapshot ([`Db::feed_extent`]).
+///
+/// ```
+/// use tessera::{Db, DbOptions};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+/// let extent = db.feed_extent()?;
+/// assert_eq!((extent.commits, extent.oldest_kept, extent.removed_through), (0, None, 0));
+/// # Ok::<(), tessera::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedExtent {
+    /// The newest commit of the file (a consumer that has read everything has this cursor).
+    pub newest: u64,
+    /// The oldest commit the feed holds; `None` when it holds none.
+    pub oldest_kept: Option<u64>,
+    /// The highest sequence removed from the feed, by retention or because every consumer
+    /// had acknowledged it (0: none). A cursor below it, other than 0, is expired.
+    pub removed_through: u64,
+    /// How many commits the feed holds (only commits that changed a recorded keyspace have an
+    /// entry).
+    pub commits: u64,
+    /// The bytes of pages the feed's keyspaces hold, which [`FeedRetention::bytes_max`] caps
+    /// (the old values for cross-process notification are counted when this process has them
+    /// open).
+    pub bytes: u64,
 }
 
 /// A named reader of the durable feed ([`Db::consumer`]), whose cursor is kept in the file.

@@ -32,7 +32,7 @@ mod wake;
 mod warm;
 
 pub(crate) use change_log::ChangeView;
-pub use durable_feed::{CONSUMER_NAME_LEN_MAX, Consumer, FeedRetention};
+pub use durable_feed::{CONSUMER_NAME_LEN_MAX, Consumer, FeedExtent, FeedRetention};
 pub(crate) use feed::ChangeDemand;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
 pub(crate) use migrate::Upgrade;

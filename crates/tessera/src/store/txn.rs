@@ -863,12 +863,6 @@ impl<'db> WriteTxn<'db> {
         Ok(existed)
     }
 
-    /// How many entries `keyspace` has, as this transaction sees it: O(1).
-    pub(crate) fn entry_count(&self, keyspace: &Keyspace) -> Result<u64> {
-        let stat = keyspace.handle.stat(self.ro()).map_err(|e| Error::from_heed(e, self.inner.options.map_size_max_bytes))?;
-        Ok(stat.entries as u64)
-    }
-
     /// The database this transaction writes.
     pub(crate) fn inner(&self) -> &'db Inner {
         self.inner
@@ -1544,6 +1538,22 @@ fn entries_between<'t>(
     Ok(Entries::new(iter, inner, keyspace))
 }
 
+/// How much a keyspace holds, as one transaction sees it ([`ReadTxn::size`],
+/// [`WriteTxn::size`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyspaceSize {
+    pub(crate) entries: u64,
+    /// The bytes of its pages: branch, leaf and overflow.
+    pub(crate) bytes: u64,
+}
+
+/// [`KeyspaceSize`] in either kind of transaction: O(1), from LMDB's counts.
+fn keyspace_size(txn: &heed::RoTxn<'_>, inner: &Inner, keyspace: &Keyspace) -> Result<KeyspaceSize> {
+    let stat = keyspace.handle.stat(txn).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))?;
+    let pages = stat.branch_pages as u64 + stat.leaf_pages as u64 + stat.overflow_pages as u64;
+    Ok(KeyspaceSize { entries: stat.entries as u64, bytes: pages * u64::from(stat.page_size) })
+}
+
 macro_rules! snapshot_for {
     ($($txn:ident),*) => {$(
         impl Snapshot for $txn<'_> {
@@ -1574,12 +1584,23 @@ impl ReadTxn<'_> {
     fn last_commit_seen(&self) -> u64 {
         self.sequence()
     }
+
+    /// How many entries `keyspace` has and the bytes of its pages, in this snapshot: O(1).
+    pub(crate) fn size(&self, keyspace: &Keyspace) -> Result<KeyspaceSize> {
+        keyspace_size(self.ro(), self.inner, keyspace)
+    }
 }
 
 impl WriteTxn<'_> {
     /// The last commit before this transaction (it sees that one and its own writes).
     fn last_commit_seen(&self) -> u64 {
         self.sequence().saturating_sub(1)
+    }
+
+    /// How many entries `keyspace` has and the bytes of its pages, as this transaction sees
+    /// it: O(1).
+    pub(crate) fn size(&self, keyspace: &Keyspace) -> Result<KeyspaceSize> {
+        keyspace_size(self.ro(), self.inner, keyspace)
     }
 }
 
