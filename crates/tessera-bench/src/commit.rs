@@ -231,6 +231,8 @@ pub fn run(options: &Options) -> std::io::Result<()> {
         table.row(&format!("commit latency p50, {label}"), "µs", tessera.1, &[("sqlite", sqlite.1), ("native_db", native.1)], Goal::None);
         table.row(&format!("commit latency p99, {label}"), "µs", tessera.2, &[("sqlite", sqlite.2), ("native_db", native.2)], Goal::None);
     }
+    // No native_db peer here: redb takes an exclusive `flock` on its file when it opens it,
+    // so a second process's open fails with `DatabaseAlreadyOpen`; it has no multi-process mode.
     let tessera = measure(&|dir| processes_run("tessera", dir, options.duration));
     let sqlite = measure(&|dir| processes_run("sqlite", dir, options.duration));
     table.row("durable commits per second, 2 processes", "commits/s", tessera.0, &[("sqlite", sqlite.0)], Goal::None);
