@@ -302,8 +302,11 @@ impl Database {
     /// if it exists with the same key and shape (`tessera.SchemaMismatch` otherwise). Returns
     /// the stored schema as JSON.
     fn create_collection(&self, py: Python<'_>, name: &str, schema_json: &str) -> PyResult<String> {
-        let schema: DynSchema = serde_json::from_str(schema_json)
-            .map_err(|error| errors::raise(py, "SchemaMismatch", format!("collection {name:?}: the schema does not read: {error}"), &[]))?;
+        let schema: DynSchema = serde_json::from_str(schema_json).map_err(|error| {
+            let reason = format!("the schema does not read: {error}");
+            let fields = [("collection", errors::text(py, name)), ("reason", errors::text(py, &reason))];
+            errors::raise(py, "SchemaMismatch", format!("collection {name:?}: {reason}"), &fields)
+        })?;
         let db = self.shared.db(py)?;
         // An existing collection is opened without a write (a read-only handle can open it),
         // and must agree with the dataclass on its key and shape.
@@ -520,6 +523,16 @@ impl Database {
             Ok(records)
         });
         found.map_err(|error| errors::to_py(py, error))?.into_iter().collect()
+    }
+
+    /// `key` (the key field's value, or a list for a composite key) as collection `name`'s
+    /// errors show a record's key (`DuplicateKey.key`, `UniqueViolation.key`): the value as
+    /// JSON, or a JSON array of the parts; empty when the collection cannot encode it.
+    /// `tessera.SchemaViolation` naming the key field for a part of the wrong type.
+    fn display_key(&self, py: Python<'_>, name: &str, key: &Bound<'_, PyAny>) -> PyResult<String> {
+        let collection = self.shared.collection(py, name)?;
+        let key = keys::key_bytes(py, &collection, name, key)?;
+        Ok(key.stored().and_then(|stored| collection.display_key(stored)).unwrap_or_default())
     }
 
     /// Flushes every commit so far to stable storage.

@@ -27,7 +27,8 @@ pub fn raise(py: Python<'_>, class: &str, message: String, fields: &[(&str, PyOb
     build().unwrap_or_else(|error| error)
 }
 
-fn text(py: Python<'_>, value: &str) -> PyObject {
+/// `value` as a Python str, for a field of an exception.
+pub fn text(py: Python<'_>, value: &str) -> PyObject {
     value.into_pyobject(py).expect("str conversion cannot fail").into_any().unbind()
 }
 

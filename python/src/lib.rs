@@ -39,6 +39,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<database::Database>()?;
     module.add_class::<query::QueryResult>()?;
     module.add_class::<query::Subscription>()?;
+    module.add_class::<query::ObjectSubscription>()?;
     module.add_class::<query::Rows>()?;
     module.add_class::<query::Snapshot>()?;
     module.add_class::<dictionary::NativeDictionary>()?;

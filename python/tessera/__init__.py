@@ -372,7 +372,7 @@ class Collection(Generic[T]):
         :class:`tessera.NotFound` if there is none."""
         current = self.get(key)
         if current is None:
-            raise NotFound(f"collection {self.name!r}: no record with key {key!r}", collection=self.name, key=repr(key))
+            raise self._not_found(key)
         updated = dataclasses.replace(current, **changes)  # type: ignore[type-var]
         self.upsert(updated)
         return updated
@@ -401,8 +401,15 @@ class Collection(Generic[T]):
     def __getitem__(self, key: Any) -> T:
         found = self.get(key)
         if found is None:
-            raise NotFound(f"collection {self.name!r}: no record with key {key!r}", collection=self.name, key=repr(key))
+            raise self._not_found(key)
         return found
+
+    def _not_found(self, key: Any) -> NotFound:
+        """:class:`tessera.NotFound` for ``key``, whose ``key`` field is the text the
+        extension's errors give a record's key (``DuplicateKey.key``, ``UniqueViolation.key``:
+        the value as JSON, a JSON array for a composite key)."""
+        shown = self._native.display_key(self.name, self._spec.native_key(key)) or repr(key)
+        return NotFound(f"collection {self.name!r}: no record with key {shown}", collection=self.name, key=shown)
 
     def __contains__(self, key: Any) -> bool:
         return self.get(key) is not None

@@ -130,7 +130,8 @@ class UniqueViolation(ConstraintError):
 
 
 class NotFound(Error, KeyError):
-    """No record with ``key`` in ``collection`` (``patch``, ``Collection[key]``)."""
+    """No record with ``key`` in ``collection`` (``patch``, ``Collection[key]``); ``key`` is
+    the text the other errors give a record's key (JSON, a JSON array for a composite key)."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.message

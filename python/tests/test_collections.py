@@ -248,6 +248,30 @@ def test_not_a_database(tmp_path):
     assert path.read_bytes().startswith(b"this is not"), "nothing written"
 
 
+def test_collection_constructed_directly_creates_the_collection_and_is_the_one_db_collection_returns(tmp_path):
+    """``tessera.Collection(db, Task)``, not through ``db.collection``: it creates the
+    collection with the dataclass's schema, reads and writes it, and is the handle the
+    database gives for the class afterwards."""
+    path = tmp_path / "direct.tessera"
+    with tessera.open(path) as db:
+        assert db.collection_names() == []
+        tasks = tessera.Collection(db, Task)
+        assert isinstance(tasks, tessera.Collection) and tasks.name == "task"
+        assert db.collection_names() == ["task"]
+        tasks.insert(Task(1, "direct", 7, email="d@x"))
+        assert tasks.get(1) == Task(1, "direct", 7, email="d@x")
+        assert [t.id for t in tasks.query("priority > 5")] == [1]
+        assert db.collection(Task) is tasks
+        with pytest.raises(tessera.UniqueViolation):
+            tasks.insert(Task(2, "other", 1, email="d@x"))  # the schema's unique index is stored
+        with pytest.raises(TypeError):
+            tessera.Collection(db, Address)  # not a record type
+    with tessera.open(path) as db:
+        again = tessera.Collection[Task](db, Task)
+        assert again.get(1) == Task(1, "direct", 7, email="d@x")
+        assert again.explain("priority > 5").startswith("index range on priority"), "the index on priority was stored"
+
+
 def test_reopen_keeps_records_and_schema(tmp_path):
     with tessera.open(tmp_path / "r.tessera") as db:
         db.collection(Task).insert(Task(1, "a", 1))
