@@ -282,9 +282,12 @@ fn feed_bytes(tx: &WriteTxn<'_>, target: &FeedWrite) -> Result<u64> {
 }
 
 /// Removes the oldest entries while the feed's keyspaces hold more than `bytes_max` bytes of
-/// pages, keeping at least the newest entry. Each round removes the oldest entries whose
-/// values add up to the excess (a page holds at least its values, so the round never removes
-/// more than needed by much), then counts the pages again.
+/// pages, keeping at least the newest entry. Each round removes the oldest commits whose
+/// entries, with their old values in `tessera.feed.old`, add up to the excess (a page holds at
+/// least its values, so the round never removes more than needed by much), then counts the
+/// pages again. The old values count as the pages do: a delete of a large value has a small
+/// entry and a large old value, and counting the entries alone removed every commit but the
+/// newest each time one such commit passed the cap.
 fn trim_to_bytes(tx: &mut WriteTxn<'_>, target: &FeedWrite, bytes_max: u64) -> Result<()> {
     loop {
         let bytes = feed_bytes(tx, target)?;
@@ -299,6 +302,11 @@ fn trim_to_bytes(tx: &mut WriteTxn<'_>, target: &FeedWrite, bytes_max: u64) -> R
             let (key, value) = entry?;
             oldest.push(sequence_of(key)?);
             freed += (key.len() + value.len()) as u64;
+            if let Some(olds) = &target.olds
+                && let Some(old) = tx.get(olds, key)?
+            {
+                freed += (key.len() + old.len()) as u64;
+            }
             if freed >= excess {
                 break;
             }
@@ -649,7 +657,18 @@ impl Db {
     /// ```
     pub fn feed_extent(&self) -> Result<FeedExtent> {
         let (feed, meta) = keyspaces(self)?;
-        let olds = self.inner.feed_state.olds.get().cloned();
+        // The old values count as the writers' cap counts them, in every process: also in one
+        // that opened the file before another turned notification on, and in a read-only one,
+        // neither of which opened them at open. The mark, once written, stays.
+        let olds = match self.inner.feed_state.olds.get() {
+            Some(olds) => Some(olds.clone()),
+            None if self.read(|tx| Ok(tx.get(&meta, META_NOTIFY_KEY)?.is_some()))? => match self.inner.options.read_only {
+                // As the file had them when this handle opened it (see `open_keyspaces_read_only`).
+                true => self.existing_keyspace_committed(OLDS_KEYSPACE)?,
+                false => Some(self.internal_keyspace(OLDS_KEYSPACE)?),
+            },
+            None => None,
+        };
         self.read(|tx| {
             let size = tx.size(&feed)?;
             let olds_bytes = match &olds {
@@ -729,9 +748,9 @@ pub struct FeedExtent {
     /// How many commits the feed holds (only commits that changed a recorded keyspace have an
     /// entry).
     pub commits: u64,
-    /// The bytes of pages the feed's keyspaces hold, which [`FeedRetention::bytes_max`] caps
-    /// (the old values for cross-process notification are counted when this process has them
-    /// open).
+    /// The bytes of pages the feed's keyspaces hold (`tessera.feed`, and `tessera.feed.old`
+    /// when the file has cross-process notification on), which [`FeedRetention::bytes_max`]
+    /// caps: the figure the writers' cap counts, in any process.
     pub bytes: u64,
 }
 
