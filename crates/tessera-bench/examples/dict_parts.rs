@@ -1,6 +1,7 @@
 //! Where a first save of 40,000 ints goes: `set` each into the dictionary, then `flush`.
 //! `INTERVAL_MS` sets the background flusher's interval (default: the dictionary's own), so
-//! that the whole save can be one batch.
+//! that the whole save can be one batch. `MODE=hot` then sets one key 40,000 times and
+//! `MODE=get` reads the 40,000 keys (the dictionary table's in-memory rows, on one thread).
 use std::time::Duration;
 use tessera::DictionaryOptions;
 
@@ -18,4 +19,11 @@ fn main() {
     let start = std::time::Instant::now();
     dictionary.flush().unwrap();
     println!("flush {:?}", start.elapsed());
+    let start = std::time::Instant::now();
+    match std::env::var("MODE").as_deref() {
+        Ok("hot") => (0..40_000i64).for_each(|n| dictionary.set("hot key", &n).unwrap()),
+        Ok("get") => (0..40_000i64).for_each(|n| assert_eq!(dictionary.get::<i64>(&format!("key-{n}")).unwrap(), Some(n))),
+        _ => return,
+    }
+    println!("{:?}", start.elapsed());
 }

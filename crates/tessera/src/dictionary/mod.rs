@@ -492,29 +492,35 @@ impl DictInner {
 
     /// Records a write of `value` (`None`: remove) in the cache. False if nothing changed.
     fn write(&self, key: &str, value: Option<Vec<u8>>) -> bool {
+        // Allocated before the shard's lock, and the replaced value freed after it: writers of
+        // one key (the dictionary table's "update 1 key" row) wait for each other only for
+        // the entry's update itself.
+        let value: Option<Arc<[u8]>> = value.map(Arc::from);
         let mut shard = lock(self.shard(key));
-        let newly_dirty = match shard.entries.get_mut(key) {
+        let (newly_dirty, replaced) = match shard.entries.get_mut(key) {
             Some(entry) => {
                 if entry.value.as_deref() == value.as_deref() {
+                    drop(shard);
                     return false;
                 }
                 let was_clean = entry.pending == 0;
-                entry.value = value.map(Arc::from);
+                let replaced = std::mem::replace(&mut entry.value, value);
                 entry.pending = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
                 entry.validated = true;
-                was_clean.then(|| shard.entries.get_key_value(key).expect("just updated").0.clone())
+                (was_clean.then(|| shard.entries.get_key_value(key).expect("just updated").0.clone()), replaced)
             }
             None => {
                 let key: Arc<str> = key.into();
                 let sequence = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
-                shard.entries.insert(key.clone(), Entry { value: value.map(Arc::from), pending: sequence, validated: true, saving: false });
-                Some(key)
+                shard.entries.insert(key.clone(), Entry { value, pending: sequence, validated: true, saving: false });
+                (Some(key), None)
             }
         };
         if let Some(key) = newly_dirty {
             shard.dirty.push(key);
         }
         drop(shard);
+        drop(replaced);
         // Read before the swap: while writes are pending (most of the time under load) every
         // thread then only reads the shared flag, instead of taking its cache line in turn.
         if !self.has_pending.load(Ordering::Acquire) && !self.has_pending.swap(true, Ordering::AcqRel) {
