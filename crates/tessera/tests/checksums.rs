@@ -118,6 +118,30 @@ fn a_damaged_value_is_corrupted_naming_keyspace_and_key_in_every_api() {
 }
 
 #[test]
+fn a_large_fetch_returns_every_record_in_order_and_a_damaged_one_is_corrupted_naming_it() {
+    // Large enough that `fetch` decodes on a second thread (more than 512 matches) and that
+    // the damaged record falls in a chunk the helper decodes, far from the last one.
+    const NOTES: u32 = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large.tessera");
+    {
+        let db = Db::open(&path).unwrap();
+        let notes = db.collection::<Note>().unwrap();
+        db.write(|tx| (0..NOTES).try_for_each(|id| notes.insert(tx, &Note { id, text: format!("note {id}") }).map(drop))).unwrap();
+        let from_one: Vec<u32> = notes.filter(Note::id().ge(1)).fetch(&db).unwrap().into_iter().map(|note| note.id).collect();
+        assert_eq!(from_one, (1..NOTES).collect::<Vec<_>>(), "every match, in key order");
+        let all = notes.all().fetch(&db).unwrap();
+        assert!(all.iter().enumerate().all(|(index, note)| note.id == index as u32 && note.text == format!("note {index}")));
+    }
+    damage(&path, "tessera.col.notes", &1_500u32.to_be_bytes());
+    let db = Db::open(&path).unwrap();
+    let notes = db.collection::<Note>().unwrap();
+    assert_names(notes.all().fetch(&db), "tessera.col.notes", "000005dc");
+    assert_names(notes.filter(Note::id().ge(1_000)).fetch(&db), "tessera.col.notes", "000005dc");
+    assert_eq!(notes.filter(Note::id().lt(1_500)).fetch(&db).unwrap().len(), 1_500, "the records before it read");
+}
+
+#[test]
 fn with_verification_off_a_damaged_value_reads_as_stored() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("unverified.tessera");

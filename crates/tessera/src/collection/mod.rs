@@ -47,6 +47,7 @@
 //! [`crate::Db::collection_with`]: it then runs once, over every record, in one transaction.
 
 mod build;
+mod decode_pipeline;
 mod dynamic;
 mod engine;
 pub(crate) mod key_layout;

@@ -349,7 +349,10 @@ impl<T: Record> Query<T> {
         self.spec().run(snapshot)
     }
 
-    /// Runs the query and decodes every result.
+    /// Runs the query and decodes every result. A result of more than 512 records is decoded
+    /// on a second thread while this one goes on finding records (`tessera-decode`, joined
+    /// before `fetch` returns); the records, and the error if any, are those of decoding in
+    /// order on one thread.
     ///
     /// ```
     /// # use tessera::collection::Record;
@@ -369,7 +372,8 @@ impl<T: Record> Query<T> {
         if let Some(key) = self.spec().single_key() {
             return Ok(source.with_snapshot(|snapshot| self.collection.get_encoded(snapshot, &key))?.into_iter().collect());
         }
-        source.with_snapshot(|snapshot| self.run(snapshot)?.map(|c| c.and_then(|(key, bytes)| self.decode(&key, bytes))).collect())
+        // Found on this thread, decoded on a helper while it goes on finding (a large result).
+        source.with_snapshot(|snapshot| super::decode_pipeline::decode_all(self.run(snapshot)?, &|key, bytes| self.decode(key, bytes)))
     }
 
     /// The first result, if any.
