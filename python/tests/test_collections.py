@@ -113,18 +113,6 @@ def test_unsupported_field_type_fails_at_decoration_with_the_field_name():
     assert error.value.path == "id"
 
 
-def test_schema_mismatch_with_the_stored_schema(db, tasks):
-    @tessera.record(key="id", name="task")
-    @dataclasses.dataclass
-    class Other:
-        id: int
-        body: str
-
-    with pytest.raises(tessera.SchemaMismatch) as error:
-        db.collection(Other)
-    assert error.value.collection == "task"
-
-
 def test_queries_text_and_builder(tasks):
     tasks.insert_many([Task(i, f"task {i}", i % 5) for i in range(20)])
     assert [t.id for t in tasks.query("priority == 4")] == [4, 9, 14, 19]
