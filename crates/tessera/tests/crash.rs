@@ -256,3 +256,109 @@ fn killed_product_writers_lose_nothing_and_leave_a_sound_database_immediate() {
 fn killed_product_writers_lose_nothing_and_leave_a_sound_database_buffered() {
     run_product_crashes("buffered");
 }
+
+/// Writer threads of the grouped-writes child.
+const GROUPED_THREADS: u8 = 4;
+
+fn grouped_key(thread: u8, n: u64) -> [u8; 9] {
+    let mut key = [thread; 9];
+    key[1..].copy_from_slice(&n.to_be_bytes());
+    key
+}
+
+/// The child of the grouped-writes test: `GROUPED_THREADS` threads commit through
+/// `Db::write_grouped`, each writing its entry n in two keyspaces and its own counter in one
+/// closure; "ack THREAD n" is printed once `write_grouped` returns.
+#[test]
+#[ignore = "run by the crash tests as a child process"]
+fn crash_child_grouped() {
+    let path = std::env::var(CHILD_PATH).expect("run by crash tests");
+    let db = Db::open_with(&path, DbOptions { map_size_initial_bytes: 1 << 16, ..DbOptions::default() }).unwrap();
+    let (main, mirror) = (db.keyspace("main").unwrap(), db.keyspace("mirror").unwrap());
+    std::thread::scope(|scope| {
+        for thread in 0..GROUPED_THREADS {
+            let (db, main, mirror) = (db.clone(), main.clone(), mirror.clone());
+            scope.spawn(move || {
+                let counter_key = [b'c', thread];
+                let mut n =
+                    db.read(|tx| Ok(tx.get(&main, &counter_key)?.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap())))).unwrap();
+                loop {
+                    n += 1;
+                    let (main, mirror) = (main.clone(), mirror.clone());
+                    db.write_grouped(move |tx| {
+                        tx.put(&main, &grouped_key(thread, n), &payload(n))?;
+                        tx.put(&mirror, &grouped_key(thread, n), &n.to_be_bytes())?;
+                        tx.put(&main, &counter_key, &n.to_be_bytes())
+                    })
+                    .unwrap();
+                    println!("ack {}", u64::from(thread) << 56 | n);
+                }
+            });
+        }
+    });
+}
+
+/// Kills the grouped-writes child at random moments: every write it acknowledged is there,
+/// each closure's three puts are all there or none, and the database checks clean.
+#[test]
+fn killed_grouped_writers_lose_nothing_acknowledged() {
+    let iterations: usize = std::env::var("TESSERA_CRASH_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(200) / 4;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.tessera");
+    let mut rng = fastrand::Rng::with_seed(0x9e0_0b5);
+    let mut acknowledged = [0u64; GROUPED_THREADS as usize];
+    for iteration in 0..iterations {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["crash_child_grouped", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env(CHILD_PATH, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (sender, receiver) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for ack in stdout.lines().map_while(Result::ok).filter_map(|line| line.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok()))
+            {
+                let _ = sender.send(ack);
+            }
+        });
+        let first = receiver.recv_timeout(Duration::from_secs(30)).expect("the child acknowledges a write");
+        std::thread::sleep(Duration::from_micros(rng.u64(0..20_000)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        reader.join().unwrap();
+        for ack in std::iter::once(first).chain(receiver.try_iter()) {
+            let thread = (ack >> 56) as usize;
+            acknowledged[thread] = acknowledged[thread].max(ack & ((1 << 56) - 1));
+        }
+        let db = Db::open(&path).unwrap_or_else(|e| panic!("iteration {iteration}: reopen failed: {e}"));
+        let (main, mirror) = (db.keyspace("main").unwrap(), db.keyspace("mirror").unwrap());
+        db.read(|tx| {
+            for thread in 0..GROUPED_THREADS {
+                let stored = tx.get(&main, &[b'c', thread])?.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
+                let acked = acknowledged[thread as usize];
+                assert!(
+                    stored >= acked,
+                    "iteration {iteration}: thread {thread}'s write {acked} was acknowledged, its counter is {stored}"
+                );
+                for n in 1..=stored {
+                    assert_eq!(
+                        tx.get(&main, &grouped_key(thread, n))?,
+                        Some(&payload(n)[..]),
+                        "iteration {iteration}, thread {thread}, write {n}"
+                    );
+                    assert_eq!(tx.get(&mirror, &grouped_key(thread, n))?, Some(&n.to_be_bytes()[..]));
+                }
+                assert_eq!(tx.get(&main, &grouped_key(thread, stored + 1))?, None, "iteration {iteration}: nothing past the counter");
+                assert_eq!(tx.get(&mirror, &grouped_key(thread, stored + 1))?, None);
+            }
+            Ok(())
+        })
+        .unwrap();
+        let report = db.check().unwrap();
+        assert!(report.is_ok(), "iteration {iteration}: {report}");
+        drop(db);
+    }
+    assert!(acknowledged.iter().all(|&n| n > 0), "every thread made progress: {acknowledged:?}");
+}

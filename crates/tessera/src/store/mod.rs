@@ -17,6 +17,7 @@ pub(crate) mod checksum;
 mod cross_process;
 mod durable_feed;
 mod feed_entry;
+mod group;
 pub mod key;
 mod migrate;
 mod origins;
@@ -35,6 +36,7 @@ pub(crate) use change_log::ChangeView;
 pub use durable_feed::{CONSUMER_NAME_LEN_MAX, Consumer, FeedExtent, FeedRetention};
 pub(crate) use feed::ChangeDemand;
 pub use feed::{Change, ChangeBatch, ChangeKind, ChangeStream, FeedEvent, LISTENER_QUEUE_BATCHES_DEFAULT};
+pub use group::GROUP_WRITES_MAX;
 pub(crate) use migrate::Upgrade;
 pub(crate) use published::Published;
 pub use sync::Durability;
@@ -370,6 +372,8 @@ pub(crate) struct Inner {
     /// Serializes writers (LMDB allows one), so that environment flags can be switched per
     /// transaction and the map resized between transactions.
     pub(crate) writer: Mutex<()>,
+    /// Grouped writes waiting for a transaction ([`Db::write_grouped`]).
+    groups: group::GroupQueue,
     /// Entered by every read transaction and closed while the map is resized: LMDB requires
     /// that no transaction of this process is open during a resize.
     /// Shared with the flush, which enters it (see `ResizeGate::while_entered`).
@@ -555,6 +559,7 @@ impl Db {
             feed: Feed::start(options.listener_queue_batches)?,
             options,
             writer: Mutex::new(()),
+            groups: group::GroupQueue::default(),
             resize_gate,
             snapshot_cache: txn::SnapshotCache::default(),
             keyspaces: Mutex::new(HashMap::new()),
@@ -1032,6 +1037,66 @@ impl Db {
             return Err(Error::ReadOnly { path: self.inner.path.clone(), refused: "a write transaction".to_owned() });
         }
         txn::run_write(&self.inner, durability, write)
+    }
+
+    /// [`Db::write`] for many threads that each commit a little: closures that callers of
+    /// `write_grouped` queue together run one after another in one transaction, which is
+    /// committed and flushed once for all of them, with the database's default durability.
+    /// Each caller gets its own closure's outcome once the group has committed (and, for
+    /// `Immediate` durability, been flushed). With `Immediate` durability every commit pays
+    /// flushes to stable storage; grouping shares them, so several writer threads make many
+    /// more durable commits per second than with `write` (the `commit` table in the README).
+    ///
+    /// What differs from [`Db::write`]:
+    /// - The closure may run on another caller's thread, so it is `Send + 'static` (move what
+    ///   it needs into it; handles such as [`Keyspace`] and collections are cheap to clone),
+    ///   and so is its value.
+    /// - It sees the writes of the closures queued before it in its group, and the group
+    ///   commits as one: [`WriteTxn::sequence`] is the same for all of them, and subscribers
+    ///   get one change batch.
+    /// - A closure that returns `Err` or panics rolls the transaction back; its caller gets
+    ///   that error, and the rest of the group runs again in a new transaction without it. So
+    ///   besides the reasons given for [`Db::write`], a closure can run again because another
+    ///   closure of its group failed. If the transaction itself fails, each closure runs again
+    ///   alone, for its own outcome. If the commit was made but could not be flushed, every
+    ///   caller of the group gets [`Error::NotDurable`].
+    /// - A lone caller does not wait for others; a group waits for more members only after a
+    ///   group of several (at most 200 µs, and at most half that group's commit time).
+    ///
+    /// Called inside a write closure it is [`Error::WouldDeadlock`]. A caller that holds a read
+    /// transaction runs its closure alone, as `write` would (a map that must grow waits for
+    /// every read transaction of the process).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let orders = db.keyspace("orders")?;
+    /// std::thread::scope(|scope| {
+    ///     for thread in 0u8..4 {
+    ///         let (db, orders) = (db.clone(), orders.clone());
+    ///         scope.spawn(move || {
+    ///             for n in 0u8..25 {
+    ///                 let orders = orders.clone();
+    ///                 db.write_grouped(move |tx| tx.put(&orders, &[thread, n], b"paid")).unwrap();
+    ///             }
+    ///         });
+    ///     }
+    /// });
+    /// let snapshot = db.read_txn()?;
+    /// for (thread, n) in (0u8..4).flat_map(|thread| (0u8..25).map(move |n| (thread, n))) {
+    ///     assert_eq!(snapshot.get(&orders, &[thread, n])?, Some(&b"paid"[..]));
+    /// }
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn write_grouped<T, F>(&self, write: F) -> Result<T>
+    where
+        F: FnMut(&mut WriteTxn<'_>) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.inner.options.read_only {
+            return Err(Error::ReadOnly { path: self.inner.path.clone(), refused: "a write transaction".to_owned() });
+        }
+        group::write_grouped(&self.inner, write)
     }
 
     /// Makes the next `count` flushes to stable storage fail, as a full or failing disk would

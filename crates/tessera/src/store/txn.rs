@@ -91,6 +91,11 @@ pub(crate) fn writing_on_this_thread() -> bool {
     WRITING_ON_THIS_THREAD.with(Cell::get)
 }
 
+/// Whether a read transaction opened on this thread is still open (wherever it is now).
+pub(crate) fn reading_on_this_thread() -> bool {
+    READERS_ON_THIS_THREAD.with(|count| count.load(Ordering::SeqCst)) > 0
+}
+
 /// Marks the current thread as writing for its lifetime.
 struct WritingGuard;
 
@@ -639,6 +644,12 @@ impl<'db> WriteTxn<'db> {
     pub(crate) fn local<T: 'static>(&self) -> Option<&T> {
         let id = std::any::TypeId::of::<T>();
         self.locals.iter().find(|(stored, _)| *stored == id).and_then(|(_, value)| value.downcast_ref())
+    }
+
+    /// The map filled up: whatever the closure returns, the transaction is rolled back, the
+    /// map grown, and the closure run again.
+    pub(crate) fn will_run_again(&self) -> bool {
+        self.map_full
     }
 
     /// Translates a heed error, remembering a full map for the retry loop.
