@@ -153,33 +153,38 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
     fn apply(&mut self, batch: &Published, db: &Db) -> usize {
         let removed = self.prune();
         let records = self.state.records.name();
+        // Woken in batches, all of them by the end of the walk (see `Wakes`).
+        let mut object_wakes = Wakes::new();
+        if self.queries.len() == self.free_slots.len() {
+            // Object subscriptions alone: each change is looked up as the walk meets it, and a
+            // subscribed one decoded once, with no view of every change collected first (a
+            // 10,000-change commit made and freed 720 KB for that) nor a decode table.
+            if !self.objects.is_empty() {
+                batch.for_each_in(records, |change| {
+                    let Some(subs) = self.objects.get(change.key) else { return };
+                    let event = match change.new {
+                        Some(bytes) => T::decode_stored(&self.state, change.key, bytes).map(|value| ObjectChange::Updated(Arc::new(value))),
+                        None => Ok(ObjectChange::Deleted),
+                    };
+                    deliver_object_change(subs, batch.sequence(), event.map_err(Arc::new), &mut object_wakes);
+                });
+            }
+            return removed;
+        }
         let changes: Vec<ChangeView<'_>> = batch.changes_in(records);
         if changes.is_empty() {
             return removed;
         }
         let values = Values::new(changes.len());
-        // Woken in batches, all of them by the end of this loop (see `Wakes`).
-        let mut object_wakes = Wakes::new();
         for (index, change) in changes.iter().enumerate() {
             let Some(subs) = self.objects.get(change.key) else { continue };
             let event = match change.new {
                 Some(_) => values.get(index, &changes, &self.state).map(ObjectChange::Updated).map_err(Arc::new),
                 None => Ok(ObjectChange::Deleted),
             };
-            for sub in subs.iter().filter(|sub| batch.sequence() > sub.since) {
-                let Some(mailbox) = sub.mailbox.upgrade() else { continue };
-                match &event {
-                    Ok(event) => object_wakes.push(mailbox, Event::Changed(event.clone())),
-                    // A record that does not decode ends the subscription with the error: never
-                    // a skipped change that the subscriber cannot tell from no change.
-                    Err(error) => mailbox.end_with(SubscriptionEnd::Failed(error.clone())),
-                }
-            }
+            deliver_object_change(subs, batch.sequence(), event, &mut object_wakes);
         }
         object_wakes.wake_all();
-        if self.queries.len() == self.free_slots.len() {
-            return removed; // no query subscription
-        }
         if changes.len() > Hit::CHANGES_MAX {
             // Beyond what a hit can number: end the query subscriptions rather than miss changes.
             let error = Arc::new(crate::Error::LimitExceeded {
@@ -320,6 +325,24 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             run(&mut work, commit);
         }
         removed
+    }
+}
+
+/// Queues one changed record's event for every subscription to it that started before commit
+/// `sequence`; a record that does not decode ends those subscriptions with the error instead,
+/// never a skipped change that a subscriber could not tell from no change.
+fn deliver_object_change<T: LiveRecord>(
+    subs: &[ObjectSub<T>],
+    sequence: u64,
+    event: std::result::Result<ObjectChange<T>, Arc<crate::Error>>,
+    wakes: &mut Wakes<Event<Option<Arc<T>>, ObjectChange<T>>>,
+) {
+    for sub in subs.iter().filter(|sub| sequence > sub.since) {
+        let Some(mailbox) = sub.mailbox.upgrade() else { continue };
+        match &event {
+            Ok(event) => wakes.push(mailbox, Event::Changed(event.clone())),
+            Err(error) => mailbox.end_with(SubscriptionEnd::Failed(error.clone())),
+        }
     }
 }
 

@@ -84,6 +84,19 @@ impl Published {
         }
     }
 
+    /// Calls `visit` with each change to `keyspace`, in the order the transaction made them,
+    /// borrowed and not collected: for a walk that needs each change once, in order (the live
+    /// engine with object subscriptions alone). [`Published::changes_in`] collects them for
+    /// random access: 72 bytes a change, 720 KB made and freed for a 10,000-change commit.
+    pub(crate) fn for_each_in<'a>(&'a self, keyspace: &str, visit: impl FnMut(ChangeView<'a>)) {
+        match &self.source {
+            Source::Log(log) => log.changes_of(|name| name == keyspace).for_each(visit),
+            Source::Owned(batch) => {
+                batch.changes.iter().filter(|change| &*change.keyspace == keyspace).map(|change| change.view()).for_each(visit)
+            }
+        }
+    }
+
     /// The batch as listeners receive it, owned: a log's changes are copied (delivery asks
     /// once per batch, and only when a listener exists).
     pub(crate) fn owned(&self) -> Arc<ChangeBatch> {
@@ -129,6 +142,11 @@ mod tests {
         assert_eq!(expected("records").len(), 3, "a, b and d");
         assert_eq!(names(batch.changes_in("index").into_iter()), expected("index"));
         assert!(batch.changes_in("other").is_empty());
+        for keyspace in ["records", "index", "other"] {
+            let mut walked = Vec::new();
+            batch.for_each_in(keyspace, |change| walked.push(change));
+            assert_eq!(walked, batch.changes_in(keyspace), "{keyspace}: the same changes, in the same order");
+        }
         let change = |keyspace: &Arc<str>, key: &[u8]| Change {
             keyspace: keyspace.clone(),
             key: key.into(),
@@ -144,5 +162,8 @@ mod tests {
             names(owned.changes_in("records").into_iter()),
             vec![("records".into(), b"x".to_vec()), ("records".into(), b"z".to_vec())]
         );
+        let mut walked = Vec::new();
+        owned.for_each_in("records", |change| walked.push(change));
+        assert_eq!(walked, owned.changes_in("records"), "an owned batch walks as it collects");
     }
 }
