@@ -851,3 +851,36 @@ fn closing_delivers_every_published_batch_first() {
         assert_eq!(batches, 200, "round {round}");
     }
 }
+
+/// LMDB gives a commit that changed nothing no sequence of its own: the next commit takes it.
+/// Such a commit must not be recorded as flushed, or the next one, under the same sequence,
+/// returns from an `Immediate` write without its flush (found by review, 2026-11-30: `Ok`
+/// here, with no flush attempted).
+#[test]
+fn an_immediate_write_after_one_that_changed_nothing_is_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    db.write(|tx| tx.put(&ks, b"before", b"v")).unwrap();
+    let nothing = db.write(|tx| Ok(tx.sequence())).unwrap();
+    db.inject_flush_failures(1);
+    let outcome = db.write(|tx| tx.put(&ks, b"after", b"v"));
+    db.inject_flush_failures(0);
+    assert_eq!(db.read_txn().unwrap().sequence(), nothing, "the write took the sequence the empty one did not");
+    assert!(matches!(outcome, Err(Error::NotDurable(_))), "its flush was attempted, and failed: {outcome:?}");
+}
+
+/// An `Immediate` write that changes nothing still flushes the `Buffered` commits before it,
+/// as every `Immediate` commit does.
+#[test]
+fn an_immediate_write_that_changed_nothing_flushes_the_buffered_commits_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    db.write_with(Durability::BUFFERED, |tx| tx.put(&ks, b"buffered", b"v")).unwrap();
+    db.inject_flush_failures(1);
+    let outcome = db.write(|_| Ok(()));
+    db.inject_flush_failures(0);
+    assert!(matches!(outcome, Err(Error::NotDurable(_))), "the buffered commit's flush was attempted: {outcome:?}");
+    db.write(|_| Ok(())).expect("flushed now");
+}

@@ -20,7 +20,9 @@
 //! own outcome; a commit that was made but not flushed gives every member `NotDurable`.
 //!
 //! Lock order: the queue's lock is never held while the writer lock (`Inner::writer`) is taken,
-//! nor while a closure runs; a member's slot lock is taken only by the leader.
+//! nor while a closure runs. A member's slot lock is taken by the leader, while it runs the
+//! closure (under the writer lock) and hands over the outcome, and by the caller when it takes
+//! its outcome; never with the queue's lock.
 
 use super::Inner;
 use super::txn::{self, WriteTxn};
@@ -56,9 +58,17 @@ struct Request<F, T> {
     finished: AtomicBool,
 }
 
+/// What the caller's values are kept in. Nothing of the caller's is dropped on the leader's
+/// thread: the closure and the values of runs that did not commit are dropped by the caller
+/// when it takes its outcome, as `Db::write` drops them on its own thread (a `Drop` that
+/// panicked on the leader's thread unwound through another caller's `write_grouped`).
 struct Slot<F, T> {
-    write: F,
+    /// The closure; taken by the caller with its outcome.
+    write: Option<F>,
+    /// The value of the last run.
     value: Option<T>,
+    /// Values of earlier runs, and of a last run that did not commit.
+    discarded: Vec<T>,
     outcome: Option<Result<T>>,
 }
 
@@ -68,12 +78,19 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<F, T> Request<F, T> {
     fn new(write: F) -> Request<F, T> {
-        Request { slot: Mutex::new(Slot { write, value: None, outcome: None }), finished: AtomicBool::new(false) }
+        let slot = Slot { write: Some(write), value: None, discarded: Vec::new(), outcome: None };
+        Request { slot: Mutex::new(slot), finished: AtomicBool::new(false) }
     }
 
-    /// The outcome, once [`Member::finished`].
+    /// The outcome, once [`Member::finished`]; the closure and the discarded values are
+    /// dropped here, on the caller's thread.
     fn take_outcome(&self) -> Result<T> {
-        lock(&self.slot).outcome.take().expect("a finished request has its outcome")
+        let mut slot = lock(&self.slot);
+        let outcome = slot.outcome.take().expect("a finished request has its outcome");
+        let (write, discarded) = (slot.write.take(), std::mem::take(&mut slot.discarded));
+        drop(slot);
+        drop((write, discarded));
+        outcome
     }
 }
 
@@ -85,10 +102,13 @@ where
     fn run(&self, txn: &mut WriteTxn<'_>) -> Result<()> {
         let mut slot = lock(&self.slot);
         let slot = &mut *slot;
+        let write = slot.write.as_mut().expect("a request runs before its caller takes the closure back");
         // A panic is this member's error alone: the others run again without it.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (slot.write)(txn))) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write(txn))) {
             Ok(Ok(value)) => {
-                slot.value = Some(value);
+                if let Some(earlier) = slot.value.replace(value) {
+                    slot.discarded.push(earlier);
+                }
                 Ok(())
             }
             Ok(Err(error)) => Err(error),
@@ -99,7 +119,13 @@ where
     fn finish(&self, outcome: Result<()>) {
         let mut slot = lock(&self.slot);
         let value = slot.value.take();
-        slot.outcome = Some(outcome.map(|()| value.expect("a member whose transaction committed ran in it")));
+        slot.outcome = Some(match outcome {
+            Ok(()) => Ok(value.expect("a member whose transaction committed ran in it")),
+            Err(error) => {
+                slot.discarded.extend(value);
+                Err(error)
+            }
+        });
         drop(slot);
         self.finished.store(true, Ordering::Release);
     }
@@ -222,21 +248,27 @@ impl Leading<'_> {
                 }
                 Ok(())
             });
+            // Each member is finished before it leaves `members`, so that a leader that unwinds
+            // leaves none waiting (see `Drop`).
             match (result, failed_member) {
-                (Ok(()), _) => self.members.drain(..).for_each(|member| member.finish(Ok(()))),
-                (Err(error), Some(index)) => self.members.remove(index).finish(Err(error)),
+                (Ok(()), _) => self.finish_all(|| Ok(())),
+                (Err(error), Some(index)) => {
+                    self.members[index].finish(Err(error));
+                    self.members.remove(index);
+                }
                 (Err(Error::NotDurable(reason)), None) => {
                     // Committed, not flushed: every member's writes are in, none is durable.
-                    self.members.drain(..).for_each(|member| member.finish(Err(Error::NotDurable(reason.clone()))));
+                    self.finish_all(|| Err(Error::NotDurable(reason.clone())));
                 }
-                (Err(error), None) if self.members.len() == 1 => self.members.remove(0).finish(Err(error)),
+                (Err(error), None) if self.members.len() == 1 => {
+                    self.members[0].finish(Err(error));
+                    self.members.clear();
+                }
                 (Err(_), None) => {
-                    // The transaction failed, not a member: each runs alone for its own outcome
-                    // (removed only when finished, so that an unwinding leader leaves none waiting).
+                    // The transaction failed, not a member: each runs alone for its own outcome.
                     while let Some(member) = self.members.first().cloned() {
-                        let outcome = txn::run_write(inner, durability, |txn| member.run(txn));
+                        member.finish(txn::run_write(inner, durability, |txn| member.run(txn)));
                         self.members.remove(0);
-                        member.finish(outcome);
                     }
                 }
             }
@@ -244,9 +276,22 @@ impl Leading<'_> {
     }
 }
 
+impl Leading<'_> {
+    /// Finishes every member with `outcome()`, then empties the group.
+    fn finish_all(&mut self, outcome: impl Fn() -> Result<()>) {
+        for member in &self.members {
+            member.finish(outcome());
+        }
+        self.members.clear();
+    }
+}
+
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
-        for member in self.members.drain(..) {
+        for member in self.members.drain(..).filter(|member| !member.finished()) {
+            // Only a bug in tessera unwinds here: the members' closures run under
+            // `catch_unwind`, and nothing of theirs is dropped on this thread. The group may
+            // have committed before it did.
             member.finish(Err(Error::Panicked("the thread leading this grouped write panicked before the group ended".to_owned())));
         }
         let mut state = lock(&self.queue.state);

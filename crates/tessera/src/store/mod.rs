@@ -1060,12 +1060,19 @@ impl Db {
     ///   closure of its group failed. If the transaction itself fails, each closure runs again
     ///   alone, for its own outcome. If the commit was made but could not be flushed, every
     ///   caller of the group gets [`Error::NotDurable`].
+    /// - The map filling up is the group's, not a closure's: whatever a closure returns once
+    ///   the map is full, a panic included, the map grows and the whole group runs again
+    ///   (where `write` returns [`Error::Panicked`] for a closure that panics then).
+    /// - The closure and the values of runs that did not commit are dropped on the caller's
+    ///   thread, when it takes its outcome.
     /// - A lone caller does not wait for others; a group waits for more members only after a
     ///   group of several (at most 200 µs, and at most half that group's commit time).
     ///
     /// Called inside a write closure it is [`Error::WouldDeadlock`]. A caller that holds a read
-    /// transaction runs its closure alone, as `write` would (a map that must grow waits for
-    /// every read transaction of the process).
+    /// transaction opened on its own thread runs its closure alone, as `write` would (a map
+    /// that must grow waits for every read transaction of the process). A read transaction
+    /// moved in from another thread is not seen: a leader that must grow the map then waits
+    /// for it, at most 30 s, as `write` on another thread would.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();

@@ -1025,7 +1025,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
     clear_stale_readers_when_due(inner);
     grow_ahead(inner);
     let mut published = false;
-    let (value, sequence) = loop {
+    let (value, sequence, took_sequence) = loop {
         let txn = match inner.env.write_txn() {
             Ok(txn) => txn,
             Err(heed::Error::Mdb(heed::MdbError::MapResized)) => {
@@ -1100,6 +1100,12 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             }
             Err(error) => return Err(Error::from_heed_write(error, ceiling, &inner.path)),
         }
+        // LMDB gives a commit that changed nothing no sequence of its own: the next commit
+        // takes it. Recording such a commit with the syncer would mark that next commit
+        // flushed before it exists, and it would then return from an `Immediate` write, or pass
+        // `Db::sync`, unflushed. `wrote` misses writes through `WriteTxn::raw`: LMDB's newest
+        // commit decides then.
+        let took_sequence = wrote || inner.env.info().last_txn_id as u64 >= sequence;
         if wrote {
             inner.origins.committed(sequence);
         }
@@ -1113,7 +1119,9 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
             Durability::Buffered { max_delay } => Some(max_delay),
             Durability::Immediate => None,
         };
-        inner.syncer.committed(sequence, delay);
+        if took_sequence {
+            inner.syncer.committed(sequence, delay);
+        }
         for work in after_commit {
             work();
         }
@@ -1136,7 +1144,7 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         if durable_feed.as_ref().is_some_and(|target| target.late_notify) {
             durable_feed::wake_others_late(inner, sequence);
         }
-        break (value, sequence);
+        break (value, sequence, took_sequence);
     };
     drop(writer);
     if let Some(cross_process) = inner.cross_process.get() {
@@ -1151,7 +1159,11 @@ pub(crate) fn run_write<T>(inner: &Inner, durability: Durability, mut write: imp
         inner.feed.deliver_queued();
     }
     if durability == Durability::Immediate {
-        inner.syncer.sync_through(sequence).map_err(Error::NotDurable)?;
+        // A commit that changed nothing still flushes the commits before it, as every
+        // `Immediate` commit does (`docs/storage.md`), but not its own sequence, which is not
+        // made yet.
+        let flushed_through = if took_sequence { sequence } else { sequence.saturating_sub(1) };
+        inner.syncer.sync_through(flushed_through).map_err(Error::NotDurable)?;
     }
     Ok(value)
 }
