@@ -884,3 +884,29 @@ fn an_immediate_write_that_changed_nothing_flushes_the_buffered_commits_before_i
     assert!(matches!(outcome, Err(Error::NotDurable(_))), "the buffered commit's flush was attempted: {outcome:?}");
     db.write(|_| Ok(())).expect("flushed now");
 }
+
+/// An `Immediate` write that changes nothing, first thing after the file is opened again,
+/// returns: it flushes the commits before it, which this process never recorded (before the
+/// fix, `Syncer::sync_through` flushed forever, waiting for its own count of commits to reach
+/// the file's).
+#[test]
+fn an_immediate_write_that_changed_nothing_returns_in_a_file_opened_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Db::open(&path).unwrap();
+        let ks = db.keyspace("ks").unwrap();
+        for n in 0u8..5 {
+            db.write(|tx| tx.put(&ks, &[n], b"v")).unwrap();
+        }
+    }
+    let db = Db::open(&path).unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || sender.send(db.write(|_| Ok(()))).unwrap())
+    };
+    let outcome = receiver.recv_timeout(Duration::from_secs(10)).expect("an empty write returns");
+    outcome.unwrap();
+    writer.join().unwrap();
+}

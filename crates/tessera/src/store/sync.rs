@@ -144,7 +144,11 @@ impl Syncer {
                 continue;
             }
             state.flushing = true;
-            let target = self.committed.load(Ordering::Acquire);
+            // A flush covers every commit made before it, `sequence` too: a caller may ask for
+            // a sequence this syncer never recorded (the commits before an `Immediate` write
+            // that changed nothing, made by another process or before this one opened the
+            // file), and reading only `committed` would never reach it.
+            let target = self.committed.load(Ordering::Acquire).max(sequence);
             drop(state);
             let result = (self.flush)();
             state = lock(&self.state);
