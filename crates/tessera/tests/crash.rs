@@ -51,6 +51,11 @@ fn crash_child() {
 /// its first acknowledged commit, kills it with SIGKILL, and returns the highest commit it
 /// acknowledged.
 fn kill_child(name: &str, path: &std::path::Path, level: &str, rng: &mut fastrand::Rng, delay_max_micros: u64) -> u64 {
+    kill_child_acks(name, path, level, rng, delay_max_micros).into_iter().max().unwrap_or(0)
+}
+
+/// [`kill_child`], returning every number the child acknowledged ("ack N" lines), in order.
+fn kill_child_acks(name: &str, path: &std::path::Path, level: &str, rng: &mut fastrand::Rng, delay_max_micros: u64) -> Vec<u64> {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_PATH, path)
@@ -71,7 +76,7 @@ fn kill_child(name: &str, path: &std::path::Path, level: &str, rng: &mut fastran
     child.kill().unwrap();
     child.wait().unwrap();
     reader.join().unwrap();
-    receiver.try_iter().max().unwrap_or(0).max(first)
+    std::iter::once(first).chain(receiver.try_iter()).collect()
 }
 
 fn run_crashes(level: &str) {
@@ -308,27 +313,7 @@ fn killed_grouped_writers_lose_nothing_acknowledged() {
     let mut rng = fastrand::Rng::with_seed(0x9e0_0b5);
     let mut acknowledged = [0u64; GROUPED_THREADS as usize];
     for iteration in 0..iterations {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["crash_child_grouped", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(CHILD_PATH, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (sender, receiver) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for ack in stdout.lines().map_while(Result::ok).filter_map(|line| line.strip_prefix("ack ").and_then(|n| n.parse::<u64>().ok()))
-            {
-                let _ = sender.send(ack);
-            }
-        });
-        let first = receiver.recv_timeout(Duration::from_secs(30)).expect("the child acknowledges a write");
-        std::thread::sleep(Duration::from_micros(rng.u64(0..20_000)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        reader.join().unwrap();
-        for ack in std::iter::once(first).chain(receiver.try_iter()) {
+        for ack in kill_child_acks("crash_child_grouped", &path, "immediate", &mut rng, 20_000) {
             let thread = (ack >> 56) as usize;
             acknowledged[thread] = acknowledged[thread].max(ack & ((1 << 56) - 1));
         }

@@ -691,12 +691,12 @@ fn a_value_that_panics_when_dropped_panics_on_its_own_callers_thread_and_strands
 }
 
 /// A grouped write that changes nothing (its members only read, or found nothing to do)
-/// commits without taking a sequence: LMDB gives the next commit the same one. The write path
-/// records and flushes that sequence all the same (`txn::run_write` calls
+/// commits without taking a sequence: LMDB gives the next commit the same one. Before the fix
+/// the write path recorded and flushed that sequence all the same (`txn::run_write` called
 /// `Syncer::committed` and, for `Immediate`, `Syncer::sync_through` for every commit), so the
-/// syncer believes the next commit flushed already: its `sync_through` returns at once, and
-/// its caller gets `Ok` before the meta page that makes it current is flushed (the
-/// environment runs with `MDB_NOMETASYNC`). With an injected flush failure, no flush is
+/// syncer believed the next commit flushed already: its `sync_through` returned at once, and
+/// its caller got `Ok` before the meta page that makes it current was flushed (the
+/// environment runs with `MDB_NOMETASYNC`). With an injected flush failure, no flush was
 /// attempted for it at all: `Ok` instead of `NotDurable`.
 #[test]
 fn a_grouped_write_after_a_group_that_changed_nothing_is_still_flushed() {
@@ -710,10 +710,10 @@ fn a_grouped_write_after_a_group_that_changed_nothing_is_still_flushed() {
     assert!(matches!(outcome, Err(Error::NotDurable(_))), "its flush failed, yet: {outcome:?} (no flush was attempted)");
 }
 
-/// The same with `Buffered` durability: once the background flush has run after a grouped
-/// write that changed nothing, the next commit (which reuses its sequence) is flushed neither
-/// by the background thread nor by `Db::sync` (nor so by `Db::close`, or the drop of the last
-/// handle): they return without flushing until a later commit comes.
+/// The same with `Buffered` durability: before the fix, once the background flush had run
+/// after a grouped write that changed nothing, the next commit (which reuses its sequence) was
+/// flushed neither by the background thread nor by `Db::sync` (nor so by `Db::close`, or the
+/// drop of the last handle): they returned without flushing until a later commit came.
 #[test]
 fn a_buffered_grouped_write_after_a_group_that_changed_nothing_is_flushed_by_sync() {
     let (_dir, db, ks) = open_with(DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() });
