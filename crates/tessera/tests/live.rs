@@ -98,6 +98,11 @@ fn queries(items: &tessera::Collection<Item>) -> Vec<Query<Item>> {
         items.filter(Item::priority().is_null().or(Item::tag().eq("t2"))),
         items.filter((field("priority") % 3).eq(0)).order_by("tag", Order::Desc).order_by(Item::priority(), Order::Asc),
         items.filter(Item::priority().between(-10, 10)).order_by(Item::priority(), Order::Asc).limit(5),
+        // `key == literal`: kept with the object subscriptions to the key, not in the matcher.
+        items.filter(Item::id().eq(3u32)),
+        items.filter(field("id").eq(7)).order_by(Item::priority(), Order::Desc).limit(1),
+        // ... but not with an offset, which leaves it no row.
+        items.filter(Item::id().eq(3u32)).offset(1),
     ]
 }
 
@@ -209,6 +214,53 @@ fn object_subscriptions_follow_update_delete_and_reinsert() {
     // Unchanged bytes publish nothing.
     db.write(|tx| items.upsert(tx, &item)).unwrap();
     assert!(live.recv_timeout(Duration::from_millis(200)).is_none());
+}
+
+#[test]
+fn a_query_by_key_follows_its_record_like_an_object_subscription_beside_it() {
+    // `id == 7` is kept with the object subscriptions to key 7 (one lookup per change, no
+    // matcher): each transition of its one row is its own changeset, for typed and dynamic
+    // handles alike, and a subscriber that reads late gets the net change.
+    let (_dir, db) = open();
+    let items = db.collection::<Item>().unwrap();
+    let item = Item { id: 7, priority: Some(1), tag: "x".into() };
+    let query = items.subscribe_query(&items.filter(Item::id().eq(7u32))).unwrap();
+    let object = items.subscribe_object(&7u32).unwrap();
+    let late = items.subscribe_query_with(&items.filter(Item::id().eq(7u32)), Policy::LatestOnly).unwrap();
+    assert!(initial(query.recv_timeout(WAIT)).is_empty());
+    assert!(initial(object.recv_timeout(WAIT)).is_none());
+    assert!(initial(late.recv_timeout(WAIT)).is_empty());
+    db.write(|tx| items.insert(tx, &item)).unwrap();
+    let dynamic = db.dyn_collection("items").unwrap();
+    let dyn_query = dynamic.filter_text("id == 7").unwrap().subscribe().unwrap();
+    assert_eq!(initial(dyn_query.recv_timeout(WAIT)).len(), 1, "the record, as the dynamic handle starts");
+    let inserted = changed(query.recv_timeout(WAIT));
+    assert_eq!((inserted.insertions.as_slice(), ids(&inserted.result)), (&[0][..], vec![7]));
+    assert!(inserted.deletions.is_empty() && inserted.modifications.is_empty());
+    assert!(matches!(changed(object.recv_timeout(WAIT)), ObjectChange::Updated(value) if *value == item));
+    db.write(|tx| items.insert(tx, &Item { id: 8, priority: None, tag: "other".into() })).unwrap();
+    db.write(|tx| items.update(tx, &7u32, |item| item.priority = Some(2))).unwrap();
+    let modified = changed(query.recv_timeout(WAIT));
+    assert_eq!(modified.modifications, [0], "the other record's commit delivered nothing");
+    assert_eq!(modified.result[0].priority, Some(2));
+    let dyn_modified = changed(dyn_query.recv_timeout(WAIT));
+    assert_eq!((dyn_modified.modifications.as_slice(), dyn_modified.result.len()), (&[0][..], 1));
+    db.write(|tx| items.delete(tx, &7u32)).unwrap();
+    let deleted = changed(query.recv_timeout(WAIT));
+    assert_eq!((deleted.deletions.as_slice(), deleted.result.len()), (&[0][..], 0));
+    assert!(matches!(changed(object.recv_timeout(WAIT)), ObjectChange::Updated(_)));
+    assert!(matches!(changed(object.recv_timeout(WAIT)), ObjectChange::Deleted));
+    // A delete of an absent record changes no result.
+    db.write(|tx| items.delete(tx, &7u32)).unwrap();
+    assert!(query.recv_timeout(Duration::from_millis(200)).is_none());
+    db.write(|tx| items.insert(tx, &item)).unwrap();
+    assert_eq!(changed(query.recv_timeout(WAIT)).insertions, [0]);
+    // The late reader: inserted, modified, deleted and inserted again, merged into one change
+    // from its empty initial result to the record.
+    let merged = changed(late.recv_timeout(WAIT));
+    assert!(late.try_recv().is_none(), "one delivery under LatestOnly");
+    assert_eq!((merged.insertions.as_slice(), ids(&merged.result)), (&[0][..], vec![7]));
+    assert!(merged.deletions.is_empty());
 }
 
 #[test]

@@ -273,6 +273,11 @@ impl Leaf for ItemLeaf {
     }
 }
 
+/// `id == literal`, over the ids the runs write and one they never do.
+fn item_key_eq() -> impl Strategy<Value = ItemLeaf> {
+    (0..11u16).prop_map(|id| ItemLeaf::Id(CompareOp::Eq, id))
+}
+
 fn small() -> impl Strategy<Value = i32> {
     -3..4i32
 }
@@ -423,8 +428,11 @@ struct WatchSpec<L> {
     stop: Option<usize>,
 }
 
-fn watch_spec<L: Leaf + 'static>(
+/// A subscription's spec; `key_eq` draws a leaf that may be the whole predicate on its own
+/// (`key == literal` makes a query the engine keeps by key, beside the object subscriptions).
+fn watch_spec<L: Leaf + Debug + 'static>(
     leaf: impl Strategy<Value = L> + 'static,
+    key_eq: impl Strategy<Value = L> + 'static,
     order_fields: Vec<&'static str>,
 ) -> impl Strategy<Value = WatchSpec<L>> {
     let order = (
@@ -436,7 +444,8 @@ fn watch_spec<L: Leaf + 'static>(
     let life = (prop_oneof![3 => Just(0usize), 1 => 1..8usize], prop::option::weighted(0.2, 1..12usize));
     let delivery =
         (prop_oneof![3 => Just(Policy::EveryChange), 1 => Just(Policy::LatestOnly)], prop_oneof![3 => Just(1usize), 1 => 2..4usize]);
-    (prop::option::weighted(0.85, pred(leaf)), any::<bool>(), prop::collection::vec(order, 0..3), window, life, delivery).prop_map(
+    let predicate = prop_oneof![6 => pred(leaf).boxed(), 1 => key_eq.prop_map(Pred::Leaf).boxed()];
+    (prop::option::weighted(0.85, predicate), any::<bool>(), prop::collection::vec(order, 0..3), window, life, delivery).prop_map(
         |(predicate, as_text, orders, (offset, limit), (start, stop), (policy, read_every))| WatchSpec {
             predicate,
             as_text,
@@ -1087,9 +1096,12 @@ const CELL_ORDERS: [&str; 3] = ["row", "column", "value"];
 
 fn case() -> impl Strategy<Value = Case> {
     (
-        prop::collection::vec(watch_spec(item_leaf(), ITEM_ORDERS.to_vec()), 1..7),
-        prop::collection::vec(watch_spec(tag_leaf(), TAG_ORDERS.to_vec()), 0..4),
-        prop::collection::vec(watch_spec(cell_leaf(), CELL_ORDERS.to_vec()), 0..3),
+        prop::collection::vec(watch_spec(item_leaf(), item_key_eq(), ITEM_ORDERS.to_vec()), 1..7),
+        prop::collection::vec(
+            watch_spec(tag_leaf(), tag_name().prop_map(|name| TagLeaf::Name(CompareOp::Eq, name)), TAG_ORDERS.to_vec()),
+            0..4,
+        ),
+        prop::collection::vec(watch_spec(cell_leaf(), cell_leaf(), CELL_ORDERS.to_vec()), 0..3),
         seed(),
         prop::collection::vec(txn(), 1..14),
     )
@@ -1120,9 +1132,9 @@ fn bulk_case() -> impl Strategy<Value = Case> {
         (spec.start, spec.stop) = (0, None);
         spec
     };
-    let unanchored =
-        watch_spec(item_leaf(), ITEM_ORDERS.to_vec()).prop_map(move |spec| WatchSpec { predicate: None, ..for_the_whole_run(spec) });
-    let any_watch = watch_spec(item_leaf(), ITEM_ORDERS.to_vec()).prop_map(for_the_whole_run);
+    let unanchored = watch_spec(item_leaf(), item_key_eq(), ITEM_ORDERS.to_vec())
+        .prop_map(move |spec| WatchSpec { predicate: None, ..for_the_whole_run(spec) });
+    let any_watch = watch_spec(item_leaf(), item_key_eq(), ITEM_ORDERS.to_vec()).prop_map(for_the_whole_run);
     let ids = 0..BULK_RECORDS as u16;
     let seed = prop::collection::vec(item(ids.clone()), BULK_RECORDS).prop_map(|items| Txn {
         ops: items.into_iter().enumerate().map(|(id, item)| Op::Item(ItemOp::Upsert(Item { id: id as u16, ..item }))).collect(),

@@ -1,8 +1,8 @@
 //! The engine: one hook on the database's change feed that dispatches each commit to the
 //! subscriptions it may affect, collection by collection, and registers new ones.
 
-use super::changeset::ObjectChange;
-use super::event::{Event, ObjectMailbox};
+use super::by_key::{KeyWakes, KeyWatchers};
+use super::event::Event;
 use super::hits::{GroupedHits, Hit, HitRuns, SubHits};
 use super::mailbox::{SubscriptionEnd, Wakes};
 use super::matcher::Matcher;
@@ -18,14 +18,6 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-
-/// One object subscription: where its deliveries go, and the commit it has seen.
-pub(super) struct ObjectSub<T> {
-    pub(super) mailbox: Weak<ObjectMailbox<T>>,
-    pub(super) since: u64,
-    /// Keeps writers recording changes while the subscription is registered.
-    pub(super) _demand: ChangeDemand,
-}
 
 /// Work, in (subscription, change) pairs, from which a commit's updates are split over two
 /// threads (a thread costs about as much as 1,000 pairs).
@@ -44,12 +36,14 @@ pub(super) struct LiveCollection<T: LiveRecord> {
     /// The primary key's layout, for reading a result from storage (the latest registered
     /// subscription's: a dynamic handle may know key kinds an earlier one did not).
     pub(super) keys: T::Keys,
-    /// Object subscriptions by primary key. Every change of a commit is looked up here, so the
-    /// hash is Fx, not SipHash (a third of a 10,000-change commit's dispatch went to hashing).
-    /// The table holds only subscribed keys, so keys crafted to collide can cost a lookup one
-    /// more comparison each, never make the table degrade.
-    pub(super) objects: rustc_hash::FxHashMap<Box<[u8]>, Vec<ObjectSub<T>>>,
-    /// Query subscriptions by slot; a slot's index is the subscription's id in the matcher.
+    /// Object subscriptions, and query subscriptions by key (see [`super::by_key`]), by stored
+    /// primary key. Every change of a commit is looked up here, so the hash is Fx, not SipHash
+    /// (a third of a 10,000-change commit's dispatch went to hashing). The table holds only
+    /// subscribed keys, so keys crafted to collide can cost a lookup one more comparison each,
+    /// never make the table degrade.
+    pub(super) by_key: rustc_hash::FxHashMap<Box<[u8]>, KeyWatchers<T>>,
+    /// Query subscriptions other than those by key, by slot; a slot's index is the
+    /// subscription's id in the matcher.
     pub(super) queries: Vec<Option<QuerySub<T>>>,
     pub(super) free_slots: Vec<usize>,
     pub(super) matcher: Matcher,
@@ -101,11 +95,9 @@ impl<T: LiveRecord> LiveCollection<T> {
             return 0;
         }
         let mut removed = 0;
-        self.objects.retain(|_, subs| {
-            let before = subs.len();
-            subs.retain(|sub| sub.mailbox.strong_count() > 0);
-            removed += before - subs.len();
-            !subs.is_empty()
+        self.by_key.retain(|_, watchers| {
+            removed += watchers.prune();
+            watchers.len() > 0
         });
         for slot in 0..self.queries.len() {
             if self.queries[slot].as_ref().is_some_and(|sub| sub.mailbox.strong_count() == 0)
@@ -142,10 +134,8 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
     }
 
     fn end_all(&self, end: &SubscriptionEnd) {
-        for sub in self.objects.values().flatten() {
-            if let Some(mailbox) = sub.mailbox.upgrade() {
-                mailbox.end_with(end.clone());
-            }
+        for watchers in self.by_key.values() {
+            watchers.end_all(end);
         }
         self.end_all_queries(end);
     }
@@ -153,20 +143,24 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
     fn apply(&mut self, batch: &Published, db: &Db) -> usize {
         let removed = self.prune();
         let records = self.state.records.name();
+        let sequence = batch.sequence();
         // Woken in batches, all of them by the end of the walk (see `Wakes`).
-        let mut object_wakes = Wakes::new();
+        let mut key_wakes = KeyWakes::new();
         if self.queries.len() == self.free_slots.len() {
-            // Object subscriptions alone: each change is looked up as the walk meets it, and a
+            // Subscriptions by key alone: each change is looked up as the walk meets it, and a
             // subscribed one decoded once, with no view of every change collected first (a
             // 10,000-change commit made and freed 720 KB for that) nor a decode table.
-            if !self.objects.is_empty() {
+            if !self.by_key.is_empty() {
                 batch.for_each_in(records, |change| {
-                    let Some(subs) = self.objects.get(change.key) else { return };
-                    let event = match change.new {
-                        Some(bytes) => T::decode_stored(&self.state, change.key, bytes).map(|value| ObjectChange::Updated(Arc::new(value))),
-                        None => Ok(ObjectChange::Deleted),
+                    let Some(watchers) = self.by_key.get_mut(change.key) else { return };
+                    if !watchers.follows(sequence) {
+                        return;
+                    }
+                    let record = match change.new {
+                        Some(bytes) => T::decode_stored(&self.state, change.key, bytes).map(|value| Some(Arc::new(value))),
+                        None => Ok(None),
                     };
-                    deliver_object_change(subs, batch.sequence(), event.map_err(Arc::new), &mut object_wakes);
+                    watchers.deliver(change.key, sequence, record.map_err(Arc::new), &mut key_wakes);
                 });
             }
             return removed;
@@ -177,14 +171,17 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
         }
         let values = Values::new(changes.len());
         for (index, change) in changes.iter().enumerate() {
-            let Some(subs) = self.objects.get(change.key) else { continue };
-            let event = match change.new {
-                Some(_) => values.get(index, &changes, &self.state).map(ObjectChange::Updated).map_err(Arc::new),
-                None => Ok(ObjectChange::Deleted),
+            let Some(watchers) = self.by_key.get_mut(change.key) else { continue };
+            if !watchers.follows(sequence) {
+                continue;
+            }
+            let record = match change.new {
+                Some(_) => values.get(index, &changes, &self.state).map(Some).map_err(Arc::new),
+                None => Ok(None),
             };
-            deliver_object_change(subs, batch.sequence(), event, &mut object_wakes);
+            watchers.deliver(change.key, sequence, record, &mut key_wakes);
         }
-        object_wakes.wake_all();
+        key_wakes.wake_all();
         if changes.len() > Hit::CHANGES_MAX {
             // Beyond what a hit can number: end the query subscriptions rather than miss changes.
             let error = Arc::new(crate::Error::LimitExceeded {
@@ -274,7 +271,7 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             rest = after;
             first_in_rest = slot + 1;
             let Some(sub) = sub.as_mut() else { continue };
-            if list.is_empty() || batch.sequence() <= sub.since {
+            if list.is_empty() || sequence <= sub.since {
                 continue;
             }
             work.push((sub, list));
@@ -325,24 +322,6 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             run(&mut work, commit);
         }
         removed
-    }
-}
-
-/// Queues one changed record's event for every subscription to it that started before commit
-/// `sequence`; a record that does not decode ends those subscriptions with the error instead,
-/// never a skipped change that a subscriber could not tell from no change.
-fn deliver_object_change<T: LiveRecord>(
-    subs: &[ObjectSub<T>],
-    sequence: u64,
-    event: std::result::Result<ObjectChange<T>, Arc<crate::Error>>,
-    wakes: &mut Wakes<Event<Option<Arc<T>>, ObjectChange<T>>>,
-) {
-    for sub in subs.iter().filter(|sub| sequence > sub.since) {
-        let Some(mailbox) = sub.mailbox.upgrade() else { continue };
-        match &event {
-            Ok(event) => wakes.push(mailbox, Event::Changed(event.clone())),
-            Err(error) => mailbox.end_with(SubscriptionEnd::Failed(error.clone())),
-        }
     }
 }
 
@@ -451,7 +430,7 @@ impl Engine {
             Box::new(LiveCollection::<T> {
                 state: state.clone(),
                 keys: keys.take().expect("the keys, once"),
-                objects: rustc_hash::FxHashMap::default(),
+                by_key: rustc_hash::FxHashMap::default(),
                 queries: Vec::new(),
                 free_slots: Vec::new(),
                 matcher: Matcher::default(),

@@ -33,7 +33,8 @@
 //! **How a commit reaches a subscription.** The store's feed hands each committed batch, after
 //! the write lock is released, to this module on the feed's delivery thread. Each changed
 //! record's old and new versions are looked up in the [`matcher`] (hash maps for equality,
-//! interval indexes for ranges, primary-key maps for object subscriptions), so only affected
+//! interval indexes for ranges, a primary-key map for object subscriptions and for queries
+//! that are exactly `key == literal`, whose result is one record or none), so only affected
 //! subscriptions do any work; a subscription's result is then updated by merging, its
 //! changeset computed in the same pass, and the changed records decoded once per commit
 //! however many subscriptions they reach. A result is kept as its rows' sort keys only; a
@@ -57,6 +58,7 @@
 //! Dflat, the subscription does not end on delete: a record inserted again under the same key
 //! is delivered as `Updated`, so a view bound to a key follows it through delete and re-insert.
 
+mod by_key;
 mod changeset;
 mod engine;
 mod event;
@@ -94,7 +96,8 @@ use crate::Db;
 use crate::collection::{Collection, CollectionState, Query, QueryParts, Record};
 use crate::error::Result;
 use crate::store::Snapshot;
-use engine::{Engine, ObjectSub};
+use by_key::{KeyQuerySub, ObjectSub};
+use engine::Engine;
 use mailbox::Mailbox;
 use state::QuerySub;
 use std::sync::Arc;
@@ -230,7 +233,7 @@ pub(crate) fn subscribe_object_at<T: LiveRecord>(
         mailbox.push(Event::Initial(initial));
         mailbox.count_drop_in(live.dropped.clone());
         let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since: txn.sequence(), _demand: demand };
-        live.objects.entry(key.into_boxed_slice()).or_default().push(sub);
+        live.by_key.entry(key.into_boxed_slice()).or_default().objects.push(sub);
         Ok(())
     })?;
     Ok(ObjectSubscription::new(mailbox))
@@ -246,13 +249,16 @@ pub(crate) fn subscribe_query_parts<T: LiveRecord>(
     parts: QueryParts,
     policy: Policy,
 ) -> Result<QuerySubscription<T>> {
+    // As a query through the same handle would be: refused once another open changed the
+    // collection's schema (a running subscription reloads by records alone, `record::entries`).
+    crate::store::ReadSource::with_snapshot(db, |snapshot| state.current_in(snapshot))?;
+    if let Some(key) = T::with_layout(&keys, |layout| single_key(state, layout, &parts)) {
+        return subscribe_key_query::<T>(db, state, keys, key, policy);
+    }
     let anchoring = matcher::anchoring(&state.shape, parts.predicate.as_deref());
     let orders = parts.sort_fields();
     let orders_empty = orders.is_empty();
     let orders_signature = format!("{:?}", parts.orders);
-    // As a query through the same handle would be: refused once another open changed the
-    // collection's schema (a running subscription reloads by records alone, `record::entries`).
-    crate::store::ReadSource::with_snapshot(db, |snapshot| state.current_in(snapshot))?;
     let mailbox = Arc::new(Mailbox::new(policy));
     let engine = Engine::of(db)?;
     engine.register::<T>(db, state, keys, |live, demand| {
@@ -285,6 +291,40 @@ pub(crate) fn subscribe_query_parts<T: LiveRecord>(
     Ok(QuerySubscription::new(mailbox))
 }
 
+/// The one key whose record is the whole result of `parts` (a query that is exactly `key ==
+/// literal`, with no offset and room for a row; its order, if any, cannot matter), else `None`.
+fn single_key(state: &Arc<CollectionState>, layout: &dyn crate::collection::key_layout::KeyLayout, parts: &QueryParts) -> Option<Vec<u8>> {
+    let unordered = QueryParts { orders: Vec::new(), ..parts.clone() };
+    unordered.spec(state, layout).single_key()
+}
+
+/// Subscribes to a query whose whole result is the record at `key` (see [`by_key`]): kept
+/// beside the object subscriptions to that key, not in the matcher.
+fn subscribe_key_query<T: LiveRecord>(
+    db: &Db,
+    state: &Arc<CollectionState>,
+    keys: T::Keys,
+    key: Vec<u8>,
+    policy: Policy,
+) -> Result<QuerySubscription<T>> {
+    let mailbox = Arc::new(Mailbox::new(policy));
+    let engine = Engine::of(db)?;
+    engine.register::<T>(db, state, keys, |live, demand| {
+        let txn = db.read_txn()?;
+        let value = match txn.get_value(&state.records, &key)? {
+            Some(bytes) => Some(Arc::new(T::decode_stored(state, &key, bytes)?)),
+            None => None,
+        };
+        let present = value.is_some();
+        mailbox.push(Event::Initial(Results::of(results::vector_of(value))));
+        mailbox.count_drop_in(live.dropped.clone());
+        let sub = KeyQuerySub { mailbox: Arc::downgrade(&mailbox), since: txn.sequence(), present, policy, _demand: demand };
+        live.by_key.entry(key.into_boxed_slice()).or_default().queries.push(sub);
+        Ok(())
+    })?;
+    Ok(QuerySubscription::new(mailbox))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::collection::Record;
@@ -310,8 +350,11 @@ mod tests {
         db.write(|tx| counted.upsert(tx, &Counted { id: 1, n: 1 }).map(drop)).unwrap();
         let object = counted.subscribe_object(&1u32).unwrap();
         let query = counted.subscribe_query(&counted.all()).unwrap();
+        // A query by key is kept beside the object subscriptions (`by_key`), not in the matcher.
+        let by_key = counted.subscribe_query(&counted.filter(Counted::id().eq(1u32))).unwrap();
         assert!(matches!(object.recv_timeout(Duration::from_secs(5)), Some(super::Event::Initial(Some(_)))));
         assert_eq!(query.recv_timeout(Duration::from_secs(5)).and_then(super::Event::initial).unwrap().len(), 1, "the initial result");
+        assert_eq!(by_key.recv_timeout(Duration::from_secs(5)).and_then(super::Event::initial).unwrap().len(), 1);
         // Stored bytes of another shape under record 1's key (a string, not a struct).
         let records = db.internal_keyspace("tessera.col.counted").unwrap();
         let key = crate::store::key::encode(&1u32);
@@ -325,8 +368,12 @@ mod tests {
             matches!(query.recv_timeout(Duration::from_secs(5)), Some(super::Event::Closed(SubscriptionEnd::Failed(_)))),
             "no changeset after the one that failed"
         );
-        assert!(object.try_recv().is_none() && query.try_recv().is_none(), "nothing after Closed");
-        for ended in [object.ended(), query.ended()] {
+        assert!(
+            matches!(by_key.recv_timeout(Duration::from_secs(5)), Some(super::Event::Closed(SubscriptionEnd::Failed(_)))),
+            "the query by key ends with the failure too"
+        );
+        assert!(object.try_recv().is_none() && query.try_recv().is_none() && by_key.try_recv().is_none(), "nothing after Closed");
+        for ended in [object.ended(), query.ended(), by_key.ended()] {
             match ended {
                 Some(SubscriptionEnd::Failed(error)) => {
                     let text = error.to_string();

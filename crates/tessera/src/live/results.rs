@@ -202,6 +202,13 @@ impl<T> LastDelivery<T> {
     }
 }
 
+impl<T> Results<T> {
+    /// A result of `rows`, remembered by no subscription.
+    pub(super) fn of(rows: Vector<T>) -> Results<T> {
+        Results { rows: Arc::new(rows) }
+    }
+}
+
 /// The rows `values` as a result's vector.
 pub(super) fn vector_of<T>(values: impl IntoIterator<Item = Arc<T>>) -> Vector<T> {
     values.into_iter().collect()
