@@ -2,61 +2,14 @@
 //! caller gets its own closure's outcome, and a closure that fails takes nothing of the others
 //! with it. A property test checks random concurrent plans against a plain model.
 
+mod grouped_harness;
+
+use grouped_harness::{increment, open, outcomes_in_one_group as in_one_group, put, read_u64};
 use proptest::prelude::*;
-use std::sync::{Arc, Barrier};
-use std::time::Duration;
-use tessera::{Db, DbOptions, Error, Keyspace};
+use tessera::{Db, DbOptions, Error};
 
-/// A grouped write's closure, boxed so that a test can list several.
-type Write = Box<dyn FnMut(&mut tessera::WriteTxn<'_>) -> tessera::Result<u64> + Send>;
-
-fn open() -> (tempfile::TempDir, Db, Keyspace) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path().join("db")).unwrap();
-    let ks = db.keyspace("ks").unwrap();
-    (dir, db, ks)
-}
-
-/// Runs `first` as a grouped write whose closure holds its group open until every closure of
-/// `rest` has been handed to `write_grouped` (and a margin), so that `rest` forms one group.
-/// Returns `first`'s outcome and each of `rest`'s, in order.
-fn in_one_group(db: &Db, first: Write, rest: Vec<Write>) -> (tessera::Result<u64>, Vec<tessera::Result<u64>>) {
-    let started = Arc::new(Barrier::new(2));
-    let leader = {
-        let (db, started) = (db.clone(), started.clone());
-        let mut first = first;
-        let mut waited = false;
-        std::thread::spawn(move || {
-            db.write_grouped(move |tx| {
-                if !waited {
-                    waited = true;
-                    started.wait(); // the leader is inside its transaction
-                    std::thread::sleep(Duration::from_millis(300)); // the others queue meanwhile
-                }
-                first(tx)
-            })
-        })
-    };
-    started.wait();
-    let others: Vec<_> = rest
-        .into_iter()
-        .map(|write| {
-            let db = db.clone();
-            std::thread::spawn(move || db.write_grouped(write))
-        })
-        .collect();
-    let first = leader.join().unwrap();
-    (first, others.into_iter().map(|handle| handle.join().unwrap()).collect())
-}
-
-/// A closure that puts `key` and returns the transaction's sequence.
-fn put(ks: &Keyspace, key: &'static [u8]) -> Write {
-    let ks = ks.clone();
-    Box::new(move |tx| {
-        tx.put(&ks, key, b"v")?;
-        Ok(tx.sequence())
-    })
-}
+/// A grouped write's closure that returns its transaction's sequence.
+type Write = grouped_harness::Write<u64>;
 
 #[test]
 fn callers_that_queue_together_share_one_commit() {
@@ -68,7 +21,7 @@ fn callers_that_queue_together_share_one_commit() {
     assert!(rest[0] > first, "the next group commits after the leader's");
     let snapshot = db.read_txn().unwrap();
     for key in [&b"leader"[..], b"a", b"b", b"c"] {
-        assert_eq!(snapshot.get(&ks, key).unwrap(), Some(&b"v"[..]), "{key:?} was written");
+        assert_eq!(snapshot.get(&ks, key).unwrap(), Some(key), "{key:?} was written");
     }
 }
 
@@ -103,7 +56,7 @@ fn a_closure_that_fails_or_panics_takes_nothing_of_its_group_with_it() {
     assert_eq!(a, b, "the two that succeeded committed together");
     let snapshot = db.read_txn().unwrap();
     for key in [&b"leader"[..], b"a", b"b"] {
-        assert_eq!(snapshot.get(&ks, key).unwrap(), Some(&b"v"[..]), "{key:?} was written");
+        assert_eq!(snapshot.get(&ks, key).unwrap(), Some(key), "{key:?} was written");
     }
     for key in [&b"failed"[..], b"panicked"] {
         assert_eq!(snapshot.get(&ks, key).unwrap(), None, "nothing of the closure that wrote {key:?} and then failed");
@@ -118,7 +71,7 @@ fn a_commit_that_is_not_flushed_is_not_durable_for_every_member() {
         Box::new(move |tx: &mut tessera::WriteTxn<'_>| -> tessera::Result<u64> {
             // This group's flush and the next one's fail.
             db.inject_flush_failures(2);
-            tx.put(&ks, b"leader", b"v")?;
+            tx.put(&ks, b"leader", b"leader")?;
             Ok(tx.sequence())
         }) as Write
     };
@@ -130,7 +83,7 @@ fn a_commit_that_is_not_flushed_is_not_durable_for_every_member() {
     // NotDurable means committed but not flushed: the writes are there, once.
     let snapshot = db.read_txn().unwrap();
     for key in [&b"leader"[..], b"a", b"b"] {
-        assert_eq!(snapshot.get(&ks, key).unwrap(), Some(&b"v"[..]), "{key:?} was committed");
+        assert_eq!(snapshot.get(&ks, key).unwrap(), Some(key), "{key:?} was committed");
     }
     drop(snapshot);
     let ks2 = ks.clone();
@@ -195,16 +148,7 @@ fn groups_that_fill_the_map_grow_it_and_every_write_lands_once() {
     });
     let snapshot = db.read_txn().unwrap();
     assert_eq!(snapshot.len(&ks).unwrap(), 4 * 20 * 16);
-    assert_eq!(count(&snapshot, &counter), 80, "each closure's increment committed exactly once");
-}
-
-fn increment(tx: &mut tessera::WriteTxn<'_>, counter: &Keyspace) -> tessera::Result<()> {
-    let now = tx.get(counter, b"n")?.map_or(0, |bytes| u64::from_be_bytes(bytes.try_into().unwrap()));
-    tx.put(counter, b"n", &(now + 1).to_be_bytes())
-}
-
-fn count(snapshot: &tessera::ReadTxn<'_>, counter: &Keyspace) -> u64 {
-    snapshot.get(counter, b"n").unwrap().map_or(0, |bytes| u64::from_be_bytes(bytes.try_into().unwrap()))
+    assert_eq!(read_u64(snapshot.get(&counter, b"n").unwrap()), 80, "each closure's increment committed exactly once");
 }
 
 /// What one closure of a plan does.
@@ -276,6 +220,6 @@ proptest! {
                 }
             }
         }
-        prop_assert_eq!(count(&snapshot, &counter), succeeded, "one increment per closure that succeeded");
+        prop_assert_eq!(read_u64(snapshot.get(&counter, b"n").unwrap()), succeeded, "one increment per closure that succeeded");
     }
 }

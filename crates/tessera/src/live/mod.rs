@@ -226,11 +226,7 @@ pub(crate) fn subscribe_object_at<T: LiveRecord>(
     let engine = Engine::of(db)?;
     engine.register::<T>(db, state, keys, |live, demand| {
         let txn = db.read_txn()?;
-        let initial = match txn.get_value(&state.records, &key)? {
-            Some(bytes) => Some(Arc::new(T::decode_stored(state, &key, bytes)?)),
-            None => None,
-        };
-        mailbox.push(Event::Initial(initial));
+        mailbox.push(Event::Initial(stored_record::<T>(&txn, state, &key)?));
         mailbox.count_drop_in(live.dropped.clone());
         let sub = ObjectSub { mailbox: Arc::downgrade(&mailbox), since: txn.sequence(), _demand: demand };
         live.by_key.entry(key.into_boxed_slice()).or_default().objects.push(sub);
@@ -291,6 +287,15 @@ pub(crate) fn subscribe_query_parts<T: LiveRecord>(
     Ok(QuerySubscription::new(mailbox))
 }
 
+/// The record of collection `state` stored under `key` in `txn`, decoded as `T` (`None`:
+/// absent).
+fn stored_record<T: LiveRecord>(txn: &crate::store::ReadTxn<'_>, state: &CollectionState, key: &[u8]) -> Result<Option<Arc<T>>> {
+    match txn.get_value(&state.records, key)? {
+        Some(bytes) => Ok(Some(Arc::new(T::decode_stored(state, key, bytes)?))),
+        None => Ok(None),
+    }
+}
+
 /// The one key whose record is the whole result of `parts` (a query that is exactly `key ==
 /// literal`, with no offset and room for a row; its order, if any, cannot matter), else `None`.
 fn single_key(state: &Arc<CollectionState>, layout: &dyn crate::collection::key_layout::KeyLayout, parts: &QueryParts) -> Option<Vec<u8>> {
@@ -311,10 +316,7 @@ fn subscribe_key_query<T: LiveRecord>(
     let engine = Engine::of(db)?;
     engine.register::<T>(db, state, keys, |live, demand| {
         let txn = db.read_txn()?;
-        let value = match txn.get_value(&state.records, &key)? {
-            Some(bytes) => Some(Arc::new(T::decode_stored(state, &key, bytes)?)),
-            None => None,
-        };
+        let value = stored_record::<T>(&txn, state, &key)?;
         let present = value.is_some();
         mailbox.push(Event::Initial(Results::of(results::vector_of(value))));
         mailbox.count_drop_in(live.dropped.clone());
