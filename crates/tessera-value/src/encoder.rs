@@ -1127,6 +1127,14 @@ impl<'k> Encoder<'k> {
         Ok(bytes)
     }
 
+    /// Finishes the document and hands its bytes to `take`, keeping the buffer for the next
+    /// document (see [`crate::to_shared`]); the encoder is reset either way.
+    pub(crate) fn finish_with<R>(&mut self, take: impl FnOnce(&[u8]) -> R) -> Result<R, EncodeError> {
+        let result = self.write_tail().map(|()| take(&self.b.out));
+        self.reset();
+        result
+    }
+
     fn write_tail(&mut self) -> Result<(), EncodeError> {
         if !self.b.frames.is_empty() {
             return Err(EncodeError::Incomplete("containers left open"));

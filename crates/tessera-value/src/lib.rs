@@ -48,6 +48,6 @@ pub use json_out::JsonStyle;
 pub use mutate::{Mutable, MutableDoc, MutateError};
 pub use packed::{MATRIX_ROWS_MAX, Numbers};
 pub use reader::{Array, Dict, DictKey, Doc, Kind, Value};
-pub use ser::{Compound, to_vec, to_vec_with_keys};
+pub use ser::{Compound, to_shared, to_vec, to_vec_with_keys};
 pub use shared_keys::{SHARED_KEY_LEN_MAX, SHARED_KEYS_COUNT_MAX, SharedKeys, SharedKeysError};
 pub use validate::ValidateOptions;

@@ -18,6 +18,32 @@ use serde::ser::{self, Serialize};
 /// assert_eq!(doc.root().to_json(), r#"{"x":1,"y":-2}"#);
 /// ```
 pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> {
+    // The finished buffer itself is handed out (a large document is not copied); the encoder
+    // keeps a fresh one of the same capacity.
+    encode_on_this_thread(value, Encoder::finish_reuse)
+}
+
+/// [`to_vec`] as a shared slice, made with one allocation: the document is encoded in this
+/// thread's reused buffers and copied once into the `Arc`, where `Arc::from(to_vec(..)?)`
+/// allocates twice and copies too (a cache of small values, such as a dictionary's, keeps
+/// many of these).
+///
+/// ```
+/// let shared = tessera_value::to_shared(&[1, 2, 3]).unwrap();
+/// assert_eq!(&*shared, tessera_value::to_vec(&[1, 2, 3]).unwrap().as_slice());
+/// let doc = tessera_value::Doc::from_untrusted(&shared).unwrap();
+/// assert_eq!(doc.root().to_json(), "[1,2,3]");
+/// ```
+pub fn to_shared<T: Serialize + ?Sized>(value: &T) -> Result<std::sync::Arc<[u8]>, EncodeError> {
+    encode_on_this_thread(value, |encoder| encoder.finish_with(|bytes: &[u8]| std::sync::Arc::from(bytes)))
+}
+
+/// Serializes `value` with this thread's encoder, whose buffers are reused from call to call,
+/// then `finish`es the document.
+fn encode_on_this_thread<T: Serialize + ?Sized, R>(
+    value: &T,
+    finish: impl FnOnce(&mut Encoder<'static>) -> Result<R, EncodeError>,
+) -> Result<R, EncodeError> {
     thread_local! {
         /// A per-thread encoder whose buffers are reused: encoding a small value then costs
         /// one allocation, for the result.
@@ -32,13 +58,13 @@ pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> 
                 encoder.reset();
                 return Err(error);
             }
-            encoder.finish_reuse()
+            finish(&mut encoder)
         }
         // Called from inside a `Serialize` impl that is itself being encoded: use a fresh one.
         Err(_) => {
             let mut encoder = Encoder::new();
             value.serialize(&mut encoder)?;
-            encoder.finish()
+            finish(&mut encoder)
         }
     })
 }

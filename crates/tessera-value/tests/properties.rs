@@ -272,6 +272,8 @@ proptest! {
         prop_assert_eq!(&decoded, &value);
         let serialized = to_vec(&value).unwrap();
         prop_assert!(Doc::from_untrusted(&serialized).unwrap().root() == root);
+        // The shared form is the same bytes, from the same reused encoder.
+        prop_assert_eq!(&*to_shared(&value).unwrap(), serialized.as_slice());
         // Canonical output is serde_json's sorted-key output (whose float exponents are
         // written `e+N` where ryu writes `eN`, so floats are compared as values).
         let canonical = root.to_json_canonical();

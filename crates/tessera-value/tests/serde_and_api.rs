@@ -399,3 +399,28 @@ fn a_hinted_field_lookup_finds_what_get_field_finds() {
         }
     }
 }
+
+/// A value whose serialization encodes another value with `to_shared` first: the inner call
+/// finds this thread's encoder busy and uses a fresh one, and neither document is disturbed.
+struct EncodesInside(u32);
+
+impl serde::Serialize for EncodesInside {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let inner = tessera_value::to_shared(&[self.0, self.0 + 1]).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_bytes(&inner)
+    }
+}
+
+#[test]
+fn to_shared_is_to_vec_in_one_allocation_and_survives_reentry_and_errors() {
+    for value in [serde_json::json!(7), serde_json::json!({"a": [1, 2.5, "x"], "b": null}), serde_json::json!("text")] {
+        assert_eq!(&*tessera_value::to_shared(&value).unwrap(), tessera_value::to_vec(&value).unwrap().as_slice());
+    }
+    let outer = tessera_value::to_shared(&EncodesInside(3)).unwrap();
+    let blob = tessera_value::Doc::from_untrusted(&outer).unwrap().root().as_bytes().expect("a blob").to_vec();
+    assert_eq!(tessera_value::Doc::from_untrusted(&blob).unwrap().root().to_json(), "[3,4]");
+    // A failed encode (a map key that is not a string) leaves the encoder ready for the next.
+    let bad = std::collections::BTreeMap::from([(vec![1u8], 1)]);
+    assert!(tessera_value::to_shared(&bad).is_err());
+    assert_eq!(tessera_value::Doc::from_untrusted(&tessera_value::to_shared(&5u8).unwrap()).unwrap().root().to_json(), "5");
+}

@@ -491,11 +491,10 @@ impl DictInner {
     }
 
     /// Records a write of `value` (`None`: remove) in the cache. False if nothing changed.
-    fn write(&self, key: &str, value: Option<Vec<u8>>) -> bool {
+    fn write(&self, key: &str, value: Option<Arc<[u8]>>) -> bool {
         // Allocated before the shard's lock, and the replaced value freed after it: writers of
         // one key (the dictionary table's "update 1 key" row) wait for each other only for
         // the entry's update itself.
-        let value: Option<Arc<[u8]>> = value.map(Arc::from);
         let mut shard = lock(self.shard(key));
         let (newly_dirty, replaced) = match shard.entries.get_mut(key) {
             Some(entry) => {
@@ -803,7 +802,8 @@ impl Dictionary {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn set<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<()> {
-        let bytes = tessera_value::to_vec(value)?;
+        // Encoded straight into the shared slice the cache keeps (one allocation).
+        let bytes = tessera_value::to_shared(value)?;
         self.inner.check_entry_len(key, &bytes)?;
         self.inner.report_write_behind()?;
         self.inner.write(key, Some(bytes));
@@ -1071,7 +1071,7 @@ impl DictTxn<'_, '_> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn set<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<()> {
-        let bytes = tessera_value::to_vec(value)?;
+        let bytes = tessera_value::to_shared(value)?;
         self.dictionary.inner.check_entry_len(key, &bytes)?;
         let inner = &self.dictionary.inner;
         keys::store(self.tx, &inner.keyspace, &inner.long_key_hash, key, &bytes)?;
@@ -1135,7 +1135,7 @@ impl DictTxn<'_, '_> {
         }
     }
 
-    fn cache_after_commit(&mut self, key: &str, value: Option<Vec<u8>>) {
+    fn cache_after_commit(&mut self, key: &str, value: Option<Arc<[u8]>>) {
         let inner = self.dictionary.inner.clone();
         self.tx.local_mut::<WrittenInTxn>().insert(&inner.name, key);
         let key: Arc<str> = key.into();
@@ -1143,7 +1143,7 @@ impl DictTxn<'_, '_> {
             // Committed: the cache takes the value, and any pending write of the key (older
             // than this transaction) is superseded.
             let mut shard = lock(inner.shard(&key));
-            shard.entries.insert(key, Entry::clean(value.map(Arc::from), true));
+            shard.entries.insert(key, Entry::clean(value, true));
         }));
     }
 }
