@@ -1,7 +1,8 @@
 //! Where a first save of 40,000 ints goes: `set` each into the dictionary, then `flush`.
 //! `INTERVAL_MS` sets the background flusher's interval (default: the dictionary's own), so
 //! that the whole save can be one batch. `MODE=hot` then sets one key 40,000 times and
-//! `MODE=get` reads the 40,000 keys (the dictionary table's in-memory rows, on one thread).
+//! `MODE=get` reads the 40,000 keys (the dictionary table's in-memory rows, on one thread);
+//! `MODE=hot2` sets the one key from two threads, 20,000 times each, as the table's row does.
 use std::time::Duration;
 use tessera::DictionaryOptions;
 
@@ -22,6 +23,13 @@ fn main() {
     let start = std::time::Instant::now();
     match std::env::var("MODE").as_deref() {
         Ok("hot") => (0..40_000i64).for_each(|n| dictionary.set("hot key", &n).unwrap()),
+        // The table's row: two threads setting the one key 20,000 times each.
+        Ok("hot2") => std::thread::scope(|scope| {
+            for thread in 0..2i64 {
+                let dictionary = &dictionary;
+                scope.spawn(move || (0..20_000i64).for_each(|n| dictionary.set("hot key", &(thread * 20_000 + n)).unwrap()));
+            }
+        }),
         Ok("get") => (0..40_000i64).for_each(|n| assert_eq!(dictionary.get::<i64>(&format!("key-{n}")).unwrap(), Some(n))),
         _ => return,
     }
