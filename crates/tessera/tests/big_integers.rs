@@ -101,6 +101,25 @@ fn primary_keys_near_the_top_of_u64_are_distinct_and_ordered() {
     assert_eq!(records.get(&db, &(u64::MAX - 1)).unwrap().map(|record| record.label), Some((u64::MAX - 1).to_string()));
 }
 
+/// A `u64` field compared with `u64` arguments in the typed API (`ByBigKey::id().eq(u64)` did
+/// not compile: `u64` was no `QueryArg`, so such a query had to be written with `field`).
+#[test]
+fn typed_queries_take_u64_arguments_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let records = db.collection::<ByBigKey>().unwrap();
+    let ids = [0, 7, i64::MAX as u64, 1 << 63, u64::MAX - 1, u64::MAX];
+    db.write(|tx| ids.iter().try_for_each(|&id| records.insert(tx, &ByBigKey { id, label: id.to_string() }).map(drop))).unwrap();
+    let ids_of = |query: tessera::Query<ByBigKey>| -> Vec<u64> { query.fetch(&db).unwrap().iter().map(|record| record.id).collect() };
+    for id in ids {
+        assert_eq!(ids_of(records.filter(ByBigKey::id().eq(id))), [id], "id == {id}");
+    }
+    assert_eq!(ids_of(records.filter(ByBigKey::id().gt(1u64 << 63))), [u64::MAX - 1, u64::MAX]);
+    assert_eq!(ids_of(records.filter(ByBigKey::id().between(7u64, i64::MAX as u64))), [7, i64::MAX as u64]);
+    assert_eq!(ids_of(records.filter(ByBigKey::id().is_in([u64::MAX, 3, 1 << 63]))), [1 << 63, u64::MAX]);
+    assert!(ids_of(records.filter(ByBigKey::id().eq(u64::MAX - 2))).is_empty());
+}
+
 /// Values at the edges where `f64` and the integers part.
 fn edge_records() -> Vec<Indexed> {
     let uints =

@@ -948,6 +948,8 @@ pub trait QueryArg<T> {
     /// use tessera::query::{Literal, QueryArg};
     /// assert_eq!(QueryArg::<f64>::into_literal(2i32), Literal::Int(2));
     /// assert_eq!(QueryArg::<f64>::into_literal(0.5f32), Literal::Float(0.5));
+    /// assert_eq!(QueryArg::<u64>::into_literal(7u64), Literal::Int(7));
+    /// assert_eq!(QueryArg::<u64>::into_literal(u64::MAX), Literal::UInt(u64::MAX));
     /// ```
     fn into_literal(self) -> Literal;
 }
@@ -966,6 +968,12 @@ macro_rules! integer_literal {
     )*};
 }
 integer_literal!(i8, i16, i32, i64, u8, u16, u32);
+impl NumericLiteral for u64 {
+    /// Exactly: an `Int` when it fits one, else a `UInt`.
+    fn numeric_literal(self) -> Literal {
+        Literal::from(self)
+    }
+}
 impl NumericLiteral for f32 {
     fn numeric_literal(self) -> Literal {
         Literal::Float(f64::from(self))
@@ -979,7 +987,7 @@ impl NumericLiteral for f64 {
 
 macro_rules! numeric_args {
     ($($field:ty),*) => {$(
-        numeric_args!(@each $field: i8, i16, i32, i64, u8, u16, u32, f32, f64);
+        numeric_args!(@each $field: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
     )*};
     (@each $field:ty: $($arg:ty),*) => {$(
         impl QueryArg<$field> for $arg {
