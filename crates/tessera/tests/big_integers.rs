@@ -120,6 +120,45 @@ fn typed_queries_take_u64_arguments_exactly() {
     assert!(ids_of(records.filter(ByBigKey::id().eq(u64::MAX - 2))).is_empty());
 }
 
+#[derive(Debug, Clone, PartialEq, Record)]
+#[record(name = "pointer_width")]
+struct PointerWidth {
+    #[record(key)]
+    id: usize,
+    offset: isize,
+    count: Option<usize>,
+}
+
+/// `usize` and `isize` fields, which the schema already described as `u64` and `i64`, could not
+/// be a primary key nor be compared in the typed API (no `KeyPart`, no `QueryArg`): a record
+/// with such a key did not compile, and such a field could be queried only by `field(..)`.
+#[test]
+fn usize_and_isize_fields_are_keys_and_take_typed_arguments_as_u64_and_i64_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let records = db.collection::<PointerWidth>().unwrap();
+    let rows = [(0, isize::MIN, None), (3, -2, Some(5)), (usize::MAX, isize::MAX, Some(usize::MAX))];
+    db.write(|tx| rows.iter().try_for_each(|&(id, offset, count)| records.insert(tx, &PointerWidth { id, offset, count }).map(drop)))
+        .unwrap();
+    // Keys are stored as a u64 would be, whatever the platform's pointer width.
+    assert_eq!(tessera::store::key::encode(&3usize), tessera::store::key::encode(&3u64));
+    assert_eq!(tessera::store::key::encode(&-2isize), tessera::store::key::encode(&-2i64));
+    assert_eq!(records.get(&db, &usize::MAX).unwrap().map(|record| record.offset), Some(isize::MAX));
+    let ids = |query: tessera::Query<PointerWidth>| -> Vec<usize> { query.fetch(&db).unwrap().iter().map(|record| record.id).collect() };
+    assert_eq!(ids(records.filter(PointerWidth::id().eq(3usize))), [3]);
+    assert_eq!(ids(records.filter(PointerWidth::id().eq(usize::MAX))), [usize::MAX]);
+    assert_eq!(ids(records.filter(PointerWidth::id().gt(2))), [3, usize::MAX]);
+    assert_eq!(ids(records.filter(PointerWidth::offset().lt(0isize))), [0, 3]);
+    assert_eq!(ids(records.filter(PointerWidth::offset().eq(isize::MIN))), [0]);
+    assert_eq!(ids(records.filter(PointerWidth::count().ge(5usize))), [3, usize::MAX]);
+    assert_eq!(ids(records.filter(PointerWidth::count().is_null())), [0]);
+    assert_eq!(
+        records.filter(PointerWidth::id().eq(3usize)).explain().unwrap().to_string(),
+        "primary key lookup 3",
+        "one key lookup, shown as its value"
+    );
+}
+
 /// Values at the edges where `f64` and the integers part.
 fn edge_records() -> Vec<Indexed> {
     let uints =

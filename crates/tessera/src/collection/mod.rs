@@ -297,6 +297,23 @@ macro_rules! int_key_literal {
 }
 int_key_literal!(i8, i16, i32, i64, u8, u16, u32, u64);
 
+/// Stored as their 64-bit counterparts on every platform (see `store::key`), and read back
+/// through them.
+macro_rules! pointer_width_key_literal {
+    ($($type:ty => $stored:ty),*) => {$(
+        impl KeyLiteral for $type {
+            fn display_part(encoded: &[u8], quote: bool) -> Option<(String, &[u8])> {
+                <$stored>::display_part(encoded, quote)
+            }
+
+            fn from_literal(literal: &Literal) -> Option<Self> {
+                <$stored>::from_literal(literal).and_then(|value| <$type>::try_from(value).ok())
+            }
+        }
+    )*};
+}
+pointer_width_key_literal!(usize => u64, isize => i64);
+
 impl KeyLiteral for String {
     fn display_part(encoded: &[u8], quote: bool) -> Option<(String, &[u8])> {
         let (bytes, rest) = crate::store::key::decode_bytes(encoded)?;

@@ -974,6 +974,16 @@ impl NumericLiteral for u64 {
         Literal::from(self)
     }
 }
+impl NumericLiteral for usize {
+    fn numeric_literal(self) -> Literal {
+        Literal::from(self as u64)
+    }
+}
+impl NumericLiteral for isize {
+    fn numeric_literal(self) -> Literal {
+        Literal::Int(self as i64)
+    }
+}
 impl NumericLiteral for f32 {
     fn numeric_literal(self) -> Literal {
         Literal::Float(f64::from(self))
@@ -987,7 +997,7 @@ impl NumericLiteral for f64 {
 
 macro_rules! numeric_args {
     ($($field:ty),*) => {$(
-        numeric_args!(@each $field: i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+        numeric_args!(@each $field: i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64);
     )*};
     (@each $field:ty: $($arg:ty),*) => {$(
         impl QueryArg<$field> for $arg {
@@ -997,7 +1007,7 @@ macro_rules! numeric_args {
         }
     )*};
 }
-numeric_args!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+numeric_args!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize, f32, f64);
 
 impl QueryArg<String> for &str {
     fn into_literal(self) -> Literal {

@@ -70,6 +70,21 @@ macro_rules! signed {
 }
 signed!(i8 => u8, i16 => u16, i32 => u32, i64 => u64, i128 => u128);
 
+/// As a `u64` on every platform: the schema describes a `usize` field as `u64`, so a key's
+/// bytes do not depend on the pointer width of the machine that wrote them.
+impl KeyPart for usize {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        (*self as u64).encode_key(out);
+    }
+}
+
+/// As an `i64` on every platform (see `usize`).
+impl KeyPart for isize {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        (*self as i64).encode_key(out);
+    }
+}
+
 impl KeyPart for f64 {
     fn encode_key(&self, out: &mut Vec<u8>) {
         let bits = if self.is_nan() { f64::NAN.to_bits() & !(1 << 63) } else { self.to_bits() };
