@@ -833,3 +833,45 @@ fn a_key_equality_query_keeps_its_offset_and_limit() {
     })
     .unwrap();
 }
+
+#[derive(Record, Debug, Clone, PartialEq)]
+#[record(name = "boxed_text")]
+struct BoxedText {
+    #[record(key)]
+    code: Box<str>,
+    initial: char,
+    alias: Option<Box<str>>,
+}
+
+/// `Box<str>` and `char` fields, which the schema describes as strings, could not be compared
+/// in the typed API (no `QueryArg`), and a `Box<str>` could not be a primary key: such a
+/// record did not compile, and such a field could be queried only by `field(..)`.
+#[test]
+fn box_str_and_char_fields_are_compared_as_strings_and_box_str_is_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let texts = db.collection::<BoxedText>().unwrap();
+    let rows = [("ab", 'x', Some("first")), ("b\0c", 'y', None), ("c", 'x', Some("third"))];
+    db.write(|tx| {
+        rows.iter().try_for_each(|&(code, initial, alias)| {
+            texts.insert(tx, &BoxedText { code: code.into(), initial, alias: alias.map(Box::from) }).map(drop)
+        })
+    })
+    .unwrap();
+    // Keys are stored as a String key would be.
+    assert_eq!(tessera::store::key::encode(&Box::<str>::from("b\0c")), tessera::store::key::encode("b\0c"));
+    assert_eq!(texts.get(&db, "b\0c").unwrap().map(|text| text.initial), Some('y'));
+    let codes =
+        |query: tessera::Query<BoxedText>| -> Vec<String> { query.fetch(&db).unwrap().iter().map(|text| text.code.to_string()).collect() };
+    assert_eq!(codes(texts.filter(BoxedText::code().eq("c"))), ["c"]);
+    assert_eq!(codes(texts.filter(BoxedText::code().eq(Box::<str>::from("ab")))), ["ab"]);
+    assert_eq!(codes(texts.filter(BoxedText::code().starts_with("b"))), ["b\0c"]);
+    assert_eq!(codes(texts.filter(BoxedText::initial().eq('x'))), ["ab", "c"]);
+    assert_eq!(codes(texts.filter(BoxedText::alias().eq(String::from("third")))), ["c"]);
+    assert_eq!(codes(texts.filter(BoxedText::alias().is_null())), ["b\0c"]);
+    assert_eq!(
+        texts.filter(BoxedText::code().eq("c")).explain().unwrap().to_string(),
+        "primary key lookup c",
+        "one key lookup, shown as a String key is"
+    );
+}

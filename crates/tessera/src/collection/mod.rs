@@ -339,6 +339,21 @@ impl KeyLiteral for String {
     }
 }
 
+/// Stored as a `String` key is.
+impl KeyLiteral for Box<str> {
+    fn display_part(encoded: &[u8], quote: bool) -> Option<(String, &[u8])> {
+        String::display_part(encoded, quote)
+    }
+
+    fn from_literal(literal: &Literal) -> Option<Self> {
+        String::from_literal(literal).map(String::into_boxed_str)
+    }
+
+    fn encode_literal(literal: &Literal, out: &mut Vec<u8>) -> bool {
+        String::encode_literal(literal, out)
+    }
+}
+
 impl KeyLiteral for bool {
     fn display_part(encoded: &[u8], _quote: bool) -> Option<(String, &[u8])> {
         match encoded.split_first()? {

@@ -1019,6 +1019,28 @@ impl QueryArg<String> for String {
         Literal::Str(self)
     }
 }
+/// A `Box<str>` field is stored as a string, and compared with one.
+impl QueryArg<Box<str>> for &str {
+    fn into_literal(self) -> Literal {
+        Literal::Str(self.to_owned())
+    }
+}
+impl QueryArg<Box<str>> for String {
+    fn into_literal(self) -> Literal {
+        Literal::Str(self)
+    }
+}
+impl QueryArg<Box<str>> for Box<str> {
+    fn into_literal(self) -> Literal {
+        Literal::Str(self.into())
+    }
+}
+/// A `char` field is stored as a one-character string, and compared with one.
+impl QueryArg<char> for char {
+    fn into_literal(self) -> Literal {
+        Literal::Str(self.to_string())
+    }
+}
 impl QueryArg<bool> for bool {
     fn into_literal(self) -> Literal {
         Literal::Bool(self)
@@ -1040,6 +1062,7 @@ impl<T, A: QueryArg<T>> QueryArg<Option<T>> for A {
 /// ```
 pub trait Textual {}
 impl Textual for String {}
+impl Textual for Box<str> {}
 impl<T: Textual> Textual for Option<T> {}
 
 impl<T> Field<T> {

@@ -135,6 +135,12 @@ impl KeyPart for String {
     }
 }
 
+impl KeyPart for Box<str> {
+    fn encode_key(&self, out: &mut Vec<u8>) {
+        self.as_bytes().encode_key(out);
+    }
+}
+
 impl KeyPart for Vec<u8> {
     fn encode_key(&self, out: &mut Vec<u8>) {
         self.as_slice().encode_key(out);
