@@ -2,12 +2,14 @@
 //! the keys themselves do, so LMDB's byte order sorts composite keys and serves ranges.
 //!
 //! - Unsigned integers: big-endian. Signed integers: big-endian with the sign bit flipped.
+//!   `usize` and `isize` as `u64` and `i64`, whatever the platform's pointer width.
 //! - Floats: the IEEE bits, all inverted for negatives and sign bit flipped for positives, so
 //!   the order is `f64::total_cmp` (-0.0 before +0.0); every NaN is written as the positive
 //!   quiet NaN, after +infinity.
 //! - `bool`: one byte, 0 or 1.
-//! - Strings and bytes: each 0x00 written as 0x00 0xFF, then the terminator 0x00 0x01. A
-//!   prefix sorts first, and the part is self-delimiting, so tuples compose.
+//! - Strings (`str`, `String`, `Box<str>`) and bytes: each 0x00 written as 0x00 0xFF, then the
+//!   terminator 0x00 0x01. A prefix sorts first, and the part is self-delimiting, so tuples
+//!   compose.
 //! - Tuples: their parts one after the other; fixed-width parts need no delimiter.
 //!
 //! A keyspace's keys should all have the same shape: parts carry no type tag.
