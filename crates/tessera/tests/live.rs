@@ -1,6 +1,9 @@
 //! Live subscriptions: changesets checked by applying them to the previous result and
 //! comparing with a fresh fetch (property test), objects, policies, and failure isolation.
 
+mod live_events;
+
+use live_events::{changed, initial};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -19,26 +22,6 @@ struct Item {
     id: u32,
     priority: Option<i32>,
     tag: String,
-}
-
-/// The state a subscription delivers first.
-fn initial<S, C>(event: Option<Event<S, C>>) -> S {
-    match event {
-        Some(Event::Initial(state)) => state,
-        Some(Event::Changed(_)) => panic!("expected Initial, got Changed"),
-        Some(Event::Closed(reason)) => panic!("expected Initial, got Closed({reason:?})"),
-        None => panic!("expected Initial, got nothing"),
-    }
-}
-
-/// A change a subscription delivers after its initial state.
-fn changed<S, C>(event: Option<Event<S, C>>) -> C {
-    match event {
-        Some(Event::Changed(change)) => change,
-        Some(Event::Initial(_)) => panic!("expected Changed, got Initial"),
-        Some(Event::Closed(reason)) => panic!("expected Changed, got Closed({reason:?})"),
-        None => panic!("expected Changed, got nothing"),
-    }
 }
 
 fn open() -> (tempfile::TempDir, Db) {

@@ -3,6 +3,9 @@
 //! engine (written in a form the detection does not accept) and what a fresh fetch returns,
 //! after every commit.
 
+mod live_events;
+
+use live_events::{changed, initial};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tessera::collection::{Order, Record};
@@ -85,24 +88,6 @@ fn open() -> (tempfile::TempDir, Db) {
     let options = DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() };
     let db = Db::open_with(dir.path().join("db"), options).unwrap();
     (dir, db)
-}
-
-fn initial<S, C>(event: Option<Event<S, C>>) -> S {
-    match event {
-        Some(Event::Initial(state)) => state,
-        Some(Event::Changed(_)) => panic!("expected Initial, got Changed"),
-        Some(Event::Closed(reason)) => panic!("expected Initial, got Closed({reason:?})"),
-        None => panic!("expected Initial, got nothing"),
-    }
-}
-
-fn changed<S, C>(event: Option<Event<S, C>>) -> C {
-    match event {
-        Some(Event::Changed(change)) => change,
-        Some(Event::Initial(_)) => panic!("expected Changed, got Initial"),
-        Some(Event::Closed(reason)) => panic!("expected Changed, got Closed({reason:?})"),
-        None => panic!("expected Changed, got nothing"),
-    }
 }
 
 /// A deterministic xorshift64 stream.
