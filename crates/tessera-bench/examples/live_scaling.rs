@@ -30,7 +30,11 @@ fn measured_commits(
     let stride = total / affected_count;
     let mut times = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
-        let affected: Vec<usize> = (0..affected_count).map(|k| k * stride + round % stride).collect();
+        let affected: Vec<usize> = match std::env::var("PATTERN").as_deref() {
+            Ok("hot") => (0..affected_count).collect(),
+            Ok("spread") => (0..affected_count).map(|k| k * (10_000 / affected_count)).collect(),
+            _ => (0..affected_count).map(|k| k * stride + round % stride).collect(),
+        };
         let mut ended = std::time::Instant::now();
         db.write(|tx| {
             affected.iter().try_for_each(|i| docs.update(tx, &format!("title{i}"), |doc| doc.priority += 1).map(drop))?;
@@ -38,8 +42,9 @@ fn measured_commits(
             Ok(())
         })
         .unwrap();
-        for &i in affected.iter().filter(|&&i| i < subs.len()) {
-            subs[i].recv_timeout(Duration::from_secs(60)).and_then(Event::changed).expect("a delivery");
+        let per = if std::env::var("PATTERN").as_deref() == Ok("spread") { 10_000 / total.max(1) } else { 1 };
+        for &i in affected.iter().filter(|&&i| i / per < subs.len()) {
+            subs[i / per].recv_timeout(Duration::from_secs(60)).and_then(Event::changed).expect("a delivery");
         }
         times.push(ended.elapsed());
     }
@@ -57,6 +62,7 @@ fn main() {
     db.write(|tx| (0..10_000.max(total) as i32).try_for_each(|i| docs.insert(tx, &parts(i).into()).map(drop))).unwrap();
     let bare = std::env::args().nth(2).is_some_and(|arg| arg == "bare");
     let subs: Vec<_> = (0..if bare { 0 } else { total })
+        .map(|i| if std::env::var("PATTERN").as_deref() == Ok("spread") { i * (10_000 / total) } else { i })
         .map(|i| docs.subscribe_query(&docs.filter(BenchDoc::title().eq(format!("title{i}")))).unwrap())
         .collect();
     for sub in &subs {

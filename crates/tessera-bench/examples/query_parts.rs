@@ -24,6 +24,7 @@ fn main() {
             "scan" => (0..20).for_each(|_| assert_eq!(docs.filter(BenchDoc::priority().gt(2500)).count(&db).unwrap(), 1667)),
             "fetch" => (0..20).for_each(|_| drop(docs.filter(BenchDoc::priority().gt(2500)).fetch(&db).unwrap())),
             "none" => {}
+            "build" => records.iter().for_each(|r| drop(std::hint::black_box(docs.filter(BenchDoc::title().eq(r.title.as_str()))))),
             "to_vec" => records.iter().for_each(|r| drop(std::hint::black_box(tessera::value::to_vec(r).unwrap()))),
             "serde_json" => records.iter().for_each(|r| drop(std::hint::black_box(serde_json::to_vec(r).unwrap()))),
             "view" => records.iter().for_each(|r| {
