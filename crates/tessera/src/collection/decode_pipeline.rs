@@ -10,9 +10,12 @@
 //! writer is this thread, busy in the query.
 //!
 //! A result of at most [`SEQUENTIAL_MATCHES_MAX`] records is decoded on the calling thread: a
-//! thread costs about what decoding a hundred records does. The results, and the error
-//! returned if any, are exactly those of decoding every match in order on one thread: the
-//! first error by position wins, whichever thread met it.
+//! thread costs about what decoding a hundred records does. The results, and the error or
+//! panic if any, are exactly those of decoding every match in order on one thread: the first
+//! error by position wins, whichever thread met it, and no record after it is decoded (a
+//! hand-written [`crate::codec::Decode`] is user code, which may panic or block). The helper's
+//! stack is as large as the calling thread's, so that a decoder that runs on one runs on the
+//! other.
 
 use super::engine::Candidate;
 use crate::error::Result;
@@ -54,7 +57,10 @@ pub(super) fn decode_all<'t, T: Send>(mut matches: impl Iterator<Item = Result<C
     }
     std::thread::scope(|scope| {
         let (sender, receiver) = mpsc::sync_channel::<Vec<Candidate<'t>>>(CHUNKS_WAITING_MAX);
-        let helper = std::thread::Builder::new().name("tessera-decode".into()).spawn_scoped(scope, move || decode_chunks(receiver, decode));
+        let helper = std::thread::Builder::new()
+            .name("tessera-decode".into())
+            .stack_size(helper_stack_bytes())
+            .spawn_scoped(scope, move || decode_chunks(receiver, decode));
         let Ok(helper) = helper else {
             // No thread to be had: decode here, in order, as without a helper.
             return first
@@ -85,16 +91,61 @@ pub(super) fn decode_all<'t, T: Send>(mut matches: impl Iterator<Item = Result<C
             }
         }
         drop(sender);
-        // The last, partial chunk is decoded here while the helper finishes the others.
-        let tail: Result<Vec<T>> = pending.iter().map(|(key, bytes)| decode(key, bytes)).collect();
         let decoded = helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         debug_assert!(decoded.as_ref().map_or(true, |records| records.len() == sent), "the helper decoded every chunk sent");
-        // Positions are ordered: the helper's (below `sent`), then the tail's, then the match
-        // that could not be found. The first error among them is the sequential one.
+        // Positions are ordered: the helper's (below `sent`), then the last, partial chunk's,
+        // then the match that could not be found. The first error among them is the
+        // sequential one, and the chunk is decoded only when the helper's records all were
+        // (decoding it beside the helper ran a decoder past a failed record, whose panic then
+        // replaced the error).
         let mut records = decoded?;
-        records.extend(tail?);
+        for (key, bytes) in &pending {
+            records.push(decode(key, bytes)?);
+        }
         found_error.map_or(Ok(records), Err)
     })
+}
+
+/// Least stack for the helper: std's own default for a spawned thread.
+const HELPER_STACK_MIN_BYTES: usize = 2 << 20;
+/// Most stack for the helper: a main thread whose `RLIMIT_STACK` is unlimited reports the
+/// whole gap below its stack, which no thread could be spawned with (a spawn that fails
+/// decodes on the calling thread, correct but slower).
+const HELPER_STACK_MAX_BYTES: usize = 256 << 20;
+
+/// The helper's stack size: the calling thread's (a thread made with a large stack, for a
+/// decoder that recurses deeply, would otherwise see that decoder overflow the helper's
+/// default 2 MiB once a result passes [`SEQUENTIAL_MATCHES_MAX`]), at least
+/// [`HELPER_STACK_MIN_BYTES`] and at most [`HELPER_STACK_MAX_BYTES`]. Read once per thread.
+fn helper_stack_bytes() -> usize {
+    thread_local! {
+        static STACK_BYTES: usize = calling_thread_stack_bytes().unwrap_or(0).clamp(HELPER_STACK_MIN_BYTES, HELPER_STACK_MAX_BYTES);
+    }
+    STACK_BYTES.with(|bytes| *bytes)
+}
+
+/// The calling thread's stack size, as its attributes give it (the main thread's is its
+/// `RLIMIT_STACK`).
+#[cfg(target_os = "linux")]
+fn calling_thread_stack_bytes() -> Option<usize> {
+    let mut attributes = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    // SAFETY: `pthread_getattr_np` initialises `attributes` for this thread when it returns 0;
+    // only then are they read, and then destroyed once.
+    unsafe {
+        if libc::pthread_getattr_np(libc::pthread_self(), attributes.as_mut_ptr()) != 0 {
+            return None;
+        }
+        let mut bytes = 0usize;
+        let status = libc::pthread_attr_getstacksize(attributes.as_ptr(), &mut bytes);
+        libc::pthread_attr_destroy(attributes.as_mut_ptr());
+        (status == 0).then_some(bytes)
+    }
+}
+
+/// Elsewhere the helper gets [`HELPER_STACK_MIN_BYTES`].
+#[cfg(not(target_os = "linux"))]
+fn calling_thread_stack_bytes() -> Option<usize> {
+    None
 }
 
 /// The helper's work: each chunk decoded in order, until the sender is dropped or a record
