@@ -156,12 +156,24 @@ const EMPTY_ENTRY: StringEntry = StringEntry { hash: 0, item_pos: usize::MAX, co
 /// Smallest and largest number of entries of the string cache.
 const STRING_CACHE_LEN_MIN: usize = 64;
 const STRING_CACHE_LEN_MAX: usize = 1 << 20;
+/// Most bytes of string-cache table a reused encoder keeps between documents (a larger one,
+/// left by a document of many strings, is freed when the next document starts).
+const STRING_CACHE_KEPT_BYTES_MAX: usize = 1 << 20;
+
+/// Most capacity of the output buffer a reused encoder keeps between documents: a larger one
+/// is freed (the collection's per-thread record buffers keep the same bound).
+const OUT_KEPT_BYTES_MAX: usize = 1 << 20;
 
 /// The strings written so far, for de-duplication: a direct-mapped cache indexed by hash, so a
 /// lookup is one probe and an insert one store. A string whose entry was overwritten by another
 /// with the same index is written again when it recurs: de-duplication is best-effort, and the
 /// cache doubles whenever it has taken twice as many inserts as it has entries, so in practice
 /// only strings that do not recur are ever lost from it.
+///
+/// Which strings share an entry depends on the table's size, so every document starts at the
+/// same size ([`STRING_CACHE_LEN_MIN`], or what [`Encoder::reserve`] asks for) and grows at the
+/// same points whatever the encoder wrote before: a value's bytes depend on the value alone
+/// (an upsert of an equal record compares bytes to find that nothing changed).
 struct StringCache {
     entries: Vec<StringEntry>,
     inserts: usize,
@@ -170,14 +182,15 @@ struct StringCache {
 }
 
 impl StringCache {
-    fn with_len(len: usize) -> Self {
-        let len = len.clamp(STRING_CACHE_LEN_MIN, STRING_CACHE_LEN_MAX).next_power_of_two();
-        StringCache { entries: vec![EMPTY_ENTRY; len], inserts: 0, generation: 1 }
-    }
-
-    /// Forgets every entry, keeping the table.
+    /// Forgets every entry and returns to the starting size, keeping the table's memory up to
+    /// [`STRING_CACHE_KEPT_BYTES_MAX`].
     fn reset(&mut self) {
         self.inserts = 0;
+        if self.entries.capacity() * std::mem::size_of::<StringEntry>() > STRING_CACHE_KEPT_BYTES_MAX {
+            self.entries = Vec::new(); // made again at the first string
+            return;
+        }
+        self.entries.truncate(STRING_CACHE_LEN_MIN);
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             self.entries.fill(EMPTY_ENTRY);
@@ -199,7 +212,7 @@ impl StringCache {
     #[inline(always)]
     fn slot(&mut self, hash: u64) -> &mut StringEntry {
         if self.entries.is_empty() {
-            self.entries = vec![EMPTY_ENTRY; STRING_CACHE_LEN_MIN];
+            self.entries.resize(STRING_CACHE_LEN_MIN, EMPTY_ENTRY);
         }
         let mask = self.entries.len() - 1;
         &mut self.entries[hash as usize & mask]
@@ -211,13 +224,30 @@ impl StringCache {
         *self.slot(entry.hash) = entry;
         self.inserts += 1;
         if self.inserts > 2 * self.entries.len() && self.entries.len() < STRING_CACHE_LEN_MAX {
-            let doubled = vec![EMPTY_ENTRY; self.entries.len() * 2];
-            let old = std::mem::replace(&mut self.entries, doubled);
-            let generation = self.generation;
-            for entry in old.into_iter().filter(|e| e.item_pos != usize::MAX && e.generation == generation) {
-                *self.slot(entry.hash) = entry;
-            }
+            self.grow_to(self.entries.len() * 2);
             self.inserts = 0;
+        }
+    }
+
+    /// Grows the table to `len` entries (a power of two, at least the current size), in place:
+    /// each live entry moves to where a new table of `len` would put it. Its new index keeps
+    /// the old one's low bits, so it lies in the added part, and no two entries meet.
+    fn grow_to(&mut self, len: usize) {
+        let old_len = self.entries.len();
+        debug_assert!(len.is_power_of_two() && len >= old_len, "the string cache only grows, by powers of two");
+        if old_len == 0 {
+            self.entries.resize(len, EMPTY_ENTRY);
+            return;
+        }
+        self.entries.resize(len, EMPTY_ENTRY);
+        let mask = len - 1;
+        for index in 0..old_len {
+            let entry = self.entries[index];
+            let home = entry.hash as usize & mask;
+            if self.is_live(&entry) && home != index {
+                self.entries[home] = entry;
+                self.entries[index] = EMPTY_ENTRY;
+            }
         }
     }
 }
@@ -382,8 +412,9 @@ impl<'k> Encoder<'k> {
     pub fn reserve(&mut self, bytes: usize) {
         self.b.out.reserve(bytes);
         // About one distinct string per 32 bytes of output, in JSON-like data.
-        if bytes / 32 > self.b.strings.entries.len() {
-            self.b.strings = StringCache::with_len(bytes / 32);
+        let len = (bytes / 32).clamp(STRING_CACHE_LEN_MIN, STRING_CACHE_LEN_MAX).next_power_of_two();
+        if len > self.b.strings.entries.len() {
+            self.b.strings.grow_to(len);
         }
     }
 
@@ -1069,12 +1100,17 @@ impl<'k> Encoder<'k> {
     /// # Ok::<(), EncodeError>(())
     /// ```
     pub fn finish(mut self) -> Result<Vec<u8>, EncodeError> {
-        self.finish_reuse()
+        self.write_tail()?;
+        Ok(std::mem::take(&mut self.b.out))
     }
 
-    /// Forgets the document under construction, keeping every buffer's capacity.
+    /// Forgets the document under construction, keeping every buffer's capacity (the output
+    /// buffer's up to [`OUT_KEPT_BYTES_MAX`]).
     pub(crate) fn reset(&mut self) {
         self.b.out.clear();
+        if self.b.out.capacity() > OUT_KEPT_BYTES_MAX {
+            self.b.out = Vec::new();
+        }
         self.b.frames.clear();
         self.b.slots.clear();
         self.b.slot_keys.clear();
@@ -1110,14 +1146,18 @@ impl<'k> Encoder<'k> {
     }
 
     /// [`Encoder::finish`] that leaves the encoder ready for another document, its buffers
-    /// kept (used by [`crate::to_vec`] through a per-thread encoder).
+    /// kept (used by [`crate::to_vec`] through a per-thread encoder). The output buffer itself
+    /// is handed out when the document fills at least half of it, as a `Vec` grown by pushes
+    /// would; otherwise (a small document after a large one) the caller gets an exact copy and
+    /// the buffer stays.
     pub(crate) fn finish_reuse(&mut self) -> Result<Vec<u8>, EncodeError> {
         let result = self.write_tail();
         let bytes = match result {
-            Ok(()) => {
-                let capacity = self.b.out.len();
-                std::mem::replace(&mut self.b.out, Vec::with_capacity(capacity))
+            Ok(()) if self.b.out.capacity() <= 2 * self.b.out.len() => {
+                let len = self.b.out.len();
+                std::mem::replace(&mut self.b.out, Vec::with_capacity(len.min(OUT_KEPT_BYTES_MAX)))
             }
+            Ok(()) => self.b.out.as_slice().to_vec(),
             Err(error) => {
                 self.reset();
                 return Err(error);

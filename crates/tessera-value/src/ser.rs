@@ -49,24 +49,29 @@ fn encode_on_this_thread<T: Serialize + ?Sized, R>(
         /// one allocation, for the result.
         static ENCODER: std::cell::RefCell<Encoder<'static>> = std::cell::RefCell::new(Encoder::new());
     }
-    ENCODER.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut encoder) => {
-            // A `Serialize` impl that panicked half-way (inside a `Db::write` closure, which
-            // catches panics) left its containers open: start from an empty document.
-            encoder.reset();
-            if let Err(error) = value.serialize(&mut *encoder) {
+    // The thread's encoder, unless it is in use (this is called from inside a `Serialize`
+    // impl being encoded) or already destroyed (this is called from a thread-local destructor,
+    // where `with` would panic, and a panic there aborts the process): then a fresh one.
+    let mut finish = Some(finish);
+    let reused = ENCODER.try_with(|cell| {
+        let mut encoder = cell.try_borrow_mut().ok()?;
+        // A `Serialize` impl that panicked half-way (inside a `Db::write` closure, which
+        // catches panics) left its containers open: start from an empty document.
+        encoder.reset();
+        Some(match value.serialize(&mut *encoder) {
+            Ok(()) => (finish.take().expect("a document is finished once"))(&mut encoder),
+            Err(error) => {
                 encoder.reset();
-                return Err(error);
+                Err(error)
             }
-            finish(&mut encoder)
-        }
-        // Called from inside a `Serialize` impl that is itself being encoded: use a fresh one.
-        Err(_) => {
-            let mut encoder = Encoder::new();
-            value.serialize(&mut encoder)?;
-            finish(&mut encoder)
-        }
-    })
+        })
+    });
+    if let Ok(Some(result)) = reused {
+        return result;
+    }
+    let mut encoder = Encoder::new();
+    value.serialize(&mut encoder)?;
+    (finish.take().expect("a document is finished once"))(&mut encoder)
 }
 
 /// [`to_vec`] with dict keys taken from a shared-key table where possible.
