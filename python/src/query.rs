@@ -42,7 +42,7 @@ pub fn wait_slice(deadline: Option<std::time::Instant>) -> Duration {
 pub(crate) fn build(collection: &DynCollection, text: Option<&str>, offset: usize, limit: Option<usize>) -> tessera::Result<DynQuery> {
     let (mut query, text_offset, text_limit) = match text {
         Some(text) if !text.trim().is_empty() => {
-            let statement = tessera::query::Statement::parse(text).map_err(tessera::query::QueryError::from)?;
+            let statement = collection.parse_text(text)?;
             let mut query = match statement.predicate {
                 Some(predicate) => collection.filter(predicate)?,
                 None => collection.all(),

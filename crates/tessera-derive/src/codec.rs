@@ -95,7 +95,7 @@ fn body(fields: &Fields, bindings: &[syn::Ident], constructor: Tokens, names_ide
     let visit = quote! { #(<#types as ::tessera::codec::Encode>::field_names(visit);)* };
     match fields {
         Fields::Named(named) => {
-            let names: Vec<String> = named.named.iter().map(|f| f.ident.as_ref().map(ToString::to_string).unwrap_or_default()).collect();
+            let names: Vec<String> = named.named.iter().map(crate::field_name).collect();
             let idents: Vec<&syn::Ident> = named.named.iter().filter_map(|f| f.ident.as_ref()).collect();
             let indexes: Vec<usize> = (0..names.len()).collect();
             Body {
@@ -234,6 +234,28 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
     decode_generics.params.insert(0, syn::parse_quote! { '__de });
     let (impl_generics, type_generics, encode_where) = encode_generics.split_for_impl();
     let (decode_impl_generics, _, decode_where) = decode_generics.split_for_impl();
+    // What a record stored without the field reads as: a newtype reads as its inner type does
+    // (an `Option` inside reads `None`), a unit struct as itself, anything else is missing.
+    // The schema check counts exactly these as optional when it lets a type gain a field.
+    let missing = match &input.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Unnamed(unnamed) if unnamed.unnamed.len() == 1 => {
+                let inner = &unnamed.unnamed[0].ty;
+                quote! {
+                    fn missing() -> ::std::option::Option<Self> {
+                        <#inner as ::tessera::codec::Decode<'__de>>::missing().map(#ident)
+                    }
+                }
+            }
+            Fields::Unit => quote! {
+                fn missing() -> ::std::option::Option<Self> {
+                    ::std::option::Option::Some(#ident)
+                }
+            },
+            _ => Tokens::new(),
+        },
+        _ => Tokens::new(),
+    };
     let (statics, encode, visit, decode) = match &input.data {
         Data::Struct(data) => {
             let (bindings, pattern) = bindings(&data.fields);
@@ -242,7 +264,7 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
             (body.statics, quote! { let #ident #pattern = self; #encode }, body.visit, decode)
         }
         Data::Enum(data) => {
-            let variant_names: Vec<String> = data.variants.iter().map(|v| v.ident.to_string()).collect();
+            let variant_names: Vec<String> = data.variants.iter().map(|v| crate::ident_name(&v.ident)).collect();
             let mut statics = names_static(&format_ident!("VARIANTS"), &variant_names);
             let (mut encode_arms, mut decode_arms, mut visits) = (Vec::new(), Vec::new(), Vec::new());
             for (index, variant) in data.variants.iter().enumerate() {
@@ -314,6 +336,7 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
                 ) -> ::std::result::Result<Self, ::tessera::codec::FieldError> {
                     #decode
                 }
+                #missing
             }
             impl #decode_impl_generics ::tessera::codec::View<'__de> for #ident #type_generics #decode_where {
                 type Out = Self;
@@ -323,6 +346,9 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
                     ids: &::tessera::codec::FieldIds,
                 ) -> ::std::result::Result<Self, ::tessera::codec::FieldError> {
                     <Self as ::tessera::codec::Decode<'__de>>::decode(value, ids)
+                }
+                fn view_missing() -> ::std::option::Option<Self> {
+                    <Self as ::tessera::codec::Decode<'__de>>::missing()
                 }
             }
             #inside

@@ -89,6 +89,17 @@ pub fn derive_embed(input: TokenStream) -> TokenStream {
     embed(&input).unwrap_or_else(Error::into_compile_error).into()
 }
 
+/// The name serde gives `ident`: without the `r#` of a raw identifier (`r#type` is `type`).
+pub(crate) fn ident_name(ident: &syn::Ident) -> String {
+    use syn::ext::IdentExt;
+    ident.unraw().to_string()
+}
+
+/// The name serde gives a named field (see [`ident_name`]).
+pub(crate) fn field_name(field: &syn::Field) -> String {
+    field.ident.as_ref().map(ident_name).unwrap_or_default()
+}
+
 struct RecordAttrs {
     name: Option<String>,
     version: u32,
@@ -116,6 +127,21 @@ fn struct_attrs(input: &DeriveInput) -> syn::Result<RecordAttrs> {
     Ok(attrs)
 }
 
+/// One index per path, in the order of first declaration: a path declared both `index` and
+/// `unique` (on the field, on the struct, or both) has one unique index. Two definitions of
+/// one path made the collection create only the first, so `#[record(index, unique)]` was not
+/// unique while `#[record(unique, index)]` was.
+fn merged_indexes(declared: Vec<(String, bool)>) -> Vec<(String, bool)> {
+    let mut merged: Vec<(String, bool)> = Vec::new();
+    for (path, unique) in declared {
+        match merged.iter_mut().find(|(seen, _)| *seen == path) {
+            Some((_, seen_unique)) => *seen_unique |= unique,
+            None => merged.push((path, unique)),
+        }
+    }
+    merged
+}
+
 fn named_fields(input: &DeriveInput) -> syn::Result<&syn::FieldsNamed> {
     match &input.data {
         Data::Struct(data) => match &data.fields {
@@ -128,7 +154,7 @@ fn named_fields(input: &DeriveInput) -> syn::Result<&syn::FieldsNamed> {
 
 fn describe_fields(fields: &syn::FieldsNamed) -> Tokens {
     let entries = fields.named.iter().map(|field| {
-        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+        let name = field_name(field);
         let ty = &field.ty;
         quote! { (::std::string::String::from(#name), <#ty as ::tessera::collection::Describe>::describe()) }
     });
@@ -143,7 +169,7 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
     let mut indexes = attrs.indexes.clone();
     let mut keys = Vec::new();
     for field in &fields.named {
-        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+        let name = field_name(field);
         for attr in field.attrs.iter().filter(|a| a.path().is_ident("record")) {
             attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("key") {
@@ -164,9 +190,10 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
     if keys.is_empty() {
         return Err(Error::new(Span::call_site(), "a record needs a primary key: mark one or more fields `#[record(key)]`"));
     }
-    let collection = attrs.name.unwrap_or_else(|| ident.to_string());
+    let indexes = merged_indexes(indexes);
+    let collection = attrs.name.unwrap_or_else(|| ident_name(ident));
     let version = attrs.version;
-    let key_names: Vec<String> = keys.iter().map(|f| f.ident.as_ref().map(ToString::to_string).unwrap_or_default()).collect();
+    let key_names: Vec<String> = keys.iter().map(|f| field_name(f)).collect();
     let key_idents: Vec<_> = keys.iter().map(|f| &f.ident).collect();
     let key_types: Vec<_> = keys.iter().map(|f| &f.ty).collect();
     let key_count = keys.len();
@@ -183,7 +210,7 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
     let index_defs = indexes.iter().map(|(path, unique)| quote! { ::tessera::collection::IndexDef { path: #path, unique: #unique } });
     let describe = describe_fields(fields);
     let builders = fields.named.iter().map(|field| {
-        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+        let name = field_name(field);
         let fn_ident = &field.ident;
         let ty = &field.ty;
         let doc = format!("The field `{name}`, to build a typed query from.");
@@ -267,6 +294,13 @@ fn describe_generics(input: &DeriveInput) -> syn::Generics {
     generics
 }
 
+/// How a tuple struct or tuple variant of several fields is described: the codec stores it as
+/// an array, so it is a list (a unique index on it is refused when the collection opens, and a
+/// dynamic write of anything but an array is refused), whose elements are not type-checked.
+fn tuple_desc() -> Tokens {
+    quote! { ::tessera::collection::TypeDesc::List(::std::boxed::Box::new(::tessera::collection::TypeDesc::Any)) }
+}
+
 fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
     let ident = &input.ident;
     let generics = describe_generics(input);
@@ -278,11 +312,13 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
                 let ty = &fields.unnamed[0].ty;
                 quote! { <#ty as ::tessera::collection::Describe>::describe() }
             }
-            _ => quote! { ::tessera::collection::TypeDesc::Any },
+            // Stored as an array of its fields (of several types: their elements unchecked).
+            Fields::Unnamed(_) => tuple_desc(),
+            Fields::Unit => quote! { ::tessera::collection::TypeDesc::Any },
         },
         Data::Enum(data) => {
             let variants = data.variants.iter().map(|variant| {
-                let name = variant.ident.to_string();
+                let name = ident_name(&variant.ident);
                 let payload = match &variant.fields {
                     Fields::Unit => quote! { ::std::option::Option::None },
                     Fields::Named(fields) => {
@@ -293,7 +329,10 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
                         let ty = &fields.unnamed[0].ty;
                         quote! { ::std::option::Option::Some(<#ty as ::tessera::collection::Describe>::describe()) }
                     }
-                    Fields::Unnamed(_) => quote! { ::std::option::Option::Some(::tessera::collection::TypeDesc::Any) },
+                    Fields::Unnamed(_) => {
+                        let tuple = tuple_desc();
+                        quote! { ::std::option::Option::Some(#tuple) }
+                    }
                 };
                 quote! { (::std::string::String::from(#name), #payload) }
             });
@@ -306,7 +345,9 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
     Ok(quote! {
         #codec
         impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
-            fn describe() -> ::tessera::collection::TypeDesc { #describe }
+            fn describe() -> ::tessera::collection::TypeDesc {
+                ::tessera::collection::describe_once(::std::any::type_name::<Self>(), || #describe)
+            }
         }
         #nested_fields
     })
@@ -329,7 +370,7 @@ fn nested_fields(input: &DeriveInput) -> Tokens {
         .named
         .iter()
         .map(|field| {
-            let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+            let name = field_name(field);
             let fn_ident = &field.ident;
             let ty = &field.ty;
             let doc = format!("The field `{name}` inside this one, to build a typed query from.");
@@ -340,7 +381,7 @@ fn nested_fields(input: &DeriveInput) -> Tokens {
         })
         .collect();
     let bodies = fields.named.iter().map(|field| {
-        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+        let name = field_name(field);
         quote! { { ::tessera::query::Field::child(self, #name) } }
     });
     let methods: Vec<Tokens> = signatures.iter().zip(bodies).map(|(signature, body)| quote! { #signature #body }).collect();

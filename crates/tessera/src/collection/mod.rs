@@ -68,7 +68,7 @@ pub use dynamic::{
 pub use plan::{Access, Plan, PlanOrdering};
 pub(crate) use query::QueryParts;
 pub use query::{Nulls, Order, OrderField, Query, Records};
-pub use schema::{Describe, IndexDef, IntType, TypeDesc};
+pub use schema::{Describe, IndexDef, IntType, TypeDesc, describe_once};
 pub use tessera_derive::{Embed, Record};
 pub(crate) use upgrade::upgrade_keyspace;
 pub use view::{PlainView, RecordRef, RecordView, ViewParts};

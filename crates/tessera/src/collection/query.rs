@@ -542,7 +542,9 @@ impl<T: Record> Collection<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn query_text(&self, text: &str) -> Result<Query<T>> {
-        let statement = crate::query::Statement::parse(text).map_err(crate::query::QueryError::from)?;
+        let shape = &self.state.shape;
+        let statement =
+            crate::query::Statement::parse_for_fields(text, |word| shape.has_field(word)).map_err(crate::query::QueryError::from)?;
         self.query(statement)
     }
 

@@ -65,6 +65,39 @@ pub trait Describe {
     fn describe() -> TypeDesc;
 }
 
+/// Describes a type with `describe`, or as [`TypeDesc::Any`] where the type occurs inside its
+/// own description (a recursive type such as `enum Tree { Leaf(u32), Node(Vec<Tree>) }`,
+/// whose description would otherwise never end): what `#[derive(Embed)]` generates calls it
+/// with the type's name. The recursive part is then stored and read as the codec does, and
+/// not type-checked in queries.
+///
+/// ```
+/// use tessera::collection::{describe_once, TypeDesc};
+/// fn tree() -> TypeDesc {
+///     describe_once("Tree", || TypeDesc::List(Box::new(tree())))
+/// }
+/// assert_eq!(tree(), TypeDesc::List(Box::new(TypeDesc::Any)));
+/// ```
+pub fn describe_once(type_name: &'static str, describe: impl FnOnce() -> TypeDesc) -> TypeDesc {
+    thread_local! {
+        /// The types being described on this thread, outermost first.
+        static DESCRIBING: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    /// Takes the type off the stack however `describe` ends.
+    struct Described;
+    impl Drop for Described {
+        fn drop(&mut self) {
+            DESCRIBING.with(|describing| describing.borrow_mut().pop());
+        }
+    }
+    if DESCRIBING.with(|describing| describing.borrow().contains(&type_name)) {
+        return TypeDesc::Any;
+    }
+    DESCRIBING.with(|describing| describing.borrow_mut().push(type_name));
+    let _described = Described;
+    describe()
+}
+
 macro_rules! describe_as {
     ($desc:ident: $($type:ty),*) => {$(
         impl Describe for $type {
@@ -382,6 +415,11 @@ impl TypeDesc {
     }
 
     /// Why records written under `old` may not decode as `self`, if they may not.
+    /// Whether this is a struct with a top-level field named `name`.
+    pub(crate) fn has_field(&self, name: &str) -> bool {
+        matches!(self, TypeDesc::Struct(fields) if fields.iter().any(|(field, _)| field == name))
+    }
+
     pub(crate) fn incompatibility(&self, old: &TypeDesc, path: &str) -> Option<String> {
         let at = |name: &str| if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") };
         match (old, self) {
@@ -398,6 +436,10 @@ impl TypeDesc {
             // A width learned or forgotten: stored values were integers either way (a value
             // out of a new width's range is a typed error where it is read).
             (TypeDesc::Int, TypeDesc::Integer(_)) | (TypeDesc::Integer(_), TypeDesc::Int) => None,
+            // A shape learned: schemas stored before tuple structs and tuple variants were
+            // described as lists say `Any` of them (their values were arrays all along; a stored
+            // value of another kind is a typed error where it is read, as it was).
+            (TypeDesc::Any, TypeDesc::List(element)) if **element == TypeDesc::Any => None,
             (TypeDesc::Integer(old), TypeDesc::Integer(new)) if new.holds_every(*old) => None,
             (TypeDesc::Integer(old), TypeDesc::Integer(new)) => {
                 Some(format!("field `{path}` narrowed from {} to {}: stored values may not fit", old.name(), new.name()))
@@ -700,5 +742,31 @@ pub(crate) fn holds_exactly(value: tessera_value::Value<'_>, float: FloatType) -
         }),
         Kind::Float => value.as_f64().is_some_and(fits),
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tuple_once_described_as_any_may_become_a_list_of_anything_but_no_other_shape() {
+        let any_list = TypeDesc::List(Box::new(TypeDesc::Any));
+        assert_eq!(any_list.incompatibility(&TypeDesc::Any, "pair"), None, "a shape learned: stored values were arrays");
+        let int_list = TypeDesc::List(Box::new(TypeDesc::Int));
+        assert!(int_list.incompatibility(&TypeDesc::Any, "pair").is_some(), "element types were never checked");
+        assert!(TypeDesc::String.incompatibility(&TypeDesc::Any, "pair").is_some());
+    }
+
+    #[test]
+    fn has_field_names_top_level_fields_only() {
+        let shape = TypeDesc::Struct(vec![
+            ("null".into(), TypeDesc::Int),
+            ("inner".into(), TypeDesc::Struct(vec![("true".into(), TypeDesc::Bool)])),
+        ]);
+        assert!(shape.has_field("null"));
+        assert!(!shape.has_field("Null"), "field names are case-sensitive");
+        assert!(!shape.has_field("true"), "a nested field is named by its path");
+        assert!(!TypeDesc::Int.has_field("null"));
     }
 }

@@ -204,6 +204,10 @@ struct Parser<'t> {
     tokens: Vec<Spanned>,
     next: usize,
     depth: usize,
+    /// Each `true`, `false` or `null` read as an operand, with its byte offset: a collection
+    /// with a field of that name cannot tell which was meant (see
+    /// [`Statement::parse_for_fields`]).
+    literal_words: Vec<(String, usize)>,
 }
 
 impl Parser<'_> {
@@ -550,7 +554,11 @@ impl Parser<'_> {
             return Ok(inner);
         }
         match self.peek() {
-            Some(Token::Ident(word)) if is_literal_word(word) => Ok(Expr::Literal(self.literal()?)),
+            Some(Token::Ident(word)) if is_literal_word(word) => {
+                let start = self.tokens[self.next].start;
+                self.literal_words.push((word.clone(), start));
+                Ok(Expr::Literal(self.literal()?))
+            }
             Some(Token::Ident(word)) if !is_reserved(word) => Ok(Expr::Field(super::FieldPath::new(&self.field_path("a field")?))),
             Some(Token::Str(_) | Token::Int(_) | Token::UInt(_) | Token::Float(_) | Token::Symbol("-")) => {
                 Ok(Expr::Literal(self.literal()?))
@@ -623,7 +631,7 @@ fn parser(text: &str) -> Result<Parser<'_>, ParseError> {
         return Err(ParseError { column: 1, message: format!("query longer than {QUERY_LEN_MAX} bytes") });
     }
     let tokens = Lexer { text, tokens: Vec::new() }.run()?;
-    Ok(Parser { text, tokens, next: 0, depth: 0 })
+    Ok(Parser { text, tokens, next: 0, depth: 0, literal_words: Vec::new() })
 }
 
 /// Refuses an expression deeper than [`super::EXPR_DEPTH_MAX`]: a long chain of `and`s or
@@ -673,7 +681,26 @@ impl Statement {
     /// assert_eq!(Statement::parse("order by name").unwrap().predicate, None);
     /// ```
     pub fn parse(text: &str) -> Result<Statement, ParseError> {
-        let statement = parser(text)?.statement()?;
+        Self::parse_for_fields(text, |_| false)
+    }
+
+    /// [`Statement::parse`] for a collection whose top-level fields are those `is_field` says
+    /// yes to: an operand `true`, `false` or `null` spelt as a field of the collection is named
+    /// (`null == 1`, on a record with a field `null`) is an error at its column, since the text
+    /// syntax reads it as the value, never the field, and the query would answer another
+    /// question than the one asked. `x is null` reads no operand word and stays.
+    pub(crate) fn parse_for_fields(text: &str, is_field: impl Fn(&str) -> bool) -> Result<Statement, ParseError> {
+        let mut parser = parser(text)?;
+        let statement = parser.statement()?;
+        if let Some((word, start)) = parser.literal_words.iter().find(|(word, _)| is_field(word)) {
+            return Err(ParseError {
+                column: column(text, *start),
+                message: format!(
+                    "`{word}` is read as a value, but the collection also has a field named `{word}`, which the text syntax \
+                     cannot name (query that field with the typed API)"
+                ),
+            });
+        }
         if let Some(predicate) = &statement.predicate {
             check_depth(predicate)?;
         }

@@ -53,6 +53,27 @@ impl DynCollection {
         Ok(DynQuery { collection: self.clone(), predicate: Some(Arc::new(predicate)), orders: Vec::new(), offset: 0, limit: None })
     }
 
+    /// `text` parsed as a whole query (see [`DynCollection::filter_text`]), not yet
+    /// type-checked: an operand `true`, `false` or `null` spelt as one of this collection's
+    /// fields is named is an error at its column, since the text syntax cannot name that field.
+    ///
+    /// ```
+    /// use tessera::collection::{DynSchema, KeyKind, TypeDesc};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let shape = TypeDesc::Struct(vec![("id".into(), TypeDesc::Int), ("null".into(), TypeDesc::Int)]);
+    /// let schema = DynSchema { version: 1, key_fields: vec!["id".into()], key_kinds: vec![KeyKind::U32], shape, indexes: vec![] };
+    /// let flags = db.create_dyn_collection("flags", &schema)?;
+    /// assert_eq!(flags.parse_text("id == 1 limit 2")?.limit, Some(2));
+    /// assert!(flags.parse_text("null == 5").is_err(), "the field, or the value?");
+    /// assert!(flags.parse_text("id is not null").is_ok());
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn parse_text(&self, text: &str) -> Result<Statement> {
+        let shape = &self.state.shape;
+        Ok(Statement::parse_for_fields(text, |word| shape.has_field(word)).map_err(QueryError::from)?)
+    }
+
     /// A whole query from the text syntax: `[PREDICATE] [order by FIELD [asc|desc] [nulls
     /// first|last], …] [limit N] [offset M]` (see `docs/query.md`), as
     /// [`crate::Collection::query_text`] reads it.
@@ -72,7 +93,7 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn filter_text(&self, text: &str) -> Result<DynQuery> {
-        let statement = Statement::parse(text).map_err(QueryError::from)?;
+        let statement = self.parse_text(text)?;
         let mut query = match statement.predicate {
             Some(predicate) => self.filter(predicate)?,
             None => self.all(),
