@@ -16,10 +16,12 @@ use syn::{Data, DeriveInput, Error, Fields, LitInt, LitStr, parse_macro_input};
 /// field, `#[record(key)]` (several make a composite key, in declaration order),
 /// `#[record(index)]`, `#[record(unique)]` or `#[record(index_elements)]` (a multi-entry index
 /// on an array's elements, for `tags contains "x"`; the same as `index = "tags[]"` on the
-/// struct). A unique index is on a boolean, a number, a string or an enum without payloads:
-/// opening a collection with one on a struct, a list, a map, bytes or an enum with payloads is
-/// `Error::SchemaMismatch` (its entries could not tell two such values apart). Each field also
-/// gets a typed query builder: `Type::field_name()`.
+/// struct). A path declared both `index` and `unique` has one index, unique. A unique index is
+/// on a boolean, a number, a string or an enum without payloads: opening a collection with one
+/// on a struct, a list (a tuple struct is one), a map, bytes or an enum with payloads is
+/// `Error::SchemaMismatch` (its entries could not tell two such values apart). Fields and
+/// variants are named as serde names them (a raw identifier `r#type` is `type`). Each field
+/// also gets a typed query builder: `Type::field_name()`.
 ///
 /// ```
 /// use tessera::collection::{Embed, Record};
