@@ -361,10 +361,10 @@ fn accepted_but_unreadable(
 ) -> Vec<String> {
     let mut unreadable = Vec::new();
     for (id, json) in cases {
-        if db.write(|tx| dynamic.insert_json(tx, json.as_bytes())).is_ok() {
-            if let Err(error) = typed.get(db, id) {
-                unreadable.push(format!("{json}: {error}"));
-            }
+        if db.write(|tx| dynamic.insert_json(tx, json.as_bytes())).is_ok()
+            && let Err(error) = typed.get(db, id)
+        {
+            unreadable.push(format!("{json}: {error}"));
         }
     }
     unreadable
@@ -547,7 +547,7 @@ fn random_item(rng: &mut fastrand::Rng, id: u32) -> Item {
         prev: rng.bool().then(|| random_spot(rng)),
         kind,
         ratio: rng.i32(-8..8) as f64 + 0.25,
-        alias: (id % 3 == 0).then(|| format!("a{id}")),
+        alias: id.is_multiple_of(3).then(|| format!("a{id}")),
     }
 }
 

@@ -95,7 +95,7 @@ impl CrossProcess {
     /// a local commit advances `delivered` itself), then delivers them.
     fn catch_up(&self, inner: &Inner) -> Result<()> {
         self.report_gap(inner); // one left by a delivery under way
-        let newest = inner.env.info().last_txn_id as u64;
+        let newest = inner.env_info_gated().last_txn_id as u64;
         if newest <= *lock(&self.delivered) {
             return Ok(()); // woken by this process's own commit
         }

@@ -414,6 +414,17 @@ pub(crate) struct Inner {
     claim: FileClaim,
 }
 
+impl Inner {
+    /// LMDB's figures for the environment (map size, last page, last transaction), read inside
+    /// the resize gate: `mdb_env_info` reads the meta pages through the map, which a resize on
+    /// another thread unmaps (`file_info`, `map_size_bytes` and the cross-process thread crashed
+    /// with SIGSEGV while a writer grew the map). Not for a thread inside a resize, or one
+    /// holding the writer lock (no resize of this process runs then, and the gate may be shut).
+    pub(crate) fn env_info_gated(&self) -> heed::EnvInfo {
+        self.resize_gate.while_entered(|| self.env.info())
+    }
+}
+
 /// An open database: cheap to clone, `Send` and `Sync`.
 ///
 /// ```
@@ -720,7 +731,7 @@ impl Db {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn file_info(&self) -> Result<FileInfo> {
-        let info = self.inner.env.info();
+        let info = self.inner.env_info_gated();
         let file_bytes = std::fs::metadata(&self.inner.path)?.len();
         let used_pages = info.last_page_number as u64 + 1;
         let format_version = self.stored_format_version()?;
@@ -786,7 +797,10 @@ impl Db {
     /// [`Db::copy_compacted`] with LMDB's `compaction`: the copy's size in bytes.
     fn copy_to(&self, destination: &Path, compaction: heed::CompactionOption) -> Result<u64> {
         let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(destination)?;
-        let copied = self.inner.env.copy_to_file(&mut file, compaction);
+        // Inside the resize gate, as a read transaction: the copy reads every page through the
+        // map, which a resize on another thread unmaps (a copy beside a growing writer crashed
+        // with SIGSEGV, or failed with EFAULT where `write` was handed an unmapped page).
+        let copied = self.inner.resize_gate.while_entered(|| self.inner.env.copy_to_file(&mut file, compaction));
         if let Err(error) = copied {
             drop(file);
             let _ = std::fs::remove_file(destination);
@@ -805,8 +819,22 @@ impl Db {
             let read = self.read_txn()?;
             let txn = read.raw();
             let main: Option<heed::Database<Bytes, Bytes>> = env.open_database(txn, None).map_err(|e| Error::from_heed(e, ceiling))?;
+            // Entries other than `tessera.meta`: another process opening a new file at once
+            // creates that keyspace in one commit and writes the version in the next, and a
+            // file with only that keyspace, empty, is such a file, not a foreign one (it was
+            // refused as foreign, 2 to 4 times in 28 paired opens).
             let has_entries = match main {
-                Some(main) => !main.is_empty(txn).map_err(|e| Error::from_heed(e, ceiling))?,
+                Some(main) => {
+                    let mut other = false;
+                    for entry in main.iter(txn).map_err(|e| Error::from_heed(e, ceiling))? {
+                        let (name, _) = entry.map_err(|e| Error::from_heed(e, ceiling))?;
+                        if name != META_KEYSPACE.as_bytes() {
+                            other = true;
+                            break;
+                        }
+                    }
+                    other
+                }
                 None => false,
             };
             let meta: Option<heed::Database<Bytes, Bytes>> =
@@ -971,6 +999,12 @@ impl Db {
     /// instead of beginning another (which costs a 6 KB allocation and LMDB's reader-table
     /// lock), with the same snapshot a new one would have.
     ///
+    /// While a thread holds a read transaction, another read or a write on that thread that
+    /// needs a larger map than this process has (another process grew the file since, or the
+    /// write must grow it) is [`Error::GrowthBlocked`]: LMDB moves a map only when no
+    /// transaction of the process is open, and this thread's own would then wait forever.
+    /// Drop it and read again.
+    ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = tessera::Db::open(dir.path().join("db"))?;
@@ -996,13 +1030,17 @@ impl Db {
     ///
     /// Exactly when: before the transaction starts, the map is grown if less than a quarter of
     /// it is free, or less than four times the bytes (keys and values) the previous
-    /// transaction wrote (but at most half the map), so a transaction runs once if it writes less than that quarter, or
-    /// as much as the one before it (a rewrite of every record after an import of them). It
-    /// runs again only if it writes more than the map had free when it started, or if growing
+    /// transaction wrote (but at most half the map). A transaction runs again only if the
+    /// pages it changes need more room than the map had free when it started, or if growing
     /// ahead was skipped (a read transaction of this process was open, the map was at its
-    /// ceiling, or the disk was short), or if its commit found the map full; a large import
-    /// almost always runs twice, never more often than the map must grow. The map starts at
-    /// [`DbOptions::map_size_initial_bytes`] (4 MiB by default).
+    /// ceiling, or the disk was short), or if its commit found the map full. The room a
+    /// transaction needs is its pages, not its bytes: LMDB copies each page a write touches,
+    /// so one that writes less than that quarter runs once when its writes share pages (an
+    /// import; a rewrite of every record after an import of them, which the four-times rule
+    /// covers), but one that changes a small value in each of many pages needs a page for each
+    /// change and may run twice. A large import almost always runs twice, never more often than
+    /// the map must grow. The map starts at [`DbOptions::map_size_initial_bytes`] (4 MiB by
+    /// default).
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -1318,7 +1356,7 @@ impl Db {
 
     /// Bytes the map currently spans (the file grows up to this).
     pub fn map_size_bytes(&self) -> u64 {
-        self.inner.env.info().map_size as u64
+        self.inner.env_info_gated().map_size as u64
     }
 }
 
@@ -1420,7 +1458,7 @@ fn open_env(path: &Path, options: &DbOptions, file: preflight::FileState) -> Res
     // The map grows on the first write that needs it.
     let map_size = match file {
         preflight::FileState::Lmdb { map_bytes } => map_bytes,
-        preflight::FileState::New => round_to_page(options.map_size_initial_bytes.min(options.map_size_max_bytes).max(1 << 16)),
+        preflight::FileState::New => round_to_page(options.map_size_initial_bytes.max(1 << 16)).min(map_ceiling_bytes(options)),
     };
     open_options.map_size(map_size as usize).max_dbs(options.keyspaces_max).max_readers(options.readers_max);
     // SAFETY: NO_SUB_DIR makes `path` the data file. NO_META_SYNC keeps LMDB's ordering of
@@ -1478,6 +1516,13 @@ fn lock_file_of(path: &Path) -> PathBuf {
 }
 
 /// Map sizes are whole pages (LMDB rounds them anyway; 64 KiB covers every page size).
+/// The largest map [`DbOptions::map_size_max_bytes`] allows: the ceiling rounded down to whole
+/// 64 KiB pages (at least one), so that a map, and with the write map the file, never passes a
+/// ceiling such as 3,000,000 bytes (errors still name the ceiling as given).
+pub(crate) fn map_ceiling_bytes(options: &DbOptions) -> u64 {
+    (options.map_size_max_bytes >> 16 << 16).max(1 << 16)
+}
+
 fn round_to_page(bytes: u64) -> u64 {
     bytes.div_ceil(1 << 16) << 16
 }

@@ -191,7 +191,7 @@ impl ResizeGate {
     /// Runs `resize` with no read transaction open in this process.
     fn exclusive<T>(&self, resize: impl FnOnce() -> Result<T>) -> Result<T> {
         if READERS_ON_THIS_THREAD.with(|count| count.load(Ordering::SeqCst)) > 0 {
-            return Err(Error::GrowthBlocked("this thread holds a read transaction: drop it before writing"));
+            return Err(Error::GrowthBlocked("this thread holds a read transaction: drop it, then read or write again"));
         }
         let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
         self.closed.store(true, Ordering::SeqCst);
@@ -1210,7 +1210,7 @@ fn commit(inner: &Inner, txn: heed::RwTxn<'_>, buffered: bool) -> heed::Result<(
 /// and at least `needed_bytes`, up to the ceiling.
 fn next_map_size(inner: &Inner, current: u64, needed_bytes: u64) -> u64 {
     let factor = if current < MAP_QUADRUPLE_BELOW_BYTES { 4 } else { 2 };
-    super::round_to_page(current.saturating_mul(factor).max(needed_bytes)).min(inner.options.map_size_max_bytes)
+    super::round_to_page(current.saturating_mul(factor).max(needed_bytes)).min(super::map_ceiling_bytes(&inner.options))
 }
 
 /// Bytes of the map that lie in or below the last used page.
@@ -1255,11 +1255,10 @@ fn grow_map(inner: &Inner, written_bytes: u64) -> Result<()> {
     // A dead reader may be why the map is full: free its pages for the retry (and the growth
     // below makes room in any case).
     clear_stale_readers(inner);
-    let ceiling = inner.options.map_size_max_bytes;
     let info = inner.env.info();
     let current = info.map_size as u64;
-    if current >= ceiling {
-        return Err(Error::MapFull { ceiling_bytes: ceiling });
+    if current >= super::map_ceiling_bytes(&inner.options) {
+        return Err(Error::MapFull { ceiling_bytes: inner.options.map_size_max_bytes });
     }
     // A full map means the transaction runs again from the start: grow small maps by 4x, so
     // that a large first transaction on a new file is not repeated at every doubling, and
@@ -1310,17 +1309,27 @@ impl ResizeAcrossProcesses {
         Self::lock_path(&inner.path, &inner.options)
     }
 
-    /// The lock for an open: with the write map, LMDB sets the file's length to the map size
-    /// `preflight` read, which must not be older than another process's resize. Nothing to lock
-    /// when it is not a regular file yet (nothing to open it as, or a new file).
+    /// The lock for an open, held until LMDB has opened the file: with the write map, LMDB sets
+    /// the file's length to the map size `preflight` read, which must not be older than another
+    /// process's resize, nor smaller than the map of a process that created the file a moment
+    /// before (two processes opening a new path at once: the second, having seen no file, cut
+    /// the first's map with its smaller one, and the first died of SIGBUS). A missing file is
+    /// created empty under the lock, which `preflight` takes for a new one. Nothing to lock
+    /// without the write map, or for a read-only handle.
     pub(crate) fn lock_path(path: &std::path::Path, options: &crate::DbOptions) -> Result<ResizeAcrossProcesses> {
-        if !options.write_map || options.read_only || !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
+        if !options.write_map || options.read_only || std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
             return Ok(ResizeAcrossProcesses { _file: None });
         }
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
-            let file = std::fs::File::open(path)?;
+            let file = match std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path) {
+                Ok(file) => file,
+                // No directory for it (yet): the open reports that, or creates the directories
+                // (`DbOptions::create_parent_dirs`) and the file unlocked.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(ResizeAcrossProcesses { _file: None }),
+                Err(error) => return Err(error.into()),
+            };
             loop {
                 // SAFETY: `file` is an open descriptor for the duration of the call.
                 if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
@@ -1363,7 +1372,7 @@ fn grow_ahead(inner: &Inner) {
     let last_written = inner.last_written_bytes.load(Ordering::Relaxed);
     let for_last_write = last_written.saturating_mul(MAP_FREE_PER_LAST_WRITTEN_BYTE).min(current / MAP_FREE_FOR_LAST_WRITE_MAX_DENOMINATOR);
     let wanted_free = (current / MAP_FREE_SHARE_MIN_DENOMINATOR).max(for_last_write);
-    if free >= wanted_free || current >= inner.options.map_size_max_bytes {
+    if free >= wanted_free || current >= super::map_ceiling_bytes(&inner.options) {
         return;
     }
     // A dead reader may be why the file grows: its pages become reusable from this
@@ -1440,7 +1449,10 @@ pub(crate) fn reserve_file(inner: &Inner) -> Result<()> {
 /// With `write_map`, makes sure the file has blocks allocated for its first `bytes` bytes, so
 /// that writing through the memory map can never meet a full disk (which would be SIGBUS).
 fn reserve_bytes(inner: &Inner, bytes: u64) -> Result<()> {
-    if !inner.options.write_map {
+    // A read-only handle maps the file without the write map and writes nothing to it; it may
+    // not even be allowed to open the file for writing (adopting a map another process grew
+    // failed with EACCES there).
+    if !inner.options.write_map || inner.options.read_only {
         return Ok(());
     }
     if bytes > inner.simulated_disk_bytes.load(Ordering::Acquire) {
