@@ -875,3 +875,54 @@ fn box_str_and_char_fields_are_compared_as_strings_and_box_str_is_a_key() {
         "one key lookup, shown as a String key is"
     );
 }
+
+mod patched {
+    use super::*;
+
+    #[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+    pub struct Meta {
+        pub label: String,
+        pub weight: Option<u32>,
+    }
+
+    #[derive(Serialize, Deserialize, Embed, Debug, Clone, PartialEq)]
+    pub enum Mark {
+        Plain,
+        Tagged { meta: Meta },
+    }
+
+    #[derive(Serialize, Deserialize, Record, Debug, Clone, PartialEq)]
+    #[record(name = "patched")]
+    pub struct Patched {
+        #[record(key)]
+        pub id: u32,
+        pub meta: Meta,
+        pub marks: Vec<Mark>,
+    }
+}
+
+/// A patch value with a key the field's type does not have (a misspelled field in a
+/// `serde_json::Value`) was dropped by the decode of the patched record, and the write returned
+/// Ok without it: a typed error naming the key's path now, nothing written.
+#[test]
+fn a_patch_with_a_key_the_field_does_not_have_is_refused_naming_it() {
+    use patched::{Mark, Meta, Patched};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("db")).unwrap();
+    let records = db.collection::<Patched>().unwrap();
+    let stored = Patched { id: 1, meta: Meta { label: "a".into(), weight: Some(2) }, marks: vec![Mark::Plain] };
+    db.write(|tx| records.insert(tx, &stored)).unwrap();
+    let refused = |path: &str, value: serde_json::Value| match db.write(|tx| records.patch(tx, &1u32, path, &value)) {
+        Err(Error::UnknownField { path, .. }) => path,
+        other => panic!("{value} at {path:?}: {other:?}"),
+    };
+    assert_eq!(refused("meta", serde_json::json!({"label": "b", "wieght": 3})), "meta.wieght");
+    assert_eq!(refused("marks", serde_json::json!([{"Tagged": {"meta": {"label": "c", "extra": 1}}}])), "marks[0].Tagged.meta.extra");
+    assert_eq!(records.get(&db, &1u32).unwrap().unwrap(), stored, "nothing written");
+    let good = serde_json::json!({"label": "b", "weight": null});
+    assert_eq!(db.write(|tx| records.patch(tx, &1u32, "meta", &good)).unwrap(), WriteOutcome::Updated);
+    let tagged = vec![Mark::Tagged { meta: Meta { label: "c".into(), weight: None } }];
+    assert_eq!(db.write(|tx| records.patch(tx, &1u32, "marks", &tagged)).unwrap(), WriteOutcome::Updated);
+    let read = records.get(&db, &1u32).unwrap().unwrap();
+    assert_eq!((read.meta, read.marks), (Meta { label: "b".into(), weight: None }, tagged));
+}

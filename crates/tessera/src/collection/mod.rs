@@ -1272,6 +1272,11 @@ impl<T: Record> Collection<T> {
         }
         let value_bytes = tessera_value::to_vec(value)?;
         let value_doc = Doc::from_trusted(&value_bytes)?;
+        // The decode below would drop a key the field's type does not have (a misspelled one,
+        // in a `serde_json::Value`), and the write would return Ok without it.
+        if let Some(unknown) = self.state.shape.resolve(path).and_then(|shape| shape.unknown_field(value_doc.root(), path)) {
+            return Err(Error::UnknownField { collection: self.state.name.clone(), path: unknown });
+        }
         let doc = self.state.open_record(&key, &old)?;
         let mut edit = tessera_value::MutableDoc::new(doc);
         let (parent, last) = match path.rsplit_once('.') {

@@ -415,6 +415,33 @@ impl TypeDesc {
     }
 
     /// Why records written under `old` may not decode as `self`, if they may not.
+    /// The path (below `path`) of the first object key in `value` that this shape has no field
+    /// of, if any: inside structs, options, lists, maps and enum payloads; `Any` is not looked
+    /// into. A value that is not shaped as this one is left to the decode that follows.
+    pub(crate) fn unknown_field(&self, value: tessera_value::Value<'_>, path: &str) -> Option<String> {
+        let at = |step: &str| if path.is_empty() { step.to_owned() } else { format!("{path}.{step}") };
+        match self {
+            TypeDesc::Option(inner) => inner.unknown_field(value, path),
+            TypeDesc::List(element) => {
+                value.as_array()?.iter().enumerate().find_map(|(index, item)| element.unknown_field(item, &format!("{path}[{index}]")))
+            }
+            TypeDesc::Map(element) => value.as_dict()?.iter().find_map(|(name, item)| element.unknown_field(item, &at(name))),
+            TypeDesc::Struct(fields) => {
+                value.as_dict()?.iter().find_map(|(name, item)| match fields.iter().find(|(field, _)| field == name) {
+                    Some((_, shape)) => shape.unknown_field(item, &at(name)),
+                    None => Some(at(name)),
+                })
+            }
+            TypeDesc::Enum(variants) => {
+                let dict = value.as_dict()?;
+                let (name, payload) = dict.iter().next()?;
+                let (_, Some(shape)) = variants.iter().find(|(variant, _)| variant == name)? else { return None };
+                shape.unknown_field(payload, &at(name))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether this is a struct with a top-level field named `name`.
     pub(crate) fn has_field(&self, name: &str) -> bool {
         matches!(self, TypeDesc::Struct(fields) if fields.iter().any(|(field, _)| field == name))
