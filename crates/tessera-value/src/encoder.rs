@@ -235,10 +235,6 @@ impl StringCache {
     fn grow_to(&mut self, len: usize) {
         let old_len = self.entries.len();
         debug_assert!(len.is_power_of_two() && len >= old_len, "the string cache only grows, by powers of two");
-        if old_len == 0 {
-            self.entries.resize(len, EMPTY_ENTRY);
-            return;
-        }
         self.entries.resize(len, EMPTY_ENTRY);
         let mask = len - 1;
         for index in 0..old_len {

@@ -518,6 +518,14 @@ pub(crate) struct CollectionState {
 }
 
 impl CollectionState {
+    /// `text` parsed as a whole query for this collection's records (typed and dynamic handles
+    /// alike): an operand `true`, `false` or `null` spelt as a top-level field is named is an
+    /// error at its column (see [`crate::query::Statement::parse_for_fields`]).
+    pub(crate) fn parse_statement(&self, text: &str) -> Result<crate::query::Statement> {
+        let statement = crate::query::Statement::parse_for_fields(text, |word| self.shape.has_field(word));
+        Ok(statement.map_err(crate::query::QueryError::from)?)
+    }
+
     /// `Ok` unless another handle of this process has since opened the collection with another
     /// shape or other indexes: this state's would then write records and index entries by the
     /// old ones, and read another index's entries as its own.

@@ -542,10 +542,7 @@ impl<T: Record> Collection<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn query_text(&self, text: &str) -> Result<Query<T>> {
-        let shape = &self.state.shape;
-        let statement =
-            crate::query::Statement::parse_for_fields(text, |word| shape.has_field(word)).map_err(crate::query::QueryError::from)?;
-        self.query(statement)
+        self.query(self.state.parse_statement(text)?)
     }
 
     /// The query a parsed [`crate::query::Statement`] describes, type-checked against `T`.

@@ -290,6 +290,14 @@ impl Default for DbOptions {
     }
 }
 
+impl DbOptions {
+    /// Whether LMDB writes pages through the map: `write_map` on a writable handle (a read-only
+    /// one maps the file read-only, reserves no disk blocks and resizes no file).
+    pub(crate) fn writes_through_map(&self) -> bool {
+        self.write_map && !self.read_only
+    }
+}
+
 /// A database file's format, size and use ([`Db::file_info`]).
 ///
 /// ```
@@ -1466,7 +1474,7 @@ fn open_env(path: &Path, options: &DbOptions, file: preflight::FileState) -> Res
     // safe for integrity (LMDB documents that only the last transactions may be lost).
     // WRITE_MAP writes pages through the map; see `DbOptions::write_map` for how a full disk is
     // kept from turning into SIGBUS.
-    let write_map = if options.write_map && !options.read_only { EnvFlags::WRITE_MAP } else { EnvFlags::empty() };
+    let write_map = if options.writes_through_map() { EnvFlags::WRITE_MAP } else { EnvFlags::empty() };
     // Read-only: MDB_RDONLY, and no lock file made where none exists (see
     // `DbOptions::read_only` for what that costs).
     let read_only = match (options.read_only, lock_file_of(path).exists()) {

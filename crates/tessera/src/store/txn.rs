@@ -1317,7 +1317,7 @@ impl ResizeAcrossProcesses {
     /// created empty under the lock, which `preflight` takes for a new one. Nothing to lock
     /// without the write map, or for a read-only handle.
     pub(crate) fn lock_path(path: &std::path::Path, options: &crate::DbOptions) -> Result<ResizeAcrossProcesses> {
-        if !options.write_map || options.read_only || std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
+        if !options.writes_through_map() || std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
             return Ok(ResizeAcrossProcesses { _file: None });
         }
         #[cfg(unix)]
@@ -1350,7 +1350,7 @@ impl ResizeAcrossProcesses {
 /// map never less than the file's length (in whole 64 KiB) nor the current map, so that LMDB's
 /// `ftruncate` never cuts the file. Called under [`ResizeAcrossProcesses`].
 fn never_below_file(inner: &Inner, bytes: u64) -> u64 {
-    if !inner.options.write_map || inner.options.read_only {
+    if !inner.options.writes_through_map() {
         return bytes;
     }
     let file_bytes = std::fs::metadata(&inner.path).map_or(0, |meta| meta.len());
@@ -1426,7 +1426,7 @@ fn round_down_to_page(bytes: u64) -> u64 {
 /// for a writable database with `write_map` on Linux.
 pub(crate) fn start_warmer(inner: &Inner) -> Result<()> {
     let options = &inner.options;
-    if !(options.warm_pages_ahead && options.write_map && !options.read_only) {
+    if !(options.warm_pages_ahead && options.writes_through_map()) {
         return Ok(());
     }
     #[cfg(target_os = "linux")]
@@ -1449,10 +1449,9 @@ pub(crate) fn reserve_file(inner: &Inner) -> Result<()> {
 /// With `write_map`, makes sure the file has blocks allocated for its first `bytes` bytes, so
 /// that writing through the memory map can never meet a full disk (which would be SIGBUS).
 fn reserve_bytes(inner: &Inner, bytes: u64) -> Result<()> {
-    // A read-only handle maps the file without the write map and writes nothing to it; it may
-    // not even be allowed to open the file for writing (adopting a map another process grew
-    // failed with EACCES there).
-    if !inner.options.write_map || inner.options.read_only {
+    // A read-only handle may not even be allowed to open the file for writing (adopting a map
+    // another process grew failed with EACCES there when this checked `write_map` alone).
+    if !inner.options.writes_through_map() {
         return Ok(());
     }
     if bytes > inner.simulated_disk_bytes.load(Ordering::Acquire) {

@@ -70,8 +70,7 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn parse_text(&self, text: &str) -> Result<Statement> {
-        let shape = &self.state.shape;
-        Ok(Statement::parse_for_fields(text, |word| shape.has_field(word)).map_err(QueryError::from)?)
+        self.state.parse_statement(text)
     }
 
     /// A whole query from the text syntax: `[PREDICATE] [order by FIELD [asc|desc] [nulls
