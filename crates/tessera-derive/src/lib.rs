@@ -85,6 +85,16 @@ pub fn derive_record(input: TokenStream) -> TokenStream {
 /// assert_eq!(people.filter(Person::contact().is_variant("Phone")).count(&db)?, 1);
 /// # Ok::<(), tessera::Error>(())
 /// ```
+///
+/// A struct field named `is_null` or `is_not_null` is refused: `Field`'s own method of that name
+/// would take the place of the generated one, and `Person::flags().is_null()` would test
+/// `flags` for NULL instead of reading `flags.is_null`.
+///
+/// ```compile_fail
+/// use tessera::collection::Embed;
+/// #[derive(Embed)]
+/// struct Flags { is_null: bool }
+/// ```
 #[proc_macro_derive(Embed)]
 pub fn derive_embed(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -343,7 +353,7 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
         Data::Union(_) => return Err(Error::new_spanned(ident, "unions cannot be embedded")),
     };
     let codec = codec::codec(input, Tokens::new())?;
-    let nested_fields = nested_fields(input);
+    let nested_fields = nested_fields(input)?;
     Ok(quote! {
         #codec
         impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
@@ -355,14 +365,30 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
     })
 }
 
+/// Names of `Field`'s own methods that take no argument besides `self`: a method of the
+/// generated trait with such a name is never called, because Rust picks the inherent method,
+/// so `Person::address().is_null()` would silently be the IS NULL test of `address`.
+const FIELD_METHODS_WITHOUT_ARGUMENTS: [&str; 2] = ["is_null", "is_not_null"];
+
 /// The typed fields inside an embedded struct (see [`derive_embed`]): a trait named after the
 /// struct, implemented for a field of the struct's type, optional or not. Nothing for an enum,
-/// a tuple struct or a generic struct.
-fn nested_fields(input: &DeriveInput) -> Tokens {
-    let Data::Struct(data) = &input.data else { return Tokens::new() };
-    let Fields::Named(fields) = &data.fields else { return Tokens::new() };
+/// a tuple struct or a generic struct. A field whose accessor `Field`'s own method would hide
+/// is a compile error.
+fn nested_fields(input: &DeriveInput) -> syn::Result<Tokens> {
+    let Data::Struct(data) = &input.data else { return Ok(Tokens::new()) };
+    let Fields::Named(fields) = &data.fields else { return Ok(Tokens::new()) };
     if !input.generics.params.is_empty() {
-        return Tokens::new();
+        return Ok(Tokens::new());
+    }
+    if let Some(hidden) = fields.named.iter().find(|field| FIELD_METHODS_WITHOUT_ARGUMENTS.contains(&field_name(field).as_str())) {
+        let name = field_name(hidden);
+        return Err(Error::new_spanned(
+            &hidden.ident,
+            format!(
+                "an embedded struct's field cannot be named `{name}`: `Field::{name}` (the NULL test) would take the place of its \
+                 typed query field, so `….{name}()` would test the struct for NULL instead of reading the field; rename the field"
+            ),
+        ));
     }
     let ident = &input.ident;
     let vis = &input.vis;
@@ -387,7 +413,7 @@ fn nested_fields(input: &DeriveInput) -> Tokens {
         quote! { { ::tessera::query::Field::child(self, #name) } }
     });
     let methods: Vec<Tokens> = signatures.iter().zip(bodies).map(|(signature, body)| quote! { #signature #body }).collect();
-    quote! {
+    Ok(quote! {
         #[doc = #trait_doc]
         #[allow(dead_code, private_interfaces, non_snake_case)]
         #vis trait #trait_ident {
@@ -399,5 +425,5 @@ fn nested_fields(input: &DeriveInput) -> Tokens {
         impl #trait_ident for ::tessera::query::Field<::std::option::Option<#ident>> {
             #(#methods)*
         }
-    }
+    })
 }

@@ -116,10 +116,17 @@ impl QuerySpec<'_> {
     /// for a result (see [`QuerySpec::exact_key_plan`]): its whole result is that key's
     /// record, if any, so a caller may read it with one get instead of running the engine.
     pub(crate) fn single_key(&self) -> Option<Vec<u8>> {
+        let mut key = Vec::new();
+        self.single_key_into(&mut key).then_some(key)
+    }
+
+    /// [`QuerySpec::single_key`] into `out` (cleared first): true when there is one.
+    pub(crate) fn single_key_into(&self, out: &mut Vec<u8>) -> bool {
+        out.clear();
         if !self.orders.is_empty() || self.offset > 0 || self.limit == Some(0) {
-            return None;
+            return false;
         }
-        plan::exact_key(self.state, self.key, self.predicate?)
+        self.predicate.is_some_and(|predicate| plan::exact_key_into(self.state, self.key, predicate, out))
     }
 
     fn exact_key_plan(&self) -> Option<Plan> {

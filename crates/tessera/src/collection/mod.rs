@@ -1112,6 +1112,28 @@ fn with_buffers<R>(write: impl FnOnce(&mut Vec<u8>, &mut Vec<u8>) -> Result<R>) 
 /// Largest record buffer a thread keeps between writes: a rare large record's buffer is freed.
 const BUFFER_KEPT_BYTES_MAX: usize = 1 << 20;
 
+/// Runs `use_buffer` with an empty per-thread buffer for a primary key, reused across reads and
+/// deletes by key so that they allocate nothing for their key (a fresh buffer when called
+/// re-entrantly, as from a decoder that reads another record).
+pub(crate) fn with_key_buffer<R>(use_buffer: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    thread_local! {
+        static KEY_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    // From a thread-local destructor the slot may be gone: a fresh buffer then.
+    let mut buffer = KEY_BUFFER.try_with(std::cell::Cell::take).unwrap_or_default();
+    buffer.clear();
+    let result = use_buffer(&mut buffer);
+    if buffer.capacity() <= KEY_BUFFER_KEPT_BYTES_MAX {
+        // Ignored when the slot is gone (a thread-local destructor): the buffer is freed.
+        let _ = KEY_BUFFER.try_with(|slot| slot.set(buffer));
+    }
+    result
+}
+
+/// Largest key buffer a thread keeps between reads by key (keys are at most
+/// [`crate::store::KEY_LEN_MAX`] bytes, 511 today).
+const KEY_BUFFER_KEPT_BYTES_MAX: usize = 1024;
+
 impl<T: Record> Collection<T> {
     /// The collection's name.
     ///
@@ -1133,6 +1155,14 @@ impl<T: Record> Collection<T> {
         let mut out = Vec::with_capacity(32);
         key.encode_key(&mut out);
         out
+    }
+
+    /// Runs `use_key` on `key` encoded into the thread's key buffer (see [`with_key_buffer`]).
+    fn with_key<Q: KeyPart + ?Sized, R>(key: &Q, use_key: impl FnOnce(&[u8]) -> R) -> R {
+        with_key_buffer(|buffer| {
+            key.encode_key(buffer);
+            use_key(buffer)
+        })
     }
 
     /// Writes `bytes` under `key` after `old`: see [`CollectionState::store`].
@@ -1332,7 +1362,7 @@ impl<T: Record> Collection<T> {
         T::Key: Borrow<Q>,
         Q: KeyPart + ?Sized,
     {
-        self.delete_encoded(tx, &Self::encode_key(key))
+        Self::with_key(key, |key_bytes| self.delete_encoded(tx, key_bytes))
     }
 
     pub(crate) fn delete_encoded(&self, tx: &mut WriteTxn<'_>, key: &[u8]) -> Result<WriteOutcome> {
@@ -1385,8 +1415,7 @@ impl<T: Record> Collection<T> {
         T::Key: Borrow<Q>,
         Q: KeyPart + ?Sized,
     {
-        let key_bytes = Self::encode_key(key);
-        source.with_snapshot(|snapshot| self.get_encoded(snapshot, &key_bytes))
+        Self::with_key(key, |key_bytes| source.with_snapshot(|snapshot| self.get_encoded(snapshot, key_bytes)))
     }
 
     /// The record at `key`, read in place from `snapshot` (a read or write transaction): no

@@ -256,17 +256,25 @@ pub(crate) fn is_exact_key_lookup(state: &CollectionState, key: &dyn KeyLayout, 
 
 /// The encoded primary key of a predicate that [`is_exact_key_lookup`] accepts, else `None`.
 pub(crate) fn exact_key(state: &CollectionState, layout: &dyn KeyLayout, predicate: &Expr) -> Option<Vec<u8>> {
+    let mut key = Vec::new();
+    exact_key_into(state, layout, predicate, &mut key).then_some(key)
+}
+
+/// [`exact_key`] appended to `out` (cleared first): true when `predicate` is exactly `key ==
+/// literal`, else false with `out` left empty or holding a partial key.
+pub(crate) fn exact_key_into(state: &CollectionState, layout: &dyn KeyLayout, predicate: &Expr, out: &mut Vec<u8>) -> bool {
+    out.clear();
     if !is_exact_key_lookup(state, layout, predicate) {
-        return None;
+        return false;
     }
-    let (_, _, literal) = comparison(predicate)?;
+    let Some((_, _, literal)) = comparison(predicate) else { return false };
     // Room for the encoded key at once (a string's bytes, escapes aside, and its terminator),
     // rather than growing the buffer byte by byte.
-    let mut key = Vec::with_capacity(match literal {
+    out.reserve(match literal {
         Literal::Str(text) => text.len() + 8,
         _ => 16,
     });
-    layout.encode_key_literals(std::slice::from_ref(literal), &mut key).then_some(key)
+    layout.encode_key_literals(std::slice::from_ref(literal), out)
 }
 
 /// Plans a predicate's access path for collection `state`, whose primary key is `key`.

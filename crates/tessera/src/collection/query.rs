@@ -369,8 +369,11 @@ impl<T: Record> Query<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn fetch(&self, source: &impl ReadSource) -> Result<Vec<T>> {
-        if let Some(key) = self.spec().single_key() {
-            return Ok(source.with_snapshot(|snapshot| self.collection.get_encoded(snapshot, &key))?.into_iter().collect());
+        let by_key = super::with_key_buffer(|key| {
+            self.spec().single_key_into(key).then(|| source.with_snapshot(|snapshot| self.collection.get_encoded(snapshot, key)))
+        });
+        if let Some(found) = by_key {
+            return Ok(found?.into_iter().collect());
         }
         // Found on this thread, decoded on a helper while it goes on finding (a large result).
         source.with_snapshot(|snapshot| super::decode_pipeline::decode_all(self.run(snapshot)?, &|key, bytes| self.decode(key, bytes)))
@@ -395,9 +398,12 @@ impl<T: Record> Query<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn first(&self, source: &impl ReadSource) -> Result<Option<T>> {
-        if let Some(key) = self.spec().single_key() {
-            // `key == literal`: one get, without the engine's plan and candidate iterators.
-            return source.with_snapshot(|snapshot| self.collection.get_encoded(snapshot, &key));
+        // `key == literal`: one get, without the engine's plan and candidate iterators.
+        let by_key = super::with_key_buffer(|key| {
+            self.spec().single_key_into(key).then(|| source.with_snapshot(|snapshot| self.collection.get_encoded(snapshot, key)))
+        });
+        if let Some(found) = by_key {
+            return found;
         }
         source.with_snapshot(|snapshot| self.run(snapshot)?.next().transpose()?.map(|(key, bytes)| self.decode(&key, bytes)).transpose())
     }
