@@ -150,7 +150,15 @@ fn body(fields: &Fields, bindings: &[syn::Ident], constructor: Tokens, names_ide
             statics: Tokens::new(),
             encode: quote! { out.push_null() },
             visit: Tokens::new(),
-            decode: quote! { let _ = value; ::std::result::Result::Ok(#constructor) },
+            // Stored as null, as serde writes a unit struct: anything else is another type, not
+            // the unit struct read from it.
+            decode: quote! {
+                if value.is_null() {
+                    ::std::result::Result::Ok(#constructor)
+                } else {
+                    ::std::result::Result::Err(::tessera::codec::FieldError::wrong_type("null (a unit struct)", value))
+                }
+            },
         },
     }
 }
@@ -256,6 +264,26 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
         },
         _ => Tokens::new(),
     };
+    // Whether a value is written as null, as its `missing` reads (see `Encode::encodes_null`):
+    // an `Option` refuses `Some` of it, which would read back as `None`.
+    let encodes_null = match &input.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Unnamed(unnamed) if unnamed.unnamed.len() == 1 => quote! {
+                #[inline]
+                fn encodes_null(&self) -> bool {
+                    ::tessera::codec::Encode::encodes_null(&self.0)
+                }
+            },
+            Fields::Unit => quote! {
+                #[inline]
+                fn encodes_null(&self) -> bool {
+                    true
+                }
+            },
+            _ => Tokens::new(),
+        },
+        _ => Tokens::new(),
+    };
     let (statics, encode, visit, decode) = match &input.data {
         Data::Struct(data) => {
             let (bindings, pattern) = bindings(&data.fields);
@@ -273,9 +301,14 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
                 let (bindings, pattern) = bindings(&variant.fields);
                 if let Fields::Unit = variant.fields {
                     encode_arms.push(quote! { #ident::#variant_ident => out.push_str(#name), });
+                    // A payload other than null is not this variant's: an error at the
+                    // variant, not an unknown variant.
                     decode_arms.push(quote! {
                         (#name, ::std::option::Option::None) => ::std::result::Result::Ok(#ident::#variant_ident),
                         (#name, ::std::option::Option::Some(payload)) if payload.is_null() => ::std::result::Result::Ok(#ident::#variant_ident),
+                        (#name, ::std::option::Option::Some(payload)) => ::std::result::Result::Err(
+                            ::tessera::codec::FieldError::wrong_type("null (a unit variant has no payload)", payload).in_field(#name),
+                        ),
                     });
                     continue;
                 }
@@ -292,9 +325,11 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
                         out.end_dict()
                     }
                 });
+                // Stored as its bare name, the variant lacks its payload.
                 decode_arms.push(quote! {
                     (#name, ::std::option::Option::Some(value)) => (|| -> ::std::result::Result<Self, ::tessera::codec::FieldError> { #decode })()
                         .map_err(|error| error.in_field(#name)),
+                    (#name, ::std::option::Option::None) => ::std::result::Result::Err(::tessera::codec::FieldError::missing().in_field(#name)),
                 });
             }
             let encode = quote! {
@@ -327,6 +362,7 @@ pub fn codec(input: &DeriveInput, inside: Tokens) -> syn::Result<Tokens> {
                 fn field_names(visit: &mut dyn FnMut(::tessera::codec::FieldNames) -> bool) {
                     #visit
                 }
+                #encodes_null
             }
             impl #decode_impl_generics ::tessera::codec::Decode<'__de> for #ident #type_generics #decode_where {
                 #[allow(unused_variables)]

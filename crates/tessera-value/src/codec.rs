@@ -97,6 +97,21 @@ pub trait Encode {
     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
         let _ = visit;
     }
+
+    /// True when this value is written as null: `None`, `()`, a unit struct, a newtype around
+    /// one of them. An `Option` refuses to write `Some` of such a value, which would read back
+    /// as `None` (the format has one null).
+    ///
+    /// ```
+    /// use tessera_value::codec::{encode, Encode, FieldIds};
+    /// assert!(None::<u8>.encodes_null() && !Some(1u8).encodes_null());
+    /// assert!(encode(&Some(None::<u8>), &FieldIds::default()).is_err()); // would read as `None`
+    /// assert!(encode(&Some(Some(1u8)), &FieldIds::default()).is_ok());
+    /// ```
+    #[inline]
+    fn encodes_null(&self) -> bool {
+        false
+    }
 }
 
 /// A type that reads itself from a [`Value`], borrowing from the document where it can.
@@ -789,6 +804,10 @@ impl<T: Encode + ?Sized> Encode for &T {
     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
         T::field_names(visit)
     }
+    #[inline]
+    fn encodes_null(&self) -> bool {
+        (**self).encodes_null()
+    }
 }
 
 impl<T: Encode + ?Sized> Encode for Box<T> {
@@ -798,6 +817,10 @@ impl<T: Encode + ?Sized> Encode for Box<T> {
     }
     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
         T::field_names(visit)
+    }
+    #[inline]
+    fn encodes_null(&self) -> bool {
+        (**self).encodes_null()
     }
 }
 impl<'a, T: Decode<'a>> Decode<'a> for Box<T> {
@@ -814,6 +837,7 @@ impl<T: Encode> Encode for Option<T> {
     #[inline]
     fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
         match self {
+            Some(value) if value.encodes_null() => Err(some_null()),
             Some(value) => value.encode(out, ids),
             None => out.push_null(),
         }
@@ -821,6 +845,18 @@ impl<T: Encode> Encode for Option<T> {
     fn field_names(visit: &mut dyn FnMut(FieldNames) -> bool) {
         T::field_names(visit)
     }
+    #[inline]
+    fn encodes_null(&self) -> bool {
+        self.is_none()
+    }
+}
+
+/// `Some` of a value written as null (see [`Encode::encodes_null`]).
+#[cold]
+fn some_null() -> EncodeError {
+    EncodeError::Message(
+        "`Some` of a value written as null (a nested `Option`'s `Some(None)`, a unit struct or `()`) would read back as `None`".into(),
+    )
 }
 impl<'a, T: Decode<'a>> Decode<'a> for Option<T> {
     #[inline]
@@ -914,6 +950,10 @@ impl Encode for () {
     #[inline]
     fn encode(&self, out: &mut Encoder<'_>, _: &FieldIds) -> Result<(), EncodeError> {
         out.push_null()
+    }
+    #[inline]
+    fn encodes_null(&self) -> bool {
+        true
     }
 }
 

@@ -215,9 +215,9 @@ impl<'a> Doc<'a> {
         if shared.is_some()
             && let Some(footer) = crate::footer::read_shared_only_footer(bytes)
         {
-            return Ok(Doc::from_footer(bytes, shared, &footer, true));
+            return Doc::with_shared_keys(bytes, shared, &footer, true);
         }
-        Ok(Doc::from_footer(bytes, shared, &read_footer(bytes)?, true))
+        Doc::with_shared_keys(bytes, shared, &read_footer(bytes)?, true)
     }
 
     /// [`Doc::from_trusted`] for a document encoded with shared keys.
@@ -234,9 +234,22 @@ impl<'a> Doc<'a> {
     pub fn from_trusted_with_keys(bytes: &'a [u8], shared: &'a SharedKeys) -> Result<Doc<'a>, FormatError> {
         // A stored record's footer, in fewer reads; any other footer the general way.
         if let Some(footer) = crate::footer::read_shared_only_footer(bytes) {
-            return Ok(Doc::from_footer(bytes, Some(shared), &footer, false));
+            return Doc::with_shared_keys(bytes, Some(shared), &footer, false);
         }
-        Ok(Doc::from_footer(bytes, Some(shared), &read_footer(bytes)?, false))
+        Doc::with_shared_keys(bytes, Some(shared), &read_footer(bytes)?, false)
+    }
+
+    /// [`Doc::from_footer`] for a trusted open, refusing a document that refers to more shared
+    /// keys than `shared` has (as validation does): one of its key ids would name no key, and
+    /// its entry would read as the key `""` or be passed over, a record that a table which lost
+    /// names (or a handle older than the record) reads as another value.
+    #[inline(always)]
+    fn with_shared_keys(bytes: &'a [u8], shared: Option<&'a SharedKeys>, footer: &Footer, validated: bool) -> Result<Doc<'a>, FormatError> {
+        let available = shared.map_or(0, |s| s.len() as u64);
+        if footer.shared_count > available {
+            return Err(FormatError::MissingSharedKeys { needed: footer.shared_count, available });
+        }
+        Ok(Doc::from_footer(bytes, shared, footer, validated))
     }
 
     /// The root value.
