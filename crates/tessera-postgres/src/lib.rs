@@ -8,14 +8,19 @@
 //! anything else `jsonb`; NULL when missing), and `record jsonb` with the whole record. A field that is not a column
 //! just goes in `record`; a newly indexed field gets its column (filled from `record`). A
 //! table that exists with another shape is refused ([`ReplicateError::TableShape`] names the
-//! table and the column). Only collections are replicated: documents, dictionaries and
-//! application keyspaces are not.
+//! table and the column). A value PostgreSQL cannot hold as tessera stores it (a NUL
+//! character, NaN, an infinity, `-0.0`, an integer above a `bigint` column's range) is refused
+//! ([`ReplicateError::Value`] names the collection, key and field). Only collections are
+//! replicated: documents, dictionaries and application keyspaces are not.
 //!
 //! **Exactly once.** Each group of commits (bounded by
 //! [`ReplicatorOptions::batches_per_transaction`] and
 //! [`ReplicatorOptions::changes_per_transaction`]; a commit is never split) is applied in one
 //! PostgreSQL transaction that also moves the consumer's row of [`CURSOR_TABLE`]; that row is
-//! the source of truth, read at start and locked in every transaction. tessera's consumer is
+//! the source of truth, read at start and locked in every transaction; it also names the
+//! collections the replica holds, and a start asking for one it does not hold (its records
+//! before the cursor were never copied) is refused unless [`ReplicatorOptions::resync`]
+//! copies again. tessera's consumer is
 //! acknowledged after PostgreSQL commits, for the feed's retention only. The first run (no
 //! cursor row) copies every record from one tessera snapshot and sets the cursor to that
 //! snapshot's commit, in one transaction.

@@ -14,6 +14,7 @@ use crate::rows;
 use crate::session::{self, Session};
 use crate::table;
 use crate::wait::Wait;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tessera::Db;
@@ -94,6 +95,14 @@ pub struct Replicator {
     /// Commits read from the feed after `cursor` and not applied yet (a read returns more
     /// than one transaction takes), in order.
     pending: Vec<ChangeBatch>,
+    /// The collections asked for, sorted (`None`: every collection), kept with the cursor: a
+    /// replica holds the commits up to its cursor of those collections only.
+    set: Option<Vec<String>>,
+    /// The collections the cursor row said when this replicator last read or wrote it.
+    set_seen: Option<Vec<String>>,
+    /// By table, its `bigint` columns where the shape has `numeric` (found when the tables
+    /// were last checked): each value must fit.
+    bigint: HashMap<String, Vec<String>>,
     acked: u64,
     acked_at: Instant,
     stats: ReplicationStats,
@@ -102,6 +111,18 @@ pub struct Replicator {
 impl std::fmt::Debug for Replicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Replicator({:?}, cursor {})", self.options.consumer, self.cursor)
+    }
+}
+
+/// The error of `misfit` in the row of stored key `key` of `table`.
+fn misfit_error(collections: &Collections, table: &str, key: &[u8], misfit: cells::Misfit) -> ReplicateError {
+    let collection =
+        collections.all().into_iter().find(|replicated| replicated.shape.table == table).map(|replicated| &replicated.collection);
+    ReplicateError::Value {
+        collection: table.to_owned(),
+        key: collection.and_then(|collection| collection.display_key(key)).unwrap_or_else(|| format!("{key:02x?}")),
+        field: misfit.field,
+        problem: misfit.problem,
     }
 }
 
@@ -133,6 +154,12 @@ impl Replicator {
         // Registered before the snapshot of a full copy: the feed keeps what comes after it.
         let consumer = db.consumer(&options.consumer)?;
         let collections = Collections::load(db, options.collections.as_deref())?;
+        let set = options.collections.as_ref().map(|names| {
+            let mut names = names.clone();
+            names.sort();
+            names.dedup();
+            names
+        });
         let mut replicator = Replicator {
             db: db.clone(),
             options,
@@ -143,6 +170,9 @@ impl Replicator {
             cursor: 0,
             anchor: None,
             pending: Vec::new(),
+            set: set.clone(),
+            set_seen: set,
+            bigint: HashMap::new(),
             acked: 0,
             acked_at: Instant::now(),
             stats: ReplicationStats::default(),
@@ -254,11 +284,32 @@ impl Replicator {
         let session = connected(&mut self.session, &self.options.postgres_url)?;
         let mut tx = session.client.transaction()?;
         table::ensure_cursor_table(&mut tx)?;
-        let cursor = table::read_cursor(&mut tx, &self.options.consumer, false)?;
+        let row = table::read_cursor(&mut tx, &self.options.consumer, false)?;
         let digest = table::read_digest(&mut tx, &self.options.consumer)?;
         tx.commit()?;
-        let Some(cursor) = cursor else { return self.full_copy() };
+        let Some(table::CursorRow { cursor, collections }) = row else { return self.full_copy() };
         self.cursor = cursor;
+        // The replica holds the commits up to its cursor of its collections only: one it does
+        // not hold would get the later commits and never the records written before.
+        let missing: Vec<String> = match &collections {
+            None => Vec::new(),
+            Some(held) => {
+                self.collections.all().iter().map(|replicated| replicated.shape.table.clone()).filter(|name| !held.contains(name)).collect()
+            }
+        };
+        self.set_seen = collections;
+        if !missing.is_empty() {
+            if !self.options.resync {
+                return Err(ReplicateError::Options {
+                    option: "collections",
+                    problem: format!(
+                        "consumer {}'s replica does not hold {missing:?} (their records before its cursor {cursor} were never copied): resynchronise with --resync, or use another consumer",
+                        self.options.consumer
+                    ),
+                });
+            }
+            return self.full_copy();
+        }
         // The commit at the cursor must be the one the replica applied: a file put back from
         // an older copy, or one that lost commits in a crash, numbers its new commits as the
         // lost ones were, and reading on from the cursor would skip them.
@@ -353,24 +404,49 @@ impl Replicator {
         let check_tables = !self.tables_checked;
         let Session { client, statements } = connected(&mut self.session, &self.options.postgres_url)?;
         let mut tx = client.transaction()?;
-        let cursor = table::read_cursor(&mut tx, &self.options.consumer, true)?;
+        let row = table::read_cursor(&mut tx, &self.options.consumer, true)?;
+        // Another replicator of this consumer with other collections moved the row: each would
+        // skip the other's commits.
+        if let Some(found) = row.as_ref().map(|row| &row.collections)
+            && found != &self.set_seen
+            && found != &self.set
+        {
+            tx.rollback()?;
+            return Err(ReplicateError::Options {
+                option: "collections",
+                problem: format!(
+                    "consumer {} is replicated by another replicator with collections {found:?} (this one: {:?}): each would skip the other's commits",
+                    self.options.consumer, self.set
+                ),
+            });
+        }
+        let cursor = row.map(|row| row.cursor);
         if cursor != Some(from) {
             tx.rollback()?;
             return Ok(Outcome::Moved(cursor));
         }
         if check_tables {
             statements.clear();
+            self.bigint.clear();
             for replicated in self.collections.all() {
-                table::ensure_table(&mut tx, &replicated.shape)?;
+                let bigint = table::ensure_table(&mut tx, &replicated.shape, &replicated.collection.schema().shape)?;
+                self.bigint.insert(replicated.shape.table.clone(), bigint);
             }
         }
         for plan in plans {
+            if let Some(bigint) = self.bigint.get(&plan.shape.table).filter(|bigint| !bigint.is_empty()) {
+                for row in &plan.upserts {
+                    cells::fits_bigint(&plan.shape, row, bigint)
+                        .map_err(|misfit| misfit_error(&self.collections, &plan.shape.table, &row.key, misfit))?;
+                }
+            }
             let deletes: Vec<&[u8]> = plan.deletes.iter().map(Vec::as_slice).collect();
             rows::delete(&mut tx, statements, &plan.shape, &deletes)?;
             rows::upsert(&mut tx, statements, &plan.shape, &plan.upserts)?;
         }
-        table::write_cursor(&mut tx, &self.options.consumer, last, digest)?;
+        table::write_cursor(&mut tx, &self.options.consumer, last, digest, self.set.as_deref())?;
         tx.commit()?;
+        self.set_seen = self.set.clone();
         self.tables_checked = true;
         Ok(Outcome::Committed)
     }
@@ -384,23 +460,29 @@ impl Replicator {
         table::read_cursor(&mut tx, &self.options.consumer, true)?;
         statements.clear();
         let replicated = self.collections.all();
+        self.bigint.clear();
         for replicated in &replicated {
-            table::ensure_table(&mut tx, &replicated.shape)?;
+            let bigint = table::ensure_table(&mut tx, &replicated.shape, &replicated.collection.schema().shape)?;
+            self.bigint.insert(replicated.shape.table.clone(), bigint);
             rows::truncate(&mut tx, &replicated.shape)?;
         }
+        let bigint_of = &self.bigint;
         let mut failure: Option<ReplicateError> = None;
         let mut copied = 0u64;
         let sequence = self.db.read(|snapshot| {
             for replicated in &replicated {
                 let shape = &replicated.shape;
+                let bigint = bigint_of.get(&shape.table).map_or(&[][..], Vec::as_slice);
                 let mut pending = Vec::with_capacity(rows::ROWS_PER_STATEMENT_MAX);
                 replicated.collection.all().for_each(snapshot, |record| {
-                    let row = cells::row(shape, record.key_bytes(), record.value()).map_err(|misfit| ReplicateError::Value {
-                        collection: replicated.collection.name().to_owned(),
-                        key: replicated.collection.display_key(record.key_bytes()).unwrap_or_default(),
-                        field: misfit.field,
-                        problem: misfit.problem,
-                    });
+                    let row = cells::row(shape, record.key_bytes(), record.value())
+                        .and_then(|row| cells::fits_bigint(shape, &row, bigint).map(|()| row))
+                        .map_err(|misfit| ReplicateError::Value {
+                            collection: replicated.collection.name().to_owned(),
+                            key: replicated.collection.display_key(record.key_bytes()).unwrap_or_default(),
+                            field: misfit.field,
+                            problem: misfit.problem,
+                        });
                     let flushed = row.and_then(|row| {
                         pending.push(row);
                         if pending.len() < rows::ROWS_PER_STATEMENT_MAX {
@@ -434,8 +516,9 @@ impl Replicator {
             return Err(error);
         }
         let anchor = self.db.feed_digest_through(sequence)?;
-        table::write_cursor(&mut tx, &self.options.consumer, sequence, anchor.map(|(_, digest)| digest))?;
+        table::write_cursor(&mut tx, &self.options.consumer, sequence, anchor.map(|(_, digest)| digest), self.set.as_deref())?;
         tx.commit()?;
+        self.set_seen = self.set.clone();
         self.cursor = sequence;
         self.anchor = anchor.map(|(at, _)| at);
         self.pending.clear();

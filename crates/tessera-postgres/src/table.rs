@@ -2,10 +2,11 @@
 //! against the shape it needs (refused, naming the column, when it differs), and given the
 //! columns of newly indexed fields (filled from the records already there).
 
-use crate::columns::{FieldColumn, KEY_COLUMN, RECORD_COLUMN, TableShape};
+use crate::columns::{ColumnType, FieldColumn, KEY_COLUMN, RECORD_COLUMN, TableShape};
 use crate::error::{ReplicateError, Result};
 use crate::ident;
 use postgres::Transaction;
+use tessera::collection::TypeDesc;
 
 /// The table of consumers' cursors: the last tessera commit each consumer's replica holds.
 ///
@@ -21,14 +22,17 @@ pub const CURSOR_TABLE: &str = "tessera_replication";
 
 /// Creates the cursor table if missing, and gives a table of an earlier version its `digest`
 /// column (the digest of the newest tessera feed entry at or before the cursor, see
-/// `Db::feed_digest_through`; NULL when there is none, or in rows written before the column).
+/// `Db::feed_digest_through`; NULL when there is none, or in rows written before the column)
+/// and its `collections` column (the collections the replica holds, sorted; NULL for every
+/// collection, and in rows written before the column).
 pub(crate) fn ensure_cursor_table(tx: &mut Transaction<'_>) -> Result<()> {
     tx.batch_execute(&format!(
-        "CREATE TABLE IF NOT EXISTS {CURSOR_TABLE} (consumer text PRIMARY KEY, cursor bigint NOT NULL, digest bigint); \
-         ALTER TABLE {CURSOR_TABLE} ADD COLUMN IF NOT EXISTS digest bigint"
+        "CREATE TABLE IF NOT EXISTS {CURSOR_TABLE} (consumer text PRIMARY KEY, cursor bigint NOT NULL, digest bigint, collections text[]); \
+         ALTER TABLE {CURSOR_TABLE} ADD COLUMN IF NOT EXISTS digest bigint; \
+         ALTER TABLE {CURSOR_TABLE} ADD COLUMN IF NOT EXISTS collections text[]"
     ))?;
     let columns = columns_of(tx, CURSOR_TABLE)?;
-    for (name, expected) in [("consumer", "text"), ("cursor", "bigint"), ("digest", "bigint")] {
+    for (name, expected) in [("consumer", "text"), ("cursor", "bigint"), ("digest", "bigint"), ("collections", "ARRAY")] {
         if !check_column(CURSOR_TABLE, &columns, name, expected, |found| found == expected)? {
             return Err(missing(CURSOR_TABLE, name, expected));
         }
@@ -36,12 +40,20 @@ pub(crate) fn ensure_cursor_table(tx: &mut Transaction<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The consumer's cursor, if its replica has one; `lock`: the row stays locked until the
+/// The consumer's row: the last commit its replica holds, and which collections it holds
+/// (`None`: every collection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CursorRow {
+    pub(crate) cursor: u64,
+    pub(crate) collections: Option<Vec<String>>,
+}
+
+/// The consumer's row, if its replica has one; `lock`: the row stays locked until the
 /// transaction ends (a second replicator of the same consumer waits, then sees it moved).
-pub(crate) fn read_cursor(tx: &mut Transaction<'_>, consumer: &str, lock: bool) -> Result<Option<u64>> {
+pub(crate) fn read_cursor(tx: &mut Transaction<'_>, consumer: &str, lock: bool) -> Result<Option<CursorRow>> {
     let lock = if lock { " FOR UPDATE" } else { "" };
-    let row = tx.query_opt(&format!("SELECT cursor FROM {CURSOR_TABLE} WHERE consumer = $1{lock}"), &[&consumer])?;
-    Ok(row.map(|row| row.get::<_, i64>(0) as u64))
+    let row = tx.query_opt(&format!("SELECT cursor, collections FROM {CURSOR_TABLE} WHERE consumer = $1{lock}"), &[&consumer])?;
+    Ok(row.map(|row| CursorRow { cursor: row.get::<_, i64>(0) as u64, collections: row.get(1) }))
 }
 
 /// The digest kept with the consumer's cursor (see [`ensure_cursor_table`]), if any.
@@ -50,18 +62,24 @@ pub(crate) fn read_digest(tx: &mut Transaction<'_>, consumer: &str) -> Result<Op
     Ok(row.and_then(|row| row.get::<_, Option<i64>>(0)).map(|digest| digest as u64))
 }
 
-/// Sets the consumer's cursor and its digest (in the transaction that applied the commits up
-/// to it).
-pub(crate) fn write_cursor(tx: &mut Transaction<'_>, consumer: &str, cursor: u64, digest: Option<u64>) -> Result<()> {
+/// Sets the consumer's cursor, its digest and its collections (in the transaction that applied
+/// the commits up to it).
+pub(crate) fn write_cursor(
+    tx: &mut Transaction<'_>,
+    consumer: &str,
+    cursor: u64,
+    digest: Option<u64>,
+    collections: Option<&[String]>,
+) -> Result<()> {
     let cursor =
         i64::try_from(cursor).map_err(|_| ReplicateError::Options { option: "cursor", problem: format!("{cursor} exceeds bigint") })?;
     // Stored bit for bit: PostgreSQL has no unsigned 64-bit type.
     let digest = digest.map(|digest| digest as i64);
     let sql = format!(
-        "INSERT INTO {CURSOR_TABLE} (consumer, cursor, digest) VALUES ($1, $2, $3) \
-         ON CONFLICT (consumer) DO UPDATE SET cursor = EXCLUDED.cursor, digest = EXCLUDED.digest"
+        "INSERT INTO {CURSOR_TABLE} (consumer, cursor, digest, collections) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (consumer) DO UPDATE SET cursor = EXCLUDED.cursor, digest = EXCLUDED.digest, collections = EXCLUDED.collections"
     );
-    tx.execute(&sql, &[&consumer, &cursor, &digest])?;
+    tx.execute(&sql, &[&consumer, &cursor, &digest, &collections])?;
     Ok(())
 }
 
@@ -98,9 +116,27 @@ fn missing(table: &str, column: &str, expected: &str) -> ReplicateError {
 }
 
 /// Creates the table of `shape` if missing; checks an existing one column by column, and adds
-/// the columns of indexed fields it lacks. Columns it has beyond the shape are left alone.
-pub(crate) fn ensure_table(tx: &mut Transaction<'_>, shape: &TableShape) -> Result<()> {
+/// the columns of indexed fields it lacks. Columns it has beyond the shape are left alone,
+/// unless named like a field of the records (`fields`, the collection's stored shape): such a
+/// column (an index dropped since) would keep values the records no longer have, and is
+/// refused. Returns the columns that are `bigint` where the shape has `numeric` (accepted:
+/// each value must then fit, see `cells::fits_bigint`).
+pub(crate) fn ensure_table(tx: &mut Transaction<'_>, shape: &TableShape, fields: &TypeDesc) -> Result<Vec<String>> {
     let table = ident::quoted("table", &shape.table)?;
+    // The statements name the table unqualified: it must not resolve to a relation of a schema
+    // searched before the current one (`pg_catalog`'s, such as `pg_class`, or a temporary one).
+    let elsewhere = tx.query_opt(
+        "SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE c.oid = to_regclass($1) AND n.nspname <> current_schema()",
+        &[&table],
+    )?;
+    if elsewhere.is_some() {
+        return Err(ReplicateError::Name {
+            what: "table",
+            name: shape.table.clone(),
+            problem: "PostgreSQL resolves it to a relation of another schema (a system catalog or a temporary table)",
+        });
+    }
     let columns = columns_of(tx, &shape.table)?;
     if columns.is_empty() {
         let mut definitions = vec![format!("{KEY_COLUMN} bytea PRIMARY KEY")];
@@ -110,16 +146,31 @@ pub(crate) fn ensure_table(tx: &mut Transaction<'_>, shape: &TableShape) -> Resu
         }
         definitions.push(format!("{RECORD_COLUMN} jsonb NOT NULL"));
         tx.batch_execute(&format!("CREATE TABLE {table} ({})", definitions.join(", ")))?;
-        return Ok(());
+        return Ok(Vec::new());
     }
     for (name, expected) in [(KEY_COLUMN, "bytea"), (RECORD_COLUMN, "jsonb")] {
         if !check_column(&shape.table, &columns, name, expected, |found| found == expected)? {
             return Err(missing(&shape.table, name, expected));
         }
     }
+    for (name, found) in &columns {
+        let replicated = name == KEY_COLUMN || name == RECORD_COLUMN || shape.columns.iter().any(|column| &column.name == name);
+        if !replicated && fields.resolve(name).is_some() {
+            return Err(ReplicateError::TableShape {
+                table: shape.table.clone(),
+                column: name.clone(),
+                expected: "no column (the field is not indexed, so the column would not follow its records: drop it)".into(),
+                found: found.clone(),
+            });
+        }
+    }
+    let mut bigint = Vec::new();
     for column in &shape.columns {
         let expected = column.column_type.expected();
         if check_column(&shape.table, &columns, &column.name, &expected, |found| column.column_type.accepts(found))? {
+            if column.column_type == ColumnType::Numeric && columns.iter().any(|(name, found)| name == &column.name && found == "bigint") {
+                bigint.push(column.name.clone());
+            }
             continue;
         }
         if column.key {
@@ -127,7 +178,7 @@ pub(crate) fn ensure_table(tx: &mut Transaction<'_>, shape: &TableShape) -> Resu
         }
         add_column(tx, &table, column)?;
     }
-    Ok(())
+    Ok(bigint)
 }
 
 /// Adds a newly indexed field's column and fills it from the records' jsonb.
@@ -137,7 +188,10 @@ fn add_column(tx: &mut Transaction<'_>, table: &str, column: &FieldColumn) -> Re
     let path: Vec<&str> = column.path.split('.').collect();
     let fill = match column.column_type.sql() {
         "jsonb" => format!("UPDATE {table} SET {name} = {RECORD_COLUMN} #> $1"),
-        "bytea" => return Ok(()), // bytes are not JSON text: left NULL until the record changes
+        // Bytes are a base64 string in the record's JSON.
+        "bytea" => format!(
+            "UPDATE {table} SET {name} = decode({RECORD_COLUMN} #>> $1, 'base64') WHERE jsonb_typeof({RECORD_COLUMN} #> $1) = 'string'"
+        ),
         sql => format!("UPDATE {table} SET {name} = ({RECORD_COLUMN} #>> $1)::{sql} WHERE jsonb_typeof({RECORD_COLUMN} #> $1) <> 'null'"),
     };
     tx.execute(&fill, &[&path])?;
