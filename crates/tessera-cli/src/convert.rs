@@ -89,6 +89,18 @@ pub fn bin2json(input: &str, style: JsonStyle, keys: Option<&str>) -> Outcome {
     let keys = read_keys(keys)?;
     let bytes = read_input(input)?;
     let doc = open(&bytes, keys.as_ref()).map_err(|error| refusal(input, &bytes, error))?;
+    // JSON cannot carry NaN or an infinity: it would be written as `null`, another value.
+    if let Some((path, number)) = crate::records::non_finite_float(doc.root()) {
+        let what = if number.is_nan() {
+            "NaN"
+        } else if number > 0.0 {
+            "infinity"
+        } else {
+            "-infinity"
+        };
+        let field = if path.is_empty() { "the document".to_owned() } else { format!("field `{path}`") };
+        return Err(Failure::Invalid(format!("{input}: {field} is {what}, which JSON cannot hold")));
+    }
     let mut json = Vec::with_capacity(bytes.len() * 2);
     doc.root().write_json(&mut json, style);
     json.push(b'\n');
@@ -101,9 +113,9 @@ pub fn validate(file: &str, keys: Option<&str>, json: bool) -> Outcome {
     let bytes = read_input(file)?;
     open(&bytes, keys.as_ref()).map_err(|error| refusal(file, &bytes, error))?;
     if json {
-        println!("{}", serde_json::json!({ "file": file, "valid": true, "bytes": bytes.len() }));
+        outln!("{}", serde_json::json!({ "file": file, "valid": true, "bytes": bytes.len() }));
     } else {
-        println!("{file}: valid ({} bytes)", bytes.len());
+        outln!("{file}: valid ({} bytes)", bytes.len());
     }
     Ok(())
 }

@@ -38,6 +38,24 @@ fn dictionary(db: &Db, file: &str, name: &str, create: bool) -> Outcome<tessera:
     db.dictionary_with(name, Default::default()).map_err(fail)
 }
 
+/// Refuses a value holding NaN or an infinity: read as a serde_json value (which has no NaN),
+/// it would be shown as `null`, another value.
+fn refuse_non_finite(dictionary: &tessera::Dictionary, file: &str, name: &str, key: &str) -> Outcome {
+    let found = dictionary
+        .with_value(key, |value| value.and_then(crate::records::non_finite_float))
+        .map_err(|error| Failure::from_error(file, error))?;
+    let Some((path, number)) = found else { return Ok(()) };
+    let what = if number.is_nan() {
+        "NaN"
+    } else if number > 0.0 {
+        "infinity"
+    } else {
+        "-infinity"
+    };
+    let field = if path.is_empty() { String::new() } else { format!(", at `{path}`") };
+    Err(Failure::Invalid(format!("dictionary {name:?}, key {key:?}{field}: {what}, which JSON cannot hold (it would be shown as null)")))
+}
+
 /// `tessera dict`.
 pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outcome {
     let file = path.display().to_string();
@@ -49,30 +67,32 @@ pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outco
             let keys = dictionary.keys().map_err(fail)?;
             let mut entries = Vec::with_capacity(keys.len().min(LISTED_ENTRIES_MAX));
             for key in keys.into_iter().take(LISTED_ENTRIES_MAX) {
+                refuse_non_finite(&dictionary, &file, name, &key)?;
                 let value: Option<Json> = dictionary.get(&key).map_err(fail)?;
                 entries.push((key, value.unwrap_or(Json::Null)));
             }
             if as_json {
                 let map: serde_json::Map<String, Json> = entries.into_iter().collect();
-                println!("{}", Json::Object(map));
+                outln!("{}", Json::Object(map));
             } else {
                 let mut table = Table::new(&["key", "value"]);
                 for (key, value) in entries {
                     table.row(vec![key, value.to_string()]);
                 }
-                print!("{}", table.render());
+                out!("{}", table.render());
             }
             Ok(())
         }
         DictAction::Get { key } => {
             let db = open::database(path, Access::Read)?;
             let dictionary = dictionary(&db, &file, name, false)?;
+            refuse_non_finite(&dictionary, &file, name, &key)?;
             let value: Option<Json> = dictionary.get(&key).map_err(fail)?;
             let Some(value) = value else { return Err(Failure::Invalid(format!("dictionary {name:?}: no key {key:?}"))) };
             if as_json {
-                println!("{}", json!({ "key": key, "value": value }));
+                outln!("{}", json!({ "key": key, "value": value }));
             } else {
-                println!("{value}");
+                outln!("{value}");
             }
             Ok(())
         }
@@ -83,9 +103,9 @@ pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outco
             dictionary.set(&key, &value).map_err(fail)?;
             dictionary.flush().map_err(fail)?;
             if as_json {
-                println!("{}", json!({ "key": key, "value": value }));
+                outln!("{}", json!({ "key": key, "value": value }));
             } else {
-                println!("set {key:?} = {value}");
+                outln!("set {key:?} = {value}");
             }
             Ok(())
         }
@@ -119,9 +139,9 @@ pub fn doc_get(path: &Path, namespace: Option<&str>, id: &str, field: Option<&st
         return Err(Failure::Invalid(format!("documents {namespace:?}: nothing at id {id:?}{what}")));
     };
     if as_json {
-        println!("{value}");
+        outln!("{value}");
     } else {
-        println!("{}", serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string()));
+        outln!("{}", serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string()));
     }
     Ok(())
 }

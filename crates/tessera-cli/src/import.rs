@@ -68,10 +68,25 @@ impl std::fmt::Display for AtomicRefusal {
 
 impl std::error::Error for AtomicRefusal {}
 
-/// A parsed line waiting for its transaction.
+/// A parsed line waiting for its transaction: the line as a binary document.
 struct Pending {
     line: u64,
-    json: Vec<u8>,
+    document: Vec<u8>,
+}
+
+/// Deepest nesting a line may have: what a record may hold (the encoder's limit), above the
+/// JSON reader's default (128), so that every record an export writes is read back.
+pub const LINE_DEPTH_MAX: u8 = 254;
+
+/// A line's JSON as a binary document, read as deep as a record may nest.
+fn json_document(text: &str) -> Result<Vec<u8>, tessera_value::JsonError> {
+    tessera_value::from_json_with(text.as_bytes(), &tessera_value::JsonOptions { depth_max: LINE_DEPTH_MAX, ..Default::default() })
+}
+
+/// The root of a document [`json_document`] made.
+fn document_root(document: &[u8]) -> Result<tessera_value::Value<'_>, tessera_value::FormatError> {
+    let options = tessera_value::ValidateOptions { depth_max: LINE_DEPTH_MAX + 1 };
+    Ok(tessera_value::Doc::validate(document, None, &options)?.root())
 }
 
 /// Options of `tessera import`.
@@ -139,6 +154,7 @@ fn import_into(options: &ImportOptions<'_>, wrote: &mut bool) -> Outcome {
         wrote: false,
         unknown_key_kinds_at: None,
         to_create: None,
+        section: None,
     };
     importer.collection = importer.existing()?;
     let mut line_number = 0u64;
@@ -156,6 +172,7 @@ fn import_into(options: &ImportOptions<'_>, wrote: &mut bool) -> Outcome {
         progress.inc(read as u64);
         let complete = buffer.last() == Some(&b'\n');
         if buffer.len() - usize::from(complete) > LINE_BYTES_MAX {
+            importer.count_line();
             importer.tally.reject(line_number, format!("longer than {LINE_BYTES_MAX} bytes"));
             if !complete {
                 skip_rest_of_line(&mut reader).map_err(|error| Failure::Io(format!("cannot read {input_name}: {error}")))?;
@@ -170,6 +187,7 @@ fn import_into(options: &ImportOptions<'_>, wrote: &mut bool) -> Outcome {
         *wrote = importer.wrote;
         flushed?;
     }
+    importer.end_section();
     let flushed = importer.flush();
     *wrote = importer.wrote;
     flushed?;
@@ -225,6 +243,16 @@ struct Importer<'a> {
     /// line) once every line is known to be accepted: creating it commits, and a refused
     /// import must leave the file as it was.
     to_create: Option<(u64, DynSchema)>,
+    /// The section being read when it is the collection's and its header gives a count.
+    section: Option<Section>,
+}
+
+/// A section of an export for the collection imported into: its header's line, the records
+/// the header says follow, and the lines read since.
+struct Section {
+    header_line: u64,
+    records: u64,
+    lines: u64,
 }
 
 impl Importer<'_> {
@@ -241,10 +269,34 @@ impl Importer<'_> {
         }
     }
 
+    /// Counts a line of the section being read, if it is the collection's.
+    fn count_line(&mut self) {
+        if let Some(section) = self.section.as_mut() {
+            section.lines += 1;
+        }
+    }
+
+    /// Ends the section being read: fewer lines than its header says follow is a file cut
+    /// short, whose missing records would otherwise go unnoticed. Refused at the header's line.
+    fn end_section(&mut self) {
+        if let Some(section) = self.section.take()
+            && section.lines < section.records
+        {
+            self.tally.reject(
+                section.header_line,
+                format!(
+                    "the export header says {} records follow, and its section has {} lines: the file is cut short",
+                    section.records, section.lines
+                ),
+            );
+        }
+    }
+
     fn line(&mut self, line: u64, bytes: &[u8]) -> Outcome {
         let text = match std::str::from_utf8(bytes) {
             Ok(text) => text.trim(),
             Err(error) => {
+                self.count_line();
                 self.tally.reject(line, format!("not UTF-8: {error}"));
                 return Ok(());
             }
@@ -252,16 +304,31 @@ impl Importer<'_> {
         if text.is_empty() {
             return Ok(());
         }
-        let parsed: serde_json::Value = match serde_json::from_str(text) {
-            Ok(parsed) => parsed,
+        // Read with the library's JSON reader, which reads as deep as a record may nest
+        // (serde_json stops at 128 levels); only a header is read as a serde_json value.
+        let document = match json_document(text) {
+            Ok(document) => document,
             Err(error) => {
+                self.count_line();
                 self.tally.reject(line, format!("not JSON: {error}"));
                 return Ok(());
             }
         };
-        if let Some(header) = parsed.as_object().filter(|object| object.contains_key(EXPORT_HEADER_FIELD)) {
-            return self.header(line, header);
+        let is_header =
+            document_root(&document).ok().and_then(|root| root.as_dict()).is_some_and(|dict| dict.get(EXPORT_HEADER_FIELD).is_some());
+        if is_header {
+            let parsed: serde_json::Value = match serde_json::from_str(text) {
+                Ok(parsed) => parsed,
+                Err(error) => {
+                    self.tally.reject(line, format!("not JSON: {error}"));
+                    return Ok(());
+                }
+            };
+            if let Some(header) = parsed.as_object() {
+                return self.header(line, header);
+            }
         }
+        self.count_line();
         if !self.section_is_ours {
             self.tally.skipped += 1;
             return Ok(());
@@ -280,7 +347,7 @@ impl Importer<'_> {
                 self.options.input.display()
             )));
         }
-        self.pending.push(Pending { line, json: text.as_bytes().to_vec() });
+        self.pending.push(Pending { line, document });
         Ok(())
     }
 
@@ -295,7 +362,11 @@ impl Importer<'_> {
             )));
         }
         let name = header.get("collection").and_then(|name| name.as_str());
+        self.end_section();
         self.section_is_ours = name == Some(self.options.collection);
+        if let (true, Some(records)) = (self.section_is_ours, header.get("records").and_then(|records| records.as_u64())) {
+            self.section = Some(Section { header_line: line, records, lines: 0 });
+        }
         if !self.section_is_ours || self.collection.is_some() || self.to_create.is_some() {
             return Ok(());
         }
@@ -439,7 +510,8 @@ fn upsert_all(db: &Db, collection: &DynCollection, pending: &[Pending], commit: 
     let written = db.write(|tx| {
         outcome = Upserted::default();
         for entry in pending {
-            match collection.upsert_json(tx, &entry.json) {
+            let root = document_root(&entry.document).map_err(|error| Error::Corrupted(format!("line {}: {error}", entry.line)))?;
+            match collection.upsert(tx, root) {
                 Ok(tessera::WriteOutcome::Unchanged) => outcome.unchanged += 1,
                 Ok(_) => outcome.imported += 1,
                 Err(error) if is_record_error(&error) => outcome.rejections.push(Rejection { line: entry.line, reason: error.to_string() }),
@@ -470,7 +542,7 @@ fn report(tally: &mut Tally, options: &ImportOptions<'_>) -> Outcome {
             "rejections": rejections,
             "atomic": options.atomic,
         });
-        println!("{report}");
+        outln!("{report}");
     } else {
         for rejection in &tally.rejections {
             eprintln!("line {}: {}", rejection.line, rejection.reason);
@@ -488,7 +560,7 @@ fn report(tally: &mut Tally, options: &ImportOptions<'_>) -> Outcome {
         if options.atomic && tally.rejected > 0 {
             summary.push_str(" (--atomic: nothing was written)");
         }
-        println!("{summary}");
+        outln!("{summary}");
     }
     if tally.rejected > 0 { Err(Failure::Reported(crate::failure::EXIT_INVALID)) } else { Ok(()) }
 }

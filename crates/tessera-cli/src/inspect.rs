@@ -150,11 +150,11 @@ pub fn info(path: &Path, as_json: bool) -> Outcome {
             "documents": contents.documents.iter().map(|(name, n)| json!({"name": name, "documents": n})).collect::<Vec<_>>(),
             "keyspaces": contents.keyspaces.iter().map(|(name, n)| json!({"name": name, "entries": n})).collect::<Vec<_>>(),
         });
-        println!("{report}");
+        outln!("{report}");
         return Ok(());
     }
     let percent = if file_info.map_bytes == 0 { 0.0 } else { 100.0 * file_info.used_bytes as f64 / file_info.map_bytes as f64 };
-    print!(
+    out!(
         "{}",
         pairs(&[
             ("file", file.clone()),
@@ -174,17 +174,17 @@ pub fn info(path: &Path, as_json: bool) -> Outcome {
             .collect();
         table.row(vec![collection.name().to_owned(), count.to_string(), schema.key_fields.join(", "), indexes.join(", ")]);
     }
-    print!("\n{}", table.render());
+    out!("\n{}", table.render());
     let mut table = Table::new(&["dictionary", "entries"]);
     contents.dictionaries.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
-    print!("\n{}", table.render());
+    out!("\n{}", table.render());
     let mut table = Table::new(&["documents", "ids"]);
     contents.documents.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
-    print!("\n{}", table.render());
+    out!("\n{}", table.render());
     if !contents.keyspaces.is_empty() {
         let mut table = Table::new(&["keyspace", "entries"]);
         contents.keyspaces.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
-        print!("\n{}", table.render());
+        out!("\n{}", table.render());
     }
     Ok(())
 }
@@ -202,23 +202,26 @@ fn document_info(path: &Path, as_json: bool) -> Option<Outcome> {
     let bytes = std::fs::read(path).ok()?;
     let doc = tessera::value::Doc::from_untrusted(&bytes).ok()?;
     let root = format!("{:?}", doc.root().kind()).to_lowercase();
-    if as_json {
-        println!(
-            "{}",
-            json!({"file": path.display().to_string(), "kind": "document", "format_version": doc.format_version(), "file_bytes": length, "root": root})
-        );
-    } else {
-        print!(
-            "{}",
-            pairs(&[
-                ("file", path.display().to_string()),
-                ("kind", format!("tessera document, format {}", doc.format_version())),
-                ("size", format!("{length} bytes")),
-                ("root", root),
-            ])
-        );
-    }
-    Some(Ok(()))
+    let report = || -> Outcome {
+        if as_json {
+            outln!(
+                "{}",
+                json!({"file": path.display().to_string(), "kind": "document", "format_version": doc.format_version(), "file_bytes": length, "root": root})
+            );
+        } else {
+            out!(
+                "{}",
+                pairs(&[
+                    ("file", path.display().to_string()),
+                    ("kind", format!("tessera document, format {}", doc.format_version())),
+                    ("size", format!("{length} bytes")),
+                    ("root", root),
+                ])
+            );
+        }
+        Ok(())
+    };
+    Some(report())
 }
 
 /// `tessera ls`.
@@ -233,12 +236,12 @@ pub fn ls(path: &Path, as_json: bool) -> Outcome {
     rows.extend(contents.keyspaces.iter().map(|(name, n)| ("keyspace", name.clone(), *n)));
     if as_json {
         let list: Vec<Json> = rows.iter().map(|(kind, name, count)| json!({"kind": kind, "name": name, "count": count})).collect();
-        println!("{}", Json::Array(list));
+        outln!("{}", Json::Array(list));
         return Ok(());
     }
     let mut table = Table::new(&["kind", "name", "count"]);
     rows.into_iter().for_each(|(kind, name, count)| table.row(vec![kind.to_owned(), name, count.to_string()]));
-    print!("{}", table.render());
+    out!("{}", table.render());
     Ok(())
 }
 
@@ -250,7 +253,7 @@ pub fn schema(path: &Path, name: &str, as_json: bool) -> Outcome {
     let schema = collection.schema();
     if as_json {
         let text = serde_json::to_string(schema).map_err(|error| Failure::Invalid(format!("{file}: {error}")))?;
-        println!("{text}");
+        outln!("{text}");
         return Ok(());
     }
     let kinds: Vec<String> = schema
@@ -262,16 +265,16 @@ pub fn schema(path: &Path, name: &str, as_json: bool) -> Outcome {
             None => field.clone(),
         })
         .collect();
-    print!("{}", pairs(&[("collection", name.to_owned()), ("version", schema.version.to_string()), ("key", kinds.join(", "))]));
+    out!("{}", pairs(&[("collection", name.to_owned()), ("version", schema.version.to_string()), ("key", kinds.join(", "))]));
     let mut table = Table::new(&["field", "type"]);
     for (field, kind) in fields(&schema.shape) {
         table.row(vec![field, kind]);
     }
-    print!("\n{}", table.render());
+    out!("\n{}", table.render());
     let mut table = Table::new(&["index", "unique", "state"]);
     for index in &schema.indexes {
         table.row(vec![index.path.clone(), index.unique.to_string(), index_state_text(index)]);
     }
-    print!("\n{}", table.render());
+    out!("\n{}", table.render());
     Ok(())
 }

@@ -7,6 +7,25 @@
 //! output. Exit status: 0 ok, 1 invalid data, 2 usage, 3 I/O (a file that cannot be read or
 //! written, is not a tessera database or document, or is damaged).
 
+/// `print!` for a command: standard output that cannot be written (a closed pipe, a full
+/// disk) fails the command with exit status 3 instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, $($arg)*).and_then(|()| stdout.flush()).map_err(|error| crate::failure::write_failed("standard output", error))?
+    }};
+}
+
+/// `println!` for a command, failing as [`out!`] does.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, $($arg)*).and_then(|()| stdout.flush()).map_err(|error| crate::failure::write_failed("standard output", error))?
+    }};
+}
+
 mod convert;
 mod entries;
 mod failure;

@@ -33,9 +33,9 @@ pub fn check_in_process(path: &Path, as_json: bool) -> Outcome {
     })?;
     if !structure.is_ok() {
         if as_json {
-            println!("{}", json!({"file": file, "ok": false, "report": format!("LMDB structure damaged, not opened: {structure}")}));
+            outln!("{}", json!({"file": file, "ok": false, "report": format!("LMDB structure damaged, not opened: {structure}")}));
         } else {
-            print!("{file}: LMDB structure damaged, not opened: {structure}");
+            out!("{file}: LMDB structure damaged, not opened: {structure}");
         }
         std::io::stdout().flush().map_err(|error| write_failed("the report", error))?;
         return Err(Failure::Reported(EXIT_INVALID));
@@ -43,9 +43,9 @@ pub fn check_in_process(path: &Path, as_json: bool) -> Outcome {
     let db = open::database(path, Access::Read)?;
     let report = db.check().map_err(|error| Failure::from_error(&file, error))?;
     if as_json {
-        println!("{}", json!({"file": file, "ok": report.is_ok(), "report": report.to_string()}));
+        outln!("{}", json!({"file": file, "ok": report.is_ok(), "report": report.to_string()}));
     } else {
-        print!("{file}: {report}");
+        out!("{file}: {report}");
     }
     std::io::stdout().flush().map_err(|error| write_failed("the report", error))?;
     if report.is_ok() { Ok(()) } else { Err(Failure::Reported(EXIT_INVALID)) }
@@ -91,9 +91,9 @@ pub fn backup(path: &Path, destination: &Path, as_json: bool) -> Outcome {
     let db = open::database(path, Access::Read)?;
     let bytes = db.copy_compacted(destination).map_err(|error| Failure::from_error(&destination.display().to_string(), error))?;
     if as_json {
-        println!("{}", json!({"file": path.display().to_string(), "backup": destination.display().to_string(), "bytes": bytes}));
+        outln!("{}", json!({"file": path.display().to_string(), "backup": destination.display().to_string(), "bytes": bytes}));
     } else {
-        println!("backed up {} to {} ({bytes} bytes)", path.display(), destination.display());
+        outln!("backed up {} to {} ({bytes} bytes)", path.display(), destination.display());
     }
     Ok(())
 }
@@ -105,6 +105,10 @@ pub fn backup(path: &Path, destination: &Path, as_json: bool) -> Outcome {
 /// A file another process has open is refused (exit status 3) before anything is written, and
 /// again just before the copy replaces it: see [`refuse_if_in_use`].
 pub fn compact(path: &Path, as_json: bool) -> Outcome {
+    // Through a symbolic link, the file it names is compacted (and its lock file probed):
+    // renaming the copy over the link would replace the link, leaving the file as it was.
+    let resolved = std::fs::canonicalize(path).map_err(|error| Failure::Io(format!("cannot open {}: {error}", path.display())))?;
+    let path = resolved.as_path();
     let before = std::fs::metadata(path).map_err(|error| Failure::Io(format!("cannot open {}: {error}", path.display())))?.len();
     refuse_if_in_use(path)?;
     let mut temporary = path.as_os_str().to_owned();
@@ -140,11 +144,11 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
     })?;
     let after = std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0);
     if as_json {
-        println!("{}", json!({"file": path.display().to_string(), "bytes_before": before, "bytes_after": after, "compacted": compacted}));
+        outln!("{}", json!({"file": path.display().to_string(), "bytes_before": before, "bytes_after": after, "compacted": compacted}));
     } else if compacted {
-        println!("compacted {}: {before} -> {after} bytes", path.display());
+        outln!("compacted {}: {before} -> {after} bytes", path.display());
     } else {
-        println!(
+        outln!(
             "copied {} without compaction (the file has the durable feed, whose commit numbers a compacting copy would restart): {before} -> {after} bytes",
             path.display()
         );

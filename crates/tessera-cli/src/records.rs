@@ -46,12 +46,21 @@ pub fn get(path: &Path, name: &str, key: &str, as_json: bool) -> Outcome {
     let Some(record) = found else {
         return Err(Failure::Invalid(format!("collection {name:?}: no record with key {key_text}")));
     };
+    if let Some(problem) = unwritable_float(name, collection.schema(), record.value()) {
+        return Err(unprintable(&problem));
+    }
     if as_json {
-        println!("{}", record.to_json());
+        outln!("{}", record.to_json());
     } else {
-        println!("{}", record.value().to_json_pretty());
+        outln!("{}", record.value().to_json_pretty());
     }
     Ok(())
+}
+
+/// The refusal of a record holding NaN or an infinity (`problem`, from [`unwritable_float`]),
+/// which JSON would show as `null`, another value.
+fn unprintable(problem: &str) -> Failure {
+    Failure::Invalid(format!("{problem}, which JSON cannot hold (it would be shown as null)"))
 }
 
 /// A record's field as a table cell: strings as they are, other values as JSON.
@@ -85,26 +94,42 @@ pub fn query(path: &Path, name: &str, text: &str, explain: bool, limit: Option<u
     let file = path.display().to_string();
     let mut query = collection.filter_text(text).map_err(|error| Failure::from_error(&format!("query {text:?}"), error))?;
     if let Some(limit) = limit {
-        query = query.limit(limit);
+        // At most the text's own `limit` too: the option narrows the query, never widens it.
+        let stated = collection.parse_text(text).map_err(|error| Failure::from_error(&format!("query {text:?}"), error))?.limit;
+        query = query.limit(stated.map_or(limit, |stated| stated.min(limit)));
     }
     if explain {
         let plan = query.explain().map_err(|error| Failure::from_error(&format!("query {text:?}"), error))?.to_string();
         if as_json {
-            println!("{}", json!({ "plan": plan }));
+            outln!("{}", json!({ "plan": plan }));
         } else {
-            println!("{plan}");
+            outln!("{plan}");
         }
         return Ok(());
     }
     let mut stdout = std::io::stdout().lock();
+    // The first record holding NaN or an infinity stops the output (the records before it
+    // are printed with --json) and fails the command.
+    let mut refused = None;
+    let mut printable = |record: &DynRecord| match unwritable_float(name, collection.schema(), record.value()) {
+        Some(problem) => {
+            refused = Some(problem);
+            false
+        }
+        None => true,
+    };
     if as_json {
         query
             .for_each(&db, |record| {
+                if !printable(&record) {
+                    return Ok(false);
+                }
                 writeln!(stdout, "{}", record.to_json()).map_err(tessera::Error::Io)?;
                 Ok(true)
             })
             .map_err(|error| Failure::from_error(&file, error))?;
-        return stdout.flush().map_err(|error| write_failed("the records", error));
+        stdout.flush().map_err(|error| write_failed("the records", error))?;
+        return refused.map_or(Ok(()), |problem| Err(unprintable(&problem)));
     }
     let columns = columns(&collection);
     let titles: Vec<&str> = columns.iter().map(String::as_str).collect();
@@ -112,11 +137,17 @@ pub fn query(path: &Path, name: &str, text: &str, explain: bool, limit: Option<u
     let mut count = 0usize;
     query
         .for_each(&db, |record| {
+            if !printable(&record) {
+                return Ok(false);
+            }
             table.row(row(&columns, &record));
             count += 1;
             Ok(true)
         })
         .map_err(|error| Failure::from_error(&file, error))?;
+    if let Some(problem) = refused {
+        return Err(unprintable(&problem));
+    }
     writeln!(stdout, "{}({count} record{})", table.render(), if count == 1 { "" } else { "s" })
         .map_err(|error| write_failed("the records", error))
 }
@@ -134,14 +165,15 @@ pub fn export(path: &Path, names: &[String], output: Option<&str>, as_json: bool
         collections.push(db.dyn_collection(name).map_err(fail)?);
     }
     let target = output.filter(|path| *path != "-");
+    refuse_output_over(path, target)?;
     let counts = write_output(target, |sink| write_sections(&db, &collections, sink, &file))?;
     if let Some(target) = target {
         let counts: Vec<(String, u64)> = names.into_iter().zip(counts.into_iter().map(|count| count as u64)).collect();
         let summary = export_summary(target, &counts);
         if as_json {
-            println!("{summary}");
+            outln!("{summary}");
         } else {
-            println!("{}", export_summary_text(target, &counts));
+            outln!("{}", export_summary_text(target, &counts));
         }
     }
     Ok(())
@@ -168,6 +200,19 @@ pub fn export_header(collection: &str, records: u64, schema: &tessera::collectio
         "records": records,
         "schema": schema,
     })
+}
+
+/// Refuses an export's output `target` that is the database file `db` itself (by another name,
+/// a link, or the same path): the export would replace the database with its JSON Lines.
+pub fn refuse_output_over(db: &Path, target: Option<&str>) -> Outcome {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(target), Ok(source)) = (target, std::fs::metadata(db)) else { return Ok(()) };
+    match std::fs::metadata(target) {
+        Ok(output) if (output.dev(), output.ino()) == (source.dev(), source.ino()) => {
+            Err(Failure::Usage(format!("-o {target}: that is the database {}, which the export would replace", db.display())))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Runs `write` on `target` or on standard output (`None`). A regular or new file is written

@@ -10,7 +10,9 @@
 
 use crate::failure::{EXIT_INVALID, Failure, Outcome, write_failed};
 use crate::open;
-use crate::records::{UNWRITABLE_SHOWN_MAX, export_header, export_summary, export_summary_text, unwritable_float, write_output};
+use crate::records::{
+    UNWRITABLE_SHOWN_MAX, export_header, export_summary, export_summary_text, refuse_output_over, unwritable_float, write_output,
+};
 use serde_json::json;
 use std::io::Write;
 use std::path::Path;
@@ -69,6 +71,7 @@ pub fn export_salvage(path: &Path, names: &[String], output: Option<&str>, as_js
         Err(error) => return Err(Failure::Io(format!("cannot open {}: {error}", path.display()))),
     }
     let target = output.filter(|path| *path != "-");
+    refuse_output_over(path, target)?;
     let (report, unwritable) = write_output(target, |out| {
         let mut sink = JsonLines { out, section: None, unwritable: Vec::new(), unwritable_counts: Vec::new() };
         let report = tessera::collection::salvage(path, names, &mut sink).map_err(|error| refusal(path, error))?;
@@ -99,7 +102,7 @@ pub fn export_salvage(path: &Path, names: &[String], output: Option<&str>, as_js
         (true, Some(target)) => {
             let mut line = export_summary(target, counts);
             merge(&mut line, summary);
-            println!("{line}");
+            outln!("{line}");
         }
         (true, None) => {
             let list: Vec<_> = counts.iter().map(|(name, count)| json!({"collection": name, "records": count})).collect();
@@ -109,7 +112,7 @@ pub fn export_salvage(path: &Path, names: &[String], output: Option<&str>, as_js
         }
         (false, target) => {
             if let Some(target) = target {
-                println!("{}", export_summary_text(target, counts));
+                outln!("{}", export_summary_text(target, counts));
             }
             print_report(&report, counts, &unwritable).map_err(|error| write_failed("the report", error))?;
         }

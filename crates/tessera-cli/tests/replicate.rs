@@ -94,6 +94,9 @@ fn killed_fifty_times_mid_batch_then_run_once_postgres_equals_tessera() {
             }
             round
         });
+        // A failed assertion below stops the writer as it unwinds: the scope joins it, and would
+        // otherwise wait for it forever instead of failing.
+        let _stop_writing = StopOnDrop(&writing);
         let mut exited_early = 0;
         let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
         let mut cursors = Vec::with_capacity(KILLS as usize);
@@ -142,4 +145,13 @@ fn a_file_without_the_durable_feed_is_a_usage_error_naming_it() {
     let output = replicate(&path, "host=127.0.0.1 port=1 user=postgres", false).output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stderr).contains("durable feed is off"));
+}
+
+/// Clears its flag when dropped, on a panic too.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }

@@ -180,7 +180,7 @@ fn bindings(fields: &Fields) -> (Vec<syn::Ident>, Tokens) {
 /// The generated view of a record: `NameView<'t>` with one accessor per field (records with
 /// type parameters get `PlainView`). Returns the view type and the items to place outside and
 /// inside the codec's scope.
-pub fn record_view(input: &DeriveInput, fields: &syn::FieldsNamed) -> (Tokens, Tokens, Tokens) {
+pub fn record_view(input: &DeriveInput, fields: &syn::FieldsNamed, key_idents: &[&Option<syn::Ident>]) -> (Tokens, Tokens, Tokens) {
     let ident = &input.ident;
     if input.generics.type_params().next().is_some() {
         return (quote! { ::tessera::collection::PlainView<'__t> }, Tokens::new(), Tokens::new());
@@ -215,6 +215,15 @@ pub fn record_view(input: &DeriveInput, fields: &syn::FieldsNamed) -> (Tokens, T
             }
             fn parts(&self) -> &::tessera::collection::ViewParts<'__t> {
                 &self.parts
+            }
+            fn has_key(&self, key: &[u8]) -> ::tessera::Result<bool> {
+                let mut rest = key;
+                #(
+                    if !::tessera::store::key::KeyPart::strip_encoded(&self.#key_idents()?, &mut rest) {
+                        return ::std::result::Result::Ok(false);
+                    }
+                )*
+                ::std::result::Result::Ok(rest.is_empty())
             }
         }
         impl<'__t> #view<'__t> {

@@ -234,7 +234,7 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
             }
         }
     });
-    let (view_type, view_outside, view_inside) = codec::record_view(input, fields);
+    let (view_type, view_outside, view_inside) = codec::record_view(input, fields, &key_idents);
     let codec = codec::codec(input, view_inside)?;
     Ok(quote! {
         #view_outside
@@ -252,6 +252,15 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
             fn key(&self) -> Self::Key { #key_value }
             fn encode_key(&self, out: &mut ::std::vec::Vec<u8>) {
                 #(::tessera::store::key::KeyPart::encode_key(&self.#key_idents, out);)*
+            }
+            fn has_key(&self, key: &[u8]) -> bool {
+                let mut rest = key;
+                #(
+                    if !::tessera::store::key::KeyPart::strip_encoded(&self.#key_idents, &mut rest) {
+                        return false;
+                    }
+                )*
+                rest.is_empty()
             }
             fn encode_key_prefix(literals: &[::tessera::query::Literal], out: &mut ::std::vec::Vec<u8>) -> bool {
                 if literals.len() > #key_count {

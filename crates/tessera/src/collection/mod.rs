@@ -157,6 +157,22 @@ pub trait Record: Encode + DecodeOwned + Describe + Send + Sync + 'static {
     /// assert_eq!(key, tessera::store::key::encode(&(3u16, "launch")));
     /// ```
     fn encode_key(&self, out: &mut Vec<u8>);
+    /// Whether `key` is exactly this record's primary key encoded (compared in place, with
+    /// nothing encoded for the parts tessera implements).
+    ///
+    /// ```
+    /// use tessera::collection::Record;
+    /// #[derive(Record)]
+    /// struct Event { #[record(key)] day: u16, #[record(key)] name: String }
+    /// let event = Event { day: 3, name: "launch".into() };
+    /// assert!(event.has_key(&tessera::store::key::encode(&(3u16, "launch"))));
+    /// assert!(!event.has_key(&tessera::store::key::encode(&(3u16, "land"))));
+    /// ```
+    fn has_key(&self, key: &[u8]) -> bool {
+        let mut encoded = Vec::new();
+        self.encode_key(&mut encoded);
+        encoded == key
+    }
     /// Encodes a primary key given as query constants, one per key field; `false` when a
     /// constant does not convert exactly to the field's type.
     ///
@@ -1070,14 +1086,36 @@ impl CollectionState {
 
 /// Decodes a stored record with the generated codec: a stored value that does not fit `T` is
 /// [`Error::RecordDecode`] naming the collection, the key and the field path.
+/// A record whose key fields give another key than the one it is stored under is
+/// [`Error::RecordDecode`] naming both: only a foreign writer or damage that kept the value's
+/// checksum can store one, and it must not be read as the record at `key`.
 pub(crate) fn decode<T: Record>(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<T> {
     let doc = state.open_record(key, bytes)?;
-    T::decode(doc.root(), &state.keys.ids).map_err(|error| Error::RecordDecode {
+    let record = T::decode(doc.root(), &state.keys.ids).map_err(|error| Error::RecordDecode {
         collection: state.name.clone(),
         key: state.display_key(key),
         field: error.path,
         message: error.problem.to_string(),
-    })
+    })?;
+    if !record.has_key(key) {
+        let mut given = Vec::new();
+        record.encode_key(&mut given);
+        return Err(key_mismatch(state, T::KEY_FIELDS, key, Some(&given)));
+    }
+    Ok(record)
+}
+
+/// The error for a record stored under `key` whose key fields give another key, `given` when
+/// known (see [`decode`]).
+#[cold]
+pub(crate) fn key_mismatch(state: &CollectionState, key_fields: &[&str], key: &[u8], given: Option<&[u8]>) -> Error {
+    let given = given.map_or_else(|| "another key".to_owned(), |given| format!("the key {}", state.display_key(given)));
+    Error::RecordDecode {
+        collection: state.name.clone(),
+        key: state.display_key(key),
+        field: key_fields.join(", "),
+        message: format!("its key fields give {given}, not the key it is stored under"),
+    }
 }
 
 /// Runs `write` with a per-thread buffer for a record's bytes, reused across writes (a
@@ -1255,6 +1293,9 @@ impl<T: Record> Collection<T> {
         T::Key: Borrow<Q>,
         Q: KeyPart + ?Sized,
     {
+        // A schema another handle or process changed is the error, not the decode of a record
+        // of the new shape by this one.
+        self.state.current_in(&*tx)?;
         let key = Self::encode_key(key);
         let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
         let Some(old) = old else {
@@ -1301,6 +1342,7 @@ impl<T: Record> Collection<T> {
             // decode check: the record would come back Unchanged although nothing was set.
             return Err(Error::UnknownField { collection: self.state.name.clone(), path: path.to_owned() });
         }
+        self.state.current_in(&*tx)?; // as `update`
         let key = Self::encode_key(key);
         let Some(old) = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec) else {
             return Err(Error::NotFound { collection: self.state.name.clone(), key: self.state.display_key(&key) });

@@ -100,6 +100,29 @@ pub trait RecordView<'t>: Sized {
     fn from_parts(parts: ViewParts<'t>) -> Self;
     /// The parts.
     fn parts(&self) -> &ViewParts<'t>;
+    /// Whether the record's key fields, read in place, give exactly `key` (the key it is
+    /// stored under); `true` for a view without generated accessors, whose key fields are then
+    /// not compared.
+    ///
+    /// ```
+    /// # use tessera::collection::Record;
+    /// # #[derive(Record, Debug, Clone, PartialEq)]
+    /// # struct Task { #[record(key)] id: u32, title: String }
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// # let tasks = db.collection::<Task>()?;
+    /// use tessera::collection::RecordView;
+    /// db.write(|tx| tasks.insert(tx, &Task { id: 7, title: "x".into() }))?;
+    /// let tx = db.read_txn()?;
+    /// let view = tasks.get_ref(&tx, &7)?.unwrap();
+    /// assert!(view.has_key(&tessera::store::key::encode(&7u32))?);
+    /// assert!(!view.has_key(&tessera::store::key::encode(&8u32))?);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    fn has_key(&self, key: &[u8]) -> Result<bool> {
+        let _ = key;
+        Ok(true)
+    }
 }
 
 /// The view of a record type that has no generated accessors (a record with type
@@ -172,7 +195,11 @@ impl<'t, T: Record> RecordRef<'t, T> {
         })?;
         let parts =
             ViewParts { dict, ids: &state.keys.ids, collection: &state.name, key: SmallVec::from_slice(key), key_text: T::display_key };
-        Ok(RecordRef { view: T::View::from_parts(parts) })
+        let view = T::View::from_parts(parts);
+        if !view.has_key(key)? {
+            return Err(super::key_mismatch(state, T::KEY_FIELDS, key, None));
+        }
+        Ok(RecordRef { view })
     }
 
     /// Decodes the whole record.

@@ -334,6 +334,10 @@ pub(crate) struct Engine {
     /// `collections` (a commit is applied to the collections, then to these).
     watches: Mutex<Watches>,
     db: WeakDb,
+    /// The gap in other processes' commits that ended every subscription at a delivery, before
+    /// it was reported: its report then ends nothing more (subscriptions made since read a
+    /// snapshot after it). Lock order: before `collections`.
+    gap_ended: Mutex<Option<Arc<crate::Error>>>,
 }
 
 pub(super) const ENGINE_STATE_KEY: &str = "live";
@@ -348,11 +352,21 @@ impl Engine {
             ENGINE_STATE_KEY,
             |_: &Engine| true,
             || {
-                let engine = Arc::new(Engine { collections: Mutex::new(HashMap::new()), watches: Mutex::default(), db: db.downgrade() });
+                let engine = Arc::new(Engine {
+                    collections: Mutex::new(HashMap::new()),
+                    watches: Mutex::default(),
+                    db: db.downgrade(),
+                    gap_ended: Mutex::new(None),
+                });
                 let hook_engine = engine.clone();
                 db.add_feed_hook(Arc::new(move |batch: &Published| hook_engine.apply(batch)));
                 let gap_engine = engine.clone();
-                db.add_gap_hook(Arc::new(move |error: &Arc<crate::Error>| gap_engine.end_all(error)));
+                db.add_gap_hook(Arc::new(move |error: &Arc<crate::Error>| {
+                    let ended = lock(&gap_engine.gap_ended).take();
+                    if !ended.is_some_and(|ended| Arc::ptr_eq(&ended, error)) {
+                        gap_engine.end_all(error);
+                    }
+                }));
                 Ok(engine)
             },
         )
@@ -360,6 +374,19 @@ impl Engine {
 
     pub(super) fn apply(&self, batch: &Published) {
         let Some(db) = self.db.upgrade() else { return };
+        // Commits of other processes before this batch were lost, and the gap is not reported
+        // yet (a delivery was under way when it was found): nothing computed without them may
+        // reach a subscription, so all end now, as the report would end them.
+        if let Some((after, error)) = db.unreported_cross_process_gap()
+            && batch.sequence() > after
+        {
+            let mut ended = lock(&self.gap_ended);
+            if !ended.as_ref().is_some_and(|ended| Arc::ptr_eq(ended, &error)) {
+                self.end_all(&error);
+                *ended = Some(error);
+                return; // none is left to apply it to
+            }
+        }
         let mut collections = lock(&self.collections);
         // A commit that wrote a collection's schema (this process's or another's) may have
         // changed the shape its subscriptions decode and evaluate records by: those end,
@@ -402,6 +429,7 @@ impl Engine {
     /// Registers the value subscription `register` makes, with the writer barrier passed (as
     /// [`Engine::register`]).
     pub(super) fn register_watch(&self, db: &Db, register: impl FnOnce(ChangeDemand) -> Result<Box<dyn AnyWatch>>) -> Result<()> {
+        db.refuse_following_if_read_only("a live subscription")?;
         let demand = db.demand_changes();
         db.wait_for_writers()?;
         let mut watches = lock(&self.watches);
@@ -421,6 +449,7 @@ impl Engine {
         keys: T::Keys,
         register: impl FnOnce(&mut LiveCollection<T>, ChangeDemand) -> Result<()>,
     ) -> Result<()> {
+        db.refuse_following_if_read_only("a live subscription")?;
         // Ask writers to record changes, then wait out a transaction that began without.
         let demand = db.demand_changes();
         db.wait_for_writers()?;

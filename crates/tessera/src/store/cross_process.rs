@@ -40,8 +40,9 @@ pub(crate) const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 pub(crate) struct CrossProcess {
     /// The last commit handed to this process's feed, or found to have nothing for it.
     delivered: Mutex<u64>,
-    /// Commits of other processes that could not be rebuilt, not reported yet.
-    gap: Mutex<Option<Arc<Error>>>,
+    /// Commits of other processes that could not be rebuilt, not reported yet: the last commit
+    /// delivered before them, and the error.
+    gap: Mutex<Option<(u64, Arc<Error>)>>,
     signal: Signal,
     stopping: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -97,7 +98,11 @@ impl CrossProcess {
         self.report_gap(inner); // one left by a delivery under way
         let newest = inner.env_info_gated().last_txn_id as u64;
         if newest <= *lock(&self.delivered) {
-            return Ok(()); // woken by this process's own commit
+            // Woken by this process's own commit, or by another's that a write of this process
+            // published as it began (`catch_up_before_write`): a write that then failed
+            // returned without delivering what it queued, which is delivered here.
+            inner.feed.deliver_queued();
+            return Ok(());
         }
         let txn = ReadTxn::begin(inner)?;
         let mut delivered = lock(&self.delivered);
@@ -131,7 +136,8 @@ impl CrossProcess {
             let batches = match durable_feed::read_with_olds(txn, &inner.feed_state, *delivered, through, CATCH_UP_BATCHES_MAX) {
                 Ok(batches) => batches,
                 Err(error) => {
-                    lock(&self.gap).get_or_insert(Arc::new(error));
+                    self.record_gap(*delivered, Arc::new(error), true);
+                    inner.feed.note_lost_commits(*delivered);
                     *delivered = through;
                     return;
                 }
@@ -170,11 +176,31 @@ impl CrossProcess {
     /// tessera lock held but, at most, the delivery lock.
     pub(crate) fn report_gap(&self, inner: &Inner) {
         let gap = lock(&self.gap).take();
-        if let Some(error) = gap
+        if let Some((after, error)) = gap
             && !inner.feed.try_report_gap(&error)
         {
-            lock(&self.gap).get_or_insert(error);
+            self.record_gap(after, error, false);
         }
+    }
+
+    /// Records a gap after commit `after`, merged with one not reported yet: the earlier start,
+    /// and the newer error (`error` is the newer one if `newer`), so that a gap found after
+    /// the live engine ended its subscriptions for an unreported one is a new error to it,
+    /// which ends the subscriptions made since.
+    fn record_gap(&self, after: u64, error: Arc<Error>, newer: bool) {
+        let mut gap = lock(&self.gap);
+        *gap = Some(match gap.take() {
+            None => (after, error),
+            Some((recorded, recorded_error)) => (after.min(recorded), if newer { error } else { recorded_error }),
+        });
+    }
+
+    /// The gap found and not reported yet ([`CrossProcess::report_gap`] waits for a delivery
+    /// under way), as the last commit delivered before the lost ones and the error: a batch
+    /// delivered meanwhile that comes after it must not reach what the gap ends. The gap is
+    /// recorded before any batch after it is published, so a delivery of such a batch sees it.
+    pub(crate) fn unreported_gap(&self) -> Option<(u64, Arc<Error>)> {
+        lock(&self.gap).clone()
     }
 
     /// Stops the watcher and waits for it (unless called on it: its catch-up held the last

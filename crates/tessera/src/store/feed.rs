@@ -206,6 +206,11 @@ struct Outbox {
 #[derive(Default)]
 struct OutboxState {
     batches: VecDeque<Published>,
+    /// Gaps of lost commits (of other processes), each as the last commit published before
+    /// it, in commit order among the batches: the listeners are told of a gap (a
+    /// [`FeedEvent::Lagged`]) when the batches before it have reached them and before any
+    /// batch after it does.
+    lost_after: VecDeque<u64>,
     /// The delivery thread has work a committer will not do (a large batch).
     thread_work: bool,
     /// The feed is closing: the thread delivers what is queued, then ends; nothing more queues.
@@ -360,10 +365,35 @@ impl Feed {
         lock(&self.gap_hooks).push(hook);
     }
 
-    /// Tells every gap hook and listener that commits were lost: gap hooks get `error`, each
-    /// listener a [`FeedEvent::Lagged`] of one batch. Runs between deliveries, under the
-    /// delivery lock; false (nothing done) if a delivery holds it, for the caller to try again
-    /// later (waiting could deadlock a write made inside a delivery).
+    /// Queues a gap of lost commits after commit `after` (the last one published before them),
+    /// in commit order with the batches: listeners learn of it ([`FeedEvent::Lagged`]) after
+    /// the batches published before it and before any published after it. Called where the
+    /// loss is found, before anything after it is published.
+    pub(crate) fn note_lost_commits(&self, after: u64) {
+        lock(&self.outbox.state).lost_after.push_back(after);
+    }
+
+    /// Takes the queued gaps that come before commit `before` (every one, for `u64::MAX`),
+    /// unless a batch published before a gap is still queued: the count to tell listeners of.
+    fn take_gaps_before(&self, before: u64) -> u64 {
+        let mut state = lock(&self.outbox.state);
+        let queued_first = state.batches.front().map_or(u64::MAX, Published::sequence);
+        let mut taken = 0;
+        while let Some(&after) = state.lost_after.front()
+            && after < before
+            && after < queued_first
+        {
+            state.lost_after.pop_front();
+            taken += 1;
+        }
+        taken
+    }
+
+    /// Tells every gap hook that commits were lost (each gets `error`), and every listener of
+    /// the gaps whose earlier batches it has received (see [`Feed::note_lost_commits`]). Runs
+    /// between deliveries, under the delivery lock; false (nothing done) if a delivery holds
+    /// it, for the caller to try again later (waiting could deadlock a write made inside a
+    /// delivery).
     pub(crate) fn try_report_gap(&self, error: &Arc<crate::Error>) -> bool {
         let _delivering = match self.delivering.try_lock() {
             Ok(guard) => guard,
@@ -374,8 +404,11 @@ impl Feed {
         for hook in hooks {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(error)));
         }
-        for listener in lock(&self.listeners).iter() {
-            listener.missed.fetch_add(1, Ordering::AcqRel);
+        let gaps = self.take_gaps_before(u64::MAX);
+        if gaps > 0 {
+            for listener in lock(&self.listeners).iter() {
+                listener.missed.fetch_add(gaps, Ordering::AcqRel);
+            }
         }
         true
     }
@@ -389,6 +422,8 @@ impl Feed {
             // A hook handles its own consumers' panics; one that escapes must not stop delivery.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(batch)));
         }
+        // Gaps of lost commits before this batch reach the listeners ahead of it.
+        let gaps = self.take_gaps_before(batch.sequence());
         let mut listeners = lock(&self.listeners);
         if listeners.is_empty() {
             self.listener_count.store(0, Ordering::Release);
@@ -400,7 +435,7 @@ impl Feed {
             if sequence <= listener.starts_after {
                 return true; // committed before the listener started
             }
-            let pending = listener.missed.swap(0, Ordering::AcqRel);
+            let pending = listener.missed.swap(0, Ordering::AcqRel) + gaps;
             if pending > 0 {
                 match listener.sender.try_send(FeedEvent::Lagged { missed: pending }) {
                     Ok(()) => {}

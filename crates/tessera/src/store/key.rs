@@ -33,6 +33,36 @@ pub trait KeyPart {
     /// assert_eq!(key, [0x00, 0x07, b'a', 0x00, 0x01]);
     /// ```
     fn encode_key(&self, out: &mut Vec<u8>);
+
+    /// Whether `encoded` starts with this part's encoding: if so, `encoded` is advanced past it
+    /// (else left as it was). The parts tessera implements compare in place; this default
+    /// encodes the part first.
+    ///
+    /// ```
+    /// use tessera::store::key::{encode, KeyPart};
+    /// let key = encode(&(7u16, "a\0b"));
+    /// let mut rest = &key[..];
+    /// assert!(7u16.strip_encoded(&mut rest) && "a\0b".strip_encoded(&mut rest) && rest.is_empty());
+    /// let mut rest = &key[..];
+    /// assert!(!8u16.strip_encoded(&mut rest) && rest == &key[..]);
+    /// ```
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        let mut part = Vec::new();
+        self.encode_key(&mut part);
+        strip(encoded, &part)
+    }
+}
+
+/// Advances `encoded` past `part` if it starts with it.
+#[inline]
+fn strip(encoded: &mut &[u8], part: &[u8]) -> bool {
+    match encoded.strip_prefix(part) {
+        Some(rest) => {
+            *encoded = rest;
+            true
+        }
+        None => false,
+    }
 }
 
 /// Encodes a key.
@@ -55,6 +85,9 @@ macro_rules! unsigned {
             fn encode_key(&self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_be_bytes());
             }
+            fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+                strip(encoded, &self.to_be_bytes())
+            }
         }
     )*};
 }
@@ -64,12 +97,27 @@ macro_rules! signed {
     ($($type:ty => $unsigned:ty),*) => {$(
         impl KeyPart for $type {
             fn encode_key(&self, out: &mut Vec<u8>) {
-                let flipped = (*self as $unsigned) ^ (1 << (<$unsigned>::BITS - 1));
-                out.extend_from_slice(&flipped.to_be_bytes());
+                out.extend_from_slice(&self.flipped().to_be_bytes());
+            }
+            fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+                strip(encoded, &self.flipped().to_be_bytes())
+            }
+        }
+        impl Flipped for $type {
+            type Unsigned = $unsigned;
+            #[inline]
+            fn flipped(&self) -> $unsigned {
+                (*self as $unsigned) ^ (1 << (<$unsigned>::BITS - 1))
             }
         }
     )*};
 }
+/// A signed integer with its sign bit flipped, so that its big-endian bytes sort as it does.
+trait Flipped {
+    type Unsigned;
+    fn flipped(&self) -> Self::Unsigned;
+}
+
 signed!(i8 => u8, i16 => u16, i32 => u32, i64 => u64, i128 => u128);
 
 /// As a `u64` on every platform: the schema describes a `usize` field as `u64`, so a key's
@@ -78,6 +126,9 @@ impl KeyPart for usize {
     fn encode_key(&self, out: &mut Vec<u8>) {
         (*self as u64).encode_key(out);
     }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        (*self as u64).strip_encoded(encoded)
+    }
 }
 
 /// As an `i64` on every platform (see `usize`).
@@ -85,27 +136,49 @@ impl KeyPart for isize {
     fn encode_key(&self, out: &mut Vec<u8>) {
         (*self as i64).encode_key(out);
     }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        (*self as i64).strip_encoded(encoded)
+    }
 }
 
 impl KeyPart for f64 {
     fn encode_key(&self, out: &mut Vec<u8>) {
-        let bits = if self.is_nan() { f64::NAN.to_bits() & !(1 << 63) } else { self.to_bits() };
-        let ordered = if bits >> 63 == 1 { !bits } else { bits ^ (1 << 63) };
-        out.extend_from_slice(&ordered.to_be_bytes());
+        out.extend_from_slice(&ordered_f64(*self));
     }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        strip(encoded, &ordered_f64(*self))
+    }
+}
+
+/// `value`'s key bytes: every NaN as one, and the bits ordered as the values are.
+fn ordered_f64(value: f64) -> [u8; 8] {
+    let bits = if value.is_nan() { f64::NAN.to_bits() & !(1 << 63) } else { value.to_bits() };
+    let ordered = if bits >> 63 == 1 { !bits } else { bits ^ (1 << 63) };
+    ordered.to_be_bytes()
 }
 
 impl KeyPart for f32 {
     fn encode_key(&self, out: &mut Vec<u8>) {
-        let bits = if self.is_nan() { f32::NAN.to_bits() & !(1 << 31) } else { self.to_bits() };
-        let ordered = if bits >> 31 == 1 { !bits } else { bits ^ (1 << 31) };
-        out.extend_from_slice(&ordered.to_be_bytes());
+        out.extend_from_slice(&ordered_f32(*self));
     }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        strip(encoded, &ordered_f32(*self))
+    }
+}
+
+/// `value`'s key bytes (see [`ordered_f64`]).
+fn ordered_f32(value: f32) -> [u8; 4] {
+    let bits = if value.is_nan() { f32::NAN.to_bits() & !(1 << 31) } else { value.to_bits() };
+    let ordered = if bits >> 31 == 1 { !bits } else { bits ^ (1 << 31) };
+    ordered.to_be_bytes()
 }
 
 impl KeyPart for bool {
     fn encode_key(&self, out: &mut Vec<u8>) {
         out.push(*self as u8);
+    }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        strip(encoded, &[*self as u8])
     }
 }
 
@@ -123,11 +196,49 @@ impl KeyPart for [u8] {
         out.extend_from_slice(rest);
         out.extend_from_slice(&[0x00, 0x01]);
     }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        // Most parts have no zero byte: then their encoding is their bytes and the terminator.
+        let length = self.len();
+        if let Some(head) = encoded.get(..length + 2)
+            && head[length..] == [0x00, 0x01]
+            && !self.contains(&0)
+        {
+            if head[..length] != *self {
+                return false;
+            }
+            *encoded = &encoded[length + 2..];
+            return true;
+        }
+        // Byte by byte, each zero followed by 0xFF, then the terminator.
+        let mut at = 0;
+        for &byte in self {
+            if encoded.get(at) != Some(&byte) {
+                return false;
+            }
+            at += 1;
+            if byte == 0 {
+                if encoded.get(at) != Some(&0xFF) {
+                    return false;
+                }
+                at += 1;
+            }
+        }
+        match encoded.get(at..at + 2) {
+            Some([0x00, 0x01]) => {
+                *encoded = &encoded[at + 2..];
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl KeyPart for str {
     fn encode_key(&self, out: &mut Vec<u8>) {
         self.as_bytes().encode_key(out);
+    }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        self.as_bytes().strip_encoded(encoded)
     }
 }
 
@@ -135,11 +246,17 @@ impl KeyPart for String {
     fn encode_key(&self, out: &mut Vec<u8>) {
         self.as_bytes().encode_key(out);
     }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        self.as_bytes().strip_encoded(encoded)
+    }
 }
 
 impl KeyPart for Box<str> {
     fn encode_key(&self, out: &mut Vec<u8>) {
         self.as_bytes().encode_key(out);
+    }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        self.as_bytes().strip_encoded(encoded)
     }
 }
 
@@ -147,11 +264,17 @@ impl KeyPart for Vec<u8> {
     fn encode_key(&self, out: &mut Vec<u8>) {
         self.as_slice().encode_key(out);
     }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        self.as_slice().strip_encoded(encoded)
+    }
 }
 
 impl<T: KeyPart + ?Sized> KeyPart for &T {
     fn encode_key(&self, out: &mut Vec<u8>) {
         (**self).encode_key(out);
+    }
+    fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+        (**self).strip_encoded(encoded)
     }
 }
 
@@ -212,6 +335,14 @@ macro_rules! tuple {
                 let ($($name,)+) = self;
                 $($name.encode_key(out);)+
             }
+            #[allow(non_snake_case)]
+            fn strip_encoded(&self, encoded: &mut &[u8]) -> bool {
+                let ($($name,)+) = self;
+                let mut rest = *encoded;
+                $(if !$name.strip_encoded(&mut rest) { return false; })+
+                *encoded = rest;
+                true
+            }
         }
     };
 }
@@ -232,8 +363,38 @@ mod tests {
         Ok(())
     }
 
+    /// `strip_encoded` against its oracle: `encoded` starts with `encode(part)`.
+    fn strips_as_encoded<T: KeyPart + ?Sized>(part: &T, encoded: &[u8]) -> Result<(), TestCaseError> {
+        let mut rest = encoded;
+        let expected = encoded.strip_prefix(encode(part).as_slice());
+        prop_assert_eq!(part.strip_encoded(&mut rest), expected.is_some());
+        prop_assert_eq!(rest, expected.unwrap_or(encoded));
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Against its own encoding (with a tail), another part's, and bytes near both: zero
+        /// bytes and the escape's 0x00, 0xFF and 0x01 are drawn often.
+        #[test]
+        fn strip_encoded_matches_exactly_the_encoding(
+            a in proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(0xFF), any::<u8>()], 0..12),
+            b in proptest::collection::vec(prop_oneof![Just(0u8), Just(1), Just(0xFF), any::<u8>()], 0..12),
+            tail in proptest::collection::vec(any::<u8>(), 0..3),
+            n: i32, m: i32, x: f64,
+        ) {
+            let mut own = encode(a.as_slice());
+            own.extend_from_slice(&tail);
+            for encoded in [own, encode(b.as_slice()), b.clone(), [a.as_slice(), &[0, 1]].concat()] {
+                strips_as_encoded(a.as_slice(), &encoded)?;
+                strips_as_encoded(&(n, a.as_slice()), &[encode(&n), encoded.clone()].concat())?;
+            }
+            strips_as_encoded(&n, &encode(&m))?;
+            strips_as_encoded(&n, &encode(&n))?;
+            strips_as_encoded(&x, &encode(&x))?;
+            strips_as_encoded(&(x, n), &encode(&(x, m)))?;
+        }
 
         #[test]
         fn integers(a: i64, b: i64, c: u64, d: u64, e: i8, f: i8) {

@@ -194,7 +194,10 @@ pub struct DbOptions {
     /// Open an existing file for reading only (off by default): nothing is written to it,
     /// neither a migration nor the blocks a write map reserves, and [`Db::write`] fails with
     /// [`Error::ReadOnly`]. A missing file is [`Error::Io`] (not found), and a file of an older
-    /// storage format, which a read-write open would migrate, is [`Error::ReadOnly`].
+    /// storage format, which a read-write open would migrate, is [`Error::ReadOnly`]. So are
+    /// live subscriptions and [`Db::subscribe`]: such a handle sees no commit, neither its own
+    /// nor another process's ([`DbOptions::cross_process_notify`] is ignored), so they would
+    /// never change.
     ///
     /// **Lock file.** When the file's lock file (`PATH-lock`) exists, the read-only handle
     /// registers its readers in it, as any process does, and so reads safely while another
@@ -1225,7 +1228,7 @@ impl Db {
     ///
     /// # Errors
     /// [`Error::WouldDeadlock`] inside a write transaction of this thread, which could not
-    /// be waited for.
+    /// be waited for; [`Error::ReadOnly`] on a read-only handle, which sees no commit.
     ///
     /// ```
     /// use std::time::Duration;
@@ -1239,6 +1242,7 @@ impl Db {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn subscribe(&self) -> Result<ChangeStream> {
+        self.refuse_following_if_read_only("subscribing to the change feed")?;
         if txn::writing_on_this_thread() {
             return Err(Error::WouldDeadlock { operation: "subscribing to the change feed", advice: "subscribe before writing" });
         }
@@ -1293,6 +1297,26 @@ impl Db {
     /// [`feed::GapHook`]).
     pub(crate) fn add_gap_hook(&self, hook: feed::GapHook) {
         self.inner.feed.add_gap_hook(hook);
+    }
+
+    /// [`Error::ReadOnly`] for a read-only handle: it makes no commit and follows no other
+    /// process's (it runs no watcher, see [`DbOptions::cross_process_notify`]), so a
+    /// subscription on it would stay at its first state whatever the file holds later.
+    pub(crate) fn refuse_following_if_read_only(&self, what: &str) -> Result<()> {
+        if self.inner.options.read_only {
+            return Err(Error::ReadOnly {
+                path: self.inner.path.clone(),
+                refused: format!("{what}: a read-only handle sees no commit, of this process or another"),
+            });
+        }
+        Ok(())
+    }
+
+    /// A gap in the commits of other processes found and not reported to the gap hooks yet (a
+    /// delivery was under way): the last commit delivered before it, and the error (see
+    /// `CrossProcess::unreported_gap`).
+    pub(crate) fn unreported_cross_process_gap(&self) -> Option<(u64, Arc<Error>)> {
+        self.inner.cross_process.get().and_then(|cross_process| cross_process.unreported_gap())
     }
 
     /// Makes writers record changes for a hook until the returned guard drops (see
