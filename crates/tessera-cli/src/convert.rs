@@ -91,13 +91,7 @@ pub fn bin2json(input: &str, style: JsonStyle, keys: Option<&str>) -> Outcome {
     let doc = open(&bytes, keys.as_ref()).map_err(|error| refusal(input, &bytes, error))?;
     // JSON cannot carry NaN or an infinity: it would be written as `null`, another value.
     if let Some((path, number)) = crate::records::non_finite_float(doc.root()) {
-        let what = if number.is_nan() {
-            "NaN"
-        } else if number > 0.0 {
-            "infinity"
-        } else {
-            "-infinity"
-        };
+        let what = crate::records::non_finite_name(number);
         let field = if path.is_empty() { "the document".to_owned() } else { format!("field `{path}`") };
         return Err(Failure::Invalid(format!("{input}: {field} is {what}, which JSON cannot hold")));
     }

@@ -45,13 +45,7 @@ fn refuse_non_finite(dictionary: &tessera::Dictionary, file: &str, name: &str, k
         .with_value(key, |value| value.and_then(crate::records::non_finite_float))
         .map_err(|error| Failure::from_error(file, error))?;
     let Some((path, number)) = found else { return Ok(()) };
-    let what = if number.is_nan() {
-        "NaN"
-    } else if number > 0.0 {
-        "infinity"
-    } else {
-        "-infinity"
-    };
+    let what = crate::records::non_finite_name(number);
     let field = if path.is_empty() { String::new() } else { format!(", at `{path}`") };
     Err(Failure::Invalid(format!("dictionary {name:?}, key {key:?}{field}: {what}, which JSON cannot hold (it would be shown as null)")))
 }

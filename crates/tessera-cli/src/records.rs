@@ -256,13 +256,17 @@ pub const UNWRITABLE_SHOWN_MAX: usize = 100;
 /// the record's key and the field's path.
 pub fn unwritable_float(collection: &str, schema: &tessera::collection::DynSchema, record: Value<'_>) -> Option<String> {
     let (path, number) = non_finite_float(record)?;
-    let what = match number {
+    let field = if path.is_empty() { "the record".to_owned() } else { format!("field `{path}`") };
+    Some(format!("collection {collection:?}, record {}: {field} is {}", record_key(schema, record), non_finite_name(number)))
+}
+
+/// A float JSON cannot carry, named: `NaN`, `infinity` or `-infinity`.
+pub fn non_finite_name(number: f64) -> &'static str {
+    match number {
         number if number.is_nan() => "NaN",
         number if number > 0.0 => "infinity",
         _ => "-infinity",
-    };
-    let field = if path.is_empty() { "the record".to_owned() } else { format!("field `{path}`") };
-    Some(format!("collection {collection:?}, record {}: {field} is {what}", record_key(schema, record)))
+    }
 }
 
 /// A record's primary key as JSON (an array for a composite key), read from its key fields.
