@@ -1086,9 +1086,10 @@ impl CollectionState {
 
 /// Decodes a stored record with the generated codec: a stored value that does not fit `T` is
 /// [`Error::RecordDecode`] naming the collection, the key and the field path.
+///
 /// A record whose key fields give another key than the one it is stored under is
-/// [`Error::RecordDecode`] naming both: only a foreign writer or damage that kept the value's
-/// checksum can store one, and it must not be read as the record at `key`.
+/// [`Error::RecordDecode`] naming both keys: only a foreign writer, or damage that kept the
+/// value's checksum, can store one, and it must not be read as the record at `key`.
 pub(crate) fn decode<T: Record>(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<T> {
     let doc = state.open_record(key, bytes)?;
     let record = T::decode(doc.root(), &state.keys.ids).map_err(|error| Error::RecordDecode {
