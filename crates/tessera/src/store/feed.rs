@@ -456,6 +456,15 @@ impl Feed {
             }
         });
         self.listener_count.store(listeners.len(), Ordering::Release);
+        drop(listeners);
+        // A gap right after this batch (nothing queued before it now): counted at once, so
+        // that each stream reports it once its queue runs dry, even if no batch follows.
+        let trailing = self.take_gaps_before(u64::MAX);
+        if trailing > 0 {
+            for listener in lock(&self.listeners).iter() {
+                listener.missed.fetch_add(trailing, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Adds a listener, which writers record changes for from now on and which receives the
