@@ -1304,9 +1304,7 @@ impl<T: Record> Collection<T> {
         };
         let mut record: T = decode(&self.state, &key, &old)?;
         change(&mut record);
-        let mut new_key = Vec::with_capacity(key.len());
-        record.encode_key(&mut new_key);
-        if new_key != key {
+        if !record.has_key(&key) {
             return Err(Error::KeyChanged { collection: self.state.name.clone(), key: self.state.display_key(&key) });
         }
         with_buffer(|bytes| {
