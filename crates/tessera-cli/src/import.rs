@@ -511,7 +511,7 @@ fn upsert_all(db: &Db, collection: &DynCollection, pending: &[Pending], commit: 
         outcome = Upserted::default();
         for entry in pending {
             let root = document_root(&entry.document).map_err(|error| Error::Corrupted(format!("line {}: {error}", entry.line)))?;
-            match collection.upsert(tx, root) {
+            match collection.upsert_json_document(tx, root) {
                 Ok(tessera::WriteOutcome::Unchanged) => outcome.unchanged += 1,
                 Ok(_) => outcome.imported += 1,
                 Err(error) if is_record_error(&error) => outcome.rejections.push(Rejection { line: entry.line, reason: error.to_string() }),

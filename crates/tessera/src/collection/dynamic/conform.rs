@@ -8,6 +8,7 @@
 
 use crate::collection::TypeDesc;
 use crate::collection::schema::{FloatType, holds_exactly};
+use base64::Engine as _;
 use tessera_value::codec::narrow_to_f32;
 use tessera_value::{EncodeError, Encoder, Kind, Value};
 
@@ -33,10 +34,21 @@ impl From<EncodeError> for ConformError {
 
 type Conformed = Result<(), ConformError>;
 
+/// Where the value came from, which decides how a bytes field may be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A binary document: a bytes field holds binary data.
+    Binary,
+    /// JSON text, which has no binary type: a bytes field holds binary data (never, from JSON)
+    /// or a base64 string (standard alphabet, padded), which is how tessera writes bytes as
+    /// JSON, so that a record's JSON reads back as the record.
+    Json,
+}
+
 /// Checks `value` against `shape` and writes it into `out`.
-pub(crate) fn conform(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc) -> Conformed {
+pub(crate) fn conform(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, source: Source) -> Conformed {
     let mut path = String::new();
-    walk(out, value, shape, &mut path)
+    walk(out, value, shape, source, &mut path)
 }
 
 fn misfit(path: &str, problem: impl Into<String>) -> ConformError {
@@ -77,11 +89,11 @@ fn exact_float(value: Value<'_>, path: &str, float: FloatType) -> Result<f64, Co
     Ok(number)
 }
 
-fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, path: &mut String) -> Conformed {
+fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, source: Source, path: &mut String) -> Conformed {
     match shape {
         TypeDesc::Any => Ok(out.push_value(value)?),
         TypeDesc::Option(_) if value.is_null() => Ok(out.push_null()?),
-        TypeDesc::Option(inner) => walk(out, value, inner, path),
+        TypeDesc::Option(inner) => walk(out, value, inner, source, path),
         TypeDesc::Bool => Ok(out.push_bool(value.as_bool().ok_or_else(|| wrong(path, "a boolean", value))?)?),
         TypeDesc::Int => match value.kind() {
             Kind::Int => Ok(out.push_i64(value.as_i64().ok_or_else(|| wrong(path, "an integer", value))?)?),
@@ -117,12 +129,21 @@ fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, path: &mut St
             Ok(out.push_f32(narrowed)?)
         }
         TypeDesc::String => Ok(out.push_str(value.as_str().ok_or_else(|| wrong(path, "a string", value))?)?),
-        TypeDesc::Bytes => Ok(out.push_bytes(value.as_bytes().ok_or_else(|| wrong(path, "binary data", value))?)?),
+        TypeDesc::Bytes => match (value.as_bytes(), value.as_str()) {
+            (Some(bytes), _) => Ok(out.push_bytes(bytes)?),
+            (None, Some(text)) if source == Source::Json => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|error| misfit(path, format!("expected binary data as base64, found a string that is not: {error}")))?;
+                Ok(out.push_bytes(&bytes)?)
+            }
+            _ => Err(wrong(path, if source == Source::Json { "binary data (a base64 string)" } else { "binary data" }, value)),
+        },
         TypeDesc::List(element) => {
             let array = value.as_array().ok_or_else(|| wrong(path, "an array", value))?;
             out.begin_array()?;
             for (index, item) in array.iter().enumerate() {
-                at(path, &format!("[{index}]"), |path| walk(out, item, element, path))?;
+                at(path, &format!("[{index}]"), |path| walk(out, item, element, source, path))?;
             }
             Ok(out.end_array()?)
         }
@@ -131,16 +152,16 @@ fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, path: &mut St
             out.begin_dict()?;
             for (name, item) in dict.iter() {
                 out.key(name)?;
-                at(path, name, |path| walk(out, item, element, path))?;
+                at(path, name, |path| walk(out, item, element, source, path))?;
             }
             Ok(out.end_dict()?)
         }
-        TypeDesc::Struct(fields) => walk_struct(out, value, fields, path),
-        TypeDesc::Enum(variants) => walk_enum(out, value, variants, path),
+        TypeDesc::Struct(fields) => walk_struct(out, value, fields, source, path),
+        TypeDesc::Enum(variants) => walk_enum(out, value, variants, source, path),
     }
 }
 
-fn walk_struct(out: &mut Encoder<'_>, value: Value<'_>, fields: &[(String, TypeDesc)], path: &mut String) -> Conformed {
+fn walk_struct(out: &mut Encoder<'_>, value: Value<'_>, fields: &[(String, TypeDesc)], source: Source, path: &mut String) -> Conformed {
     let dict = value.as_dict().ok_or_else(|| wrong(path, "an object", value))?;
     if let Some((unknown, _)) = dict.iter().find(|(name, _)| !fields.iter().any(|(field, _)| field == name)) {
         return Err(at(path, unknown, |path| misfit(path, "not a field of the collection's records")));
@@ -150,7 +171,7 @@ fn walk_struct(out: &mut Encoder<'_>, value: Value<'_>, fields: &[(String, TypeD
         match dict.get(name) {
             Some(item) => {
                 out.key(name)?;
-                at(path, name, |path| walk(out, item, shape, path))?;
+                at(path, name, |path| walk(out, item, shape, source, path))?;
             }
             // A record type writes `None` as null: so does this.
             None if matches!(shape, TypeDesc::Option(_)) => {
@@ -164,7 +185,13 @@ fn walk_struct(out: &mut Encoder<'_>, value: Value<'_>, fields: &[(String, TypeD
     Ok(out.end_dict()?)
 }
 
-fn walk_enum(out: &mut Encoder<'_>, value: Value<'_>, variants: &[(String, Option<TypeDesc>)], path: &mut String) -> Conformed {
+fn walk_enum(
+    out: &mut Encoder<'_>,
+    value: Value<'_>,
+    variants: &[(String, Option<TypeDesc>)],
+    source: Source,
+    path: &mut String,
+) -> Conformed {
     let names = || variants.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", ");
     if let Some(name) = value.as_str() {
         return match variants.iter().find(|(variant, _)| variant == name) {
@@ -183,7 +210,7 @@ fn walk_enum(out: &mut Encoder<'_>, value: Value<'_>, variants: &[(String, Optio
     };
     out.begin_dict()?;
     out.key(name)?;
-    at(path, name, |path| walk(out, payload, shape, path))?;
+    at(path, name, |path| walk(out, payload, shape, source, path))?;
     Ok(out.end_dict()?)
 }
 
@@ -207,7 +234,7 @@ mod tests {
         let bytes = from_json(json.as_bytes()).unwrap();
         let value = Doc::from_untrusted(&bytes).unwrap().root();
         let mut out = Encoder::new();
-        match conform(&mut out, value, &shape()) {
+        match conform(&mut out, value, &shape(), Source::Binary) {
             Ok(()) => Ok(Doc::from_untrusted(&out.finish().unwrap()).unwrap().root().to_json()),
             Err(ConformError::Misfit(misfit)) => Err(misfit),
             Err(ConformError::Encode(error)) => panic!("{error}"),
@@ -247,7 +274,7 @@ mod tests {
             let bytes = from_json(json.as_bytes()).unwrap();
             let value = Doc::from_untrusted(&bytes).unwrap().root();
             let shape = TypeDesc::Struct(vec![("n".into(), TypeDesc::Integer(int))]);
-            match conform(&mut Encoder::new(), value, &shape) {
+            match conform(&mut Encoder::new(), value, &shape, Source::Binary) {
                 Ok(()) => Ok(()),
                 Err(ConformError::Misfit(misfit)) => Err(misfit),
                 Err(ConformError::Encode(error)) => panic!("{error}"),
@@ -265,6 +292,36 @@ mod tests {
         ] {
             let misfit = fit(json, int).unwrap_err();
             assert_eq!(misfit.path, "n", "{json}");
+            assert!(misfit.problem.contains(problem), "{json}: {}", misfit.problem);
+        }
+    }
+
+    /// JSON has no binary type: from JSON, a bytes field takes a base64 string (as tessera
+    /// writes bytes as JSON); from a binary document, a string there is a misfit.
+    #[test]
+    fn a_bytes_field_takes_base64_from_json_only() {
+        let shape = TypeDesc::Struct(vec![("data".into(), TypeDesc::Option(Box::new(TypeDesc::Bytes)))]);
+        let fit = |json: &str, source: Source| {
+            let bytes = from_json(json.as_bytes()).unwrap();
+            let mut out = Encoder::new();
+            match conform(&mut out, Doc::from_untrusted(&bytes).unwrap().root(), &shape, source) {
+                Ok(()) => Ok(out.finish().unwrap()),
+                Err(ConformError::Misfit(misfit)) => Err(misfit),
+                Err(ConformError::Encode(error)) => panic!("{error}"),
+            }
+        };
+        let written = fit(r#"{"data": "AAH/"}"#, Source::Json).unwrap();
+        let data = Doc::from_untrusted(&written).unwrap().root().get("data").unwrap();
+        assert_eq!(data.as_bytes(), Some(&[0u8, 1, 255][..]));
+        assert_eq!(fit(r#"{"data": ""}"#, Source::Json).map(|bytes| !bytes.is_empty()), Ok(true));
+        for (json, source, problem) in [
+            (r#"{"data": "AAH/"}"#, Source::Binary, "expected binary data, found a string"),
+            (r#"{"data": "not base64!"}"#, Source::Json, "expected binary data as base64"),
+            (r#"{"data": "AAH"}"#, Source::Json, "expected binary data as base64"),
+            (r#"{"data": 7}"#, Source::Json, "expected binary data (a base64 string), found an integer"),
+        ] {
+            let misfit = fit(json, source).unwrap_err();
+            assert_eq!(misfit.path, "data", "{json}");
             assert!(misfit.problem.contains(problem), "{json}: {}", misfit.problem);
         }
     }

@@ -64,6 +64,7 @@ pub(super) fn is_conformed(value: Value<'_>, shape: &TypeDesc) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::conform::Source;
     use super::super::conform_into::conform_into;
     use super::*;
     use crate::collection::IntType;
@@ -111,7 +112,7 @@ mod tests {
             let bytes = encoded(json, &keys);
             let record = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root();
             assert!(is_conformed(record, &shape()), "{json}");
-            assert_eq!(conform_into(record, &shape(), &keys).ok(), Some(bytes), "{json}");
+            assert_eq!(conform_into(record, &shape(), &keys, Source::Binary).ok(), Some(bytes), "{json}");
         }
     }
 
@@ -181,7 +182,7 @@ mod tests {
             let record = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root();
             if is_conformed(record, &shape()) {
                 CONFORMED_CASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                proptest::prop_assert_eq!(conform_into(record, &shape(), &keys).ok(), Some(bytes), "{}", json);
+                proptest::prop_assert_eq!(conform_into(record, &shape(), &keys, Source::Binary).ok(), Some(bytes), "{}", json);
             }
         }
     }

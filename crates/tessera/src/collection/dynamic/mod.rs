@@ -77,7 +77,7 @@ use super::{COLLECTION_NAME_LEN_MAX, CollectionState, IndexState, SCHEMA_KEYSPAC
 use crate::Db;
 use crate::error::{Error, Result};
 use crate::store::{ReadSource, Snapshot, WriteTxn};
-use conform::{ConformError, Misfit};
+use conform::{ConformError, Misfit, Source};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tessera_value::{Doc, Value};
@@ -842,8 +842,8 @@ impl DynCollection {
 
     /// Checks `record` against the schema and encodes it with the shared keys; returns its
     /// key and its bytes (the key's text is formatted only for an error).
-    fn prepare(&self, record: Value<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
-        let bytes = match conform_into::conform_into(record, &self.state.shape, &self.state.keys.shared) {
+    fn prepare(&self, record: Value<'_>, source: Source) -> Result<(Vec<u8>, Vec<u8>)> {
+        let bytes = match conform_into::conform_into(record, &self.state.shape, &self.state.keys.shared, source) {
             Ok(bytes) => bytes,
             Err(ConformError::Misfit(misfit)) => return Err(self.violation(&self.key_text(record), misfit)),
             Err(ConformError::Encode(error)) => return Err(error.into()),
@@ -864,7 +864,7 @@ impl DynCollection {
             Some(keys) if std::ptr::eq(keys, shared) || keys.identity() == shared.identity() => document,
             // Written with another table (another collection's): its ids name other fields
             // here, so the record is read by its own table's names and written with ours.
-            Some(_) => return self.prepare(document.root()).map(|(key, bytes)| (key, bytes.into())),
+            Some(_) => return self.prepare(document.root(), Source::Binary).map(|(key, bytes)| (key, bytes.into())),
             None => Doc::from_untrusted_with_keys(document.bytes(), shared)?,
         };
         let record = document.root();
@@ -872,7 +872,7 @@ impl DynCollection {
             let key = self.key_of(record, bytes)?;
             return Ok((key, bytes.into()));
         }
-        self.prepare(record).map(|(key, bytes)| (key, bytes.into()))
+        self.prepare(record, Source::Binary).map(|(key, bytes)| (key, bytes.into()))
     }
 
     /// The key of `bytes` (`record` conformed), read from them.
@@ -943,7 +943,11 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn insert(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
-        let (key, bytes) = self.prepare(record)?;
+        self.insert_from(tx, record, Source::Binary)
+    }
+
+    fn insert_from(&self, tx: &mut WriteTxn<'_>, record: Value<'_>, source: Source) -> Result<WriteOutcome> {
+        let (key, bytes) = self.prepare(record, source)?;
         if tx.get(&self.state.records, &key)?.is_some() {
             return Err(Error::DuplicateKey { collection: self.state.name.clone(), key: self.key_text(record) });
         }
@@ -968,7 +972,39 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn upsert(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
-        let (key, bytes) = self.prepare(record)?;
+        self.upsert_from(tx, record, Source::Binary)
+    }
+
+    /// [`DynCollection::upsert`] of a record read from JSON text (with
+    /// [`tessera_value::from_json`] or [`tessera_value::from_json_with`]): JSON has no binary
+    /// type, so where the schema has bytes, a base64 string (standard alphabet, padded; how
+    /// [`DynRecord::to_json`] writes bytes) is read as those bytes, as
+    /// [`DynCollection::upsert_json`] does. Any other string there is
+    /// [`Error::SchemaViolation`].
+    ///
+    /// ```
+    /// use tessera::collection::{DynSchema, KeyKind, TypeDesc, WriteOutcome};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = tessera::Db::open(dir.path().join("db"))?;
+    /// let shape = TypeDesc::Struct(vec![("id".into(), TypeDesc::Int), ("data".into(), TypeDesc::Bytes)]);
+    /// let schema = DynSchema { version: 1, key_fields: vec!["id".into()], key_kinds: vec![KeyKind::U32], shape, indexes: vec![] };
+    /// let blobs = db.create_dyn_collection("blobs", &schema)?;
+    /// let json = tessera::value::from_json(br#"{"id": 1, "data": "AAH/"}"#)?;
+    /// let record = tessera::value::Doc::from_untrusted(&json)?.root();
+    /// assert_eq!(db.write(|tx| blobs.upsert_json_document(tx, record))?, WriteOutcome::Inserted);
+    /// let stored = blobs.get_json(&db, "1")?.unwrap();
+    /// assert_eq!(stored.value().get("data").unwrap().as_bytes(), Some(&[0u8, 1, 255][..]));
+    /// assert_eq!(stored.to_json(), r#"{"id":1,"data":"AAH/"}"#);
+    /// // Read from a binary document, the same string is a string, which a bytes field refuses.
+    /// assert!(db.write(|tx| blobs.upsert(tx, record)).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn upsert_json_document(&self, tx: &mut WriteTxn<'_>, record: Value<'_>) -> Result<WriteOutcome> {
+        self.upsert_from(tx, record, Source::Json)
+    }
+
+    fn upsert_from(&self, tx: &mut WriteTxn<'_>, record: Value<'_>, source: Source) -> Result<WriteOutcome> {
+        let (key, bytes) = self.prepare(record, source)?;
         let old = tx.get(&self.state.records, &key)?.map(<[u8]>::to_vec);
         self.state.store(tx, &key, old.as_deref(), &bytes)
     }
@@ -1084,7 +1120,7 @@ impl DynCollection {
     /// ```
     pub fn insert_json(&self, tx: &mut WriteTxn<'_>, json: &[u8]) -> Result<WriteOutcome> {
         let bytes = json_document(&self.state.name, "$", json)?;
-        self.insert(tx, Doc::from_untrusted(&bytes)?.root())
+        self.insert_from(tx, Doc::from_untrusted(&bytes)?.root(), Source::Json)
     }
 
     /// [`DynCollection::upsert`] from JSON text.
@@ -1103,7 +1139,7 @@ impl DynCollection {
     /// ```
     pub fn upsert_json(&self, tx: &mut WriteTxn<'_>, json: &[u8]) -> Result<WriteOutcome> {
         let bytes = json_document(&self.state.name, "$", json)?;
-        self.upsert(tx, Doc::from_untrusted(&bytes)?.root())
+        self.upsert_from(tx, Doc::from_untrusted(&bytes)?.root(), Source::Json)
     }
 
     /// Deletes the record at `key` (as for [`DynCollection::get`]): Deleted, or Unchanged if
