@@ -698,7 +698,9 @@ impl Encode for f64 {
 impl Decode<'_> for f64 {
     #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
-        value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))
+        let float = value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))?;
+        // An integer only if the double holds it exactly: 2^53 + 1 is not 2^53.
+        if value.is_float() || integer_is_exactly(value, float) { Ok(float) } else { Err(out_of_range("f64")) }
     }
 }
 
@@ -714,8 +716,24 @@ impl Decode<'_> for f32 {
         // A stored double narrows to the nearest f32; one beyond f32's range is an error, not
         // an infinity (infinities and NaN stored as such stay what they are).
         let float = value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))?;
-        narrow_to_f32(float).ok_or_else(|| out_of_range("f32"))
+        let narrowed = narrow_to_f32(float).ok_or_else(|| out_of_range("f32"))?;
+        // A stored integer only if the f32 holds it exactly: 16777217 is not 16777216.
+        if value.is_float() || integer_is_exactly(value, narrowed as f64) { Ok(narrowed) } else { Err(out_of_range("f32")) }
     }
+}
+
+/// True if `value` is an integer equal to `float` (a float that reading it produced): false
+/// when the float rounded it, and for a value that is not an integer.
+pub(crate) fn integer_is_exactly(value: Value<'_>, float: f64) -> bool {
+    let integer = match value.as_i64() {
+        Some(signed) => i128::from(signed),
+        None => match value.as_u64() {
+            Some(unsigned) => i128::from(unsigned),
+            None => return false,
+        },
+    };
+    // Every finite double of an integer's magnitude (below 2^65) fits an i128 exactly.
+    float.is_finite() && float as i128 == integer
 }
 
 /// `value` as the nearest `f32`, or `None` when a finite `value` lies beyond `f32`'s range (the

@@ -68,7 +68,8 @@ fn push_scalar(encoder: &mut Encoder<'_>, value: Value<'_>) -> Result<(), Encode
 
 impl Encoder<'_> {
     /// Pushes a value read from any document. A value of the document being amended is
-    /// referenced in place; any other is copied.
+    /// referenced in place; any other is copied (a document over a longer or shorter slice of
+    /// the same buffer is another document: its positions are not the amended one's).
     ///
     /// ```
     /// use tessera_value::{from_json, Doc, Encoder};
@@ -86,6 +87,7 @@ impl Encoder<'_> {
         if let Repr::Item(pos) = value.repr()
             && self.b.original_len > 0
             && value.doc().bytes().as_ptr() as usize == self.b.original_ptr
+            && value.doc().bytes().len() == self.b.original_len
         {
             let height = value.doc().item_height(pos);
             self.place(Slot::pointer(pos, height));

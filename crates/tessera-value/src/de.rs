@@ -79,8 +79,23 @@ impl<'de> de::Deserializer<'de> for Value<'de> {
         de::Deserializer::deserialize_f32(Reader { doc: &doc, repr: self.repr() }, visitor)
     }
 
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let doc = self.doc();
+        de::Deserializer::deserialize_f64(Reader { doc: &doc, repr: self.repr() }, visitor)
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let doc = self.doc();
+        de::Deserializer::deserialize_str(Reader { doc: &doc, repr: self.repr() }, visitor)
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let doc = self.doc();
+        de::Deserializer::deserialize_string(Reader { doc: &doc, repr: self.repr() }, visitor)
+    }
+
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 char
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
     }
 }
@@ -187,19 +202,49 @@ impl<'s, 'de> de::Deserializer<'de> for Reader<'s, 'de> {
     }
 
     /// A number as the nearest `f32`; a finite double beyond `f32`'s range is refused rather
-    /// than narrowed to an infinity (serde's own `f32` would take the infinity).
+    /// than narrowed to an infinity (serde's own `f32` would take the infinity), and so is an
+    /// integer the `f32` does not hold exactly (serde's would round it).
     fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
-        match self.value().as_f64() {
+        let value = self.value();
+        match value.as_f64() {
             Some(float) => match crate::codec::narrow_to_f32(float) {
-                Some(narrowed) => visitor.visit_f32(narrowed),
+                Some(narrowed) if value.is_float() || crate::codec::integer_is_exactly(value, narrowed as f64) => {
+                    visitor.visit_f32(narrowed)
+                }
+                Some(_) => Err(de::Error::custom(format_args!("integer {value:?} has no exact f32"))),
                 None => Err(de::Error::custom(format_args!("number {float} out of range for f32"))),
             },
             None => self.deserialize_any(visitor),
         }
     }
 
+    /// A number as an `f64`; an integer the `f64` does not hold exactly (beyond 2^53) is
+    /// refused (serde's own `f64` would round it).
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        let value = self.value();
+        match value.as_f64() {
+            Some(float) if !value.is_float() && !crate::codec::integer_is_exactly(value, float) => {
+                Err(de::Error::custom(format_args!("integer {value:?} has no exact f64")))
+            }
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    /// A string; binary data is not one (serde's string visitors would take bytes that are
+    /// UTF-8, where the generated codec refuses them).
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        if self.value().kind() == crate::Kind::Binary {
+            return Err(de::Error::invalid_type(self.unexpected(), &visitor));
+        }
+        self.deserialize_any(visitor)
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        self.deserialize_str(visitor)
+    }
+
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 char
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
     }
 }
@@ -285,15 +330,27 @@ impl<'de> de::MapAccess<'de> for MapAccess<'_, 'de> {
 }
 
 /// A dict key. Keys are strings; integer and boolean map keys (which [`crate::to_vec`] writes
-/// as their text, as serde_json does) are parsed back from it.
+/// as their text, as serde_json does) are parsed back from it. Only the text `to_vec` writes
+/// is an integer key: `"05"` or `"+5"` would read as 5 and replace the entry of `"5"`.
 struct KeyDeserializer<'de>(&'de str);
+
+/// True if `text`, which parsed as an integer, is written as `to_vec` writes one: no `+`, no
+/// leading zero, no `-0`.
+fn is_canonical_integer(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    match digits.as_bytes() {
+        [b'0'] => digits.len() == text.len(),
+        [first, ..] => (b'1'..=b'9').contains(first),
+        [] => false,
+    }
+}
 
 macro_rules! parse_key {
     ($($method:ident => $visit:ident: $type:ty),*) => {$(
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
             match self.0.parse::<$type>() {
-                Ok(value) => visitor.$visit(value),
-                Err(_) => visitor.visit_borrowed_str(self.0),
+                Ok(value) if is_canonical_integer(self.0) => visitor.$visit(value),
+                _ => visitor.visit_borrowed_str(self.0),
             }
         }
     )*};
@@ -307,7 +364,14 @@ impl<'de> de::Deserializer<'de> for KeyDeserializer<'de> {
         visitor.visit_borrowed_str(self.0)
     }
 
-    parse_key!(deserialize_bool => visit_bool: bool, deserialize_i8 => visit_i8: i8, deserialize_i16 => visit_i16: i16,
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        match self.0.parse::<bool>() {
+            Ok(value) => visitor.visit_bool(value),
+            Err(_) => visitor.visit_borrowed_str(self.0),
+        }
+    }
+
+    parse_key!(deserialize_i8 => visit_i8: i8, deserialize_i16 => visit_i16: i16,
         deserialize_i32 => visit_i32: i32, deserialize_i64 => visit_i64: i64, deserialize_i128 => visit_i128: i128,
         deserialize_u8 => visit_u8: u8, deserialize_u16 => visit_u16: u16, deserialize_u32 => visit_u32: u32,
         deserialize_u64 => visit_u64: u64, deserialize_u128 => visit_u128: u128);

@@ -180,6 +180,10 @@ impl<'a> Doc<'a> {
     /// your own database. On corrupt bytes, accessors may return wrong values or panic, but
     /// never cause undefined behaviour.
     ///
+    /// A document encoded with shared keys is refused with
+    /// [`FormatError::MissingSharedKeys`], as [`Doc::from_untrusted`] refuses it: without its
+    /// table its keys have no names. Open it with [`Doc::from_trusted_with_keys`].
+    ///
     /// ```
     /// use tessera_value::{from_json, Doc};
     /// let bytes = from_json(b"[10, 20]").unwrap();
@@ -188,7 +192,7 @@ impl<'a> Doc<'a> {
     /// ```
     #[inline(always)]
     pub fn from_trusted(bytes: &'a [u8]) -> Result<Doc<'a>, FormatError> {
-        Ok(Doc::from_footer(bytes, None, &read_footer(bytes)?, false))
+        Doc::with_shared_keys(bytes, None, &read_footer(bytes)?, false)
     }
 
     /// Opens a document in O(1) and, unlike [`Doc::from_trusted`], skips the UTF-8 check that
