@@ -289,6 +289,11 @@ impl<T: LiveRecord> AnyLive for LiveCollection<T> {
             let mut wakes = Wakes::new();
             for (sub, list) in work.iter_mut() {
                 let Some(mailbox) = sub.mailbox.upgrade() else { continue };
+                if mailbox.is_ended() {
+                    // Ended (a commit it could not follow may have left its rows half updated):
+                    // updated no more, until its handle goes and a prune removes it.
+                    continue;
+                }
                 let sort_keys = &sort_keys[&order_of(sub)];
                 match sub.apply(&commit, *list, sort_keys, &mut scratch) {
                     Ok(Some(change)) => wakes.push(mailbox, Event::Changed(change)),

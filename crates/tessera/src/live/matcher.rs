@@ -9,8 +9,9 @@
 //! evaluated against every change.
 //!
 //! An anchor is *exact* when the whole predicate is its conjuncts on that one field and the
-//! component order agrees with the query language's comparison (strings, booleans, integer
-//! fields against integer constants below 2^53): then the lookup itself decides the match.
+//! component order agrees with the query language's comparison (string fields against
+//! strings, booleans, integer fields against integer constants below 2^53): then the lookup
+//! itself decides the match.
 
 use crate::collection::TypeDesc;
 use crate::collection::sort_key::{self, Interval};
@@ -41,14 +42,22 @@ fn field_type<'s>(shape: &'s TypeDesc, path: &str) -> Option<&'s TypeDesc> {
     desc
 }
 
+/// Whether the field at `path` holds strings only (or nothing): the only field whose string
+/// components are decided as the query language compares strings.
+fn is_string_field(shape: &TypeDesc, path: &str) -> bool {
+    matches!(field_type(shape, path), Some(TypeDesc::String))
+}
+
 /// One conjunct as a constraint on a field: (path, points, intervals, exact).
 type Constraint = (String, Vec<Vec<u8>>, Vec<Interval>, bool);
 
 fn compare_constraint(shape: &TypeDesc, path: &str, op: CompareOp, literal: &Literal) -> Option<Constraint> {
     let exact = match literal {
         Literal::Null => return Some((path.to_owned(), Vec::new(), Vec::new(), true)), // never TRUE
-        // An enum's payload variant has its name as component, but compares as UNKNOWN.
-        Literal::Str(_) => !matches!(field_type(shape, path), Some(TypeDesc::Enum(_))),
+        // Only a string field's components are strings alone: an enum's payload variant, and
+        // any one-entry map a field of any type holds, has its key as component, but compares
+        // as UNKNOWN.
+        Literal::Str(_) => is_string_field(shape, path),
         Literal::Bool(_) => true,
         Literal::Int(int) => {
             matches!(field_type(shape, path), Some(TypeDesc::Int | TypeDesc::Integer(_))) && int.unsigned_abs() < (1 << 53)
@@ -105,7 +114,10 @@ fn constraint(shape: &TypeDesc, expr: &Expr) -> Option<Constraint> {
             Some((path.to_string(), vec![component], Vec::new(), true))
         }
         Expr::Str(a, StringOp::StartsWith, prefix) => match &**a {
-            Expr::Field(path) => Some((path.to_string(), Vec::new(), vec![Interval::prefix(sort_key::string_prefix(prefix))], true)),
+            Expr::Field(path) => {
+                let exact = is_string_field(shape, path);
+                Some((path.to_string(), Vec::new(), vec![Interval::prefix(sort_key::string_prefix(prefix))], exact))
+            }
             _ => None,
         },
         _ => None,

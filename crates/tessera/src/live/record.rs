@@ -32,7 +32,12 @@ impl<T: Record> LiveRecord for T {
     type Keys = ();
 
     fn decode_stored(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<T> {
-        decode::<T>(state, key, bytes)
+        // A hand-written `Decode` may panic. On the delivery thread that would end the commit's
+        // delivery to every subscription after this one, untold (the feed drops a hook's
+        // panic): it is this record's error instead, which ends the subscriptions that read it.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode::<T>(state, key, bytes))).unwrap_or_else(|payload| {
+            Err(state.decode_error(key, format!("its decoder panicked: {}", crate::store::panic_message(&*payload))))
+        })
     }
 
     fn sole_key_field(_: &()) -> Option<&str> {
