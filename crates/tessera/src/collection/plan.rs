@@ -388,9 +388,13 @@ fn plan_expr(state: &CollectionState, key: &dyn KeyLayout, expr: &Expr) -> Optio
                 Access::Intersect(inner) => inner,
                 other => vec![other],
             }) {
-                // Two ranges on one index (or on the key) are one range: their intersection.
+                // Two ranges on one index (or on the key) are one range: their intersection. Not
+                // on a multi-entry index: a record has an entry in each range (`tags contains
+                // "x" and tags contains "y"`), and the intersection of the ranges is empty.
                 let same = flat.iter_mut().find(|seen| match (&**seen, &part) {
-                    (Access::IndexRange { path: a, .. }, Access::IndexRange { path: b, .. }) => a == b,
+                    (Access::IndexRange { path: a, .. }, Access::IndexRange { path: b, .. }) => {
+                        a == b && super::build::elements_of(a).is_none()
+                    }
                     (Access::KeyRange(..), Access::KeyRange(..)) => true,
                     _ => false,
                 });

@@ -568,6 +568,8 @@ impl<T: Record> Collection<T> {
     pub fn query(&self, statement: crate::query::Statement) -> Result<Query<T>> {
         let shape = &self.state.shape;
         if let Some(predicate) = &statement.predicate {
+            // Measured before the recursive type check: a statement may be built in code.
+            crate::query::check_query_depth(predicate, &self.state.name)?;
             shape.check_predicate(predicate)?;
         }
         for key in &statement.order_by {

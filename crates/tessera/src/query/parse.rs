@@ -23,7 +23,9 @@
 //! every other character, control characters included, stands for itself. An integer literal
 //! is exact: from `-2**63` to `2**64-1` an integer, beyond that a float only when a float
 //! holds it exactly (`2**70`, `-(2**64)`), and otherwise an error saying it is out of range
-//! (`-9223372036854775809`, `18446744073709551617`): it is never rounded.
+//! (`-9223372036854775809`, `18446744073709551617`): it is never rounded. A float literal is
+//! rounded to the nearest `f64`, but one beyond its range (`1e400`) or one not zero that would
+//! round to zero (`1e-400`) is an error too.
 //! Errors carry the 1-based column and say what was expected after what.
 
 use super::order::{Nulls, Order, OrderKey};
@@ -162,6 +164,9 @@ impl<'t> Lexer<'t> {
                 Ok(float) if number.bytes().all(|byte| byte.is_ascii_digit()) && !is_exact(float, number) => {
                     Err(self.error(start, integer_out_of_range(number)))
                 }
+                // A nonzero literal below f64's range would silently become zero (`x == 1e-400`
+                // matching 0).
+                Ok(float) if float == 0.0 && is_nonzero(number) => Err(self.error(start, format!("number {number:?} is out of range"))),
                 Ok(float) if float.is_finite() => Ok(Token::Float(float)),
                 // A literal beyond f64's range would silently become infinity.
                 Ok(_) => Err(self.error(start, format!("number {number:?} is out of range"))),
@@ -611,6 +616,12 @@ impl Parser<'_> {
 fn is_exact(float: f64, digits: &str) -> bool {
     let digits = digits.trim_start_matches('0');
     float.is_finite() && format!("{float:.0}") == if digits.is_empty() { "0" } else { digits }
+}
+
+/// Whether the number written as `number` (digits, a fraction, an exponent) is not zero: a
+/// digit of its mantissa is not `0`.
+fn is_nonzero(number: &str) -> bool {
+    number.split(['e', 'E']).next().is_some_and(|mantissa| mantissa.bytes().any(|byte| matches!(byte, b'1'..=b'9')))
 }
 
 /// The error for an integer literal that neither an integer nor a float holds exactly.

@@ -3,7 +3,7 @@
 //! typed subscriptions use (`crate::live`), with records delivered as [`DynRecord`]s.
 
 use super::{DynCollection, DynQuery, DynRecord, DynSchema};
-use crate::collection::key_layout::{KeyLayout, KindsKey};
+use crate::collection::key_layout::KeyLayout;
 use crate::collection::{CollectionState, QueryParts};
 use crate::error::Result;
 use crate::live::{LiveRecord, ObjectSubscription, Policy, QuerySubscription};
@@ -27,7 +27,7 @@ impl LiveRecord for DynRecord {
     }
 
     fn with_layout<R>(schema: &Arc<DynSchema>, run: impl FnOnce(&dyn KeyLayout) -> R) -> R {
-        run(&KindsKey::new(&schema.key_fields, &schema.key_kinds))
+        run(&super::query::query_layout(schema))
     }
 }
 

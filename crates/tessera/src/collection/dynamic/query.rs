@@ -2,7 +2,7 @@
 //! planned and run by the engine typed queries use, with the collection's key layout read
 //! from its stored key kinds.
 
-use super::{DynCollection, DynRecord};
+use super::{DynCollection, DynRecord, DynSchema, KeyKind};
 use crate::collection::engine::QuerySpec;
 use crate::collection::key_layout::KindsKey;
 use crate::collection::plan::Plan;
@@ -104,6 +104,18 @@ impl DynCollection {
         query.limit = statement.limit;
         Ok(query)
     }
+}
+
+/// The key layout a query on a collection of `schema` plans with: none for a key of one float
+/// field, whose key order (`f64::total_cmp`: `-0.0` below `0.0`) is not the query language's
+/// (the two are equal, ties then go by primary key ascending), so that an order by the key is
+/// sorted in memory rather than read from the keys walked backwards. Such a key has no key
+/// lookups or ranges to lose: a query constant never encodes as a float key part.
+pub(super) fn query_layout(schema: &DynSchema) -> KindsKey<'_> {
+    if matches!(schema.key_kinds.as_slice(), [KeyKind::F32 | KeyKind::F64]) {
+        return KindsKey::new(&[], &[]);
+    }
+    KindsKey::new(&schema.key_fields, &schema.key_kinds)
 }
 
 /// A query on a dynamic collection: a predicate, an order, an offset and a limit, planned and
@@ -226,7 +238,7 @@ impl DynQuery {
     /// ```
     pub fn explain(&self) -> Result<Plan> {
         let schema = &self.collection.schema;
-        self.spec(&KindsKey::new(&schema.key_fields, &schema.key_kinds)).explain()
+        self.spec(&query_layout(schema)).explain()
     }
 
     /// The query as the engine runs it, with the collection's key `layout`.
@@ -245,7 +257,7 @@ impl DynQuery {
     /// early when it returns false.
     pub(super) fn run(&self, snapshot: &dyn Snapshot, mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool>) -> Result<()> {
         let schema = &self.collection.schema;
-        let layout = KindsKey::new(&schema.key_fields, &schema.key_kinds);
+        let layout = query_layout(schema);
         for candidate in self.spec(&layout).run(snapshot)? {
             let (key, bytes) = candidate?;
             if !visit(&key, bytes)? {
