@@ -122,7 +122,10 @@ pub fn doc_get(path: &Path, namespace: Option<&str>, id: &str, field: Option<&st
             return Err(Failure::Usage(format!("{file}: several document namespaces ({}): pick one with --namespace", many.join(", "))));
         }
     };
-    let documents = db.documents(&namespace).map_err(fail)?;
+    // A deep handle reads documents written either way (a plain handle refuses one written
+    // as nested fields); a field name is then a dotted path.
+    let options = tessera::documents::DocumentsOptions { deep: true, ..Default::default() };
+    let documents = db.documents_with(&namespace, options).map_err(fail)?;
     let document = documents.document::<Json>(id);
     let value = match field {
         Some(field) => document.field::<Json>(field).get().map_err(fail)?,

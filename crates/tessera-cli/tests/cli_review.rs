@@ -565,3 +565,27 @@ fn dict_get_and_ls_do_not_print_nan_as_null() {
         assert!(err.contains("odd") && err.contains("NaN"), "{args:?}: {err}");
     }
 }
+
+/// `doc get` opened documents through a plain handle: a document written by a deep handle (one
+/// key per leaf) printed without its nested fields, and now a plain handle refuses it. The
+/// command reads through a deep handle, which reads documents written either way.
+#[test]
+fn doc_get_reads_a_document_written_as_nested_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("docs.tessera");
+    let db = tessera::Db::open(&file).unwrap();
+    let deep = tessera::DocumentsOptions { deep: true, ..Default::default() };
+    let people = db.documents_with("people", deep).unwrap();
+    let grace = serde_json::json!({"name": "Grace", "address": {"city": "Arlington", "zip": "22201"}});
+    people.document::<serde_json::Value>("grace").set(&grace).unwrap();
+    db.documents("people").unwrap().document::<serde_json::Value>("ada").set(&serde_json::json!({"name": "Ada"})).unwrap();
+    drop(people);
+    db.close().unwrap();
+    let (status, out, err) = run(&["doc", "get", "--json", s(&file), "grace"]);
+    assert_eq!(status, 0, "{err}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&out).unwrap(), grace);
+    let (status, out, err) = run(&["doc", "get", "--json", s(&file), "grace", "address.city"]);
+    assert_eq!((status, out.trim()), (0, "\"Arlington\""), "{err}");
+    let (status, out, err) = run(&["doc", "get", "--json", s(&file), "ada"]);
+    assert_eq!((status, out.trim()), (0, r#"{"name":"Ada"}"#), "{err}");
+}

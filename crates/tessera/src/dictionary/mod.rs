@@ -222,8 +222,9 @@ pub(crate) struct DictInner {
     /// Bumped by `clear` when it empties the cache, so that a load from an older snapshot
     /// cannot put cleared values back.
     clears: AtomicU64,
-    /// Saves committed, bumped after each commit and before its entries may be evicted: a
-    /// load whose snapshot may predate a save does not cache what it read (see
+    /// Saves committed (and transactions that wrote the dictionary), bumped after each commit
+    /// and before its entries may be evicted: a load whose snapshot may predate a save does
+    /// not cache what it read (see
     /// [`DictInner::with_bytes`]), and [`Dictionary::keys`] reads again.
     saves: AtomicU64,
     flusher: Arc<FlusherShared>,
@@ -941,12 +942,13 @@ impl Dictionary {
         self.flush()
     }
 
-    /// Subscribes to `key`: [`crate::live::Event::Initial`] with its value now (as
-    /// [`Dictionary::get`] reads it, a pending write included), then `Changed` with its value
-    /// each time a write that changes it reaches storage (`None`: removed; the pending write
-    /// the initial value showed, or a write of the same bytes, is not a change), then `Closed`
-    /// when the database closes. A stored value that does not decode as `T` ends the
-    /// subscription with the error.
+    /// Subscribes to `key`: [`crate::live::Event::Initial`] with its value now (pending writes
+    /// are saved first, so it is what [`Dictionary::get`] reads unless another thread writes
+    /// meanwhile, and a failed save is returned here), then `Changed` with its value each time
+    /// a write that changes it reaches storage (`None`: removed; a write of the same bytes is
+    /// not a change), then `Closed` when the database closes. Every value reported is one
+    /// storage held. A stored value that does not decode as `T` ends the subscription with
+    /// the error.
     ///
     /// ```
     /// use tessera::live::Event;
@@ -1141,7 +1143,10 @@ impl DictTxn<'_, '_> {
         let key: Arc<str> = key.into();
         self.tx.after_commit(Box::new(move || {
             // Committed: the cache takes the value, and any pending write of the key (older
-            // than this transaction) is superseded.
+            // than this transaction) is superseded. Counted as a save first: the entry is
+            // evictable at once, and a load from a snapshot before this commit must not cache
+            // the older value after it is evicted (found by review).
+            inner.saves.fetch_add(1, Ordering::AcqRel);
             let mut shard = lock(inner.shard(&key));
             shard.entries.insert(key, Entry::clean(value, true));
         }));

@@ -1,28 +1,37 @@
 //! Subscriptions to one dictionary key: value subscriptions ([`crate::live::ValueSubscription`])
 //! that follow the change bus with the same shape as every other subscription.
 
-use super::{Dictionary, keys};
+use super::{Dictionary, keys, lock};
 use crate::Db;
 use crate::error::{Error, Result};
 use crate::live::{Follow, Policy, ValueSubscription};
 use crate::store::Published;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Subscribes to `key`: its value now (as [`Dictionary::get`] reads it), then its value each
 /// time a write of it reaches storage (`None`: removed).
+///
+/// Pending writes are saved first, and the initial value is read from storage in the
+/// subscription's own snapshot: every value it reports is then one storage held. (It took a
+/// pending write for its initial value, and heard only of storage: a pending write that never
+/// reached storage, cleared, removed again or set back before the save, left it on a value the
+/// dictionary no longer had, for good. Found by review.)
 pub(super) fn subscribe<T: DeserializeOwned + Send + 'static>(dictionary: &Dictionary, key: &str) -> Result<ValueSubscription<T>> {
     let inner = &dictionary.inner;
+    if inner.sequence.load(Ordering::SeqCst) > lock(&inner.flusher.state).flushed {
+        inner.flush_pending()?;
+    }
     // What following the key needs, without the dictionary (which holds a `Db`: the engine
     // that runs this lives inside the database, so that would keep it open forever).
     let keyspace = inner.keyspace.name().to_owned();
     let hash = inner.long_key_hash.clone();
     let name: Arc<str> = inner.name.clone();
     let key = key.to_owned();
-    crate::live::watch(&inner.db, Policy::EveryChange, |_| {
-        // The value as `get` reads it (a pending write included), kept as bytes: when that
-        // write reaches storage it is not a change, and is not reported again.
-        let initial_bytes = inner.with_bytes(&key, |bytes| Ok(bytes.map(<[u8]>::to_vec)))?;
+    crate::live::watch(&inner.db, Policy::EveryChange, |txn| {
+        // Kept as bytes: a later write of the same bytes is not a change.
+        let initial_bytes = keys::load(txn, &inner.keyspace, &hash, &key)?;
         let initial = initial_bytes.as_deref().map(|bytes| decode(&name, &key, bytes)).transpose()?;
         let mut last = initial_bytes;
         let follow: Follow<Option<T>> = Box::new(move |batch: &Published, _: &Db| {

@@ -62,6 +62,11 @@ pub(crate) fn decode_field<T, V: DeserializeOwned>(document: &Document<T>, name:
 pub(crate) fn encode<T: Serialize>(document: &Document<T>, value: &T) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut split = Vec::with_capacity(8);
     value.serialize(Splitter { out: &mut split }).map_err(|error| field_error(document, "", error))?;
+    if let Some(name) = repeated_name(&split) {
+        // Both would be stored under one key (in a deep document, one as a value and one as
+        // nested fields): the document would read back as another value, or not at all.
+        return Err(field_error(document, name, "the value has this field twice (a flattened map repeating a field?): one would be lost"));
+    }
     let deep = document.collection.options.deep;
     let mut encoded = Vec::with_capacity(split.len());
     for (name, bytes) in split {
@@ -85,6 +90,23 @@ pub(crate) fn encode<T: Serialize>(document: &Document<T>, value: &T) -> Result<
         ));
     }
     Ok(encoded)
+}
+
+/// A field name the split value has more than once (a struct with a flattened map holding one
+/// of its field names, or a hand-written `Serialize`), if any.
+fn repeated_name(split: &[(FieldName, Vec<u8>)]) -> Option<&str> {
+    /// Up to this many fields, pairs are compared in place (no allocation: a record's fields).
+    const PAIRWISE_MAX: usize = 16;
+    if split.len() <= PAIRWISE_MAX {
+        return split
+            .iter()
+            .enumerate()
+            .find(|(at, (name, _))| split[..*at].iter().any(|(earlier, _)| earlier == name))
+            .map(|(_, (name, _))| &**name);
+    }
+    let mut names: Vec<&str> = split.iter().map(|(name, _)| &**name).collect();
+    names.sort_unstable();
+    names.windows(2).find(|pair| pair[0] == pair[1]).map(|pair| pair[0])
 }
 
 /// Deep decomposition: a non-empty dict becomes one key per entry, recursively.
@@ -287,6 +309,9 @@ pub(crate) fn decode<'e, T: DeserializeOwned>(
     deserialize_fields(document, fields)
 }
 
+/// Why a plain handle refuses a nested field's own key, which only a deep handle stores.
+pub(crate) const STORED_DEEP: &str = "stored as nested fields by a handle with `deep: true`: read it through one";
+
 /// A field's stored name and value (the value validated when serde asks for it: see
 /// [`FieldsMap::next_value_seed`]; the name checked as UTF-8 when serde reads it), or why it
 /// could not be read (boxed: the error is rare, and a small item is cheaper to pass along the
@@ -296,15 +321,28 @@ type FieldResult<'v> = std::result::Result<(&'v [u8], &'v [u8]), Box<Error>>;
 /// Runs `T`'s deserializer over the fields as they come, naming the field that failed; an
 /// error of the fields themselves (storage, validation) is returned as it is. `None` if there
 /// were no fields: the document does not exist (whatever serde made of an empty map).
-fn deserialize_fields<'v, T: DeserializeOwned>(document: &Document<T>, fields: impl Iterator<Item = FieldResult<'v>>) -> Result<Option<T>> {
+fn deserialize_fields<'v, T: DeserializeOwned>(
+    document: &Document<T>,
+    mut fields: impl Iterator<Item = FieldResult<'v>>,
+) -> Result<Option<T>> {
     let mut failure = Failure::default();
-    let result = T::deserialize(FieldsDeserializer { fields, failure: &mut failure });
+    let result = T::deserialize(FieldsDeserializer { fields: &mut fields, failure: &mut failure });
     if let Some((name, error)) = failure.invalid {
         return Err(field_error(document, &display_name(name), error));
     }
+    // A type that read no field (refused the map before its first key, or ignored it) has not
+    // shown whether the document exists: whether it has a field does (found by review: a
+    // stored document that `T` refused whole read as absent).
+    let absent = failure.fields_seen == 0
+        && failure.source.is_none()
+        && match fields.next() {
+            None => true,
+            Some(Err(error)) => return Err(*error),
+            Some(Ok(_)) => false,
+        };
     match (result, failure.source) {
         (_, Some(error)) => Err(*error),
-        _ if failure.fields_seen == 0 => Ok(None),
+        _ if absent => Ok(None),
         (Ok(value), None) => Ok(Some(value)),
         (Err(error), None) => Err(field_error(document, &display_name(failure.field.unwrap_or(b"")), error)),
     }
@@ -389,6 +427,9 @@ pub(crate) fn decode_subtree<'e, T, V: DeserializeOwned>(
         };
         stored.push((leaf, bytes));
     }
+    if !document.collection.options.deep && stored.iter().any(|(leaf, _)| *leaf != path) {
+        return Err(field_error(document, name, STORED_DEEP));
+    }
     match stored.as_slice() {
         [] => Ok(None),
         [(leaf, bytes)] if *leaf == path => {
@@ -435,10 +476,20 @@ impl<'f, 'v, I: Iterator<Item = FieldResult<'v>>> de::Deserializer<'v> for Field
         visitor.visit_map(FieldsMap { fields: self.fields, value: None, failure: self.failure })
     }
 
+    /// A stored document is never null: `Some` of its fields, as the splitter stored `Some`.
+    fn deserialize_option<V: Visitor<'v>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        visitor.visit_some(self)
+    }
+
+    /// A newtype around a struct or map is stored as what it wraps, and read back so.
+    fn deserialize_newtype_struct<V: Visitor<'v>>(self, _name: &'static str, visitor: V) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
     serde::forward_to_deserialize_any! {
         <W: Visitor<'v>>
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
-        unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct enum identifier ignored_any
     }
 }
 
@@ -464,6 +515,9 @@ impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_
                 // (an identifier as a string, an enum key through `visit_enum`): bytes broke
                 // hand-written identifier visitors and enum keys (found by review).
                 let key = match std::str::from_utf8(field.0) {
+                    // A plain field's name holds no NUL: this is a deep document's leaf, which
+                    // serde would skip as an unknown field and read the rest without it.
+                    Ok(_) if field.0.contains(&PATH_SEPARATOR) => Err(<tessera_value::DecodeError as de::Error>::custom(STORED_DEEP)),
                     Ok(name) => seed.deserialize(de::value::BorrowedStrDeserializer::new(name)),
                     Err(_) => Err(<tessera_value::DecodeError as de::Error>::custom("field name is not UTF-8")),
                 };

@@ -25,7 +25,9 @@
 //! of a whole nested struct replaces its leaves, and [`FieldHandle::get`] and
 //! [`Document::observe_field`] read and watch the leaves, assembled as [`Document::get`]
 //! assembles them. A value stored both at a path and under it (`a` and `a.b`) makes no
-//! document: reading it is an error naming the field.
+//! document: reading it is an error naming the field. A deep handle reads what a plain one
+//! stored; a plain handle refuses a nested field's own key (`a.b`), naming it, rather than read
+//! the document without it.
 //!
 //! **Atomicity.** `set` removes the old fields and writes the new ones in one transaction, and
 //! every operation has an `_in` form that joins a caller's `db.write` transaction. LMDB's single
@@ -907,7 +909,16 @@ impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHand
             if !deep {
                 return match tx.get(keyspace, &field_key)? {
                     Some(bytes) => fields::decode_field(&self.document, &self.name, bytes).map(Some),
-                    None => Ok(None),
+                    None => {
+                        // Absent, unless a deep handle stored it as leaves (a plain name holds
+                        // no NUL, so no plain field's key starts with this key and a NUL).
+                        let mut under = field_key.clone();
+                        under.push(PATH_SEPARATOR);
+                        match tx.prefix(keyspace, &under)?.next().transpose()? {
+                            None => Ok(None),
+                            Some(_) => Err(self.document.field_refused(&self.name, fields::STORED_DEEP.into())),
+                        }
+                    }
                 };
             }
             // Deep: the field is its key and every key under it (a nested struct's leaves).

@@ -95,8 +95,7 @@ pub(super) fn field<T, V>(document: &Document<T>, name: &str) -> Result<ValueSub
 where
     V: DeserializeOwned + Send + 'static,
 {
-    let deep = document.collection.options.deep;
-    let path = fields::path_of(name, deep)?.into_owned();
+    let path = fields::path_of(name, document.collection.options.deep)?.into_owned();
     let field_key = document.field_key(&path)?;
     let place: Place<()> = Place::of(&Document {
         collection: document.collection.clone(),
@@ -106,22 +105,20 @@ where
     });
     let name = name.to_owned();
     let own_key = field_key.clone();
-    // The field's stored keys and bytes (one key unless deep).
-    let in_field = move |key: &[u8]| {
-        key.starts_with(&field_key) && (key.len() == field_key.len() || (deep && key[field_key.len()] == super::PATH_SEPARATOR))
-    };
+    // The field's stored keys and bytes: its key and the keys under it (in a plain document
+    // only a deep handle stores those, and reading them is an error naming the field).
+    let in_field =
+        move |key: &[u8]| key.starts_with(&field_key) && (key.len() == field_key.len() || key[field_key.len()] == super::PATH_SEPARATOR);
     crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
         let mut stored: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         if let Some(bytes) = txn.get(&place.keyspace, &own_key)? {
             stored.insert(own_key.clone(), bytes.to_vec());
         }
-        if deep {
-            let mut under = own_key;
-            under.push(super::PATH_SEPARATOR);
-            for entry in txn.prefix(&place.keyspace, &under)? {
-                let (key, bytes) = entry?;
-                stored.insert(key.to_vec(), bytes.to_vec());
-            }
+        let mut under = own_key;
+        under.push(super::PATH_SEPARATOR);
+        for entry in txn.prefix(&place.keyspace, &under)? {
+            let (key, bytes) = entry?;
+            stored.insert(key.to_vec(), bytes.to_vec());
         }
         let initial = decode_field(&place.document(&document.collection.db), &name, &path, &stored)?;
         let follow: Follow<Option<V>> = Box::new(move |batch: &Published, db: &Db| {
