@@ -111,6 +111,18 @@ fn write_slots(out: &mut Vec<u8>, slots: &[Slot], container_pos: usize, width: u
     }
 }
 
+/// A key id that `keys` (a dict's, not in order) holds twice, if any: pairs compared in place
+/// for a dict of a struct's size, a sorted copy beyond.
+fn first_repeat(keys: &[u64]) -> Option<u64> {
+    const PAIRWISE_MAX: usize = 16;
+    if keys.len() <= PAIRWISE_MAX {
+        return keys.iter().enumerate().find(|(at, key)| keys[..*at].contains(key)).map(|(_, key)| *key);
+    }
+    let mut sorted = keys.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).find(|pair| pair[0] == pair[1]).map(|pair| pair[0])
+}
+
 /// Appends dict key ids, each `width` bytes.
 #[inline]
 fn write_key_ids(out: &mut Vec<u8>, keys: &[u64], width: usize) {
@@ -533,6 +545,32 @@ impl<'k> Encoder<'k> {
         let slot = self.write_dict(frame)?;
         self.place(slot);
         Ok(())
+    }
+
+    /// [`Encoder::end_dict`] for a dict whose keys must differ (serde's maps and structs: a
+    /// flattened map repeating a field, or a hand-written `Serialize`): a key given twice is
+    /// [`EncodeError::RepeatedKey`] naming it, where `end_dict` keeps the last value. A dict
+    /// written in key order, as most are, costs one pass over its key ids.
+    pub(crate) fn end_dict_refusing_repeats(&mut self) -> Result<(), EncodeError> {
+        if let Some(frame) = self.b.frames.last().filter(|frame| frame.is_dict) {
+            let keys = &self.b.slot_keys[frame.keys_start..];
+            if !keys.windows(2).all(|pair| pair[0] < pair[1])
+                && let Some(id) = first_repeat(keys)
+            {
+                return Err(EncodeError::RepeatedKey(self.key_name(id)));
+            }
+        }
+        self.end_dict()
+    }
+
+    /// The name of the dict key whose id is `id` (for an error).
+    #[cold]
+    fn key_name(&self, id: u64) -> String {
+        if let Some(entry) = self.b.key_entries.iter().find(|entry| entry.id == id) {
+            return String::from_utf8_lossy(&self.b.key_arena[entry.arena_start..entry.arena_start + entry.len]).into_owned();
+        }
+        let shared = self.shared.and_then(|shared| shared.name(u32::try_from(id).ok()?));
+        shared.map_or_else(|| format!("#{id}"), str::to_owned)
     }
 
     fn children_shape(&self, from: usize, pos: usize) -> Result<(usize, u8), EncodeError> {

@@ -222,6 +222,11 @@ pub enum EncodeError {
     /// Nesting deeper than the format's limit of 255.
     #[error("nesting deeper than {0}")]
     TooDeep(u8),
+    /// A serde map or struct gave the key twice (a flattened map repeating a field, or a
+    /// hand-written `Serialize`): one of its values would be lost. [`crate::Encoder::end_dict`]
+    /// itself keeps the last, as JSON input does.
+    #[error("the key {0:?} is given twice in one map: one value would be lost")]
+    RepeatedKey(String),
     /// A serde message (from a `Serialize` impl or an unsupported shape).
     #[error("{0}")]
     Message(String),

@@ -120,7 +120,7 @@ impl Compound<'_, '_> {
         Ok(())
     }
     fn end_dict(self) -> Result<(), EncodeError> {
-        self.encoder.end_dict()?;
+        self.encoder.end_dict_refusing_repeats()?;
         if self.in_variant {
             self.encoder.end_dict()?;
         }

@@ -570,3 +570,32 @@ fn binary_data_is_not_read_as_a_string() {
     assert_eq!(from_value::<&[u8]>(text).unwrap(), b"hi");
     assert_eq!(from_value::<&[u8]>(binary).unwrap(), b"hi");
 }
+
+/// A serde map or struct repeating a key (a flattened map naming a field of its struct) was
+/// encoded with the last value kept: `{a: 1, extra: {a: 5}}` read back as `{a: 5, extra: {}}`.
+/// The serde encoder refuses it, naming the key; the encoder's own `end_dict` and JSON input
+/// keep "last wins", as documented.
+#[test]
+fn a_serde_value_repeating_a_key_is_refused_naming_it() {
+    #[derive(serde::Serialize)]
+    struct WithExtra {
+        a: u32,
+        #[serde(flatten)]
+        extra: std::collections::BTreeMap<String, u32>,
+    }
+    let twice = WithExtra { a: 1, extra: [("a".to_owned(), 5)].into() };
+    assert_eq!(tessera_value::to_vec(&twice), Err(tessera_value::EncodeError::RepeatedKey("a".into())));
+    assert!(tessera_value::to_shared(&[&twice]).is_err());
+    let mut keys = tessera_value::SharedKeys::new();
+    keys.add("a").unwrap();
+    assert_eq!(tessera_value::to_vec_with_keys(&twice, &keys), Err(tessera_value::EncodeError::RepeatedKey("a".into())));
+    // Distinct keys in any order, and many of them, are written.
+    let fine = WithExtra { a: 1, extra: (0..40).map(|n| (format!("k{n}"), n)).collect() };
+    let bytes = tessera_value::to_vec(&fine).unwrap();
+    assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().as_dict().unwrap().len(), 41);
+    let many_twice = WithExtra { a: 1, extra: (0..40).map(|n| (if n == 39 { "a".to_owned() } else { format!("k{n}") }, n)).collect() };
+    assert_eq!(tessera_value::to_vec(&many_twice), Err(tessera_value::EncodeError::RepeatedKey("a".into())));
+    // The encoder itself keeps the last value.
+    let bytes = tessera_value::from_json(br#"{"a": 1, "a": 2}"#).unwrap();
+    assert_eq!(tessera_value::Doc::from_untrusted(&bytes).unwrap().root().to_json(), r#"{"a":2}"#);
+}

@@ -332,13 +332,12 @@ proptest! {
     }
 }
 
-/// Open: a value whose serde form repeats a key below the top level (a flattened map naming a
-/// field of its struct) is encoded by `tessera_value::to_vec` and `to_shared` with the last
-/// value kept (`Encoder::sort_dict_entries`), silently: the dictionary returns Ok and reads
-/// back `a: 5, extra: {}`, and so does a document holding it in a field. The documents refuse a
-/// repeated top-level field (above), but below it only the encoder sees the repeat.
+/// A value whose serde form repeats a key below the top level (a flattened map naming a field
+/// of its struct) was encoded by `tessera_value::to_vec` and `to_shared` with the last value
+/// kept, silently: the dictionary returned Ok and read back `a: 5, extra: {}`, and so did a
+/// document holding it in a field. The serde encoder now refuses a repeated key
+/// (`EncodeError::RepeatedKey`), as the documents refuse a repeated top-level field (above).
 #[test]
-#[ignore = "open: tessera-value's serde encoder keeps the last of a repeated key; refusing it needs tessera-value/src/ser.rs"]
 fn a_value_repeating_a_key_below_the_top_level_is_refused() {
     let (_dir, db) = open();
     let twice = WithExtra { a: 1, extra: [("a".to_owned(), 5)].into() };
