@@ -63,13 +63,28 @@ fn unprintable(problem: &str) -> Failure {
     Failure::Invalid(format!("{problem}, which JSON cannot hold (it would be shown as null)"))
 }
 
-/// A record's field as a table cell: strings as they are, other values as JSON.
+/// A record's field as a table cell: a missing field empty, strings as they are unless
+/// [`string_reads_otherwise`], other values as JSON.
 fn cell(value: Option<Value<'_>>) -> String {
     match value {
         None => String::new(),
-        Some(value) if value.kind() == Kind::String => value.as_str().unwrap_or_default().to_owned(),
+        Some(value) if value.kind() == Kind::String => {
+            let text = value.as_str().unwrap_or_default();
+            if string_reads_otherwise(text) { value.to_json() } else { text.to_owned() }
+        }
         Some(value) => value.to_json(),
     }
+}
+
+/// Whether a string shown bare in a cell would read as something else: as JSON (`null`, `42`,
+/// `true`, `"x"`, `[1]`: the cell of that value), as a missing field (empty), or with edges or
+/// lines the table hides (surrounding spaces, control characters). Such a string is shown as
+/// JSON, quoted and escaped.
+fn string_reads_otherwise(text: &str) -> bool {
+    text.is_empty()
+        || text.trim() != text
+        || text.chars().any(char::is_control)
+        || serde_json::from_str::<serde_json::Value>(text).is_ok()
 }
 
 /// The table columns of a collection: its top-level fields.

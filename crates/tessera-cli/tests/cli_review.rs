@@ -589,3 +589,46 @@ fn doc_get_reads_a_document_written_as_nested_fields() {
     let (status, out, err) = run(&["doc", "get", "--json", s(&file), "ada"]);
     assert_eq!((status, out.trim()), (0, r#"{"name":"Ada"}"#), "{err}");
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]
+#[record(name = "labels")]
+struct Labelled {
+    #[record(key)]
+    id: u32,
+    label: String,
+    note: Option<String>,
+}
+
+/// A table showed strings bare: the string `"null"` and a null, `"42"` and the number 42, an
+/// empty string and a missing field looked the same. A string that would read as another value
+/// (or hide its edges or lines) is now shown quoted, as JSON.
+#[test]
+fn a_table_cell_never_shows_a_string_as_another_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("labels.tessera");
+    let db = tessera::Db::open(&file).unwrap();
+    let labels = db.collection::<Labelled>().unwrap();
+    let texts = ["null", "42", "", " padded", "two\nlines", "plain words", "true"];
+    db.write(|tx| {
+        texts.iter().enumerate().try_for_each(|(id, text)| {
+            labels.insert(tx, &Labelled { id: id as u32, label: (*text).into(), note: (id == 0).then(|| "null".into()) }).map(drop)
+        })
+    })
+    .unwrap();
+    drop(labels);
+    db.close().unwrap();
+    let (status, out, err) = run(&["query", s(&file), "labels", "order by id"]);
+    assert_eq!(status, 0, "{err}");
+    let rows: Vec<Vec<&str>> = out.lines().skip(1).take(texts.len()).map(|line| line.split("  ").filter(|cell| !cell.is_empty()).collect()).collect();
+    let label = |id: usize| rows[id][1].trim();
+    assert_eq!(label(0), r#""null""#, "{out}");
+    assert_eq!(rows[0][2].trim(), r#""null""#, "{out}");
+    assert_eq!(label(1), r#""42""#, "{out}");
+    assert_eq!(label(2), r#""""#, "{out}");
+    assert_eq!(label(3), r#"" padded""#, "{out}");
+    assert_eq!(label(4), r#""two\nlines""#, "{out}");
+    assert_eq!(label(5), "plain words", "{out}");
+    assert_eq!(label(6), r#""true""#, "{out}");
+    // A missing (null) note is the JSON null, not a quoted string.
+    assert_eq!(rows[1].get(2).map(|cell| cell.trim()), Some("null"), "{out}");
+}
