@@ -209,7 +209,8 @@ enum Command {
         batches: usize,
     },
     /// Check a database file (`Db::check`): every value's checksum, the B-trees, and what the
-    /// values mean. Exit 0 if it is sound, 1 if damage was found. The check runs in a child
+    /// values mean. Exit 0 if it is sound, 1 if damage was found, 3 if the check could not tell (the
+    /// file unreadable, or the check stopped from outside). The check runs in a child
     /// process, so that damage which crashes LMDB is reported here instead of killing this one.
     Check {
         /// The database file.

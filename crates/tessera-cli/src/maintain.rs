@@ -64,22 +64,35 @@ pub fn check_in_child(path: &Path, as_json: bool) -> Outcome {
     let output =
         command.stderr(std::process::Stdio::inherit()).output().map_err(|error| Failure::Io(format!("cannot run the check: {error}")))?;
     std::io::stdout().write_all(&output.stdout).map_err(|error| write_failed("the report", error))?;
-    match output.status.code() {
-        Some(0) => Ok(()),
+    use std::os::unix::process::ExitStatusExt;
+    child_verdict(path, output.status.code(), output.status.signal())
+}
+
+/// What the check's child ending with exit `code` or killed by `signal` says of the file at
+/// `path`. Only a crash (a memory fault, or LMDB's own assertion aborting) is damage inside
+/// LMDB; a kill from outside, or a panic (a defect of tessera met on this file, printed above),
+/// gives no verdict (exit status 3).
+fn child_verdict(path: &Path, code: Option<i32>, signal: Option<i32>) -> Outcome {
+    /// A Rust panic's exit status.
+    const PANICKED: i32 = 101;
+    match (code, signal) {
+        (Some(0), _) => Ok(()),
         // The child printed its reason already.
-        Some(code @ 1..=3) => Err(Failure::Reported(code as u8)),
-        other => {
-            use std::os::unix::process::ExitStatusExt;
-            let how = match (other, output.status.signal()) {
-                (_, Some(signal)) => format!("was killed by signal {signal}"),
-                (Some(code), None) => format!("exited with status {code}"),
-                (None, None) => "ended without a status".to_owned(),
-            };
-            Err(Failure::Invalid(format!(
-                "{}: damaged: the check {how} inside LMDB, whose B-tree pages are damaged; copy the file before anything writes to it",
-                path.display()
-            )))
-        }
+        (Some(code @ 1..=3), _) => Err(Failure::Reported(code as u8)),
+        (_, Some(signal @ (libc::SIGSEGV | libc::SIGBUS | libc::SIGABRT | libc::SIGILL | libc::SIGFPE))) => Err(Failure::Invalid(format!(
+            "{}: damaged: the check was killed by signal {signal} inside LMDB, whose B-tree pages are damaged; copy the file before anything writes to it",
+            path.display()
+        ))),
+        (_, Some(signal)) => Err(Failure::Io(format!(
+            "{}: no verdict: the check was stopped by signal {signal} from outside (not by what it read); run it again",
+            path.display()
+        ))),
+        (Some(PANICKED), None) => Err(Failure::Io(format!(
+            "{}: no verdict: the check panicked (above), a defect of tessera met on this file, which may be damaged; copy the file before anything writes to it",
+            path.display()
+        ))),
+        (Some(code), None) => Err(Failure::Io(format!("{}: no verdict: the check exited with status {code}", path.display()))),
+        (None, None) => Err(Failure::Io(format!("{}: no verdict: the check ended without a status", path.display()))),
     }
 }
 
@@ -204,4 +217,28 @@ fn process_holding_lock(lock_file: &Path) -> std::io::Result<Option<i64>> {
 #[cfg(not(unix))]
 fn process_holding_lock(_lock_file: &Path) -> std::io::Result<Option<i64>> {
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Any ending other than 0 to 3 was reported as damage inside LMDB: a check killed from
+    /// outside (SIGKILL, SIGTERM) or one that panicked said the file was damaged (exit 1).
+    #[test]
+    fn only_a_crash_of_the_check_is_damage() {
+        let path = Path::new("app.tessera");
+        let status = |code: Option<i32>, signal: Option<i32>| child_verdict(path, code, signal).err().map(|failure| failure.exit_status());
+        assert_eq!(status(Some(0), None), None);
+        assert_eq!(status(Some(1), None), Some(EXIT_INVALID));
+        assert_eq!(status(Some(3), None), Some(3));
+        for crash in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT] {
+            assert_eq!(status(None, Some(crash)), Some(EXIT_INVALID), "signal {crash}");
+        }
+        for outside in [libc::SIGKILL, libc::SIGTERM, libc::SIGINT] {
+            assert_eq!(status(None, Some(outside)), Some(3), "signal {outside}");
+        }
+        assert_eq!(status(Some(101), None), Some(3));
+        assert_eq!(status(Some(42), None), Some(3));
+    }
 }
