@@ -108,7 +108,9 @@ enum Command {
         db: PathBuf,
         /// The collection.
         collection: String,
-        /// The key, in its natural syntax (JSON; a string key may be bare).
+        /// The key, in its natural syntax (JSON; a string key may be bare). A negative number
+        /// is a key, not an option (`tessera get app.tessera readings -5`).
+        #[arg(allow_negative_numbers = true)]
         key: String,
     },
     /// The records matching a query (see the query syntax in docs/query.md), as a table.

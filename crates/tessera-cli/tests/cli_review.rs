@@ -632,3 +632,29 @@ fn a_table_cell_never_shows_a_string_as_another_value() {
     // A missing (null) note is the JSON null, not a quoted string.
     assert_eq!(rows[1].get(2).map(|cell| cell.trim()), Some("null"), "{out}");
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Record)]
+#[record(name = "readings")]
+struct Reading {
+    #[record(key)]
+    at: i32,
+    value: u32,
+}
+
+/// `tessera get DB readings -5` was refused as an unknown option `-5` (exit 2): a negative key
+/// needed `--` before it. A negative number is now the key.
+#[test]
+fn a_negative_key_is_a_key_not_an_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("readings.tessera");
+    let db = tessera::Db::open(&file).unwrap();
+    let readings = db.collection::<Reading>().unwrap();
+    db.write(|tx| [-5, 5].into_iter().try_for_each(|at| readings.insert(tx, &Reading { at, value: at.unsigned_abs() * 10 }).map(drop))).unwrap();
+    drop(readings);
+    db.close().unwrap();
+    let (status, out, err) = run(&["get", "--json", s(&file), "readings", "-5"]);
+    assert_eq!((status, out.trim()), (0, r#"{"at":-5,"value":50}"#), "{err}");
+    let (status, out, err) = run(&["get", s(&file), "readings", "-5", "--json"]);
+    assert_eq!((status, out.trim()), (0, r#"{"at":-5,"value":50}"#), "{err}");
+    assert_eq!(run(&["get", s(&file), "readings", "-6"]).0, 1);
+}
