@@ -698,9 +698,10 @@ impl Encode for f64 {
 impl Decode<'_> for f64 {
     #[inline(always)]
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
-        let float = value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))?;
-        // An integer only if the double holds it exactly: 2^53 + 1 is not 2^53.
-        if value.is_float() || integer_is_exactly(value, float) { Ok(float) } else { Err(out_of_range("f64")) }
+        match value.as_stored_float() {
+            Some(float) => Ok(float),
+            None => integer_as_float(value, "f64"),
+        }
     }
 }
 
@@ -715,11 +716,21 @@ impl Decode<'_> for f32 {
     fn decode(value: Value<'_>, _: &FieldIds) -> Result<Self, FieldError> {
         // A stored double narrows to the nearest f32; one beyond f32's range is an error, not
         // an infinity (infinities and NaN stored as such stay what they are).
-        let float = value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))?;
-        let narrowed = narrow_to_f32(float).ok_or_else(|| out_of_range("f32"))?;
-        // A stored integer only if the f32 holds it exactly: 16777217 is not 16777216.
-        if value.is_float() || integer_is_exactly(value, narrowed as f64) { Ok(narrowed) } else { Err(out_of_range("f32")) }
+        match value.as_stored_float() {
+            Some(float) => narrow_to_f32(float).ok_or_else(|| out_of_range("f32")),
+            None => integer_as_float(value, "f32").map(|float| float as f32),
+        }
     }
+}
+
+/// A stored integer read as a float of `type_name` (`"f64"` or `"f32"`), only if that float
+/// holds it exactly: 2^53 + 1 is not an `f64`, 16777217 not an `f32`; anything else is the
+/// wrong type. Apart from the float path, which it would slow.
+#[cold]
+fn integer_as_float(value: Value<'_>, type_name: &'static str) -> Result<f64, FieldError> {
+    let float = value.as_f64().ok_or_else(|| FieldError::wrong_type("a number", value))?;
+    let float = if type_name == "f32" { f64::from(narrow_to_f32(float).ok_or_else(|| out_of_range(type_name))?) } else { float };
+    if integer_is_exactly(value, float) { Ok(float) } else { Err(out_of_range(type_name)) }
 }
 
 /// True if `value` is an integer equal to `float` (a float that reading it produced): false

@@ -737,6 +737,21 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The number if it is stored as a float, `None` for an integer or anything else: one look
+    /// at the tag, for a decoder that reads floats and treats integers apart.
+    #[inline(always)]
+    pub(crate) fn as_stored_float(&self) -> Option<f64> {
+        match self.repr {
+            Repr::Float(v) => Some(v),
+            Repr::Item(pos) => match self.doc.bytes[pos] {
+                TAG_F32 => Some(f32::from_le_bytes(self.doc.bytes[pos + 1..pos + 5].try_into().unwrap()) as f64),
+                TAG_F64 => Some(f64::from_le_bytes(self.doc.bytes[pos + 1..pos + 9].try_into().unwrap())),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// True if the value is stored as a float (as opposed to an integer).
     ///
     /// ```
