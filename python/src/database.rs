@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tessera::collection::{DynCollection, DynSchema, WriteOutcome};
+use tessera::query::FieldPath;
 use tessera::store::ReadTxn;
 use tessera::value::Doc;
 use tessera::{Db, DbOptions, Dictionary, DictionaryOptions, Documents, Durability};
@@ -155,22 +156,7 @@ impl Database {
                 }
                 let mut outcomes = Vec::with_capacity(queued.len());
                 for operation in queued {
-                    let outcome = match operation {
-                        Operation::Insert { collection, record: Record::Plain(record) } => {
-                            collection.insert(tx, Doc::from_trusted(record)?.root())?
-                        }
-                        Operation::Upsert { collection, record: Record::Plain(record) } => {
-                            collection.upsert(tx, Doc::from_trusted(record)?.root())?
-                        }
-                        // The extension's own encoder output, with this collection's table.
-                        Operation::Insert { collection, record: Record::Document(document) } => {
-                            collection.insert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
-                        }
-                        Operation::Upsert { collection, record: Record::Document(document) } => {
-                            collection.upsert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
-                        }
-                        Operation::Delete { collection, key } => key.delete(collection, tx)?,
-                    };
+                    let outcome = Self::apply_one(tx, operation).map_err(|error| name_key_size(operation, error))?;
                     outcomes.push(outcome_name(outcome));
                 }
                 Ok(outcomes)
@@ -178,6 +164,57 @@ impl Database {
         })
         .map_err(|error| errors::to_py(py, error))
     }
+
+    /// Applies one queued operation in `tx`.
+    fn apply_one(tx: &mut tessera::store::WriteTxn<'_>, operation: &Operation) -> tessera::Result<WriteOutcome> {
+        Ok(match operation {
+            Operation::Insert { collection, record: Record::Plain(record) } => collection.insert(tx, Doc::from_trusted(record)?.root())?,
+            Operation::Upsert { collection, record: Record::Plain(record) } => collection.upsert(tx, Doc::from_trusted(record)?.root())?,
+            // The extension's own encoder output, with this collection's table.
+            Operation::Insert { collection, record: Record::Document(document) } => {
+                collection.insert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
+            }
+            Operation::Upsert { collection, record: Record::Document(document) } => {
+                collection.upsert_document(tx, Doc::from_trusted_with_keys(document, collection.shared_keys())?)?
+            }
+            Operation::Delete { collection, key } => key.delete(collection, tx)?,
+        })
+    }
+}
+
+/// `Error::KeySize` from a record write (it names no collection) as `SchemaViolation` naming
+/// the collection, and the key fields when the record's key is what is too long (else an
+/// index entry is: the indexed value beside the key); any other error unchanged.
+fn name_key_size(operation: &Operation, error: tessera::Error) -> tessera::Error {
+    let (len, max) = match error {
+        tessera::Error::KeySize { len, max } => (len, max),
+        other => return other,
+    };
+    let (Operation::Insert { collection, record } | Operation::Upsert { collection, record }) = operation else {
+        return tessera::Error::KeySize { len, max };
+    };
+    let schema = collection.schema();
+    let doc = match record {
+        Record::Plain(bytes) => Doc::from_trusted(bytes),
+        Record::Document(bytes) => Doc::from_trusted_with_keys(bytes, collection.shared_keys()),
+    };
+    let mut key = Vec::new();
+    let primary = doc.is_ok_and(|doc| {
+        schema
+            .key_fields
+            .iter()
+            .zip(&schema.key_kinds)
+            .all(|(field, kind)| FieldPath::new(field).lookup(doc.root()).is_some_and(|part| kind.encode(part, &mut key).is_ok()))
+            && key.len() == len
+    });
+    let (path, problem) = match primary {
+        true => (schema.key_fields.join(", "), format!("a key of {len} bytes, over the {max} bytes a stored key can have")),
+        false => (
+            String::new(),
+            format!("an index entry of {len} bytes (the indexed value beside the key), over the {max} bytes an entry can have"),
+        ),
+    };
+    tessera::Error::SchemaViolation { collection: collection.name().to_owned(), key: String::new(), path, problem }
 }
 
 /// The record of `collection` (named `name`) at `key` (an encoded key document) in `txn`,

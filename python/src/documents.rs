@@ -13,7 +13,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 use serde_json::Value as Json;
 use std::sync::Arc;
-use std::time::Duration;
 use tessera::live::{Event, ValueSubscription};
 use tessera::value::Doc;
 
@@ -125,7 +124,7 @@ impl DocumentSubscription {
     /// reason); None on timeout and after "closed".
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
-        let deadline = timeout.map(|seconds| std::time::Instant::now() + Duration::from_secs_f64(seconds.max(0.0)));
+        let deadline = crate::query::deadline(timeout)?;
         loop {
             let slice = crate::query::wait_slice(deadline);
             let live = self.live.clone();

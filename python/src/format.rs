@@ -133,9 +133,15 @@ impl ValueView {
         })
     }
 
-    /// Entries of a dict, items of a list, bytes of bytes, characters of a str.
-    fn __len__(&self) -> usize {
-        self.with_value(|value| value.len())
+    /// Entries of a dict, items of a list, bytes of bytes, characters of a str; `TypeError`
+    /// for a number, a bool or None, which have no length.
+    fn __len__(&self) -> PyResult<usize> {
+        self.with_value(|value| match value.kind() {
+            Kind::Array | Kind::Dict => Ok(value.len()),
+            Kind::Binary => Ok(value.as_bytes().map_or(0, <[u8]>::len)),
+            Kind::String => Ok(value.as_str().map_or(0, |text| text.chars().count())),
+            _ => Err(PyTypeError::new_err("only a list, dict, str or bytes view has a length")),
+        })
     }
 
     /// A dict's keys or a list's items (views for lists and dicts).

@@ -34,6 +34,16 @@ pub fn wait_slice(deadline: Option<std::time::Instant>) -> Duration {
     }
 }
 
+/// The deadline `timeout` seconds from now (None: no deadline). A timeout too large for an
+/// `Instant` (`float("inf")`) is none, as None is; NaN is a `ValueError`.
+pub fn deadline(timeout: Option<f64>) -> PyResult<Option<std::time::Instant>> {
+    let Some(seconds) = timeout else { return Ok(None) };
+    if seconds.is_nan() {
+        return Err(pyo3::exceptions::PyValueError::new_err("a timeout is a number of seconds, not NaN"));
+    }
+    Ok(Duration::try_from_secs_f64(seconds.max(0.0)).ok().and_then(|wait| std::time::Instant::now().checked_add(wait)))
+}
+
 /// The query `text` (None: every record) with the window `offset` and `limit` applied to the
 /// text's own results: the text's `offset` and `limit` (if it has them) pick its results, and
 /// `offset` and `limit` then pick from those, as slicing twice would (`rows[text_offset:]
@@ -372,7 +382,7 @@ fn next_event<S: Send + 'static, C: Send + 'static>(
     timeout: Option<f64>,
     before_wait: impl FnOnce() + Send,
 ) -> PyResult<Option<Event<S, C>>> {
-    let deadline = timeout.map(|seconds| std::time::Instant::now() + Duration::from_secs_f64(seconds.max(0.0)));
+    let deadline = deadline(timeout)?;
     let mut before_wait = Some(before_wait);
     loop {
         let slice = wait_slice(deadline);

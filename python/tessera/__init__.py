@@ -24,7 +24,9 @@ import dataclasses
 import json
 import contextvars
 import math
+import operator
 import os
+import re
 from collections.abc import MutableMapping
 from typing import Any, Dict, Generic, Iterator, List, Optional, Sequence, Type, TypeVar, Union
 
@@ -33,7 +35,7 @@ from ._live import Changed, Closed as ClosedEvent, Deleted, Initial, ObjectSubsc
 from ._query import C, Expr, FieldRef
 from ._schema import RecordType, WrongValue, exact_float
 from .errors import *  # noqa: F401,F403 (the hierarchy is part of the API)
-from .errors import Closed, DuplicateKey, Error, NotFound, SchemaViolation, UnsupportedType
+from .errors import Closed, DuplicateKey, Error, NotFound, SchemaMismatch, SchemaViolation, UnsupportedType
 
 __all__ = [
     "open",
@@ -249,8 +251,8 @@ class Database:
 
     def write(self) -> "Transaction":
         """A write transaction: ``with db.write() as tx:``. Writes made in the block (through
-        ``tx`` or any collection of this database, on this thread) commit together when it
-        ends; an exception rolls them all back and propagates unchanged. The block belongs to
+        ``tx``, from any thread, or any collection of this database, on this thread) commit
+        together when it ends (``tx`` raises :class:`tessera.Error` outside the block); an exception rolls them all back and propagates unchanged. The block belongs to
         the thread, and to the asyncio task, that opened it: another task's writes while it
         awaits are not the block's (a task created inside the block shares it)."""
         return Transaction(self)
@@ -485,8 +487,7 @@ class Results(Generic[T]):
     def __init__(self, collection: Collection[T], text: Optional[str], offset: int, limit: Optional[int], snapshot: Any) -> None:
         self._collection = collection
         self._text = text
-        self._offset = offset
-        self._limit = limit
+        self._offset, self._limit = _window(offset, limit)
         self._snapshot = snapshot
 
     def __iter__(self) -> Iterator[T]:
@@ -497,7 +498,8 @@ class Results(Generic[T]):
 
     def first(self) -> Optional[T]:
         """The first match, or None."""
-        return next(iter(Results(self._collection, self._text, self._offset, 1, self._snapshot)), None)
+        limit = 1 if self._limit is None else min(self._limit, 1)
+        return next(iter(Results(self._collection, self._text, self._offset, limit, self._snapshot)), None)
 
     def count(self) -> int:
         """How many records iterating gives (the text's and the arguments' offset and limit
@@ -518,6 +520,17 @@ class Results(Generic[T]):
         return f"tessera.Results({self._collection.name}, {self._text!r})"
 
 
+def _window(offset: Any, limit: Any) -> Any:
+    """``offset`` and ``limit`` as the ints a query takes: TypeError for a value that is no
+    int (``1.5``), ValueError for a negative one (iterating would refuse either, and
+    ``count()`` would compute with it)."""
+    offset = operator.index(offset)
+    limit = None if limit is None else operator.index(limit)
+    if offset < 0 or (limit is not None and limit < 0):
+        raise ValueError(f"a query's offset and limit are 0 or more, not offset={offset!r}, limit={limit!r}")
+    return offset, limit
+
+
 def _with_order(text: Optional[str], order_by: Union[str, Sequence[str], None]) -> Optional[str]:
     """``text`` with an ``order by`` clause for ``order_by`` (field paths, ``-`` before one for
     descending)."""
@@ -527,7 +540,15 @@ def _with_order(text: Optional[str], order_by: Union[str, Sequence[str], None]) 
     if not fields:
         return text
     keys = ", ".join(f"{field[1:]} desc" if field.startswith("-") else field.lstrip("+") for field in fields)
-    return f"{text or ''} order by {keys}".strip()
+    # Before the text's own `limit` and `offset`, which end a query (the grammar's order).
+    text = text or ""
+    window = _WINDOW_CLAUSES.search(text)
+    start = len(text) if window is None else window.start()
+    return f"{text[:start].rstrip()} order by {keys} {text[start:]}".strip()
+
+
+# A query text's closing `limit N` and `offset N` clauses.
+_WINDOW_CLAUSES = re.compile(r"(?<![\w.])(?:limit\s+\d+\s*)?(?:(?<![\w.])offset\s+\d+)?\s*$", re.IGNORECASE)
 
 
 class Transaction:
@@ -575,21 +596,32 @@ class Transaction:
         self._block.commit()
         return None
 
+    def _open_block(self) -> Any:
+        """The block's queue: :class:`tessera.Error` before the block began (it raises once
+        it has ended). This transaction's own methods write into it from any thread."""
+        if self._block is None:
+            raise Error("the transaction has not begun (use it inside `with db.write() as tx:`)")
+        return self._block
+
     def insert(self, obj: Any) -> None:
         """Queues an insert of ``obj`` into its record type's collection."""
-        self._db.collection(type(obj)).insert(obj)
+        collection = self._db.collection(type(obj))
+        self._open_block().insert(collection.name, collection._encoder, obj)
 
     def upsert(self, obj: Any) -> None:
         """Queues an upsert of ``obj``."""
-        self._db.collection(type(obj)).upsert(obj)
+        collection = self._db.collection(type(obj))
+        self._open_block().upsert(collection.name, collection._encoder, obj)
 
     def delete(self, cls: type, key: Any) -> None:
         """Queues the deletion of the ``cls`` record at ``key``."""
-        self._db.collection(cls).delete(key)
+        collection = self._db.collection(cls)
+        self._open_block().delete(collection.name, collection._spec.native_key(key))
 
     def get(self, cls: Type[T], key: Any) -> Optional[T]:
         """The ``cls`` record at ``key``, with this transaction's writes applied."""
-        return self._db.collection(cls).get(key)
+        collection = self._db.collection(cls)
+        return self._open_block().get(collection.name, collection._spec.native_key(key), collection._plan)
 
 
 class Snapshot:
@@ -656,16 +688,31 @@ class Documents(Generic[T]):
             f"documents {name!r}, document {id!r}{where}: {error.problem}", collection=name, key=id, path=error.path, problem=error.problem
         )
 
+    def _build(self, id: str, stored: dict) -> T:
+        """The document ``id`` built from its stored fields: :class:`tessera.SchemaMismatch`
+        naming the field for a stored value that is not of the field's type, or a field
+        without a default that is not stored (a document written by another class)."""
+        try:
+            built = self._type.from_stored(stored)
+            self._type.check_fields(built)
+        except WrongValue as error:
+            where = f", field `{error.path}`" if error.path else ""
+            message = f"documents {self.name!r}, document {id!r}{where}: {error.problem}"
+            raise SchemaMismatch(message, collection=self.name, key=id, path=error.path, reason=error.problem) from None
+        return built
+
     def get(self, id: str) -> Optional[T]:
-        """The document ``id``, or None."""
+        """The document ``id``, or None; :class:`tessera.SchemaMismatch` naming the field for
+        a stored value the class does not take."""
         stored = self._native.get(id)
-        return None if stored is None else self._type.from_stored(stored)
+        return None if stored is None else self._build(id, stored)
 
     def set(self, id: str, obj: T) -> None:
         """Stores ``obj`` (an instance of exactly the class) as the document ``id``, replacing
         every field."""
         try:
             values = self._type.to_stored(obj)
+            _refuse_non_finite(values, "")
         except WrongValue as error:
             raise self._violation(id, error) from None
         self._native.set(id, values)
@@ -678,6 +725,7 @@ class Documents(Generic[T]):
         path, check = found
         try:
             stored = check(value, path)
+            _refuse_non_finite(stored, path)
         except WrongValue as error:
             raise self._violation(id, error) from None
         self._native.update_field(id, field, stored)
@@ -694,7 +742,22 @@ class Documents(Generic[T]):
         """A live document: :class:`Initial` (``result`` the document or None), then
         :class:`Changed` per commit that changes it (``result`` the new value), then
         :class:`ClosedEvent`."""
-        return _DocumentSubscription(self._native.observe(id), self._type.from_stored)
+        return _DocumentSubscription(self._native.observe(id), lambda stored: self._build(id, stored))
+
+
+def _refuse_non_finite(value: Any, path: str) -> None:
+    """:class:`WrongValue` naming the path of a NaN or an infinity in a document's stored
+    ``value`` (``path`` is where it is): JSON has neither, and one stored would read back as
+    None."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise WrongValue(path, f"{value!r} cannot be stored in a document (JSON has no NaN or infinity)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_non_finite(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_non_finite(item, f"{path}[{index}]")
 
 
 def _bytes_field(shape: Any, path: str) -> Optional[str]:

@@ -129,9 +129,13 @@ class FieldRef:
         return Expr(f"{self._path} between {literal(low)} and {literal(high)}")
 
     def isin(self, values: Any) -> Expr:
-        """The field equals one of ``values``."""
+        """The field equals one of ``values`` (an iterable other than a str or bytes, whose
+        items would be taken one by one; none: no record)."""
+        if isinstance(values, (str, bytes, bytearray)):
+            raise TypeError(f"isin takes a list of values, not a {type(values).__name__} (its characters would be the values)")
         items = ", ".join(literal(value) for value in values)
-        return Expr(f"{self._path} in ({items})")
+        # `x in ()` is no query text: an empty list matches nothing (`false`).
+        return Expr(f"{self._path} in ({items})" if items else "false")
 
     def starts_with(self, prefix: str) -> Expr:
         """A str field that starts with ``prefix``."""

@@ -321,6 +321,12 @@ class RecordType:
         self.cls = cls
         hints = typing.get_type_hints(cls)
         self.names: list[str] = []
+        # Fields without a default: a stored value must have them (see from_stored).
+        self.required = [
+            field.name
+            for field in dataclasses.fields(cls)
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        ]
         fields: list[list[Any]] = []
         self.encoders: list[tuple[str, Callable]] = []
         self.decoders: list[tuple[str, Callable]] = []
@@ -331,6 +337,15 @@ class RecordType:
         for field in dataclasses.fields(cls):
             name = field.name
             full = f"{path}.{name}" if path else name
+            if not field.init:
+                # Written, it could never be read: a record is built by calling the class
+                # with its stored fields, and the class takes no such argument.
+                raise UnsupportedType(
+                    f"field `{full}`: a field with init=False cannot be stored (a record is read back by calling "
+                    f"{cls.__name__} with its stored fields)",
+                    path=full,
+                    annotation=hints[name],
+                )
             described = describe(hints[name], full, depth + 1)
             self.names.append(name)
             fields.append([name, described.shape])
@@ -342,6 +357,8 @@ class RecordType:
             plans.append((name, described.plan))
             encodings.append((name, described.encoding))
         self.shape = {"Struct": fields}
+        # Each field's full path, for errors.
+        self.paths = {name: path for name, path, _ in self.checks}
         # The fourth element: whether the extension may build an instance by filling a new
         # object's __dict__ (what the generated __init__ does) when every field is stored.
         self.plan = ("struct", cls, plans, _filled_like_init(cls))
@@ -389,18 +406,26 @@ class RecordType:
         return self._native_encoder
 
     def from_stored(self, values: dict) -> Any:
-        """The dataclass from a stored dict (missing optional fields become None). The dict
-        is not changed: a caller may hold it (a transaction's pending writes)."""
-        if self.decoders:
-            values = dict(values)
+        """The dataclass from a stored dict: its declared fields (a stored field the class
+        lacks is not read), each decoded along its type; a field not stored takes its default.
+        :class:`WrongValue` names the field that has no default and is not stored, or whose
+        stored value does not decode (a name that is no member, a str that is no date); the
+        caller checks the built value's types (:meth:`check_fields`). The dict is not
+        changed."""
+        paths = self.paths
+        missing = next((name for name in self.required if name not in values), None)
+        if missing is not None:
+            raise WrongValue(paths[missing], "the field is not stored (and has no default)")
+        known = {name: values[name] for name in self.names if name in values}
         for name, decode in self.decoders:
-            if name in values:
-                values[name] = decode(values[name])
-        try:
-            return self.cls(**values)
-        except TypeError:
-            known = {name: values.get(name) for name in self.names}
-            return self.cls(**known)
+            if name in known:
+                try:
+                    known[name] = decode(known[name])
+                except (KeyError, ValueError, TypeError, AttributeError) as error:
+                    shown = repr(known[name])
+                    shown = shown if len(shown) <= 60 else shown[:60] + "…"
+                    raise WrongValue(paths[name], f"stored {shown} does not decode as the field's type ({error!r})") from None
+        return self.cls(**known)
 
 
 def _filled_like_init(cls: type) -> bool:
