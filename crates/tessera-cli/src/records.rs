@@ -81,10 +81,7 @@ fn cell(value: Option<Value<'_>>) -> String {
 /// lines the table hides (surrounding spaces, control characters). Such a string is shown as
 /// JSON, quoted and escaped.
 fn string_reads_otherwise(text: &str) -> bool {
-    text.is_empty()
-        || text.trim() != text
-        || text.chars().any(char::is_control)
-        || serde_json::from_str::<serde_json::Value>(text).is_ok()
+    text.is_empty() || text.trim() != text || text.chars().any(char::is_control) || serde_json::from_str::<serde_json::Value>(text).is_ok()
 }
 
 /// The table columns of a collection: its top-level fields.

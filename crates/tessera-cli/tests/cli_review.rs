@@ -619,7 +619,8 @@ fn a_table_cell_never_shows_a_string_as_another_value() {
     db.close().unwrap();
     let (status, out, err) = run(&["query", s(&file), "labels", "order by id"]);
     assert_eq!(status, 0, "{err}");
-    let rows: Vec<Vec<&str>> = out.lines().skip(1).take(texts.len()).map(|line| line.split("  ").filter(|cell| !cell.is_empty()).collect()).collect();
+    let rows: Vec<Vec<&str>> =
+        out.lines().skip(1).take(texts.len()).map(|line| line.split("  ").filter(|cell| !cell.is_empty()).collect()).collect();
     let label = |id: usize| rows[id][1].trim();
     assert_eq!(label(0), r#""null""#, "{out}");
     assert_eq!(rows[0][2].trim(), r#""null""#, "{out}");
@@ -649,7 +650,8 @@ fn a_negative_key_is_a_key_not_an_option() {
     let file = dir.path().join("readings.tessera");
     let db = tessera::Db::open(&file).unwrap();
     let readings = db.collection::<Reading>().unwrap();
-    db.write(|tx| [-5, 5].into_iter().try_for_each(|at| readings.insert(tx, &Reading { at, value: at.unsigned_abs() * 10 }).map(drop))).unwrap();
+    db.write(|tx| [-5, 5].into_iter().try_for_each(|at| readings.insert(tx, &Reading { at, value: at.unsigned_abs() * 10 }).map(drop)))
+        .unwrap();
     drop(readings);
     db.close().unwrap();
     let (status, out, err) = run(&["get", "--json", s(&file), "readings", "-5"]);
