@@ -51,20 +51,6 @@ impl serde::Serialize for Stored<'_> {
 pub struct NativeDictionary {
     shared: Arc<Shared>,
     name: String,
-    /// Whether the database was opened read-only: a write is then refused at the call (the
-    /// dictionary would take it in memory, and only its save would fail).
-    read_only: bool,
-}
-
-impl NativeDictionary {
-    /// `tessera.ReadOnly` for a write (`refused`) to a dictionary of a read-only database.
-    fn writable(&self, py: Python<'_>, refused: &str) -> PyResult<()> {
-        if !self.read_only {
-            return Ok(());
-        }
-        let refused = format!("{refused} in dictionary {:?}", self.name);
-        Err(errors::to_py(py, tessera::Error::ReadOnly { path: self.shared.path.clone().into(), refused }))
-    }
 }
 
 #[pymethods]
@@ -72,8 +58,7 @@ impl Database {
     /// The dictionary `name` (created on first use).
     fn dictionary(&self, py: Python<'_>, name: &str) -> PyResult<NativeDictionary> {
         self.shared.dictionary(py, name)?;
-        let read_only = self.shared.db(py)?.is_read_only();
-        Ok(NativeDictionary { shared: self.shared.clone(), name: name.to_owned(), read_only })
+        Ok(NativeDictionary { shared: self.shared.clone(), name: name.to_owned() })
     }
 }
 
@@ -97,7 +82,6 @@ impl NativeDictionary {
     /// Sets `key` to `value` (persisted in the background; see `flush`).
     fn set(&self, py: Python<'_>, key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let dictionary = self.shared.dictionary(py, &self.name)?;
-        self.writable(py, "a set")?;
         let bytes = convert::to_document(value).map_err(|error| errors::unencodable(py, error))?;
         let doc = Doc::from_trusted(&bytes).map_err(|error| errors::to_py(py, error.into()))?;
         dictionary.set(key, &Stored(doc.root())).map_err(|error| errors::to_py(py, error))
@@ -106,7 +90,6 @@ impl NativeDictionary {
     /// Removes `key` (nothing happens if it is absent).
     fn remove(&self, py: Python<'_>, key: &str) -> PyResult<()> {
         let dictionary = self.shared.dictionary(py, &self.name)?;
-        self.writable(py, "a remove")?;
         dictionary.remove(key).map_err(|error| errors::to_py(py, error))
     }
 
@@ -125,7 +108,6 @@ impl NativeDictionary {
     /// Removes every key.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
         let dictionary = self.shared.dictionary(py, &self.name)?;
-        self.writable(py, "a clear")?;
         py.allow_threads(|| dictionary.clear()).map_err(|error| errors::to_py(py, error))
     }
 

@@ -539,3 +539,23 @@ fn a_deep_document_read_through_a_plain_handle_is_an_error_not_a_smaller_value()
     assert_eq!(plain_doc.get().unwrap(), Some(bob.clone()));
     assert_eq!(db.documents_with("people", deep()).unwrap().document::<Person>("q").get().unwrap(), Some(bob));
 }
+
+/// `Dictionary::set` and `remove` on a read-only database returned Ok: `get` read the value
+/// back from the cache, and only the save (at `flush` or close) failed. Both are now
+/// `Error::ReadOnly` at the call, as `clear` already was.
+#[test]
+fn a_read_only_dictionary_refuses_writes_at_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ro.tessera");
+    let db = tessera::Db::open(&path).unwrap();
+    db.dictionary().unwrap().set("a", &1).unwrap();
+    db.close().unwrap();
+    let db = tessera::Db::open_with(&path, tessera::DbOptions { read_only: true, ..Default::default() }).unwrap();
+    let settings = db.dictionary().unwrap();
+    assert!(matches!(settings.set("b", &2), Err(tessera::Error::ReadOnly { .. })));
+    assert!(matches!(settings.remove("a"), Err(tessera::Error::ReadOnly { .. })));
+    assert!(matches!(settings.clear(), Err(tessera::Error::ReadOnly { .. })));
+    assert_eq!(settings.get::<i32>("a").unwrap(), Some(1));
+    assert_eq!(settings.get::<i32>("b").unwrap(), None);
+    settings.flush().unwrap();
+}

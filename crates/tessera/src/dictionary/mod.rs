@@ -790,7 +790,8 @@ impl Dictionary {
     ///
     /// An entry that no save could store, because its key and value are larger than the map
     /// ceiling ([`crate::DbOptions::map_size_max_bytes`]) or than [`ENTRY_LEN_MAX`], is
-    /// refused here with [`Error::LimitExceeded`] and nothing is set.
+    /// refused here with [`Error::LimitExceeded`] and nothing is set. On a read-only database
+    /// every write is [`Error::ReadOnly`], here and in [`Dictionary::remove`].
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -803,6 +804,7 @@ impl Dictionary {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn set<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<()> {
+        self.refuse_if_read_only("a set")?;
         // Encoded straight into the shared slice the cache keeps (one allocation).
         let bytes = tessera_value::to_shared(value)?;
         self.inner.check_entry_len(key, &bytes)?;
@@ -824,9 +826,21 @@ impl Dictionary {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn remove(&self, key: &str) -> Result<()> {
+        self.refuse_if_read_only("a remove")?;
         self.inner.report_write_behind()?;
         self.inner.write(key, None);
         Ok(())
+    }
+
+    /// [`Error::ReadOnly`] naming `refused` on a read-only database: a write would be taken in
+    /// memory, read back by `get`, and fail only at the save (found by the review of the
+    /// Python package).
+    fn refuse_if_read_only(&self, refused: &str) -> Result<()> {
+        let db = &self.inner.db;
+        if !db.is_read_only() {
+            return Ok(());
+        }
+        Err(Error::ReadOnly { path: db.path().to_path_buf(), refused: format!("{refused} in dictionary {:?}", &*self.inner.name) })
     }
 
     /// Every key with a value, from storage and pending writes, in order.
