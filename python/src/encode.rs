@@ -43,8 +43,9 @@ enum Node {
     Float { key: bool },
     /// An `enum.Enum` member by its name: the enum's name and (member, name) pairs.
     Members(String, Vec<(PyObject, String)>),
-    /// A `datetime` as its ISO 8601 text: the `datetime` class.
-    Datetime(Py<PyType>),
+    /// A `datetime` as its ISO 8601 text: the `datetime` class, and the function that writes
+    /// the text (`tessera._query.datetime_text`: an aware one in UTC).
+    Datetime(Py<PyType>, PyObject),
     /// A nested dataclass.
     Struct(Struct),
     /// A Union of dataclasses: `{ClassName: {fields}}`, each variant's name, key slot and
@@ -163,7 +164,7 @@ fn compile(description: &Bound<'_, PyAny>, keys: &mut Vec<String>) -> PyResult<N
             }
             Node::Members(enum_name, members)
         }
-        "datetime" => Node::Datetime(tuple.get_item(1)?.downcast_into::<PyType>()?.unbind()),
+        "datetime" => Node::Datetime(tuple.get_item(1)?.downcast_into::<PyType>()?.unbind(), tuple.get_item(2)?.unbind()),
         "variants" => {
             let mut variants = Vec::new();
             for variant in tuple.get_item(1)?.downcast::<PyList>()?.iter() {
@@ -340,9 +341,9 @@ fn write(node: &Node, value: &Bound<'_, PyAny>, out: &mut Encoder<'_>, ids: &[Op
             Some((_, name)) => Ok(out.push_str(name)?),
             None => Err(wrong_type(&format!("a {enum_name} member"), value)),
         },
-        Node::Datetime(class) => {
+        Node::Datetime(class, text_of) => {
             if value.is_instance(class.bind(py)).map_err(EncodeFailure::Python)? {
-                let text = value.call_method0("isoformat").map_err(EncodeFailure::Python)?;
+                let text = text_of.bind(py).call1((value,)).map_err(EncodeFailure::Python)?;
                 return plain(&text, out);
             }
             Err(wrong_type("a datetime", value))

@@ -6,6 +6,7 @@ query text, which any call taking a query accepts in its place.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import math
 from typing import Any
@@ -23,6 +24,15 @@ def quoted(text: str) -> str:
     ``\\\\``, ``\\n`` and ``\\t`` escapes and every other character as it is (the grammar
     has no other escape, and takes any other character inside quotes)."""
     return '"' + text.translate(_ESCAPES) + '"'
+
+
+def datetime_text(value: datetime.datetime) -> str:
+    """How a ``datetime`` is stored: ISO 8601 text, an aware one in UTC (the same instant), so
+    that text order is time order for every aware datetime whatever its offset (``10:00+05:00``
+    is ``05:00+00:00``, before ``06:00+00:00``); a naive one as it is."""
+    if value.utcoffset() is None:
+        return value.isoformat()
+    return value.astimezone(datetime.timezone.utc).isoformat()
 
 
 def literal(value: Any) -> str:
@@ -43,6 +53,8 @@ def literal(value: Any) -> str:
         return repr(value)
     if isinstance(value, str):
         return quoted(value)
+    if isinstance(value, datetime.datetime):
+        return quoted(datetime_text(value))
     raise TypeError(f"a query cannot compare with a {type(value).__name__}")
 
 

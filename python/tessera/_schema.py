@@ -33,10 +33,14 @@ conversions are made, as the dictionary API makes them:
 * a ``tuple`` for a ``list`` field is stored as a list (read back as a list);
 * a ``bytearray`` for a ``bytes`` field is stored as bytes (read back as bytes).
 
-A ``datetime`` is stored as its ``isoformat()`` text, which keeps the time zone offset but
-not ``fold`` (the flag that picks the second of two equal wall times at a DST change): a
-datetime read back has ``fold=0``; store an aware datetime (with an offset) where that
-matters. A stored str that is not an ISO 8601 date (written by another program) reads as
+A ``datetime`` is stored as ISO 8601 text: an aware one (with an offset) converted to UTC,
+the same instant, so that ``order by`` and comparisons follow time whatever the offsets
+written (``10:00+05:00`` sorts before ``06:00+00:00``); it reads back equal, with
+``tzinfo=timezone.utc``. A naive one is stored as its ``isoformat()``, without ``fold`` (the
+flag that picks the second of two equal wall times at a DST change): it reads back with
+``fold=0``; store aware datetimes where that matters, and do not mix naive and aware ones in
+one field (Python cannot order them either). A ``datetime`` is a query literal too
+(``C.at > moment``), converted the same way. A stored str that is not an ISO 8601 date (written by another program) reads as
 :class:`tessera.SchemaMismatch` naming the record's key and the field.
 
 A ``float`` primary key is normalised as Python compares floats: ``-0.0`` is stored and looked
@@ -57,6 +61,7 @@ import types
 import typing
 from typing import Any, Callable
 
+from ._query import datetime_text
 from .errors import UnsupportedType
 
 # Deepest nesting of dataclasses and containers in a schema.
@@ -136,7 +141,12 @@ def describe(hint: Any, path: str, depth: int = 0) -> Field:
     if hint is datetime.datetime:
         plan = ("call", datetime.datetime.fromisoformat)
         return Field(
-            "String", _datetime_in(path), datetime.datetime.fromisoformat, plan, ("datetime", datetime.datetime), check=_check_datetime
+            "String",
+            _datetime_in(path),
+            datetime.datetime.fromisoformat,
+            plan,
+            ("datetime", datetime.datetime, datetime_text),
+            check=_check_datetime,
         )
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum_field(hint, path)
@@ -276,7 +286,7 @@ def _check_bytes(value: Any, path: str) -> Any:
 def _check_datetime(value: Any, path: str) -> Any:
     if not isinstance(value, datetime.datetime):
         raise WrongValue.of("a datetime", value, path)
-    return value.isoformat()
+    return datetime_text(value)
 
 
 def _float_in(value: Any) -> Any:
@@ -287,7 +297,7 @@ def _float_in(value: Any) -> Any:
 def _datetime_in(path: str) -> Callable:
     def encode(value: Any) -> Any:
         if isinstance(value, datetime.datetime):
-            return value.isoformat()
+            return datetime_text(value)
         return value  # the schema check names the field
 
     return encode
