@@ -407,13 +407,15 @@ pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
             loop {
                 let (Some(db), Some(state)) = (db.upgrade(), state.upgrade()) else { return };
                 match build_batch(&db, &state, id, after.as_deref()) {
-                    Ok(Some(last)) => after = Some(last),
-                    Ok(None) => {
+                    Ok(Batch::Indexed(last)) => after = Some(last),
+                    Ok(Batch::Finished) => {
                         if let Err(error) = mark_ready(&db, &state, id) {
                             fail(&db, &state, id, error);
                         }
                         break;
                     }
+                    // Another open owns the schema now: it builds what it declares.
+                    Ok(Batch::Superseded) => return superseded(&state, id),
                     Err(error) => {
                         fail(&db, &state, id, error);
                         break;
@@ -423,6 +425,17 @@ pub(crate) fn start(db: &Db, state: &Arc<CollectionState>) -> Result<()> {
         }
     })?;
     Ok(())
+}
+
+/// Why a build of a superseded state stopped, as [`crate::Collection::index_failure`] says it.
+const SUPERSEDED: &str = "the collection's schema was changed by another open before the index was built: open the collection again";
+
+/// Records in memory only (the stored schema is no longer this state's) that index `id`'s
+/// build stopped because the state was superseded, so that waiting for it ends.
+fn superseded(state: &CollectionState, id: u8) {
+    for index in state.indexes.iter().filter(|index| index.id == id) {
+        *index.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(SUPERSEDED.to_owned());
+    }
 }
 
 /// Records why index `id`'s build stopped: in memory for this process
@@ -438,11 +451,25 @@ fn fail(db: &Db, state: &CollectionState, id: u8, error: Error) {
     }
 }
 
-/// Indexes the next batch of records after `after` into index `id`; returns the last key
-/// done, or `None` when there were none left.
-fn build_batch(db: &Db, state: &CollectionState, id: u8, after: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+/// What one transaction of a background build did.
+enum Batch {
+    /// Indexed the records up to this key.
+    Indexed(Vec<u8>),
+    /// No records were left.
+    Finished,
+    /// The state no longer describes the collection (see [`stored_schema_for`]): nothing
+    /// written, and the build ends.
+    Superseded,
+}
+
+/// Indexes the next batch of records after `after` into index `id`.
+fn build_batch(db: &Db, state: &CollectionState, id: u8, after: Option<&[u8]>) -> Result<Batch> {
     let building = || state.indexes.iter().filter(|index| index.id == id);
+    let schemas = db.internal_keyspace(super::SCHEMA_KEYSPACE)?;
     db.write(|tx| {
+        if stored_schema_for(tx, &schemas, state, id)?.is_none() {
+            return Ok(Batch::Superseded);
+        }
         let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
         let batch: Vec<(Vec<u8>, Vec<u8>)> = tx
             .range(&state.records, (start, std::ops::Bound::Unbounded))?
@@ -452,30 +479,53 @@ fn build_batch(db: &Db, state: &CollectionState, id: u8, after: Option<&[u8]>) -
         for (key, value) in &batch {
             update_entries(tx, &state.index_target(), building(), key, None, Some(value))?;
         }
-        Ok(batch.last().map(|(key, _)| key.clone()))
+        Ok(batch.last().map_or(Batch::Finished, |(key, _)| Batch::Indexed(key.clone())))
+    })
+}
+
+/// The collection's stored schema in `tx` if index `id` is still `state`'s there: no other
+/// open in this process has superseded the state, and the stored schema gives `id` to the same
+/// path and uniqueness. `None` otherwise: a build of a superseded state must write nothing, as
+/// its id may now name another index (whose queries would take its entries as their own) or
+/// none, or another open may have emptied the index behind the build's cursor. (Another
+/// process's change that keeps the index leaves the build going: its entries are still right,
+/// and that process may not build it.)
+fn stored_schema_for(tx: &WriteTxn<'_>, schemas: &Keyspace, state: &CollectionState, id: u8) -> Result<Option<super::StoredSchema>> {
+    if state.current().is_err() {
+        return Ok(None);
+    }
+    let Some(bytes) = tx.get(schemas, state.name.as_bytes())? else { return Ok(None) };
+    let schema: super::StoredSchema =
+        tessera_value::from_slice(bytes).map_err(|error| Error::Corrupted(format!("schema of collection {:?}: {error}", state.name)))?;
+    let same =
+        |stored: &super::StoredIndex| state.indexes.iter().any(|index| index.identity() == (stored.path.as_str(), stored.unique, id));
+    Ok(schema.indexes.iter().any(|stored| stored.id == id && same(stored)).then_some(schema))
+}
+
+/// Applies `change` to index `id` in the collection's stored schema, in a transaction of its
+/// own; returns whether it did (not when the index is no longer `state`'s: see
+/// [`stored_schema_for`]).
+fn update_stored_index(db: &Db, state: &CollectionState, id: u8, change: impl Fn(&mut super::StoredIndex)) -> Result<bool> {
+    let schema_keyspace = db.internal_keyspace(super::SCHEMA_KEYSPACE)?;
+    db.write(|tx| {
+        let Some(mut schema) = stored_schema_for(tx, &schema_keyspace, state, id)? else { return Ok(false) };
+        schema.indexes.iter_mut().filter(|index| index.id == id).for_each(&change);
+        let bytes = tessera_value::to_vec(&schema)?;
+        tx.put(&schema_keyspace, state.name.as_bytes(), &bytes)?;
+        Ok(true)
     })
 }
 
 /// Records in the schema that index `id` is complete, then lets queries use it.
-/// Applies `change` to index `id` in the collection's stored schema, in a transaction of its
-/// own (nothing is written if the collection has no stored schema).
-fn update_stored_index(db: &Db, state: &CollectionState, id: u8, change: impl Fn(&mut super::StoredIndex)) -> Result<()> {
-    let schema_keyspace = db.internal_keyspace(super::SCHEMA_KEYSPACE)?;
-    db.write(|tx| {
-        let Some(bytes) = tx.get(&schema_keyspace, state.name.as_bytes())? else { return Ok(()) };
-        let mut schema: super::StoredSchema = tessera_value::from_slice(bytes)
-            .map_err(|error| Error::Corrupted(format!("schema of collection {:?}: {error}", state.name)))?;
-        schema.indexes.iter_mut().filter(|index| index.id == id).for_each(&change);
-        let bytes = tessera_value::to_vec(&schema)?;
-        tx.put(&schema_keyspace, state.name.as_bytes(), &bytes)
-    })
-}
-
 fn mark_ready(db: &Db, state: &CollectionState, id: u8) -> Result<()> {
-    update_stored_index(db, state, id, |index| {
+    let marked = update_stored_index(db, state, id, |index| {
         index.ready = true;
         index.failure = None;
     })?;
+    if !marked {
+        superseded(state, id);
+        return Ok(());
+    }
     for index in state.indexes.iter().filter(|index| index.id == id) {
         index.ready.store(true, Ordering::Release);
     }

@@ -393,8 +393,9 @@ impl TypeDesc {
             (TypeDesc::Map(old), TypeDesc::Map(new)) => new.narrowed_numbers(old, &at("*"), out),
             (TypeDesc::Struct(old_fields), TypeDesc::Struct(new_fields)) => {
                 for (name, new_desc) in new_fields {
-                    if let Some((_, old_desc)) = old_fields.iter().find(|(old_name, _)| old_name == name) {
-                        new_desc.narrowed_numbers(old_desc, &at(name), out);
+                    match old_fields.iter().find(|(old_name, _)| old_name == name) {
+                        Some((_, old_desc)) => new_desc.narrowed_numbers(old_desc, &at(name), out),
+                        None => new_desc.f32_paths(&at(name), out),
                     }
                 }
             }
@@ -405,6 +406,26 @@ impl TypeDesc {
                     }
                 }
             }
+            _ => {}
+        }
+    }
+
+    /// The `f32` numbers of a field that the old shape does not have, as
+    /// [`TypeDesc::narrowed_numbers`] lists them. Records may still hold values of a field a
+    /// type once declared and a later one removed (they are not rewritten), and reading a
+    /// stored `f64` as an `f32` rounds it; other numbers read exactly or fail with a typed error.
+    fn f32_paths(&self, path: &str, out: &mut Vec<(String, FloatType)>) {
+        let at = |name: &str| if path.is_empty() { name.to_owned() } else { format!("{path}.{name}") };
+        match self {
+            TypeDesc::Float32 => out.push((path.to_owned(), FloatType::F32)),
+            TypeDesc::Option(inner) => inner.f32_paths(path, out),
+            TypeDesc::List(element) => element.f32_paths(&at("[]"), out),
+            TypeDesc::Map(element) => element.f32_paths(&at("*"), out),
+            TypeDesc::Struct(fields) => fields.iter().for_each(|(name, desc)| desc.f32_paths(&at(name), out)),
+            TypeDesc::Enum(variants) => variants
+                .iter()
+                .filter_map(|(name, payload)| Some((name, payload.as_ref()?)))
+                .for_each(|(name, desc)| desc.f32_paths(&at(name), out)),
             _ => {}
         }
     }

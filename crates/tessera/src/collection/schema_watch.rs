@@ -7,9 +7,12 @@
 //! handle at once ([`super::CollectionState::current`]); this module finds one made elsewhere.
 //!
 //! Cost: a view that includes no other process's commit since the schema was last checked
-//! ([`crate::store::Snapshot::foreign_commits_after`]: two atomics) reads nothing. Otherwise the
-//! stored schema is read (one get) and compared with the bytes seen last; only different bytes
-//! (an index that became ready, or a real change) are decoded and compared.
+//! ([`crate::store::Snapshot::foreign_commits_after`]: two atomics) and is not older than the
+//! handle (one more) reads nothing. Otherwise the stored schema is read (one get) and compared
+//! with the bytes seen last; only different bytes (an index that became ready, or a real
+//! change) are decoded and compared. A snapshot older than the handle (kept from before this
+//! process opened it) is checked the same way, so that it is never read by index ids its
+//! schema gave to other indexes.
 
 use super::schema::StoredSchema;
 use crate::store::{Keyspace, Snapshot};
@@ -37,6 +40,12 @@ pub(crate) struct SchemaWatch {
     /// The commit the handle's schema is in effect from: a view before it (a snapshot kept
     /// from earlier) may hold an older schema without any change since the handle was made.
     made_at: u64,
+    /// Views from this commit on hold the handle's schema unless another process committed
+    /// since ([`SchemaWatch::check`]); an older view's stored schema is read and compared.
+    /// `made_at`, or the commit before it once a view of that commit was found to agree (an
+    /// open that wrote nothing has the next commit as `made_at`, while the views it reads
+    /// from are of the one before).
+    checked_from: AtomicU64,
 }
 
 /// The stored schema differs from the handle's.
@@ -53,7 +62,14 @@ pub(crate) struct ChangedElsewhere {
 impl SchemaWatch {
     /// `made_at`: the commit from which the stored schema is the handle's (0: unknown, any).
     pub(crate) fn new(schemas: Keyspace, key_fields: Vec<String>, made_at: u64) -> SchemaWatch {
-        SchemaWatch { schemas, key_fields, checked_through: AtomicU64::new(0), bytes_seen: Mutex::new(Vec::new()), made_at }
+        SchemaWatch {
+            schemas,
+            key_fields,
+            checked_through: AtomicU64::new(0),
+            bytes_seen: Mutex::new(Vec::new()),
+            made_at,
+            checked_from: AtomicU64::new(made_at),
+        }
     }
 
     /// `Ok` if `view` holds the schema this handle was made with: `shape` and `indexes` (path,
@@ -67,9 +83,31 @@ impl SchemaWatch {
         name: &str,
     ) -> Result<(), ChangedElsewhere> {
         match view.foreign_commits_after(self.checked_through.load(Ordering::Acquire)) {
-            None => Ok(()),
+            None if view.view_sequence() >= self.checked_from.load(Ordering::Acquire) => Ok(()),
+            // A snapshot kept from before the handle: its schema may be another (one this
+            // process replaced by opening the handle), whose index ids name other indexes.
+            None => self.check_older(view, name, shape, indexes),
             Some(seen) => self.check_stored(view, seen, name, shape, indexes),
         }
+    }
+
+    /// [`SchemaWatch::check`] of a view older than the commits already known to hold the
+    /// handle's schema, in which no other process's commit is new.
+    #[inline(never)]
+    fn check_older(
+        &self,
+        view: &dyn Snapshot,
+        name: &str,
+        shape: &super::TypeDesc,
+        indexes: &[super::IndexState],
+    ) -> Result<(), ChangedElsewhere> {
+        let sequence = view.view_sequence();
+        self.check_stored(view, sequence, name, shape, indexes)?;
+        if sequence.checked_add(1) == Some(self.made_at) {
+            // No commit lies between this view and the handle's.
+            self.checked_from.fetch_min(sequence, Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     #[inline(never)]
@@ -117,8 +155,10 @@ impl SchemaWatch {
             return Some(PRIMARY_KEY);
         }
         // Another program's declaration of the same records (a Python `int` where Rust
-        // says `i64`) is no change: what each writes, the other reads.
-        if !stored.shape.agrees_with(shape) {
+        // says `i64`) is no change: what each writes, the other reads. A float's width is: an
+        // `f32` handle would read the other's doubles rounded, or write doubles an `f32`
+        // reader rounds.
+        if !stored.shape.agrees_with(shape) || float_widths_differ(&stored.shape, shape) {
             return Some(RECORD_SHAPE);
         }
         let stored_indexes = super::sorted_identities(stored.indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)));
@@ -127,4 +167,13 @@ impl SchemaWatch {
         }
         None
     }
+}
+
+/// Whether a field is `f32` in one shape and `f64` in the other (shapes that
+/// [`super::TypeDesc::agrees_with`] each other differ in nothing else a reader rounds by).
+fn float_widths_differ(stored: &super::TypeDesc, shape: &super::TypeDesc) -> bool {
+    let mut narrowed = Vec::new();
+    stored.narrowed_numbers(shape, "", &mut narrowed);
+    shape.narrowed_numbers(stored, "", &mut narrowed);
+    !narrowed.is_empty()
 }
