@@ -619,11 +619,11 @@ impl CollectionState {
         let _ = self.superseded.set(Superseded { reason, records_readable: self.shape == *shape });
     }
 
-    /// Whether `other` has this state's shape and indexes (paths, uniqueness and ids).
-    pub(crate) fn same_schema(&self, other: &CollectionState) -> bool {
-        self.shape == other.shape
+    /// Whether this state has `shape` and `indexes` (paths, uniqueness and ids).
+    pub(crate) fn same_schema(&self, shape: &TypeDesc, indexes: &[StoredIndex]) -> bool {
+        self.shape == *shape
             && sorted_identities(self.indexes.iter().map(IndexState::identity))
-                == sorted_identities(other.indexes.iter().map(IndexState::identity))
+                == sorted_identities(indexes.iter().map(|index| (index.path.as_str(), index.unique, index.id)))
     }
 
     /// A stored primary key as text for an error or `explain`: typed values when the bytes
@@ -731,12 +731,7 @@ impl Db {
                 // dynamic one) keeps its own shape and index list: once this open has changed
                 // them, its writes and index reads would follow the old ones.
                 let live = self.shared_state::<CollectionState>(&registry_key);
-                let state = Arc::new(open_collection::<T>(self, &options)?);
-                if let Some(live) = live
-                    && !live.same_schema(&state)
-                {
-                    live.supersede(std::any::type_name::<T>(), &state.shape);
-                }
+                let state = Arc::new(open_collection::<T>(self, &options, live.as_ref())?);
                 if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
                     build::start(self, &state)?;
                 }
@@ -794,7 +789,9 @@ fn check_indexes(name: &str, shape: &TypeDesc, indexes: &[IndexDef]) -> Result<(
     Ok(())
 }
 
-fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result<CollectionState> {
+/// Opens collection `T::NAME` as `T`, writing its schema if it changed; `live` is the state of
+/// this process's other handles, superseded if the schema changes.
+fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>, live: Option<&Arc<CollectionState>>) -> Result<CollectionState> {
     let name = T::NAME;
     crate::store::names::check("collection", name, COLLECTION_NAME_LEN_MAX)?;
     let shape = T::describe();
@@ -875,6 +872,12 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>) -> Result
         if stored.as_ref() != Some(&schema) {
             let bytes = tessera_value::to_vec(&schema)?;
             tx.put(&schema_keyspace, name.as_bytes(), &bytes)?;
+        }
+        // Superseded before this commit is seen: a write through the old handle waiting for
+        // the writer lock, or a read of this commit, would otherwise run by the old indexes and
+        // shape. (If the commit then fails, the old handle refuses what it need not.)
+        if let Some(live) = live.filter(|live| !live.same_schema(&schema.shape, &schema.indexes)) {
+            live.supersede(std::any::type_name::<T>(), &schema.shape);
         }
         // The schema is this handle's from this commit (if it writes it) on.
         Ok((schema, record_keys, tx.sequence()))
