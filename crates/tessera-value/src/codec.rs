@@ -932,9 +932,14 @@ impl<'a, T: Decode<'a>> Decode<'a> for Vec<T> {
 }
 
 impl<T: Encode, S> Encode for HashMap<String, T, S> {
+    /// Entries in key order, as a `BTreeMap` writes them: a key a shared-key table lacks gets
+    /// its id in the order keys are met, so iteration order (another for each equal map) would
+    /// give equal maps other bytes, and an upsert of the stored record would be `Updated`.
     fn encode(&self, out: &mut Encoder<'_>, ids: &FieldIds) -> Result<(), EncodeError> {
+        let mut entries: Vec<(&String, &T)> = self.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out.begin_dict()?;
-        for (key, value) in self {
+        for (key, value) in entries {
             out.key(key)?;
             value.encode(out, ids)?;
         }
