@@ -528,6 +528,11 @@ pub(crate) struct CollectionState {
     /// this state are then refused ([`CollectionState::current`]), and reads by key too unless
     /// only the indexes changed ([`CollectionState::readable_in`]).
     pub(crate) superseded: std::sync::OnceLock<Superseded>,
+    /// Older states of this process with this state's schema, which this one replaced in the
+    /// registry (another record type of the same shape and indexes: only the newest state is
+    /// found there): superseded with it, or their handles would go on writing by the old
+    /// indexes after a later open changed them.
+    peers: Peers,
     /// Finds another process's schema change ([`CollectionState::current_in`]).
     schema_watch: schema_watch::SchemaWatch,
     type_id: std::any::TypeId,
@@ -617,6 +622,22 @@ impl CollectionState {
     pub(crate) fn supersede(&self, by: &'static str, shape: &TypeDesc) {
         let reason = format!("its schema was changed by opening it as `{by}`");
         let _ = self.superseded.set(Superseded { reason, records_readable: self.shape == *shape });
+        // Each peer is older and holds its own older peers in this list already (see
+        // `CollectionState::replaces`): one level reaches them all.
+        for peer in lock_peers(&self.peers).iter().filter_map(std::sync::Weak::upgrade) {
+            let reason = format!("its schema was changed by opening it as `{by}`");
+            let _ = peer.superseded.set(Superseded { reason, records_readable: peer.shape == *shape });
+        }
+    }
+
+    /// Records that this state replaces `older` (a state of this process with the same
+    /// schema, still open) in the registry: `older`, and the states it replaced, are then
+    /// superseded with this one.
+    pub(crate) fn replaces(&self, older: &Arc<CollectionState>) {
+        let mut peers: Vec<std::sync::Weak<CollectionState>> =
+            lock_peers(&older.peers).iter().filter(|peer| peer.strong_count() > 0).cloned().collect();
+        peers.push(Arc::downgrade(older));
+        *lock_peers(&self.peers) = peers;
     }
 
     /// Whether this state has `shape` and `indexes` (paths, uniqueness and ids).
@@ -732,6 +753,10 @@ impl Db {
                 // them, its writes and index reads would follow the old ones.
                 let live = self.shared_state::<CollectionState>(&registry_key);
                 let state = Arc::new(open_collection::<T>(self, &options, live.as_ref())?);
+                if let Some(live) = live.filter(|live| live.superseded.get().is_none()) {
+                    // Same schema (else the open superseded it): superseded with this one.
+                    state.replaces(&live);
+                }
                 if state.indexes.iter().any(|index| !index.ready.load(Ordering::Acquire)) {
                     build::start(self, &state)?;
                 }
@@ -775,6 +800,15 @@ fn lossy_numbers<T: Record>(
 
 fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
     Error::SchemaMismatch { collection: collection.to_owned(), reason: reason.into() }
+}
+
+/// Older states superseded with a state: [`CollectionState::replaces`].
+type Peers = std::sync::Mutex<Vec<std::sync::Weak<CollectionState>>>;
+
+/// The peers list, whatever a panicking thread left in it (a list of weak references, valid
+/// at every step).
+fn lock_peers(peers: &Peers) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<CollectionState>>> {
+    peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Refuses a multi-entry index (`path[]`) on a field that is not an array, and a unique one;
@@ -900,6 +934,7 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>, live: Opt
         single_key_type,
         checksums_verified,
         superseded: std::sync::OnceLock::new(),
+        peers: std::sync::Mutex::default(),
         schema_watch: schema_watch::SchemaWatch::new(schema_keyspace, key_fields, made_at),
         type_id: std::any::TypeId::of::<T>(),
     })

@@ -579,6 +579,7 @@ fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::
         single_key_type,
         checksums_verified: db.verifies_checksums(),
         superseded: std::sync::OnceLock::new(),
+        peers: std::sync::Mutex::default(),
         schema_watch: super::schema_watch::SchemaWatch::new(
             db.internal_keyspace(super::SCHEMA_KEYSPACE)?,
             stored.key_fields.clone(),
