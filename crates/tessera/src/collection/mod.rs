@@ -802,6 +802,26 @@ fn schema_error(collection: &str, reason: impl Into<String>) -> Error {
     Error::SchemaMismatch { collection: collection.to_owned(), reason: reason.into() }
 }
 
+/// Why the stored keys cannot be read as `shape` says, if a key field's type changed (an
+/// integer widened from `u32` to `u64`, which the shapes alone accept): keys are encoded at the
+/// field type's width, so a key of the new type would never find a stored record, and an
+/// insert of the same id would be stored beside it. With the stored keys' encodings known
+/// (`kinds`, recorded by a dynamic creation: a Python `int` is `i64`), the type must have that
+/// encoding; otherwise (a record type stored them) it must be the stored type, or any integer
+/// type where an older format stored `Int`. A migration re-encodes every key.
+fn key_type_change(key_fields: &[String], kinds: &[KeyKind], shape: &TypeDesc, stored: &TypeDesc) -> Option<String> {
+    key_fields.iter().enumerate().find_map(|(at, field)| {
+        let (now, before) = (shape.resolve(field), stored.resolve(field));
+        let agrees = match kinds.get(at) {
+            Some(kind) if kinds.len() == key_fields.len() => now.is_some_and(|now| KeyKind::candidates(now).contains(kind)),
+            // An integer stored as `Int` (a format before integer widths were recorded) says
+            // nothing of its width: the type's is taken, as it always was.
+            _ => now == before || (before == Some(&TypeDesc::Int) && matches!(now, Some(TypeDesc::Integer(_)))),
+        };
+        (!agrees).then(|| format!("the type of primary key field `{field}` changed from {before:?} to {now:?}: stored keys keep the old encoding"))
+    })
+}
+
 /// Older states superseded with a state: [`CollectionState::replaces`].
 type Peers = std::sync::Mutex<Vec<std::sync::Weak<CollectionState>>>;
 
@@ -865,6 +885,8 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>, live: Opt
             }
             let incompatible = if stored.key_fields != key_fields {
                 Some(format!("the primary key changed from {:?} to {:?}", stored.key_fields, key_fields))
+            } else if let Some(reason) = key_type_change(&key_fields, &stored.key_kinds, &shape, &stored.shape) {
+                Some(reason)
             } else {
                 match shape.incompatibility(&stored.shape, "") {
                     Some(reason) => Some(reason),
