@@ -4,12 +4,14 @@
 //! It checks today: every value of every keyspace against its checksum (storage format 4),
 //! that keys ascend, that a lookup of each key finds its entry (branch pages), and that as many
 //! entries can be read as LMDB counts (when any of these fails, the checks below, which read
-//! values, are skipped); every collection's schema and shared-key table parse; every record
-//! validates as a binary document with those keys; every index entry points at a record whose
-//! value gives exactly that entry, and every record has its entry in every built index; every
-//! dictionary entry's key and value parse, and every long key lies under the file's keyed
-//! hash of it (storage format 5); every document field's key is a document id followed
-//! by a field path of non-empty names. (A document field's value is not checked: a
+//! values, are skipped); LMDB's main tree keeps the keyspaces' names without a checksum, so
+//! the names must ascend and open, every name `tessera.…` must be one tessera makes, and each
+//! collection must have both its records and its index keyspace; every collection's schema
+//! and shared-key table parse; every record validates as a binary document with those keys;
+//! every index entry points at a record whose value gives exactly that entry, and every record
+//! has its entry in every built index; every dictionary entry's key and value parse, and every
+//! long key lies under the file's keyed hash of it (storage format 5); every document field's
+//! key is a document id followed by a field path of non-empty names. (A document field's value is not checked: a
 //! `FieldTransform` may store any bytes there.) Before all of it, LMDB's own pages are walked
 //! from the file's bytes (`store::structure`), and a damaged keyspace is never handed to LMDB,
 //! which trusts its pages and would crash the process on damage.
@@ -186,10 +188,24 @@ impl Db {
             }
             None => self.keyspace_names()?,
         };
+        // The main tree's keys are the keyspaces' names: LMDB finds a keyspace by a lookup,
+        // which names out of order can misdirect, and the keyspace then reads as missing.
+        for pair in names.windows(2).filter(|pair| pair[0] >= pair[1]) {
+            let main = crate::store::structure::Tree::Main;
+            report.problem(main.name(), pair[1].as_bytes(), "keyspace names out of order: a lookup by name may not find a keyspace");
+            damaged += 1;
+        }
         // Every value of every keyspace, the application's included, against its checksum
         // first: the checks below read values, and would stop at the first damaged one.
         for name in names.iter().filter(|name| !structurally_damaged.contains(*name)) {
-            let Some(keyspace) = self.existing_keyspace(&txn, name)? else { continue };
+            let Some(keyspace) = self.existing_keyspace(&txn, name)? else {
+                // Names are read lossily: one that is not UTF-8, or holds a NUL, was never made
+                // by tessera and cannot be opened (its values would go unchecked).
+                if name.contains(['\0', char::REPLACEMENT_CHARACTER]) {
+                    report.problem(name, b"", "the keyspace's name in LMDB's main tree is damaged (not UTF-8, or a NUL): not checked");
+                }
+                continue;
+            };
             if !keyspace.checksummed {
                 continue;
             }
@@ -230,6 +246,7 @@ impl Db {
             );
             return Ok(report);
         }
+        check_keyspace_names(&names, &mut report);
         for name in &names {
             if let Some(collection) = name.strip_prefix("tessera.col.") {
                 report.keyspaces += 1;
@@ -245,6 +262,41 @@ impl Db {
             }
         }
         Ok(report)
+    }
+}
+
+/// tessera's own keyspaces that are not one per collection, dictionary or documents (the
+/// constants they are made from: a new one must be added here, or `check` reports it).
+const INTERNAL_KEYSPACES: [&str; 6] = [
+    crate::store::META_KEYSPACE,
+    crate::collection::SCHEMA_KEYSPACE,
+    crate::collection::keys::KEYS_KEYSPACE,
+    crate::store::durable_feed::FEED_KEYSPACE,
+    crate::store::durable_feed::CONSUMERS_KEYSPACE,
+    crate::store::durable_feed::OLDS_KEYSPACE,
+];
+
+/// Checks the names of tessera's own keyspaces (LMDB's main tree holds them without a
+/// checksum): each is one tessera makes, and a collection's records and index keyspaces come
+/// in pairs (both are made when it is created). A damaged name would hide a keyspace: an index
+/// whose keyspace is gone reads as empty.
+fn check_keyspace_names(names: &[String], report: &mut CheckReport) {
+    let has = |name: String| names.contains(&name);
+    for name in names.iter().filter(|name| name.starts_with("tessera.")) {
+        if let Some(collection) = name.strip_prefix("tessera.col.") {
+            if !has(format!("tessera.idx.{collection}")) {
+                report.problem(name, b"", format!("collection {collection:?} has no index keyspace `tessera.idx.{collection}`"));
+            }
+        } else if let Some(collection) = name.strip_prefix("tessera.idx.") {
+            if !has(format!("tessera.col.{collection}")) {
+                report.problem(name, b"", format!("an index keyspace of no collection: `tessera.col.{collection}` is missing"));
+            }
+        } else if !INTERNAL_KEYSPACES.contains(&name.as_str())
+            && !name.starts_with(crate::dictionary::DICTIONARY_KEYSPACE_PREFIX)
+            && !name.starts_with(crate::documents::DOCUMENTS_KEYSPACE_PREFIX)
+        {
+            report.problem(name, b"", "a keyspace tessera never makes: its name in LMDB's main tree may be damaged");
+        }
     }
 }
 

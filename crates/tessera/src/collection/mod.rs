@@ -51,7 +51,7 @@ mod decode_pipeline;
 mod dynamic;
 mod engine;
 pub(crate) mod key_layout;
-mod keys;
+pub(crate) mod keys;
 mod plan;
 mod query;
 mod schema;
@@ -818,7 +818,9 @@ fn key_type_change(key_fields: &[String], kinds: &[KeyKind], shape: &TypeDesc, s
             // nothing of its width: the type's is taken, as it always was.
             _ => now == before || (before == Some(&TypeDesc::Int) && matches!(now, Some(TypeDesc::Integer(_)))),
         };
-        (!agrees).then(|| format!("the type of primary key field `{field}` changed from {before:?} to {now:?}: stored keys keep the old encoding"))
+        (!agrees).then(|| {
+            format!("the type of primary key field `{field}` changed from {before:?} to {now:?}: stored keys keep the old encoding")
+        })
     })
 }
 
@@ -829,6 +831,28 @@ type Peers = std::sync::Mutex<Vec<std::sync::Weak<CollectionState>>>;
 /// at every step).
 fn lock_peers(peers: &Peers) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<CollectionState>>> {
     peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `Error::Corrupted` if collection `name` was created (its schema is stored) but its records
+/// or index keyspace is missing: LMDB's main tree keeps the keyspaces' names without a
+/// checksum, and a damaged name (or names out of order, which misdirect the lookup) would
+/// otherwise open a new, empty keyspace in its place, and queries would return `Ok` with
+/// nothing (found by the review of checking and salvage). One read at open.
+fn refuse_missing_keyspaces(db: &Db, name: &str, records_name: &str, index_name: &str) -> Result<()> {
+    let txn = db.read_txn()?;
+    let exists = |keyspace: &str| db.existing_keyspace(&txn, keyspace).map(|found| found.is_some());
+    let created = match db.existing_keyspace(&txn, SCHEMA_KEYSPACE)? {
+        Some(schemas) => txn.get(&schemas, name.as_bytes())?.is_some(),
+        None => false,
+    };
+    let (records, index) = (exists(records_name)?, exists(index_name)?);
+    if (created || records || index) && !(records && index) {
+        let missing = if records { index_name } else { records_name };
+        return Err(Error::Corrupted(format!(
+            "collection {name:?}: its keyspace `{missing}` is missing (its name in LMDB's main tree may be damaged: run `tessera check`)"
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses a multi-entry index (`path[]`) on a field that is not an array, and a unique one;
@@ -855,9 +879,11 @@ fn open_collection<T: Record>(db: &Db, options: &CollectionOptions<T>, live: Opt
         }
     }
     check_indexes(name, &shape, T::INDEXES)?;
+    let (records_name, index_name) = (format!("tessera.col.{name}"), format!("tessera.idx.{name}"));
+    refuse_missing_keyspaces(db, name, &records_name, &index_name)?;
     let schema_keyspace = db.internal_keyspace(SCHEMA_KEYSPACE)?;
-    let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
-    let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
+    let records = db.internal_keyspace(&records_name)?;
+    let index_keyspace = db.internal_keyspace(&index_name)?;
     let keys_keyspace = db.internal_keyspace(keys::KEYS_KEYSPACE)?;
     let key_fields: Vec<String> = T::KEY_FIELDS.iter().map(|path| (*path).to_owned()).collect();
     let (schema, record_keys, made_at) = db.write(|tx| {

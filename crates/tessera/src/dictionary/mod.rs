@@ -84,7 +84,7 @@ pub const BULK_LOAD_MISSES_MIN: u64 = 64;
 pub const BULK_LOAD_ENTRIES_PER_MISS: u64 = 2;
 
 /// Prefix of a dictionary's keyspace.
-const DICTIONARY_KEYSPACE_PREFIX: &str = "tessera.dictionary.";
+pub(crate) const DICTIONARY_KEYSPACE_PREFIX: &str = "tessera.dictionary.";
 /// Longest dictionary name: what fits a keyspace name after `tessera.dictionary.`.
 ///
 /// ```

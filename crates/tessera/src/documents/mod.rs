@@ -178,7 +178,7 @@ pub struct Documents {
 }
 
 /// Prefix of a document collection's keyspace.
-const DOCUMENTS_KEYSPACE_PREFIX: &str = "tessera.documents.";
+pub(crate) const DOCUMENTS_KEYSPACE_PREFIX: &str = "tessera.documents.";
 
 /// Longest document collection name: what fits a keyspace name after `tessera.documents.`.
 ///

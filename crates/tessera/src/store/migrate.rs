@@ -86,6 +86,7 @@ pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
             }
         }
         if from_version < 4 {
+            refuse_sealed_values(tx, from_version, &keyspaces)?;
             for keyspace in &keyspaces {
                 add_checksums(tx, keyspace)?;
             }
@@ -102,6 +103,40 @@ pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
         tx.put(&meta, META_VERSION_KEY, &STORAGE_FORMAT_VERSION.to_be_bytes())?;
         Ok(hash_key)
     })
+}
+
+/// Refuses a file whose version record, which `tessera.meta` keeps without a checksum, is
+/// damaged: 0 (no such format), or a format without checksums (1 to 3) while the first value
+/// of every keyspace that has one already passes its checksum (a chance of 2^-32 per keyspace
+/// for a file of format 1 to 3). Migrating a newer file would seal every value a second time,
+/// and reads would return the old checksum as part of the value.
+fn refuse_sealed_values(tx: &mut WriteTxn<'_>, from_version: u32, keyspaces: &[Keyspace]) -> Result<()> {
+    let why = if from_version == 0 {
+        "there is no storage format 0"
+    } else if first_values_sealed(tx, keyspaces)? {
+        "the file's values already carry checksums (format 4 and later)"
+    } else {
+        return Ok(());
+    };
+    Err(Error::Corrupted(format!("keyspace {META_KEYSPACE:?}, key \"format_version\": storage format {from_version} is damaged: {why}")))
+}
+
+/// Whether some keyspace has a value, and the first value of each that has one passes its
+/// checksum.
+fn first_values_sealed(tx: &mut WriteTxn<'_>, keyspaces: &[Keyspace]) -> Result<bool> {
+    let mut sealed = false;
+    for keyspace in keyspaces {
+        let first = match keyspace.handle.first(tx.raw()) {
+            Ok(first) => first.map(|(key, value)| checksum::open(key, value).is_some()),
+            Err(error) => return Err(tx.note_error(error)),
+        };
+        match first {
+            Some(true) => sealed = true,
+            Some(false) => return Ok(false),
+            None => {}
+        }
+    }
+    Ok(sealed)
 }
 
 /// Adds a checksum to every value of `keyspace` (storage format 4).

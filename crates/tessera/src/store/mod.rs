@@ -15,7 +15,7 @@
 mod change_log;
 pub(crate) mod checksum;
 mod cross_process;
-mod durable_feed;
+pub(crate) mod durable_feed;
 mod feed_entry;
 mod group;
 pub mod key;

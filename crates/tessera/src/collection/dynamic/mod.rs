@@ -558,8 +558,10 @@ pub(crate) fn display_key(kinds: &[KeyKind], key: &[u8]) -> Option<String> {
 /// The run-time state of a collection opened without its record type, from its schema as
 /// stored at commit `read_at`.
 fn dyn_state(db: &Db, name: &str, stored: &StoredSchema, shared: tessera_value::SharedKeys, read_at: u64) -> Result<CollectionState> {
-    let records = db.internal_keyspace(&format!("tessera.col.{name}"))?;
-    let index_keyspace = db.internal_keyspace(&format!("tessera.idx.{name}"))?;
+    let (records_name, index_name) = (format!("tessera.col.{name}"), format!("tessera.idx.{name}"));
+    super::refuse_missing_keyspaces(db, name, &records_name, &index_name)?;
+    let records = db.internal_keyspace(&records_name)?;
+    let index_keyspace = db.internal_keyspace(&index_name)?;
     let single_key_type = match stored.key_fields.as_slice() {
         [field] => stored.shape.resolve(field).cloned(),
         _ => None,

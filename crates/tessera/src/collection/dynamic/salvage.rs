@@ -47,6 +47,10 @@ pub const SALVAGE_SKIPPED_MAX: usize = 1_000;
 pub const SALVAGE_FORMAT_VERSION_MIN: u32 = 4;
 /// The prefix of a collection's records keyspace.
 const RECORDS_PREFIX: &str = "tessera.col.";
+/// The key of the file's hash key in `tessera.meta` (`store`).
+const META_HASH_KEY: &[u8] = b"hash_key";
+/// The first storage format whose files have a hash key (`store::migrate`).
+const HASH_KEY_FORMAT: u32 = 5;
 
 /// Why a salvage skipped an entry.
 ///
@@ -252,6 +256,8 @@ pub fn salvage(path: impl AsRef<Path>, names: &[String], sink: &mut dyn SalvageS
 #[derive(Default)]
 struct Catalog {
     format_version: Option<u32>,
+    /// Whether `tessera.meta` holds a hash key (storage format 5 and later).
+    has_hash_key: bool,
     schemas: BTreeMap<String, StoredSchema>,
     keys: BTreeMap<String, SharedKeys>,
 }
@@ -272,13 +278,26 @@ fn read_catalog(path: &Path, report: &mut SalvageReport) -> Result<Catalog> {
         }
     })?;
     let has_meta = structure.keyspaces.iter().any(|name| name == META_KEYSPACE);
+    // A name in the main tree has no checksum: a file with tessera's other keyspaces is read
+    // even when damage renamed its `tessera.meta`.
+    let has_tessera_keyspace = structure.keyspaces.iter().any(|name| name.starts_with("tessera."));
     let main_tree_sound = !structure.problems.iter().any(|problem| problem.tree == Tree::Main);
-    if !has_meta && main_tree_sound && structure.problems_not_listed == 0 {
+    if !has_tessera_keyspace && main_tree_sound && structure.problems_not_listed == 0 {
         return Err(Error::ForeignDatabase { path: path.to_path_buf() });
+    }
+    if !has_meta {
+        skipped.push((META_KEYSPACE.to_owned(), Vec::new(), SkipReason::Unparsable("the keyspace is missing".into())));
     }
     match catalog.format_version {
         Some(found) if found > STORAGE_FORMAT_VERSION => {
             return Err(Error::UnsupportedVersion { found, supported: STORAGE_FORMAT_VERSION });
+        }
+        // `tessera.meta` has no checksum either: a file with a hash key is of format 5 or
+        // later, whatever its version record says, and its values carry checksums.
+        Some(found) if found < SALVAGE_FORMAT_VERSION_MIN && catalog.has_hash_key => {
+            let why =
+                format!("storage format {found} is damaged: the file has a hash key, which only format {HASH_KEY_FORMAT} and later write");
+            skipped.push((META_KEYSPACE.to_owned(), META_VERSION_KEY.to_vec(), SkipReason::Unparsable(why)));
         }
         Some(found) if found < SALVAGE_FORMAT_VERSION_MIN => {
             return Err(Error::SalvageFormat { found, min: SALVAGE_FORMAT_VERSION_MIN });
@@ -301,6 +320,7 @@ impl Catalog {
                 let bytes = <[u8; 4]>::try_from(entry.value).map_err(|_| SkipReason::Unparsable("not 4 bytes".into()))?;
                 self.format_version = Some(u32::from_be_bytes(bytes));
             }
+            self.has_hash_key |= entry.key == META_HASH_KEY;
             return Ok(());
         }
         let value = checksum::open(entry.key, entry.value).ok_or(SkipReason::Checksum)?;
@@ -334,6 +354,26 @@ impl KeyOrder {
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(entry.key);
+        true
+    }
+}
+
+/// Whether the collections' records keyspaces come in the order of their names, as LMDB's main
+/// tree keeps them: once a collection's section is open, the records of a collection before it
+/// (met later only through damage to the main tree) would be handed over in the wrong section.
+#[derive(Default)]
+struct SectionOrder {
+    current: Option<usize>,
+}
+
+impl SectionOrder {
+    /// True if an entry of the collection at `index` may follow the entries met so far (and
+    /// remembers its collection).
+    fn follows(&mut self, index: usize) -> bool {
+        if self.current.is_some_and(|current| index < current) {
+            return false;
+        }
+        self.current = Some(index);
         true
     }
 }
@@ -415,11 +455,13 @@ fn count_records(
     report: &mut SalvageReport,
 ) -> Result<()> {
     let mut order = KeyOrder::default();
+    let mut sections = SectionOrder::default();
     let mut skipped = Vec::new();
     structure::read_entries(path, &|name| by_keyspace.contains_key(name), &mut |entry: LeafEntry<'_>| {
         let Some(&index) = by_keyspace.get(entry.keyspace) else { return };
         let collection = &mut collections[index];
-        let decoded = if order.follows(&entry) { collection.decode(entry.key, entry.value) } else { Err(SkipReason::OutOfOrder) };
+        let in_order = sections.follows(index) && order.follows(&entry);
+        let decoded = if in_order { collection.decode(entry.key, entry.value) } else { Err(SkipReason::OutOfOrder) };
         match decoded {
             Ok(bytes) => {
                 collection.records += 1;
@@ -447,9 +489,11 @@ fn hand_over(
 ) -> Result<()> {
     let mut handed = Handed { sections: 0, records: vec![0; collections.len()], failure: None };
     let mut order = KeyOrder::default();
+    let mut sections = SectionOrder::default();
     structure::read_entries(path, &|name| by_keyspace.contains_key(name), &mut |entry: LeafEntry<'_>| {
         let Some(&index) = by_keyspace.get(entry.keyspace) else { return };
-        if handed.failure.is_some() || !order.follows(&entry) {
+        // The second read skipped (and reported) the same entries.
+        if handed.failure.is_some() || !sections.follows(index) || !order.follows(&entry) {
             return;
         }
         let collection = &collections[index];
