@@ -543,7 +543,7 @@ impl TypeDesc {
                 let ordered = !matches!(op, CompareOp::Eq | CompareOp::Ne);
                 self.require_comparable(expr, left, right, ordered)?;
                 match (&**a, &**b) {
-                    (value, Expr::Literal(literal)) | (Expr::Literal(literal), value) => self.refuse_payload_variant(expr, value, literal),
+                    (value, Expr::Literal(literal)) | (Expr::Literal(literal), value) => self.check_variant_literal(expr, value, literal),
                     _ => Ok(()),
                 }
             }
@@ -555,7 +555,7 @@ impl TypeDesc {
             Expr::In(a, list, _) => {
                 let value = self.check_operand(a)?;
                 list.iter().try_for_each(|literal| self.require_comparable(expr, value, Class::of_literal(literal), false))?;
-                list.iter().try_for_each(|literal| self.refuse_payload_variant(expr, a, literal))
+                list.iter().try_for_each(|literal| self.check_variant_literal(expr, a, literal))
             }
             Expr::IsNull(a, _) => self.check_operand(a).map(drop),
             Expr::Str(a, _, _) => match self.check_operand(a)? {
@@ -579,14 +579,15 @@ impl TypeDesc {
         }
     }
 
-    /// An enum field compared with the name of one of its variants that carries a payload:
-    /// such a value is stored as `{"Variant": payload}`, never a string, so the comparison could
-    /// never be TRUE: a typed error pointing at `is Variant`, never a silent empty result. (A
-    /// unit variant is stored as its name, and compares as one.)
-    fn refuse_payload_variant(&self, expr: &Expr, value: &Expr, literal: &Literal) -> Result<(), QueryError> {
+    /// An enum field compared with a string: the string must name a unit variant, which is
+    /// stored as its name. A variant that carries a payload is stored as `{"Variant":
+    /// payload}`, never a string, and a name that is no variant is never stored at all, so the
+    /// comparison could never be TRUE: a typed error (pointing at `is Variant`, or
+    /// `UnknownVariant`), never a silent empty result.
+    fn check_variant_literal(&self, expr: &Expr, value: &Expr, literal: &Literal) -> Result<(), QueryError> {
         let Expr::Field(path) = value else { return Ok(()) };
         match self.resolve(path) {
-            Some(desc) => refuse_payload_variant_of(expr, path, desc, literal),
+            Some(desc) => check_variant_literal_of(expr, path, desc, literal),
             None => Ok(()),
         }
     }
@@ -598,7 +599,7 @@ impl TypeDesc {
             let desc = self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })?;
             if let TypeDesc::List(element) = strip_option(desc) {
                 self.require_comparable(expr, Class::of(element), Class::of_literal(literal), false)?;
-                return refuse_payload_variant_of(expr, path, element, literal);
+                return check_variant_literal_of(expr, path, element, literal);
             }
         }
         match self.check_operand(value)? {
@@ -645,12 +646,16 @@ impl TypeDesc {
     }
 }
 
-/// `TypeDesc::refuse_payload_variant` for a value of type `desc` at `path`.
-fn refuse_payload_variant_of(expr: &Expr, path: &str, desc: &TypeDesc, literal: &Literal) -> Result<(), QueryError> {
+/// `TypeDesc::check_variant_literal` for a value of type `desc` at `path`.
+fn check_variant_literal_of(expr: &Expr, path: &str, desc: &TypeDesc, literal: &Literal) -> Result<(), QueryError> {
     let Literal::Str(name) = literal else { return Ok(()) };
     let TypeDesc::Enum(variants) = strip_option(desc) else { return Ok(()) };
-    if !variants.iter().any(|(variant, payload)| variant == name && payload.is_some()) {
-        return Ok(());
+    match variants.iter().find(|(variant, _)| variant == name) {
+        Some((_, None)) => return Ok(()),
+        Some((_, Some(_))) => {}
+        // No stored value is that string: `==` would match nothing and `!=` everything, as a
+        // misspelt `is` is refused.
+        None => return Err(QueryError::UnknownVariant { path: path.to_owned(), variant: name.clone() }),
     }
     Err(QueryError::TypeMismatch {
         expr: expr.to_string(),
