@@ -331,8 +331,9 @@ class RecordType:
         self.cls = cls
         hints = typing.get_type_hints(cls)
         self.names: list[str] = []
-        # Fields without a default: a stored value must have them (see from_stored).
-        self.required = [
+        # Fields without a default: a stored value must have them, unless they are optional
+        # (read as None, as a collection reads a field added as Optional): see from_stored.
+        no_default = [
             field.name
             for field in dataclasses.fields(cls)
             if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING  # type: ignore[misc]
@@ -367,6 +368,9 @@ class RecordType:
             plans.append((name, described.plan))
             encodings.append((name, described.encoding))
         self.shape = {"Struct": fields}
+        optional = {name for name, shape in fields if isinstance(shape, dict) and "Option" in shape}
+        self.required = [name for name in no_default if name not in optional]
+        self.absent_as_none = [name for name in no_default if name in optional]
         # Each field's full path, for errors.
         self.paths = {name: path for name, path, _ in self.checks}
         # The fourth element: whether the extension may build an instance by filling a new
@@ -417,7 +421,8 @@ class RecordType:
 
     def from_stored(self, values: dict) -> Any:
         """The dataclass from a stored dict: its declared fields (a stored field the class
-        lacks is not read), each decoded along its type; a field not stored takes its default.
+        lacks is not read), each decoded along its type; a field not stored takes its default,
+        or None if it is optional.
         :class:`WrongValue` names the field that has no default and is not stored, or whose
         stored value does not decode (a name that is no member, a str that is no date); the
         caller checks the built value's types (:meth:`check_fields`). The dict is not
@@ -427,6 +432,8 @@ class RecordType:
         if missing is not None:
             raise WrongValue(paths[missing], "the field is not stored (and has no default)")
         known = {name: values[name] for name in self.names if name in values}
+        for name in self.absent_as_none:
+            known.setdefault(name, None)
         for name, decode in self.decoders:
             if name in known:
                 try:
