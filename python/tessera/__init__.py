@@ -779,6 +779,11 @@ def _bytes_field(shape: Any, path: str) -> Optional[str]:
                         return found
         elif kind == "List":
             return _bytes_field(inner, f"{path}[]")
+        elif kind == "Tuple":
+            for index, element in enumerate(inner):
+                found = _bytes_field(element, f"{path}[{index}]")
+                if found is not None:
+                    return found
         elif kind in ("Option", "Map"):
             return _bytes_field(inner, path)
     return None

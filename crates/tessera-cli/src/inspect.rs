@@ -8,7 +8,8 @@ use std::path::Path;
 use tessera::Db;
 use tessera::collection::{DynCollection, DynIndex, DynSchema, TypeDesc};
 
-/// A stored shape's type as text: `int`, `option<string>`, `list<struct>`, `enum(Open|Done)`.
+/// A stored shape's type as text: `int`, `option<string>`, `list<struct>`, `tuple<f64, f32>`,
+/// `enum(Open|Done)`.
 pub fn type_name(desc: &TypeDesc) -> String {
     match desc {
         TypeDesc::Bool => "bool".into(),
@@ -21,6 +22,7 @@ pub fn type_name(desc: &TypeDesc) -> String {
         TypeDesc::Any => "any".into(),
         TypeDesc::Option(inner) => format!("option<{}>", type_name(inner)),
         TypeDesc::List(inner) => format!("list<{}>", type_name(inner)),
+        TypeDesc::Tuple(elements) => format!("tuple<{}>", elements.iter().map(type_name).collect::<Vec<_>>().join(", ")),
         TypeDesc::Map(inner) => format!("map<{}>", type_name(inner)),
         TypeDesc::Struct(_) => "struct".into(),
         TypeDesc::Enum(variants) => {

@@ -18,7 +18,7 @@ use syn::{Data, DeriveInput, Error, Fields, LitInt, LitStr, parse_macro_input};
 /// on an array's elements, for `tags contains "x"`; the same as `index = "tags[]"` on the
 /// struct). A path declared both `index` and `unique` has one index, unique. A unique index is
 /// on a boolean, a number, a string or an enum without payloads: opening a collection with one
-/// on a struct, a list (a tuple struct is one), a map, bytes or an enum with payloads is
+/// on a struct, a list, a tuple struct, a map, bytes or an enum with payloads is
 /// `Error::SchemaMismatch` (its entries could not tell two such values apart). Fields and
 /// variants are named as serde names them (a raw identifier `r#type` is `type`). Each field
 /// also gets a typed query builder: `Type::field_name()`.
@@ -316,10 +316,15 @@ fn describe_generics(input: &DeriveInput) -> syn::Generics {
 }
 
 /// How a tuple struct or tuple variant of several fields is described: the codec stores it as
-/// an array, so it is a list (a unique index on it is refused when the collection opens, and a
-/// dynamic write of anything but an array is refused), whose elements are not type-checked.
-fn tuple_desc() -> Tokens {
-    quote! { ::tessera::collection::TypeDesc::List(::std::boxed::Box::new(::tessera::collection::TypeDesc::Any)) }
+/// an array of its fields in order, so it is a tuple of their types (a unique index on it is
+/// refused when the collection opens, and a dynamic write of anything but an array of as many
+/// elements, each of its type, is refused).
+fn tuple_desc(fields: &syn::FieldsUnnamed) -> Tokens {
+    let elements = fields.unnamed.iter().map(|field| {
+        let ty = &field.ty;
+        quote! { <#ty as ::tessera::collection::Describe>::describe() }
+    });
+    quote! { ::tessera::collection::TypeDesc::Tuple(::std::vec![#(#elements),*]) }
 }
 
 fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
@@ -333,8 +338,8 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
                 let ty = &fields.unnamed[0].ty;
                 quote! { <#ty as ::tessera::collection::Describe>::describe() }
             }
-            // Stored as an array of its fields (of several types: their elements unchecked).
-            Fields::Unnamed(_) => tuple_desc(),
+            // Stored as an array of its fields.
+            Fields::Unnamed(fields) => tuple_desc(fields),
             Fields::Unit => quote! { ::tessera::collection::TypeDesc::Any },
         },
         Data::Enum(data) => {
@@ -350,8 +355,8 @@ fn embed(input: &DeriveInput) -> syn::Result<Tokens> {
                         let ty = &fields.unnamed[0].ty;
                         quote! { ::std::option::Option::Some(<#ty as ::tessera::collection::Describe>::describe()) }
                     }
-                    Fields::Unnamed(_) => {
-                        let tuple = tuple_desc();
+                    Fields::Unnamed(fields) => {
+                        let tuple = tuple_desc(fields);
                         quote! { ::std::option::Option::Some(#tuple) }
                     }
                 };

@@ -232,11 +232,10 @@ mod tuple_point {
     }
 }
 
-/// Open: a tuple struct is described as a list of anything, so its elements changing from
-/// `f64` to `f32` passes the schema check, and the stored 0.1 reads as the `f32` 0.1 (rounded),
-/// where the same change of a named field is refused.
+/// A tuple struct was described as a list of anything, so its elements changing from `f64` to
+/// `f32` passed the schema check, and the stored 0.1 read as the `f32` 0.1 (rounded), where
+/// the same change of a named field is refused. It is described with its element types now.
 #[test]
-#[ignore = "open: the derive (tessera-derive) describes tuple structs as List(Any); needs element types"]
 fn a_tuple_struct_narrowed_from_f64_to_f32_does_not_read_rounded() {
     use tuple_point::*;
     let (_dir, db) = open();
@@ -251,6 +250,34 @@ fn a_tuple_struct_narrowed_from_f64_to_f32_does_not_read_rounded() {
         }
         Err(other) => panic!("{other:?}"),
     }
+}
+
+/// A collection stored before tuple element types were recorded (its schema says `List(Any)`
+/// of the tuple struct) opens with today's description: with `f64` elements it reads as
+/// before, and its schema then records the element types; with `f32` elements, a stored
+/// element that `f32` cannot hold is refused at open, as for a named field.
+#[test]
+fn a_tuple_struct_stored_as_a_list_of_anything_learns_its_element_types_at_open() {
+    use tessera::collection::{DynSchema, IntType, KeyKind, TypeDesc};
+    use tuple_point::*;
+    let (_dir, db) = open();
+    let old_shape =
+        TypeDesc::Struct(vec![("id".into(), TypeDesc::Integer(IntType::U32)), ("at".into(), TypeDesc::List(Box::new(TypeDesc::Any)))]);
+    let schema = DynSchema { version: 0, key_fields: vec!["id".into()], key_kinds: vec![KeyKind::U32], shape: old_shape, indexes: vec![] };
+    let old = db.create_dyn_collection("places", &schema).unwrap();
+    db.write(|tx| old.insert_json(tx, br#"{"id": 1, "at": [0.1, 2.0]}"#)).unwrap();
+    drop(old);
+    match db.collection::<v2::Place>() {
+        Err(Error::SchemaMismatch { reason, .. }) => assert!(reason.contains("at.[0]") && reason.contains("0.1"), "{reason}"),
+        other => panic!("an f32 element over a stored 0.1 opened: {other:?}"),
+    }
+    let places = db.collection::<v1::Place>().unwrap();
+    assert_eq!(places.get(&db, &1u32).unwrap(), Some(v1::Place { id: 1, at: v1::Point(0.1, 2.0) }));
+    let stored = db.dyn_collection("places").unwrap().schema().shape.resolve("at").cloned();
+    assert_eq!(stored, Some(TypeDesc::Tuple(vec![TypeDesc::Float, TypeDesc::Float])));
+    drop(places);
+    assert!(matches!(db.collection::<v2::Place>(), Err(Error::SchemaMismatch { .. })), "the learned f64 elements are checked");
+    assert_sound(&db);
 }
 
 mod gauges {

@@ -96,7 +96,7 @@ pub(crate) fn index_path_problem(shape: &super::TypeDesc, index_path: &str, uniq
         desc = Some(inner);
     }
     match desc {
-        Some(super::TypeDesc::List(_) | super::TypeDesc::Any) => None,
+        Some(super::TypeDesc::List(_) | super::TypeDesc::Tuple(_) | super::TypeDesc::Any) => None,
         Some(_) => Some(format!("index `{index_path}` is on an array's elements, but `{array}` is not an array")),
         None => Some(format!("index field `{array}` is not a field")),
     }
@@ -111,6 +111,7 @@ fn not_unique_comparable(desc: &super::TypeDesc) -> Option<&'static str> {
         TypeDesc::Option(inner) => not_unique_comparable(inner),
         TypeDesc::Bytes => Some("a byte string"),
         TypeDesc::List(_) => Some("a list"),
+        TypeDesc::Tuple(_) => Some("a tuple"),
         TypeDesc::Map(_) => Some("a map"),
         TypeDesc::Struct(_) => Some("a struct"),
         TypeDesc::Enum(variants) if variants.iter().any(|(_, payload)| payload.is_some()) => Some("an enum with payloads"),

@@ -42,6 +42,9 @@ pub enum TypeDesc {
     Option(Box<TypeDesc>),
     /// `Vec<T>`, slices, sets.
     List(Box<TypeDesc>),
+    /// A tuple struct or tuple variant of several fields: an array of exactly these elements,
+    /// in order. (Schemas stored before element types were recorded say `List(Any)` of them.)
+    Tuple(Vec<TypeDesc>),
     /// A map with string keys.
     Map(Box<TypeDesc>),
     /// A struct: its fields by name, in declaration order.
@@ -248,6 +251,16 @@ impl<T: Describe> Describe for BTreeMap<String, T> {
     }
 }
 
+/// Whether `desc` is how schemas stored before tuple element types were recorded describe a
+/// tuple struct or tuple variant: `List(Any)`, or `Any` before that.
+fn is_untyped_tuple(desc: &TypeDesc) -> bool {
+    match desc {
+        TypeDesc::Any => true,
+        TypeDesc::List(element) => **element == TypeDesc::Any,
+        _ => false,
+    }
+}
+
 /// The class of values a field holds, for type-checking comparisons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -284,7 +297,7 @@ impl Class {
             TypeDesc::Enum(_) => Class::Enum,
             TypeDesc::Option(inner) => Class::of(inner),
             TypeDesc::Any => Class::Any,
-            TypeDesc::Bytes | TypeDesc::List(_) | TypeDesc::Map(_) | TypeDesc::Struct(_) => Class::Container,
+            TypeDesc::Bytes | TypeDesc::List(_) | TypeDesc::Tuple(_) | TypeDesc::Map(_) | TypeDesc::Struct(_) => Class::Container,
         }
     }
 
@@ -360,6 +373,7 @@ impl TypeDesc {
                 a.agrees_with(b)
             }
             (TypeDesc::Struct(a), TypeDesc::Struct(b)) => all(a, b),
+            (TypeDesc::Tuple(a), TypeDesc::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.agrees_with(b)),
             (TypeDesc::Enum(a), TypeDesc::Enum(b)) => {
                 a.len() == b.len()
                     && a.iter().zip(b).all(|((name_a, a), (name_b, b))| {
@@ -391,6 +405,14 @@ impl TypeDesc {
             (TypeDesc::Int | TypeDesc::Integer(_) | TypeDesc::Float, TypeDesc::Float32) => out.push((path.to_owned(), FloatType::F32)),
             (TypeDesc::List(old), TypeDesc::List(new)) => new.narrowed_numbers(old, &at("[]"), out),
             (TypeDesc::Map(old), TypeDesc::Map(new)) => new.narrowed_numbers(old, &at("*"), out),
+            (TypeDesc::Tuple(old), TypeDesc::Tuple(new)) => {
+                for (index, (old, new)) in old.iter().zip(new).enumerate() {
+                    new.narrowed_numbers(old, &at(&format!("[{index}]")), out);
+                }
+            }
+            // Element types learned (see `incompatibility`): what an older type stored in them
+            // is not known, so every `f32` element is checked.
+            (old, TypeDesc::Tuple(_)) if is_untyped_tuple(old) => self.f32_paths(path, out),
             (TypeDesc::Struct(old_fields), TypeDesc::Struct(new_fields)) => {
                 for (name, new_desc) in new_fields {
                     match old_fields.iter().find(|(old_name, _)| old_name == name) {
@@ -420,6 +442,9 @@ impl TypeDesc {
             TypeDesc::Float32 => out.push((path.to_owned(), FloatType::F32)),
             TypeDesc::Option(inner) => inner.f32_paths(path, out),
             TypeDesc::List(element) => element.f32_paths(&at("[]"), out),
+            TypeDesc::Tuple(elements) => {
+                elements.iter().enumerate().for_each(|(index, element)| element.f32_paths(&at(&format!("[{index}]")), out))
+            }
             TypeDesc::Map(element) => element.f32_paths(&at("*"), out),
             TypeDesc::Struct(fields) => fields.iter().for_each(|(name, desc)| desc.f32_paths(&at(name), out)),
             TypeDesc::Enum(variants) => variants
@@ -446,6 +471,12 @@ impl TypeDesc {
             TypeDesc::List(element) => {
                 value.as_array()?.iter().enumerate().find_map(|(index, item)| element.unknown_field(item, &format!("{path}[{index}]")))
             }
+            TypeDesc::Tuple(elements) => value
+                .as_array()?
+                .iter()
+                .zip(elements)
+                .enumerate()
+                .find_map(|(index, (item, element))| element.unknown_field(item, &format!("{path}[{index}]"))),
             TypeDesc::Map(element) => value.as_dict()?.iter().find_map(|(name, item)| element.unknown_field(item, &at(name))),
             TypeDesc::Struct(fields) => {
                 value.as_dict()?.iter().find_map(|(name, item)| match fields.iter().find(|(field, _)| field == name) {
@@ -488,6 +519,16 @@ impl TypeDesc {
             // described as lists say `Any` of them (their values were arrays all along; a stored
             // value of another kind is a typed error where it is read, as it was).
             (TypeDesc::Any, TypeDesc::List(element)) if **element == TypeDesc::Any => None,
+            // Element types learned: schemas stored before they were recorded say `List(Any)`
+            // (or `Any`) of a tuple struct or tuple variant. Its `f32` elements are checked
+            // against the stored values when the collection opens (`narrowed_numbers`).
+            (old, TypeDesc::Tuple(_)) if is_untyped_tuple(old) => None,
+            (TypeDesc::Tuple(old), TypeDesc::Tuple(new)) if old.len() != new.len() => {
+                Some(format!("tuple `{path}` changed from {} to {} elements", old.len(), new.len()))
+            }
+            (TypeDesc::Tuple(old), TypeDesc::Tuple(new)) => {
+                old.iter().zip(new).enumerate().find_map(|(index, (old, new))| new.incompatibility(old, &at(&format!("[{index}]"))))
+            }
             (TypeDesc::Integer(old), TypeDesc::Integer(new)) if new.holds_every(*old) => None,
             (TypeDesc::Integer(old), TypeDesc::Integer(new)) => {
                 Some(format!("field `{path}` narrowed from {} to {}: stored values may not fit", old.name(), new.name()))
@@ -764,6 +805,13 @@ pub(crate) fn lossy_number(record: tessera_value::Value<'_>, path: &str, float: 
         "" => visit(record),
         "[]" => record.as_array().into_iter().flat_map(|array| array.iter()).for_each(visit),
         "*" => record.as_dict().into_iter().flat_map(|dict| dict.iter().map(|(_, value)| value).collect::<Vec<_>>()).for_each(visit),
+        // A tuple's element (`[0]`); a bracketed step is never a field name a struct declares.
+        step if step.starts_with('[') => {
+            let index = step.strip_prefix('[').and_then(|rest| rest.strip_suffix(']')).and_then(|index| index.parse::<usize>().ok());
+            if let Some(value) = index.and_then(|index| record.as_array()?.get(index)) {
+                visit(value);
+            }
+        }
         name => {
             if let Some(value) = record.as_dict().and_then(|dict| dict.get(name)) {
                 visit(value);
@@ -809,6 +857,41 @@ mod tests {
         let int_list = TypeDesc::List(Box::new(TypeDesc::Int));
         assert!(int_list.incompatibility(&TypeDesc::Any, "pair").is_some(), "element types were never checked");
         assert!(TypeDesc::String.incompatibility(&TypeDesc::Any, "pair").is_some());
+    }
+
+    #[test]
+    fn a_tuple_learns_its_element_types_once_and_then_keeps_them() {
+        let pair = |a: TypeDesc, b: TypeDesc| TypeDesc::Tuple(vec![a, b]);
+        let any_list = TypeDesc::List(Box::new(TypeDesc::Any));
+        let doubles = pair(TypeDesc::Float, TypeDesc::Float);
+        // Learned from what older schemas said of a tuple; the f32 elements are then checked
+        // against the stored values.
+        assert_eq!(doubles.incompatibility(&any_list, "at"), None);
+        assert_eq!(doubles.incompatibility(&TypeDesc::Any, "at"), None);
+        let singles = pair(TypeDesc::Float32, TypeDesc::Integer(IntType::U8));
+        let mut narrowed = Vec::new();
+        singles.narrowed_numbers(&any_list, "at", &mut narrowed);
+        assert_eq!(narrowed, [("at.[0]".to_owned(), FloatType::F32)]);
+        // Once learned, a change is checked element by element.
+        let reason = pair(TypeDesc::Float, TypeDesc::Integer(IntType::U8)).incompatibility(&pair(TypeDesc::Float, TypeDesc::String), "at");
+        assert!(reason.is_some_and(|reason| reason.contains("at.[1]")));
+        let reason = TypeDesc::Tuple(vec![TypeDesc::Float; 3]).incompatibility(&doubles, "at");
+        assert!(reason.is_some_and(|reason| reason.contains("2 to 3 elements")));
+        assert!(doubles.incompatibility(&TypeDesc::List(Box::new(TypeDesc::Float)), "at").is_some(), "a typed list is no tuple");
+        let mut narrowed = Vec::new();
+        pair(TypeDesc::Float32, TypeDesc::Float).narrowed_numbers(&doubles, "at", &mut narrowed);
+        assert_eq!(narrowed, [("at.[0]".to_owned(), FloatType::F32)]);
+        assert!(doubles.agrees_with(&pair(TypeDesc::Float, TypeDesc::Float32)), "widths are compared apart");
+        assert!(!doubles.agrees_with(&TypeDesc::Tuple(vec![TypeDesc::Float])));
+    }
+
+    #[test]
+    fn a_tuple_element_is_found_by_its_bracketed_index() {
+        let bytes = tessera_value::from_json(br#"{"at": [0.1, 2.0]}"#).unwrap();
+        let doc = tessera_value::Doc::from_untrusted(&bytes).unwrap();
+        assert!(lossy_number(doc.root(), "at.[0]", FloatType::F32).is_some_and(|found| found.starts_with("0.1")));
+        assert_eq!(lossy_number(doc.root(), "at.[1]", FloatType::F32), None, "2.0 is an f32");
+        assert_eq!(lossy_number(doc.root(), "at.[2]", FloatType::F32), None, "no such element");
     }
 
     #[test]

@@ -147,6 +147,18 @@ fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, source: Sourc
             }
             Ok(out.end_array()?)
         }
+        TypeDesc::Tuple(elements) => {
+            let expected = format!("an array of {} elements", elements.len());
+            let array = value.as_array().ok_or_else(|| wrong(path, &expected, value))?;
+            if array.len() != elements.len() {
+                return Err(misfit(path, format!("expected {expected}, found an array of {}", array.len())));
+            }
+            out.begin_array()?;
+            for (index, (item, element)) in array.iter().zip(elements).enumerate() {
+                at(path, &format!("[{index}]"), |path| walk(out, item, element, source, path))?;
+            }
+            Ok(out.end_array()?)
+        }
         TypeDesc::Map(element) => {
             let dict = value.as_dict().ok_or_else(|| wrong(path, "an object", value))?;
             out.begin_dict()?;

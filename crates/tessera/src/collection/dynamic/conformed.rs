@@ -37,6 +37,14 @@ pub(super) fn is_conformed(value: Value<'_>, shape: &TypeDesc) -> bool {
             Some(array) => array.numbers().is_none() && array.iter().all(|item| is_conformed(item, element)),
             None => false,
         },
+        TypeDesc::Tuple(elements) => match value.as_array() {
+            Some(array) => {
+                array.numbers().is_none()
+                    && array.len() == elements.len()
+                    && array.iter().zip(elements).all(|(item, element)| is_conformed(item, element))
+            }
+            None => false,
+        },
         TypeDesc::Map(element) => match value.as_dict() {
             Some(dict) => dict.iter().all(|(_, item)| is_conformed(item, element)),
             None => false,

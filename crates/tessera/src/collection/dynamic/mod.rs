@@ -408,6 +408,7 @@ fn shape_names(shape: &TypeDesc, names: &mut Vec<String>) {
     while let Some(desc) = stack.pop() {
         match desc {
             TypeDesc::Option(inner) | TypeDesc::List(inner) | TypeDesc::Map(inner) => stack.push(inner),
+            TypeDesc::Tuple(elements) => stack.extend(elements.iter().rev()),
             TypeDesc::Struct(fields) => {
                 names.extend(fields.iter().map(|(name, _)| name.clone()));
                 stack.extend(fields.iter().rev().map(|(_, field)| field));
