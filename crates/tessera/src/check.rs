@@ -143,6 +143,37 @@ impl Db {
         Ok((self.read_txn()?, None))
     }
 
+    /// [`Db::walked_read_txn`] with every keyspace the walk lists open
+    /// ([`Db::open_existing_keyspaces`]: a handle opened inside the check's read transaction
+    /// could be given to a writer's new keyspace too). Opening changes no page, so a walk is
+    /// kept for a transaction of the same commit.
+    fn walked_read_txn_with_keyspaces(&self) -> Result<(crate::store::ReadTxn<'_>, Option<crate::store::structure::StructureReport>)> {
+        let mut walked = None;
+        for _ in 0..WALK_ATTEMPTS_MAX {
+            let (txn, structure) = match walked.take() {
+                Some((txn_id, structure)) => {
+                    let txn = self.read_txn()?;
+                    if txn.raw().id() as u64 == txn_id { (txn, structure) } else { self.walked_read_txn()? }
+                }
+                None => self.walked_read_txn()?,
+            };
+            let names = match &structure {
+                // LMDB's own trees are damaged: nothing is read through LMDB.
+                Some(structure) if structure.lmdb_trees_damaged() => return Ok((txn, Some(structure.clone()))),
+                Some(structure) => structure.keyspaces.clone(),
+                None => self.keyspace_names()?,
+            };
+            if self.unopened_keyspace(&txn, names.iter().map(String::as_str))?.is_none() {
+                return Ok((txn, structure));
+            }
+            let txn_id = txn.raw().id() as u64;
+            drop(txn);
+            self.open_existing_keyspaces(names.iter().map(String::as_str))?;
+            walked = Some((txn_id, structure));
+        }
+        Err(crate::Error::LimitExceeded { what: "checks begun while others kept creating keyspaces", limit: WALK_ATTEMPTS_MAX as u64 })
+    }
+
     /// Reads every entry tessera keeps and reports what does not hold (see [`CheckReport`]).
     /// Damage is reported, never a panic; an error is returned only when the file cannot be
     /// read at all.
@@ -166,7 +197,7 @@ impl Db {
         // damaged page header or node offset would crash the process inside it. A damaged
         // keyspace is not handed to LMDB; damaged LMDB trees (the main tree names the
         // keyspaces) stop the check here.
-        let (txn, structure) = self.walked_read_txn()?;
+        let (txn, structure) = self.walked_read_txn_with_keyspaces()?;
         let mut damaged = 0u64;
         let mut structurally_damaged = std::collections::BTreeSet::new();
         let names = match structure {
@@ -198,7 +229,7 @@ impl Db {
         // Every value of every keyspace, the application's included, against its checksum
         // first: the checks below read values, and would stop at the first damaged one.
         for name in names.iter().filter(|name| !structurally_damaged.contains(*name)) {
-            let Some(keyspace) = self.existing_keyspace(&txn, name)? else {
+            let Some(keyspace) = self.opened_keyspace(name) else {
                 // Names are read lossily: one that is not UTF-8, or holds a NUL, was never made
                 // by tessera and cannot be opened (its values would go unchecked).
                 if name.contains(['\0', char::REPLACEMENT_CHARACTER]) {
@@ -252,7 +283,7 @@ impl Db {
                 report.keyspaces += 1;
                 crate::collection::check(self, &txn, collection, &mut report)?;
             } else if name.starts_with("tessera.dictionary.") || name.starts_with("tessera.documents.") {
-                let Some(keyspace) = self.existing_keyspace(&txn, name)? else { continue };
+                let Some(keyspace) = self.opened_keyspace(name) else { continue };
                 report.keyspaces += 1;
                 if name.starts_with("tessera.dictionary.") {
                     crate::dictionary::check(self, &txn, &keyspace, &mut report)?;

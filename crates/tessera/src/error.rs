@@ -295,6 +295,14 @@ pub enum Error {
         /// What a valid name is.
         rule: String,
     },
+    /// A keyspace (or a collection, dictionary or documents handle, through its keyspaces)
+    /// used with a transaction of another database handle: another file, or a handle since
+    /// closed. Its LMDB handle would name another keyspace there, or none.
+    #[error("keyspace {keyspace:?} belongs to another database handle (another file, or one since closed)")]
+    ForeignKeyspace {
+        /// The keyspace's name.
+        keyspace: String,
+    },
     /// The call would deadlock: it waits for write transactions, and the calling thread is
     /// inside one (a write inside a write; a subscription inside a write).
     #[error("{operation} inside a write transaction of the same thread would deadlock; {advice}")]

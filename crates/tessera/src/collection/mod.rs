@@ -839,13 +839,12 @@ fn lock_peers(peers: &Peers) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<Co
 /// otherwise open a new, empty keyspace in its place, and queries would return `Ok` with
 /// nothing (found by the review of checking and salvage). One read at open.
 fn refuse_missing_keyspaces(db: &Db, name: &str, records_name: &str, index_name: &str) -> Result<()> {
-    let txn = db.read_txn()?;
-    let exists = |keyspace: &str| db.existing_keyspace(&txn, keyspace).map(|found| found.is_some());
-    let created = match db.existing_keyspace(&txn, SCHEMA_KEYSPACE)? {
+    let txn = db.read_txn_with_keyspaces(&[SCHEMA_KEYSPACE, records_name, index_name])?;
+    let created = match db.opened_keyspace(SCHEMA_KEYSPACE) {
         Some(schemas) => txn.get(&schemas, name.as_bytes())?.is_some(),
         None => false,
     };
-    let (records, index) = (exists(records_name)?, exists(index_name)?);
+    let (records, index) = (db.opened_keyspace(records_name).is_some(), db.opened_keyspace(index_name).is_some());
     if (created || records || index) && !(records && index) {
         let missing = if records { index_name } else { records_name };
         return Err(Error::Corrupted(format!(
@@ -1751,10 +1750,11 @@ impl<T: Record> Collection<T> {
 }
 
 /// Checks collection `name` for [`crate::Db::check`]: its schema and shared keys parse, every
-/// record validates, and its indexes hold exactly one entry per record and built index.
+/// record validates, and its indexes hold exactly one entry per record and built index. `txn`
+/// was begun with the collection's keyspaces open ([`Db::read_txn_with_keyspaces`]).
 pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report: &mut crate::CheckReport) -> Result<()> {
-    let Some(records) = db.existing_keyspace(txn, &format!("tessera.col.{name}"))? else { return Ok(()) };
-    let schema = match db.existing_keyspace(txn, SCHEMA_KEYSPACE)? {
+    let Some(records) = db.opened_keyspace(&format!("tessera.col.{name}")) else { return Ok(()) };
+    let schema = match db.opened_keyspace(SCHEMA_KEYSPACE) {
         Some(keyspace) => txn.get(&keyspace, name.as_bytes())?.map(tessera_value::from_slice::<StoredSchema>),
         None => None,
     };
@@ -1769,7 +1769,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
             return Ok(());
         }
     };
-    let shared = match db.existing_keyspace(txn, keys::KEYS_KEYSPACE)? {
+    let shared = match db.opened_keyspace(keys::KEYS_KEYSPACE) {
         Some(keyspace) => keys::load(txn, &keyspace, name),
         None => Ok(tessera_value::SharedKeys::new()),
     };
@@ -1781,7 +1781,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
         }
     };
     let indexes: Vec<IndexState> = schema.indexes.iter().filter(|index| index.ready).map(|index| IndexState::new(index, true)).collect();
-    let index_keyspace = db.existing_keyspace(txn, &format!("tessera.idx.{name}"))?;
+    let index_keyspace = db.opened_keyspace(&format!("tessera.idx.{name}"));
     // A read-only handle reads a file of format 5 or 6 without migrating its entries.
     let layout = if db.format_version_in(txn)? < upgrade::RESIDUAL_NUMBERS_FORMAT {
         sort_key::NumberLayout::SaturatedI64

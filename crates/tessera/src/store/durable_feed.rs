@@ -444,7 +444,7 @@ pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> 
         if state.off_through.load(Ordering::Acquire) == before {
             return Ok(None);
         }
-        let mark = meta.handle.get(txn, META_FEED_KEY).map_err(|e| Error::from_heed(e, ceiling))?;
+        let mark = meta.handle(inner)?.get(txn, META_FEED_KEY).map_err(|e| Error::from_heed(e, ceiling))?;
         if mark.is_none() {
             state.off_through.store(before, Ordering::Release);
             return Ok(None);
@@ -460,7 +460,7 @@ pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> 
     let (olds, late_notify) = match state.olds.get() {
         Some(olds) => (Some(olds.clone()), false),
         // Another process may have turned notification on since this one opened the file.
-        None => match meta.handle.get(txn, META_NOTIFY_KEY).map_err(|e| Error::from_heed(e, ceiling))? {
+        None => match meta.handle(inner)?.get(txn, META_NOTIFY_KEY).map_err(|e| Error::from_heed(e, ceiling))? {
             Some(_) => (Some(opened_in(inner, txn, OLDS_KEYSPACE)?), true),
             None => (None, false),
         },
@@ -472,7 +472,7 @@ pub(crate) fn enabled_for_write(inner: &super::Inner, txn: &heed::RwTxn<'_>) -> 
 fn opened_in(inner: &super::Inner, txn: &heed::RwTxn<'_>, name: &str) -> Result<Keyspace> {
     let ceiling = inner.options.map_size_max_bytes;
     match inner.env.open_database::<heed::types::Bytes, heed::types::Bytes>(txn, Some(name)) {
-        Ok(Some(handle)) => Ok(Keyspace::new(name.into(), handle)),
+        Ok(Some(handle)) => Ok(Keyspace::new(inner, name.into(), handle)),
         Ok(None) => Err(Error::Corrupted(format!("the durable feed is on but the file has no keyspace {name}"))),
         Err(error) => Err(Error::from_heed(error, ceiling)),
     }

@@ -82,7 +82,7 @@ pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
         for name in names.iter().filter(|name| *name != META_KEYSPACE) {
             let handle = db.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
             if let Some(handle) = handle {
-                keyspaces.push(Keyspace::new(name.as_str().into(), handle));
+                keyspaces.push(Keyspace::new(&db.inner, name.as_str().into(), handle));
             }
         }
         if from_version < 4 {
@@ -126,7 +126,7 @@ fn refuse_sealed_values(tx: &mut WriteTxn<'_>, from_version: u32, keyspaces: &[K
 fn first_values_sealed(tx: &mut WriteTxn<'_>, keyspaces: &[Keyspace]) -> Result<bool> {
     let mut sealed = false;
     for keyspace in keyspaces {
-        let first = match keyspace.handle.first(tx.raw()) {
+        let first = match keyspace.handle(tx.inner())?.first(tx.raw()) {
             Ok(first) => first.map(|(key, value)| checksum::open(key, value).is_some()),
             Err(error) => return Err(tx.note_error(error)),
         };
@@ -141,7 +141,7 @@ fn first_values_sealed(tx: &mut WriteTxn<'_>, keyspaces: &[Keyspace]) -> Result<
 
 /// Adds a checksum to every value of `keyspace` (storage format 4).
 fn add_checksums(tx: &mut WriteTxn<'_>, keyspace: &Keyspace) -> Result<()> {
-    let handle = keyspace.handle;
+    let handle = *keyspace.handle(tx.inner())?;
     let mut sealed = Vec::new();
     // The last key rewritten: the next batch starts after it.
     let mut after: Option<Vec<u8>> = None;

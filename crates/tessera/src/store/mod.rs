@@ -112,6 +112,11 @@ const INTERNAL_PREFIX: &str = "tessera.";
 /// ```
 pub const KEYSPACE_NAME_LEN_MAX: usize = 255;
 
+/// Most attempts [`Db::read_txn_with_keyspaces`] makes to begin a read transaction after
+/// opening the keyspaces it needs, each failing only if another writer created one of them in
+/// between.
+const KEYSPACE_OPEN_ATTEMPTS_MAX: usize = 64;
+
 /// Options for [`Db::open_with`]. Every field has a default; build with struct update syntax.
 ///
 /// ```
@@ -342,17 +347,36 @@ pub struct FileInfo {
 #[derive(Clone)]
 pub struct Keyspace {
     pub(crate) name: Arc<str>,
-    pub(crate) handle: heed::Database<Bytes, Bytes>,
+    /// LMDB's handle: a slot number in the environment of the database `db_id` names.
+    dbi: heed::Database<Bytes, Bytes>,
+    /// The [`Inner::id`] of the database it was opened in.
+    db_id: u64,
     /// Values carry a checksum (every keyspace but the store's own `tessera.meta`).
     pub(crate) checksummed: bool,
 }
 
 impl Keyspace {
-    fn new(name: Arc<str>, handle: heed::Database<Bytes, Bytes>) -> Keyspace {
+    pub(in crate::store) fn new(inner: &Inner, name: Arc<str>, dbi: heed::Database<Bytes, Bytes>) -> Keyspace {
         let checksummed = &*name != META_KEYSPACE;
-        Keyspace { name, handle, checksummed }
+        Keyspace { name, dbi, db_id: inner.id, checksummed }
+    }
+
+    /// LMDB's handle, for a transaction of `inner`: [`Error::ForeignKeyspace`] for another
+    /// database's (heed panics on another environment's transaction, and a handle of a
+    /// closed one could name another keyspace in a new environment at the same address).
+    #[inline]
+    pub(crate) fn handle(&self, inner: &Inner) -> Result<&heed::Database<Bytes, Bytes>> {
+        if self.db_id == inner.id { Ok(&self.dbi) } else { Err(self.foreign()) }
+    }
+
+    #[cold]
+    fn foreign(&self) -> Error {
+        Error::ForeignKeyspace { keyspace: self.name.to_string() }
     }
 }
+
+/// The next [`Inner::id`]: each database opened in this process gets its own.
+static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Keyspace {
     /// The keyspace's name.
@@ -375,6 +399,8 @@ impl std::fmt::Debug for Keyspace {
 }
 
 pub(crate) struct Inner {
+    /// This database's own number in the process, which its keyspaces carry.
+    pub(crate) id: u64,
     pub(crate) env: heed::Env<WithoutTls>,
     /// LMDB's page size for this file.
     pub(crate) page_bytes: u64,
@@ -575,6 +601,7 @@ impl Db {
         let (syncer, sync_thread) = Syncer::start(Box::new(flush))?;
         let options_feed_retention = options.feed_retention;
         let inner = Arc::new(Inner {
+            id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
             page_bytes: u64::from(env.stat().page_size),
             env,
             path,
@@ -720,7 +747,7 @@ impl Db {
         let mut keyspaces = lock(&self.inner.keyspaces);
         for (name, handle) in opened {
             let name: Arc<str> = name.into();
-            keyspaces.insert(name.clone(), Keyspace::new(name, handle));
+            keyspaces.insert(name.clone(), Keyspace::new(&self.inner, name, handle));
         }
         Ok(())
     }
@@ -827,8 +854,13 @@ impl Db {
         let ceiling = self.inner.options.map_size_max_bytes;
         let env = &self.inner.env;
         let (has_entries, version, hash_key) = {
-            let read = self.read_txn()?;
-            let txn = read.raw();
+            // A read transaction of its own, committed below so that the handle of
+            // `tessera.meta` stays valid: LMDB closes a handle a read transaction opened when
+            // that transaction is aborted, and meanwhile may give its slot to a writer's new
+            // keyspace (see `open_existing_keyspaces`). Nothing else uses this environment
+            // before the open returns, and a write transaction would grow a foreign file.
+            let read = env.read_txn().map_err(|e| Error::from_heed(e, ceiling))?;
+            let txn = &read;
             let main: Option<heed::Database<Bytes, Bytes>> = env.open_database(txn, None).map_err(|e| Error::from_heed(e, ceiling))?;
             // Entries other than `tessera.meta`: another process opening a new file at once
             // creates that keyspace in one commit and writes the version in the next, and a
@@ -854,7 +886,13 @@ impl Db {
                 Some(meta) => meta.get(txn, key).map(|value| value.map(<[u8]>::to_vec)).map_err(|e| Error::from_heed(e, ceiling)),
                 None => Ok(None),
             };
-            (has_entries, read_meta(META_VERSION_KEY)?, read_meta(META_HASH_KEY)?)
+            let found = (has_entries, read_meta(META_VERSION_KEY)?, read_meta(META_HASH_KEY)?);
+            read.commit().map_err(|e| Error::from_heed(e, ceiling))?;
+            if let Some(meta) = meta {
+                let name: Arc<str> = META_KEYSPACE.into();
+                lock(&self.inner.keyspaces).entry(name.clone()).or_insert_with(|| Keyspace::new(&self.inner, name, meta));
+            }
+            found
         };
         let hash_key = match (has_entries, version) {
             (_, Some(version)) => {
@@ -941,22 +979,98 @@ impl Db {
         Ok(names)
     }
 
-    /// The keyspace `name` if it exists, without creating it.
-    pub(crate) fn existing_keyspace(&self, txn: &ReadTxn<'_>, name: &str) -> Result<Option<Keyspace>> {
-        if let Some(keyspace) = lock(&self.inner.keyspaces).get(name) {
-            return Ok(Some(keyspace.clone()));
-        }
+    /// Opens the handles of the keyspaces among `names` that the file holds and this handle
+    /// has not opened yet, in one write transaction that creates nothing, and keeps them.
+    ///
+    /// A handle is only ever opened in a write transaction, where the writer lock orders every
+    /// open of this process: LMDB keeps a handle opened in a read transaction only until that
+    /// transaction ends, and meanwhile gives its slot to a writer that creates a keyspace, so
+    /// the reader's end would close the new keyspace's handle, and the next keyspace created
+    /// would take its slot: the first keyspace's handle then read and wrote the other's tree
+    /// (found by the review of the store core, with `Db::check` running beside a
+    /// `Db::keyspace`). A read-only handle opened every keyspace with the file.
+    pub(crate) fn open_existing_keyspaces<'n>(&self, names: impl IntoIterator<Item = &'n str>) -> Result<()> {
         if self.inner.options.read_only {
-            // Every keyspace was opened with the file (see `open_keyspaces_read_only`).
-            return Ok(None);
+            return Ok(());
         }
-        if name.is_empty() || name.contains('\0') {
-            return Ok(None);
+        let unopened: Vec<Arc<str>> = {
+            let keyspaces = lock(&self.inner.keyspaces);
+            let valid = |name: &str| names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX).is_ok();
+            names.into_iter().filter(|name| valid(name) && !keyspaces.contains_key(*name)).map(Arc::from).collect()
+        };
+        if unopened.is_empty() {
+            return Ok(());
+        }
+        let mut opened = Vec::with_capacity(unopened.len());
+        // Nothing is written: no flush is waited for.
+        self.write_with(Durability::BUFFERED, |tx| {
+            opened.clear(); // a closure run again opens again (an aborted attempt closed them)
+            for name in &unopened {
+                match self.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name)) {
+                    Ok(Some(handle)) => opened.push((name.clone(), handle)),
+                    // Missing, or a main-tree entry that is not a keyspace (damage).
+                    Ok(None) | Err(heed::Error::Mdb(heed::MdbError::Incompatible)) => {}
+                    Err(heed::Error::Mdb(heed::MdbError::DbsFull)) => {
+                        return Err(Error::TooManyKeyspaces(self.inner.options.keyspaces_max));
+                    }
+                    Err(other) => return Err(tx.note_error(other)),
+                }
+            }
+            Ok(())
+        })?;
+        let mut keyspaces = lock(&self.inner.keyspaces);
+        for (name, handle) in opened {
+            keyspaces.entry(name.clone()).or_insert_with(|| Keyspace::new(&self.inner, name, handle));
+        }
+        Ok(())
+    }
+
+    /// A read transaction in which each keyspace among `names` that it sees is open: read
+    /// them with [`Db::opened_keyspace`]. A keyspace created between the open and the
+    /// transaction's start (by another thread or process) is opened in another attempt.
+    pub(crate) fn read_txn_with_keyspaces(&self, names: &[&str]) -> Result<ReadTxn<'_>> {
+        for _ in 0..KEYSPACE_OPEN_ATTEMPTS_MAX {
+            self.open_existing_keyspaces(names.iter().copied())?;
+            let txn = self.read_txn()?;
+            if self.unopened_keyspace(&txn, names.iter().copied())?.is_none() {
+                return Ok(txn);
+            }
+        }
+        Err(Error::LimitExceeded { what: "attempts to open keyspaces that others keep creating", limit: KEYSPACE_OPEN_ATTEMPTS_MAX as u64 })
+    }
+
+    /// The first of `names` that `txn` sees in the file but this handle has not opened, if
+    /// any (a name that cannot be a keyspace's is passed over, as it cannot be opened).
+    pub(crate) fn unopened_keyspace<'n>(&self, txn: &ReadTxn<'_>, names: impl IntoIterator<Item = &'n str>) -> Result<Option<&'n str>> {
+        if self.inner.options.read_only {
+            return Ok(None); // what it did not open with the file, it never sees
         }
         let ceiling = self.inner.options.map_size_max_bytes;
-        let handle: Option<heed::Database<Bytes, Bytes>> =
-            self.inner.env.open_database(txn.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
-        Ok(handle.map(|handle| Keyspace::new(name.into(), handle)))
+        let mut main = None;
+        for name in names {
+            if names::check("keyspace", name, KEYSPACE_NAME_LEN_MAX).is_err() || lock(&self.inner.keyspaces).contains_key(name) {
+                continue;
+            }
+            // The main tree needs no handle of its own: LMDB gives it without a slot.
+            if main.is_none() {
+                let opened: Option<heed::Database<Bytes, Bytes>> =
+                    self.inner.env.open_database(txn.raw(), None).map_err(|e| Error::from_heed(e, ceiling))?;
+                let Some(opened) = opened else { return Ok(None) };
+                main = Some(opened);
+            }
+            let main = main.as_ref().expect("opened above");
+            if main.get(txn.raw(), name.as_bytes()).map_err(|e| Error::from_heed(e, ceiling))?.is_some() {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The keyspace `name` if this handle has opened it ([`Db::open_existing_keyspaces`]):
+    /// in a transaction that [`Db::read_txn_with_keyspaces`] began with the name, `None`
+    /// means the file has no such keyspace.
+    pub(crate) fn opened_keyspace(&self, name: &str) -> Option<Keyspace> {
+        lock(&self.inner.keyspaces).get(name).cloned()
     }
 
     /// A keyspace for tessera's own modules (no name restriction).
@@ -982,7 +1096,7 @@ impl Db {
             Ok(())
         })?;
         let handle = created.expect("the write closure ran and committed");
-        let keyspace = Keyspace::new(name.clone(), handle);
+        let keyspace = Keyspace::new(&self.inner, name.clone(), handle);
         lock(&self.inner.keyspaces).insert(name, keyspace.clone());
         Ok(keyspace)
     }
@@ -1188,9 +1302,11 @@ impl Db {
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
-    /// let db = tessera::Db::open(dir.path().join("db"))?;
+    /// use tessera::{Db, DbOptions, Durability};
+    /// let options = DbOptions { durability: Durability::BUFFERED, ..DbOptions::default() };
+    /// let db = Db::open_with(dir.path().join("db"), options)?;
     /// let ks = db.keyspace("ks")?;
-    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?; // Buffered by default
+    /// db.write(|tx| tx.put(&ks, b"k", b"v"))?; // committed; flushed within 100 ms
     /// db.sync()?; // now on stable storage
     /// # Ok::<(), tessera::Error>(())
     /// ```

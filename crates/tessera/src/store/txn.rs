@@ -11,6 +11,9 @@ use std::cell::Cell;
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+
+/// LMDB's handle of a keyspace ([`Keyspace::handle`]).
+type Handle = heed::Database<heed::types::Bytes, heed::types::Bytes>;
 use std::time::Duration;
 
 /// Largest key LMDB accepts with its default build.
@@ -394,7 +397,7 @@ impl<'db> ReadTxn<'db> {
     /// ```
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let bounds = lmdb_bounds((range.start_bound().cloned(), range.end_bound().cloned()));
-        let iter = keyspace.handle.range(self.txn(), &bounds).map_err(|e| self.error(e))?;
+        let iter = keyspace.handle(self.inner)?.range(self.txn(), &bounds).map_err(|e| self.error(e))?;
         Ok(Entries::new(RawEntries::Range(iter), self.inner, keyspace))
     }
 
@@ -414,7 +417,7 @@ impl<'db> ReadTxn<'db> {
         if prefix.is_empty() {
             return self.range(keyspace, ..);
         }
-        let iter = keyspace.handle.prefix_iter(self.txn(), prefix).map_err(|e| self.error(e))?;
+        let iter = keyspace.handle(self.inner)?.prefix_iter(self.txn(), prefix).map_err(|e| self.error(e))?;
         Ok(Entries::new(RawEntries::Prefix(iter), self.inner, keyspace))
     }
 
@@ -429,7 +432,7 @@ impl<'db> ReadTxn<'db> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn len(&self, keyspace: &Keyspace) -> Result<u64> {
-        keyspace.handle.len(self.txn()).map_err(|e| self.error(e))
+        keyspace.handle(self.inner)?.len(self.txn()).map_err(|e| self.error(e))
     }
 
     /// The value of `key` as stored, checksum included, found by a lookup from the root (for
@@ -438,13 +441,13 @@ impl<'db> ReadTxn<'db> {
         if !key_size_valid(key) {
             return Ok(None);
         }
-        keyspace.handle.get(self.txn(), key).map_err(|e| self.error(e))
+        keyspace.handle(self.inner)?.get(self.txn(), key).map_err(|e| self.error(e))
     }
 
     /// Every entry of `keyspace` with its value as stored, checksum included (`Db::check`
     /// verifies them itself, to report each damaged value instead of stopping at the first).
     pub(crate) fn stored_entries(&self, keyspace: &Keyspace) -> Result<Entries<'_>> {
-        let iter = keyspace.handle.range(self.txn(), &(Bound::Unbounded, Bound::Unbounded)).map_err(|e| self.error(e))?;
+        let iter = keyspace.handle(self.inner)?.range(self.txn(), &(Bound::Unbounded, Bound::Unbounded)).map_err(|e| self.error(e))?;
         Ok(Entries::with_values(RawEntries::Range(iter), self.inner, keyspace, Values::Raw))
     }
 
@@ -682,21 +685,22 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Stores `value` under `key` with `flags`: with its checksum, in a checksummed keyspace.
-    fn store(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], flags: heed::PutFlags) -> heed::Result<()> {
-        let stored = self.store_unmarked(keyspace, key, value, flags);
+    fn store(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], flags: heed::PutFlags) -> Result<heed::Result<()>> {
+        let handle = *keyspace.handle(self.inner)?;
+        let stored = self.store_unmarked(handle, keyspace.checksummed, key, value, flags);
         self.changed |= stored.is_ok();
-        stored
+        Ok(stored)
     }
 
-    fn store_unmarked(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8], flags: heed::PutFlags) -> heed::Result<()> {
-        if !keyspace.checksummed {
-            return keyspace.handle.put_with_flags(&mut self.txn, flags, key, value);
+    fn store_unmarked(&mut self, handle: Handle, checksummed: bool, key: &[u8], value: &[u8], flags: heed::PutFlags) -> heed::Result<()> {
+        if !checksummed {
+            return handle.put_with_flags(&mut self.txn, flags, key, value);
         }
         if flags.is_empty() {
             // Value and checksum written straight into the space LMDB reserves in its page:
             // one copy, where sealing first would take two. (heed reserves only without flags.)
             let sum = checksum::of(key, value);
-            return keyspace.handle.put_reserved(&mut self.txn, key, value.len() + checksum::CHECKSUM_LEN, |space| {
+            return handle.put_reserved(&mut self.txn, key, value.len() + checksum::CHECKSUM_LEN, |space| {
                 std::io::Write::write_all(space, value)?;
                 std::io::Write::write_all(space, &sum)
             });
@@ -704,7 +708,7 @@ impl<'db> WriteTxn<'db> {
         SEALED.with(|sealed| {
             let mut sealed = sealed.borrow_mut();
             checksum::seal(key, value, &mut sealed);
-            let result = keyspace.handle.put_with_flags(&mut self.txn, flags, key, &sealed);
+            let result = handle.put_with_flags(&mut self.txn, flags, key, &sealed);
             if sealed.capacity() > SEALED_KEPT_BYTES_MAX {
                 *sealed = Vec::new(); // a rare large value: do not keep its buffer per thread
             }
@@ -742,7 +746,7 @@ impl<'db> WriteTxn<'db> {
     /// recorded.
     fn put_logged(&mut self, keyspace: &Keyspace, key: &[u8], staged: Option<Staged>, value: &[u8]) -> Result<()> {
         self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
-        if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::empty()) {
+        if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::empty())? {
             return Err(self.note_error(error));
         }
         if let (Some(log), Some(staged)) = (&mut self.log, staged) {
@@ -766,7 +770,7 @@ impl<'db> WriteTxn<'db> {
     pub fn insert_new(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
         self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
-        let put = self.store(keyspace, key, value, heed::PutFlags::NO_OVERWRITE);
+        let put = self.store(keyspace, key, value, heed::PutFlags::NO_OVERWRITE)?;
         self.inserted_new(keyspace, key, value, put)
     }
 
@@ -776,16 +780,17 @@ impl<'db> WriteTxn<'db> {
     /// return `value` holds what it held before, whatever the outcome.
     pub(crate) fn insert_new_in(&mut self, keyspace: &Keyspace, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         Self::check_key(key)?;
+        let handle = *keyspace.handle(self.inner)?;
         let len = value.len();
         self.written_bytes += (key.len() + len + checksum::CHECKSUM_LEN) as u64;
         let result = if keyspace.checksummed {
             let sum = checksum::of(key, value);
             value.extend_from_slice(&sum);
-            let result = keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value);
+            let result = handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value);
             value.truncate(len);
             result
         } else {
-            keyspace.handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value)
+            handle.put_with_flags(&mut self.txn, heed::PutFlags::NO_OVERWRITE, key, value)
         };
         self.inserted_new(keyspace, key, value, result)
     }
@@ -808,7 +813,7 @@ impl<'db> WriteTxn<'db> {
 
     /// The greatest key of `keyspace` as this transaction sees it (`None` when it is empty).
     pub(crate) fn last_key(&self, keyspace: &Keyspace) -> Result<Option<Vec<u8>>> {
-        match keyspace.handle.last(&self.txn) {
+        match keyspace.handle(self.inner)?.last(&self.txn) {
             Ok(entry) => Ok(entry.map(|(key, _)| key.to_vec())),
             Err(error) => Err(Error::from_heed(error, self.inner.options.map_size_max_bytes)),
         }
@@ -821,7 +826,7 @@ impl<'db> WriteTxn<'db> {
     pub(crate) fn append(&mut self, keyspace: &Keyspace, key: &[u8], value: &[u8]) -> Result<()> {
         Self::check_key(key)?;
         self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
-        if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::APPEND) {
+        if let Err(error) = self.store(keyspace, key, value, heed::PutFlags::APPEND)? {
             return Err(self.note_error(error));
         }
         if let Some(log) = &mut self.log {
@@ -836,7 +841,7 @@ impl<'db> WriteTxn<'db> {
         Self::check_key(key)?;
         self.wrote_feed_mark |= key == durable_feed::META_FEED_KEY;
         self.written_bytes += (key.len() + value.len() + checksum::CHECKSUM_LEN) as u64;
-        self.store(keyspace, key, value, heed::PutFlags::empty()).map_err(|error| self.note_error(error))
+        self.store(keyspace, key, value, heed::PutFlags::empty())?.map_err(|error| self.note_error(error))
     }
 
     /// [`WriteTxn::put_unlogged`] for a value of exactly `len` bytes that `write` writes
@@ -850,7 +855,7 @@ impl<'db> WriteTxn<'db> {
         Self::check_key(key)?;
         let checksum_len = if keyspace.checksummed { checksum::CHECKSUM_LEN } else { 0 };
         self.written_bytes += (key.len() + len + checksum_len) as u64;
-        let result = keyspace.handle.put_reserved(&mut self.txn, key, len + checksum_len, |space| {
+        let result = keyspace.handle(self.inner)?.put_reserved(&mut self.txn, key, len + checksum_len, |space| {
             write(space)?;
             if space.written_mut().len() != len {
                 let message = format!("a reserved value of {len} bytes was written as {}", space.written_mut().len());
@@ -869,7 +874,7 @@ impl<'db> WriteTxn<'db> {
     /// [`WriteTxn::delete`] without recording the change (see [`WriteTxn::put_unlogged`]).
     pub(crate) fn delete_unlogged(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
-        let existed = keyspace.handle.delete(&mut self.txn, key).map_err(|error| self.note_error(error))?;
+        let existed = keyspace.handle(self.inner)?.delete(&mut self.txn, key).map_err(|error| self.note_error(error))?;
         self.changed |= existed;
         Ok(existed)
     }
@@ -893,7 +898,7 @@ impl<'db> WriteTxn<'db> {
     pub fn delete(&mut self, keyspace: &Keyspace, key: &[u8]) -> Result<bool> {
         Self::check_key(key)?;
         let staged = self.stage_old(keyspace, key, None)?;
-        let existed = match keyspace.handle.delete(&mut self.txn, key) {
+        let existed = match keyspace.handle(self.inner)?.delete(&mut self.txn, key) {
             Ok(existed) => existed,
             Err(error) => return Err(self.note_error(error)),
         };
@@ -941,7 +946,7 @@ impl<'db> WriteTxn<'db> {
     pub fn range<'t, R: RangeBounds<&'t [u8]>>(&'t self, keyspace: &Keyspace, range: R) -> Result<Entries<'t>> {
         let ceiling = self.inner.options.map_size_max_bytes;
         let bounds = lmdb_bounds((range.start_bound().cloned(), range.end_bound().cloned()));
-        let iter = keyspace.handle.range(&self.txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?;
+        let iter = keyspace.handle(self.inner)?.range(&self.txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?;
         Ok(Entries::new(RawEntries::Range(iter), self.inner, keyspace))
     }
 
@@ -965,7 +970,7 @@ impl<'db> WriteTxn<'db> {
             return self.range(keyspace, ..);
         }
         let ceiling = self.inner.options.map_size_max_bytes;
-        let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
+        let iter = keyspace.handle(self.inner)?.prefix_iter(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
         Ok(Entries::new(RawEntries::Prefix(iter), self.inner, keyspace))
     }
 
@@ -973,7 +978,7 @@ impl<'db> WriteTxn<'db> {
     /// checksums are checked when the values are read).
     pub(crate) fn prefix_keys<'t>(&'t self, keyspace: &Keyspace, prefix: &'t [u8]) -> Result<impl Iterator<Item = Result<&'t [u8]>> + 't> {
         let ceiling = self.inner.options.map_size_max_bytes;
-        let iter = keyspace.handle.prefix_iter(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
+        let iter = keyspace.handle(self.inner)?.prefix_iter(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
         Ok(iter.map(move |entry| entry.map(|(key, _)| key).map_err(|e| Error::from_heed(e, ceiling))))
     }
 
@@ -984,14 +989,15 @@ impl<'db> WriteTxn<'db> {
             return Ok(false); // no such key can be stored
         }
         let ceiling = self.inner.options.map_size_max_bytes;
-        Ok(keyspace.handle.get(&self.txn, key).map_err(|e| Error::from_heed(e, ceiling))?.is_some())
+        Ok(keyspace.handle(self.inner)?.get(&self.txn, key).map_err(|e| Error::from_heed(e, ceiling))?.is_some())
     }
 
     /// Whether any key of `keyspace` starts with `prefix`: one seek, no value read (a value's
     /// checksum is checked when the value is read).
     pub(crate) fn has_prefix(&self, keyspace: &Keyspace, prefix: &[u8]) -> Result<bool> {
         let ceiling = self.inner.options.map_size_max_bytes;
-        let first = keyspace.handle.get_greater_than_or_equal_to(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
+        let first =
+            keyspace.handle(self.inner)?.get_greater_than_or_equal_to(&self.txn, prefix).map_err(|e| Error::from_heed(e, ceiling))?;
         Ok(first.is_some_and(|(key, _)| key.starts_with(prefix)))
     }
 
@@ -1534,7 +1540,7 @@ pub trait Snapshot {
 /// The value of `key` in either kind of transaction, its checksum checked (or not, as the
 /// database's options say) and removed.
 fn get_checked<'t>(txn: &'t heed::RoTxn<'_>, inner: &Inner, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&'t [u8]>> {
-    match keyspace.handle.get(txn, key).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))? {
+    match keyspace.handle(inner)?.get(txn, key).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))? {
         Some(stored) => Values::of(inner, keyspace).open(&keyspace.name, key, stored).map(Some),
         None => Ok(None),
     }
@@ -1565,9 +1571,9 @@ fn entries_between<'t>(
     let ceiling = inner.options.map_size_max_bytes;
     let bounds = lmdb_bounds(bounds);
     let iter = if descending {
-        RawEntries::RevRange(keyspace.handle.rev_range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
+        RawEntries::RevRange(keyspace.handle(inner)?.rev_range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
     } else {
-        RawEntries::Range(keyspace.handle.range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
+        RawEntries::Range(keyspace.handle(inner)?.range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
     };
     Ok(Entries::new(iter, inner, keyspace))
 }
@@ -1583,7 +1589,7 @@ pub(crate) struct KeyspaceSize {
 
 /// [`KeyspaceSize`] in either kind of transaction: O(1), from LMDB's counts.
 fn keyspace_size(txn: &heed::RoTxn<'_>, inner: &Inner, keyspace: &Keyspace) -> Result<KeyspaceSize> {
-    let stat = keyspace.handle.stat(txn).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))?;
+    let stat = keyspace.handle(inner)?.stat(txn).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))?;
     let pages = stat.branch_pages as u64 + stat.leaf_pages as u64 + stat.overflow_pages as u64;
     Ok(KeyspaceSize { entries: stat.entries as u64, bytes: pages * u64::from(stat.page_size) })
 }
