@@ -8,18 +8,30 @@ pub fn elapsed_ms(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-/// The median of `values` (the upper one of an even count); NaN when there are none.
+/// The median of `values`: the middle one of an odd count, the mean of the two middle ones of
+/// an even count. NaN when there are none, or when one is NaN (a failed sample is no figure,
+/// and sorting it last would move the median onto a real one).
 pub fn median(values: impl Iterator<Item = f64>) -> f64 {
-    percentile(values.collect(), 50)
+    let mut values: Vec<f64> = values.collect();
+    if values.is_empty() || values.iter().any(|value| value.is_nan()) {
+        return f64::NAN;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 { values[middle] } else { (values[middle - 1] + values[middle]) / 2.0 }
 }
 
-/// The value at `percent` (0–100) of `values`' sorted order, by index `len * percent / 100`;
-/// NaN when there are none.
+/// The nearest-rank `percent` (0–100) percentile of `values`: the smallest value with at least
+/// `percent` % of the values at or below it (p99 of 100 values is the 99th, not the largest).
+/// NaN when there are none, or when one is NaN.
 pub fn percentile(mut values: Vec<f64>, percent: usize) -> f64 {
     assert!(percent <= 100, "a percentile is at most 100");
+    if values.is_empty() || values.iter().any(|value| value.is_nan()) {
+        return f64::NAN;
+    }
     values.sort_by(|a, b| a.total_cmp(b));
-    let index = (values.len() * percent / 100).min(values.len().saturating_sub(1));
-    values.get(index).copied().unwrap_or(f64::NAN)
+    let rank = (values.len() * percent).div_ceil(100).max(1);
+    values[rank - 1]
 }
 
 /// Runs `operation` `batch` times per sample, `samples` times, and returns the median time of
@@ -99,13 +111,34 @@ fn peer_value(peers: &[(&str, f64)], peer: &str) -> f64 {
     peers.iter().find(|(name, _)| *name == peer).map(|(_, value)| *value).expect("the goal's peer is in the row")
 }
 
+/// Whether a verdict can rest on `figure`: a finite number above 0. NaN is a measurement that
+/// failed, an infinity a division by a time that did not tick, and 0 a time or rate that
+/// measured nothing: each would otherwise meet one direction of target or the other.
+fn measured(figure: f64) -> bool {
+    figure.is_finite() && figure > 0.0
+}
+
 impl Table {
     pub fn new(name: &str) -> Self {
         Table { table: name.to_owned(), machine: machine(), rows: Vec::new() }
     }
 
-    /// Adds a row; `met` is computed here from the measured value and the goal.
+    /// Adds a row; `met` is computed here from the measured value and the goal: `None` (no
+    /// verdict) when tessera's figure, or a peer's the goal compares with, is not
+    /// [`measured`].
     pub fn row(&mut self, name: &str, unit: &str, tessera: f64, peers: &[(&str, f64)], goal: Goal) {
+        for (at, (peer, _)) in peers.iter().enumerate() {
+            assert!(!peers[..at].iter().any(|(earlier, _)| earlier == peer), "row {name:?} names peer {peer:?} twice");
+        }
+        let compared: Vec<f64> = match goal {
+            Goal::AtMost(_) | Goal::AtLeast(_) | Goal::None => Vec::new(),
+            Goal::AtMostTimesPeer { peer, .. } | Goal::AtLeastTimesPeer { peer, .. } | Goal::AtMostAndTimesPeer { peer, .. } => {
+                vec![peer_value(peers, peer)]
+            }
+            // The fastest is known only if every peer was measured.
+            Goal::AtMostTimesFastestPeer { .. } => peers.iter().map(|(_, value)| *value).collect(),
+        };
+        let verdict_possible = measured(tessera) && compared.iter().all(|figure| measured(*figure));
         let (target, met) = match goal {
             Goal::AtMost(limit) => (Some(format!("<= {}", round(limit))), Some(tessera <= limit)),
             Goal::AtLeast(limit) => (Some(format!(">= {}", round(limit))), Some(tessera >= limit)),
@@ -128,6 +161,7 @@ impl Table {
             }
             Goal::None => (None, None),
         };
+        let met = met.filter(|_| verdict_possible);
         let peers = peers.iter().map(|(name, value)| (name.to_string(), serde_json::json!(round(*value)))).collect();
         self.rows.push(Row { row: name.to_owned(), unit: unit.to_owned(), tessera: round(tessera), peers, target, met });
     }
@@ -175,8 +209,15 @@ pub fn results_directory() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tessera-bench")
 }
 
+/// `value` to six significant digits, as the results file holds it: enough that `met`, which
+/// is computed from the unrounded figures, follows from the written ones (a ratio of 1.3004
+/// against "<= 1.3" is written 1.3004, not 1.3).
 fn round(value: f64) -> f64 {
-    if value.abs() >= 100.0 { (value * 10.0).round() / 10.0 } else { (value * 1000.0).round() / 1000.0 }
+    if !value.is_finite() || value == 0.0 {
+        return value;
+    }
+    let scale = 10f64.powi(5 - value.abs().log10().floor() as i32);
+    (value * scale).round() / scale
 }
 
 fn fmt(value: f64) -> String {

@@ -106,8 +106,9 @@ pub fn results_path(directory: &Path, table: &str) -> PathBuf {
 /// # Errors
 /// [`ReportError::Missing`] when the file does not exist, [`ReportError::Malformed`] when it is
 /// not a results table, and [`ReportError::Invalid`] when it holds another table, no rows, more
-/// than [`ROWS_COUNT_MAX`] rows or [`PEERS_COUNT_MAX`] peers in a row, or a negative or
-/// infinite figure.
+/// than [`ROWS_COUNT_MAX`] rows or [`PEERS_COUNT_MAX`] peers in a row, a negative or
+/// infinite figure, or a verdict (`met`) without the figures it compares: tessera's, and each
+/// peer's the target names (the harness writes a figure that is not a number as null).
 ///
 /// # Example
 /// ```
@@ -160,6 +161,15 @@ fn check(results: &ResultsTable, table: &str) -> Result<(), String> {
                 && (!figure.is_finite() || figure < 0.0)
             {
                 return Err(format!("row `{}`: {system}'s figure {figure} is not a finite number >= 0", row.row));
+            }
+        }
+        if row.met.is_some() {
+            let target = row.target.as_deref().unwrap_or("");
+            let unmeasured = std::iter::once(("tessera", row.tessera))
+                .chain(row.peers.iter().filter(|(name, _)| target.contains(name.as_str())).map(|(name, figure)| (name.as_str(), *figure)))
+                .find(|(_, figure)| figure.is_none());
+            if let Some((system, _)) = unmeasured {
+                return Err(format!("row `{}` has a verdict but no figure of {system}'s", row.row));
             }
         }
     }
