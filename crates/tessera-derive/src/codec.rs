@@ -216,6 +216,7 @@ pub fn record_view(input: &DeriveInput, fields: &syn::FieldsNamed, key_idents: &
             fn parts(&self) -> &::tessera::collection::ViewParts<'__t> {
                 &self.parts
             }
+            const KEY_COMPARED: bool = true;
             fn has_key(&self, key: &[u8]) -> ::tessera::Result<bool> {
                 let mut rest = key;
                 #(

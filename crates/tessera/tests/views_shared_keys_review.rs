@@ -750,6 +750,56 @@ fn a_record_whose_key_field_is_not_its_key_is_an_error_not_another_record() {
     assert_eq!(things.get(&db, &1u32).unwrap().map(|thing| thing.id), Some(1), "the record under its own key");
 }
 
+/// The same record read through the dynamic handle (what `tessera get`, `tessera query` and the
+/// Python package read with) and through the view of a record type with type parameters
+/// (`PlainView`, which has no accessors to compare the key fields in place): each read it as
+/// `Ok`, the record of id 99 at key 3. Each is now the same `RecordDecode`.
+#[test]
+fn a_record_whose_key_field_is_not_its_key_is_an_error_through_the_dynamic_handle_and_a_plain_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    database_with(&path, 3, &thing_json(99));
+    {
+        let (db, _things) = open(&path);
+        let dynamic = db.dyn_collection("things").unwrap();
+        assert_decode_error(dynamic.get_json(&db, "3"), "3", "id", "dynamic get");
+        assert_decode_error(dynamic.all().fetch(&db), "3", "id", "dynamic fetch");
+        assert_eq!(dynamic.get_json(&db, "1").unwrap().map(|record| record.to_json().contains("\"id\":1")), Some(true));
+    }
+
+    #[derive(Record, Debug, Clone, PartialEq)]
+    #[record(name = "boxes")]
+    struct Boxed<T>
+    where
+        T: tessera::codec::Encode + for<'a> tessera::codec::Decode<'a> + tessera::collection::Describe + Send + Sync + 'static,
+    {
+        #[record(key)]
+        id: u32,
+        content: T,
+    }
+    {
+        let db = Db::open(&path).unwrap();
+        let boxes = db.collection::<Boxed<String>>().unwrap();
+        db.write(|tx| boxes.insert(tx, &Boxed { id: 1, content: "one".to_owned() }).map(drop)).unwrap();
+    }
+    with_raw(&path, |env, txn| {
+        let keys = tessera::value::SharedKeys::new();
+        let bytes = tessera::value::to_vec_with_keys(&serde_json::json!({"id": 7, "content": "seven"}), &keys).unwrap();
+        let key = 4u32.to_be_bytes();
+        raw_db(env, txn, "tessera.col.boxes").put(txn, &key, &sealed(&key, &bytes)).unwrap();
+    });
+    let db = Db::open(&path).unwrap();
+    let boxes = db.collection::<Boxed<String>>().unwrap();
+    let tx = db.read_txn().unwrap();
+    match boxes.get_ref(&tx, &4u32) {
+        Err(Error::RecordDecode { collection, key, field, .. }) => {
+            assert_eq!((collection.as_str(), key.as_str(), field.as_str()), ("boxes", "4", "id"))
+        }
+        other => panic!("a plain view of the record of id 7 at key 4: {:?}", other.map(|view| view.map(|view| view.decode()))),
+    }
+    assert_eq!(boxes.get_ref(&tx, &1u32).unwrap().unwrap().decode().unwrap().content, "one");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The fixtures of earlier storage formats (`tests/fixtures/make_v1.rs`): records keyed by name
 // (v1) and by shared key (v2), read through every accessor of the view.

@@ -1177,7 +1177,12 @@ impl CollectionState {
 /// value's checksum, can store one, and it must not be read as the record at `key`.
 pub(crate) fn decode<T: Record>(state: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<T> {
     let doc = state.open_record(key, bytes)?;
-    let record = T::decode(doc.root(), &state.keys.ids).map_err(|error| Error::RecordDecode {
+    decode_value(state, key, doc.root())
+}
+
+/// [`decode`] of a record already opened: `root` is its value.
+pub(crate) fn decode_value<T: Record>(state: &CollectionState, key: &[u8], root: tessera_value::Value<'_>) -> Result<T> {
+    let record = T::decode(root, &state.keys.ids).map_err(|error| Error::RecordDecode {
         collection: state.name.clone(),
         key: state.display_key(key),
         field: error.path,

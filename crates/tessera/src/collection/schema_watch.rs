@@ -61,6 +61,11 @@ pub(crate) struct ChangedElsewhere {
 
 impl SchemaWatch {
     /// `made_at`: the commit from which the stored schema is the handle's (0: unknown, any).
+    /// The primary key's field paths, in key order.
+    pub(crate) fn key_fields(&self) -> &[String] {
+        &self.key_fields
+    }
+
     pub(crate) fn new(schemas: Keyspace, key_fields: Vec<String>, made_at: u64) -> SchemaWatch {
         SchemaWatch {
             schemas,

@@ -100,9 +100,18 @@ pub trait RecordView<'t>: Sized {
     fn from_parts(parts: ViewParts<'t>) -> Self;
     /// The parts.
     fn parts(&self) -> &ViewParts<'t>;
+    /// Whether [`RecordView::has_key`] compares the key fields. `false` (the default) for a
+    /// view without generated accessors, such as [`PlainView`]: a record read through one is
+    /// then decoded whole to compare its key fields with the key it is stored under.
+    ///
+    /// ```
+    /// use tessera::collection::{PlainView, RecordView};
+    /// assert!(!<PlainView<'_> as RecordView<'_>>::KEY_COMPARED);
+    /// ```
+    const KEY_COMPARED: bool = false;
     /// Whether the record's key fields, read in place, give exactly `key` (the key it is
-    /// stored under); `true` for a view without generated accessors, whose key fields are then
-    /// not compared.
+    /// stored under); `true` for a view without generated accessors, whose key fields are
+    /// compared by a whole decode instead (see [`RecordView::KEY_COMPARED`]).
     ///
     /// ```
     /// # use tessera::collection::Record;
@@ -198,6 +207,11 @@ impl<'t, T: Record> RecordRef<'t, T> {
         let view = T::View::from_parts(parts);
         if !view.has_key(key)? {
             return Err(super::key_mismatch(state, T::KEY_FIELDS, key, None));
+        }
+        if !<T::View<'t> as RecordView<'t>>::KEY_COMPARED {
+            // No accessors to read the key fields in place: the record is decoded, which also
+            // compares them.
+            super::decode_value::<T>(state, key, value)?;
         }
         Ok(RecordRef { view })
     }

@@ -218,6 +218,22 @@ impl PartialEq for DynRecord {
 }
 impl Eq for DynRecord {}
 
+/// [`Error::RecordDecode`] if `record`'s key fields, encoded by `kinds`, are not `key`.
+fn check_stored_key(collection: &CollectionState, kinds: &[KeyKind], key: &[u8], record: Value<'_>) -> Result<()> {
+    let fields = collection.schema_watch.key_fields();
+    crate::collection::with_key_buffer(|given| {
+        given.clear();
+        let encoded = fields.iter().zip(kinds).all(|(field, kind)| {
+            crate::query::lookup(record, field).is_some_and(|part| !part.is_null() && kind.encode(part, given).is_ok())
+        });
+        if encoded && given.as_slice() == key {
+            return Ok(());
+        }
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        Err(crate::collection::key_mismatch(collection, &fields, key, encoded.then_some(given.as_slice())))
+    })
+}
+
 impl DynRecord {
     /// A record whose document is standalone (no shared keys).
     pub(crate) fn standalone(key: Vec<u8>, bytes: Vec<u8>) -> DynRecord {
@@ -234,8 +250,16 @@ impl DynRecord {
     /// The record of `collection` stored at `key` as `bytes`, opened under the database's
     /// checksum policy (`CollectionState::open_record`): an error that names the collection
     /// and the key if it does not open.
+    ///
+    /// A record whose key fields give another key than `key` is [`Error::RecordDecode`] naming
+    /// both, as a typed read's is (`collection::decode`): only a foreign writer, or damage that
+    /// kept the value's checksum, stores one. The key fields are compared once their encodings
+    /// are known (`CollectionState::key_kinds`; until then no key can be looked up either).
     pub(crate) fn read(collection: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
-        collection.open_record(key, bytes)?;
+        let doc = collection.open_record(key, bytes)?;
+        if let Some(kinds) = collection.key_kinds.get() {
+            check_stored_key(collection, kinds, key, doc.root())?;
+        }
         Ok(DynRecord::stored(collection, key, bytes))
     }
 
