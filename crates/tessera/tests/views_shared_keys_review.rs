@@ -764,6 +764,11 @@ fn a_record_whose_key_field_is_not_its_key_is_an_error_through_the_dynamic_handl
         let dynamic = db.dyn_collection("things").unwrap();
         assert_decode_error(dynamic.get_json(&db, "3"), "3", "id", "dynamic get");
         assert_decode_error(dynamic.all().fetch(&db), "3", "id", "dynamic fetch");
+        // The reads that hand the stored record to a binding (the Python package's).
+        assert_decode_error(dynamic.get_stored_with(&db, &3u32.to_be_bytes(), |_| ()), "3", "id", "get_stored_with");
+        let stored = dynamic.all().fetch_stored(&db).unwrap();
+        let (key, bytes) = stored.iter().find(|(key, _)| key[..] == 3u32.to_be_bytes()).unwrap();
+        assert_decode_error(dynamic.read_stored(key, bytes, |_| ()), "3", "id", "read_stored");
         assert_eq!(dynamic.get_json(&db, "1").unwrap().map(|record| record.to_json().contains("\"id\":1")), Some(true));
     }
 

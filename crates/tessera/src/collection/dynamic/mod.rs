@@ -218,6 +218,17 @@ impl PartialEq for DynRecord {
 }
 impl Eq for DynRecord {}
 
+/// The record of `collection` stored at `key` as `bytes`, opened under the database's checksum
+/// policy, with its key fields compared with `key` (see [`DynRecord::read`]): every read of the
+/// dynamic handle opens records through this.
+pub(crate) fn open_checked<'a>(collection: &'a CollectionState, key: &[u8], bytes: &'a [u8]) -> Result<Doc<'a>> {
+    let doc = collection.open_record(key, bytes)?;
+    if let Some(kinds) = collection.key_kinds.get() {
+        check_stored_key(collection, kinds, key, doc.root())?;
+    }
+    Ok(doc)
+}
+
 /// [`Error::RecordDecode`] if `record`'s key fields, encoded by `kinds`, are not `key`.
 fn check_stored_key(collection: &CollectionState, kinds: &[KeyKind], key: &[u8], record: Value<'_>) -> Result<()> {
     let fields = collection.schema_watch.key_fields();
@@ -256,10 +267,7 @@ impl DynRecord {
     /// kept the value's checksum, stores one. The key fields are compared once their encodings
     /// are known (`CollectionState::key_kinds`; until then no key can be looked up either).
     pub(crate) fn read(collection: &CollectionState, key: &[u8], bytes: &[u8]) -> Result<DynRecord> {
-        let doc = collection.open_record(key, bytes)?;
-        if let Some(kinds) = collection.key_kinds.get() {
-            check_stored_key(collection, kinds, key, doc.root())?;
-        }
+        open_checked(collection, key, bytes)?;
         Ok(DynRecord::stored(collection, key, bytes))
     }
 

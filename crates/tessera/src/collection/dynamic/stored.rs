@@ -10,8 +10,8 @@ use tessera_value::Value;
 impl DynCollection {
     /// Calls `read` with the record at `key` (as for [`DynCollection::get`]), as stored: its
     /// field names resolve through the collection's shared keys, and nothing is copied. The
-    /// record is checked as `get` checks it (a damaged one is an error naming the collection
-    /// and key). `None` when there is no record at `key`.
+    /// record is checked as `get` checks it (a damaged one, or one whose key fields are not
+    /// `key`, is an error naming the collection and key). `None` when there is no record at `key`.
     ///
     /// ```
     /// # use tessera::collection::Record;
@@ -34,7 +34,7 @@ impl DynCollection {
         source.with_snapshot(|snapshot| {
             self.state.readable_in(snapshot)?;
             match snapshot.get_value(&self.state.records, &key)? {
-                Some(bytes) => Ok(Some(read(self.state.open_record(&key, bytes)?.root()))),
+                Some(bytes) => Ok(Some(read(super::open_checked(&self.state, &key, bytes)?.root()))),
                 None => Ok(None),
             }
         })
@@ -67,7 +67,7 @@ impl DynCollection {
         source.with_snapshot(|snapshot| {
             self.state.readable_in(snapshot)?;
             match snapshot.get_value(&self.state.records, key)? {
-                Some(bytes) => Ok(Some(read(self.state.open_record(key, bytes)?.root()))),
+                Some(bytes) => Ok(Some(read(super::open_checked(&self.state, key, bytes)?.root()))),
                 None => Ok(None),
             }
         })
@@ -95,7 +95,7 @@ impl DynCollection {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn read_stored<R>(&self, key: &[u8], stored: &[u8], read: impl FnOnce(Value<'_>) -> R) -> Result<R> {
-        Ok(read(self.state.open_record(key, stored)?.root()))
+        Ok(read(super::open_checked(&self.state, key, stored)?.root()))
     }
 }
 
