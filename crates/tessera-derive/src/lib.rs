@@ -47,6 +47,15 @@ use syn::{Data, DeriveInput, Error, Fields, LitInt, LitStr, parse_macro_input};
 /// assert_eq!(people.filter_text(r#"address.city == "London""#)?.first(&db)?, Some(ada));
 /// # Ok::<(), tessera::Error>(())
 /// ```
+///
+/// A field marked `key` twice is refused (it would make a composite key of the field and
+/// itself):
+///
+/// ```compile_fail
+/// use tessera::collection::Record;
+/// #[derive(Record)]
+/// struct Tag { #[record(key, key)] id: u32 }
+/// ```
 #[proc_macro_derive(Record, attributes(record))]
 pub fn derive_record(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -185,6 +194,10 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
         for attr in field.attrs.iter().filter(|a| a.path().is_ident("record")) {
             attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("key") {
+                    // Twice would make a composite key of the field and itself.
+                    if keys.iter().any(|key: &&syn::Field| std::ptr::eq(*key, field)) {
+                        return Err(meta.error(format!("field `{name}` is marked `key` twice")));
+                    }
                     keys.push(field);
                 } else if meta.path.is_ident("index") {
                     indexes.push((name.clone(), false));
@@ -240,7 +253,11 @@ fn record(input: &DeriveInput) -> syn::Result<Tokens> {
         #view_outside
         #codec
         impl #impl_generics ::tessera::collection::Describe for #ident #type_generics #where_clause {
-            fn describe() -> ::tessera::collection::TypeDesc { #describe }
+            // Guarded as an embedded type's is: a record that holds itself (`children:
+            // Vec<Node>`) would describe itself without end.
+            fn describe() -> ::tessera::collection::TypeDesc {
+                ::tessera::collection::describe_once(::std::any::type_name::<Self>(), || #describe)
+            }
         }
         impl #impl_generics ::tessera::collection::Record for #ident #type_generics #where_clause {
             type Key = #key_type;

@@ -176,7 +176,8 @@ impl Db {
 
     /// Reads every entry tessera keeps and reports what does not hold (see [`CheckReport`]).
     /// Damage is reported, never a panic; an error is returned only when the file cannot be
-    /// read at all.
+    /// read at all, or when called inside a write transaction ([`crate::Error::WouldDeadlock`]:
+    /// the check may open keyspaces, which takes a write transaction of its own).
     ///
     /// It first walks LMDB's structure from the file's bytes, at the commit its read
     /// transaction sees ([`structure`](crate::store::structure)): a keyspace whose pages are
@@ -192,6 +193,11 @@ impl Db {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn check(&self) -> Result<CheckReport> {
+        // It may open keyspace handles, which takes a write transaction of its own
+        // (`Db::open_existing_keyspaces`): refused inside one, whichever handles are open.
+        if crate::store::writing_on_this_thread() {
+            return Err(crate::Error::WouldDeadlock { operation: "a check", advice: "check outside the write transaction" });
+        }
         let mut report = CheckReport::default();
         // LMDB's own structure first, from the file's bytes: LMDB trusts its pages, and a
         // damaged page header or node offset would crash the process inside it. A damaged

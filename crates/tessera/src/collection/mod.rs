@@ -563,7 +563,7 @@ impl CollectionState {
     /// transaction.
     #[inline]
     pub(crate) fn current_in(&self, view: &dyn Snapshot) -> Result<()> {
-        if let Some(older) = self.watch(view) {
+        if let Some(older) = self.watch(view)? {
             return Err(older.error(&self.name));
         }
         self.current()
@@ -574,7 +574,7 @@ impl CollectionState {
     /// or the primary key did, which this state would decode or find by the old ones.
     #[inline]
     pub(crate) fn readable_in(&self, view: &dyn Snapshot) -> Result<()> {
-        if let Some(older) = self.watch(view).filter(|older| !older.records_readable) {
+        if let Some(older) = self.watch(view)?.filter(|older| !older.records_readable) {
             return Err(older.error(&self.name));
         }
         match self.superseded.get() {
@@ -585,17 +585,21 @@ impl CollectionState {
 
     /// Marks this state superseded if another process changed the schema in `view`. A view
     /// older than the state, with an older schema, supersedes nothing: returned, for that
-    /// read alone to be refused.
+    /// read alone to be refused. A schema record that cannot be read (damaged, or `view` is
+    /// another database's: [`Error::ForeignKeyspace`]) is that error.
     #[inline]
-    fn watch(&self, view: &dyn Snapshot) -> Option<Superseded> {
+    fn watch(&self, view: &dyn Snapshot) -> Result<Option<Superseded>> {
         if let Err(changed) = self.schema_watch.check(view, &self.shape, &self.indexes, &self.name) {
+            if let Some(error) = changed.unreadable {
+                return Err(*error);
+            }
             let superseded = Superseded { reason: changed.reason, records_readable: changed.indexes_only };
             if changed.before_handle {
-                return Some(superseded);
+                return Ok(Some(superseded));
             }
             let _ = self.superseded.set(superseded);
         }
-        None
+        Ok(None)
     }
 
     /// The error that ends this collection's live subscriptions when a commit wrote `stored`

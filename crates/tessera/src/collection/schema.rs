@@ -40,7 +40,7 @@ pub enum TypeDesc {
     Bytes,
     /// `Option<T>`: may be missing or null.
     Option(Box<TypeDesc>),
-    /// `Vec<T>`, slices, sets.
+    /// `Vec<T>`, or any sequence a `Describe` impl declares as a list.
     List(Box<TypeDesc>),
     /// A tuple struct or tuple variant of several fields: an array of exactly these elements,
     /// in order. (Schemas stored before element types were recorded say `List(Any)` of them.)
@@ -638,9 +638,29 @@ impl TypeDesc {
     fn check_contains(&self, expr: &Expr, value: &Expr, literal: &Literal) -> Result<(), QueryError> {
         if let Expr::Field(path) = value {
             let desc = self.resolve(path).ok_or_else(|| QueryError::UnknownField { path: path.to_string() })?;
-            if let TypeDesc::List(element) = strip_option(desc) {
-                self.require_comparable(expr, Class::of(element), Class::of_literal(literal), false)?;
-                return check_variant_literal_of(expr, path, element, literal);
+            match strip_option(desc) {
+                TypeDesc::List(element) => {
+                    self.require_comparable(expr, Class::of(element), Class::of_literal(literal), false)?;
+                    return check_variant_literal_of(expr, path, element, literal);
+                }
+                // A tuple is an array too: the literal must compare with one of its elements.
+                TypeDesc::Tuple(elements) => {
+                    let found = Class::of_literal(literal);
+                    let mut comparable = elements.iter().filter(|element| Class::of(element).compatible(found)).peekable();
+                    if comparable.peek().is_none() {
+                        return Err(mismatch(expr, "a value one of the tuple's elements compares with", found));
+                    }
+                    // Valid if it is valid for some element it may equal.
+                    let mut first_error = None;
+                    for element in comparable {
+                        match check_variant_literal_of(expr, path, element, literal) {
+                            Ok(()) => return Ok(()),
+                            Err(error) => first_error = first_error.or(Some(error)),
+                        }
+                    }
+                    return Err(first_error.expect("at least one comparable element"));
+                }
+                _ => {}
             }
         }
         match self.check_operand(value)? {

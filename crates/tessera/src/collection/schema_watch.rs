@@ -57,6 +57,9 @@ pub(crate) struct ChangedElsewhere {
     /// Seen in a view older than the handle: that read is refused, the handle is not
     /// superseded.
     pub(crate) before_handle: bool,
+    /// The schema record could not be read (a damaged value, or a view of another database:
+    /// `Error::ForeignKeyspace`): that error, not a change, is what the read returns.
+    pub(crate) unreadable: Option<Box<crate::Error>>,
 }
 
 impl SchemaWatch {
@@ -130,13 +133,25 @@ impl SchemaWatch {
                 reason: format!("the snapshot read is older than this handle and has another {what}"),
                 indexes_only: what == INDEXES,
                 before_handle,
+                unreadable: None,
             },
-            false => {
-                ChangedElsewhere { reason: format!("another process changed its {what}"), indexes_only: what == INDEXES, before_handle }
-            }
+            false => ChangedElsewhere {
+                reason: format!("another process changed its {what}"),
+                indexes_only: what == INDEXES,
+                before_handle,
+                unreadable: None,
+            },
         };
-        let Ok(Some(bytes)) = view.get_value(&self.schemas, name.as_bytes()) else {
-            return Err(changed("schema record (it cannot be read)"));
+        let bytes = match view.get_value(&self.schemas, name.as_bytes()) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(changed("schema record (it was deleted)")),
+            // Another database's view, or a damaged record: that error, not a change.
+            Err(error @ (crate::Error::ForeignKeyspace { .. } | crate::Error::Corrupted(_))) => {
+                return Err(ChangedElsewhere { unreadable: Some(Box::new(error)), ..changed("schema record") });
+            }
+            // A snapshot begun before this handle opened the keyspace (LMDB's handles are
+            // known to the transactions begun after them): read at another schema.
+            Err(_) => return Err(changed("schema record (it cannot be read in this snapshot)")),
         };
         let mut seen = self.bytes_seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if *seen != bytes {

@@ -161,8 +161,13 @@ fn walk(out: &mut Encoder<'_>, value: Value<'_>, shape: &TypeDesc, source: Sourc
         }
         TypeDesc::Map(element) => {
             let dict = value.as_dict().ok_or_else(|| wrong(path, "an object", value))?;
+            // In key order, as a record type's codec writes a map (`BTreeMap`'s order; a
+            // `HashMap` is sorted): one record has one encoding whoever wrote it, so an upsert
+            // of the same value is `Unchanged`.
+            let mut entries: Vec<(&str, Value<'_>)> = dict.iter().collect();
+            entries.sort_unstable_by_key(|(name, _)| *name);
             out.begin_dict()?;
-            for (name, item) in dict.iter() {
+            for (name, item) in entries {
                 out.key(name)?;
                 at(path, name, |path| walk(out, item, element, source, path))?;
             }

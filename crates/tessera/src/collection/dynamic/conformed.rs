@@ -45,8 +45,16 @@ pub(super) fn is_conformed(value: Value<'_>, shape: &TypeDesc) -> bool {
             }
             None => false,
         },
+        // Conforming writes a map's entries in key order.
         TypeDesc::Map(element) => match value.as_dict() {
-            Some(dict) => dict.iter().all(|(_, item)| is_conformed(item, element)),
+            Some(dict) => {
+                let mut previous: Option<&str> = None;
+                dict.iter().all(|(name, item)| {
+                    let in_order = previous.is_none_or(|previous| previous < name);
+                    previous = Some(name);
+                    in_order && is_conformed(item, element)
+                })
+            }
             None => false,
         },
         TypeDesc::Struct(fields) => match value.as_dict() {
@@ -112,7 +120,7 @@ mod tests {
         let conformed = [
             r#"{"id": 1, "small": 255, "score": 0.5, "note": null, "tags": ["a", "b"], "extra": {"x": 1}, "state": "Open"}"#,
             r#"{"id": -9223372036854775808, "small": 0, "score": 1e300, "note": "n", "tags": [], "extra": {}, "state": {"Done": "yes"}}"#,
-            r#"{"id": 18446744073709551615, "small": 7, "score": -0.0, "note": "", "tags": [""], "extra": {"y": -1, "x": 2}, "state": "Open"}"#,
+            r#"{"id": 18446744073709551615, "small": 7, "score": -0.0, "note": "", "tags": [""], "extra": {"x": 2, "y": -1}, "state": "Open"}"#,
             // Written in another order: stored in shared-key order all the same.
             r#"{"small": 1, "id": 1, "score": 0.5, "note": null, "tags": [], "extra": {}, "state": "Open"}"#,
         ];
@@ -122,6 +130,14 @@ mod tests {
             assert!(is_conformed(record, &shape()), "{json}");
             assert_eq!(conform_into(record, &shape(), &keys, Source::Binary).ok(), Some(bytes), "{json}");
         }
+        // A map's entries out of key order are not: conforming writes them in key order, as a
+        // record type's codec does.
+        let unordered = r#"{"id": 1, "small": 7, "score": 0.5, "note": "", "tags": [], "extra": {"y": -1, "x": 2}, "state": "Open"}"#;
+        let ordered = r#"{"id": 1, "small": 7, "score": 0.5, "note": "", "tags": [], "extra": {"x": 2, "y": -1}, "state": "Open"}"#;
+        let bytes = encoded(unordered, &keys);
+        let record = Doc::from_untrusted_with_keys(&bytes, &keys).unwrap().root();
+        assert!(!is_conformed(record, &shape()));
+        assert_eq!(conform_into(record, &shape(), &keys, Source::Binary).ok(), Some(encoded(ordered, &keys)));
     }
 
     /// How many generated records were said to be conformed (the property is not vacuous).
