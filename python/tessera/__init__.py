@@ -252,7 +252,8 @@ class Database:
     def write(self) -> "Transaction":
         """A write transaction: ``with db.write() as tx:``. Writes made in the block (through
         ``tx``, from any thread, or any collection of this database, on this thread) commit
-        together when it ends (``tx`` raises :class:`tessera.Error` outside the block); an exception rolls them all back and propagates unchanged. The block belongs to
+        together when it ends (documents and dictionaries are not part of a block: their writes
+        in it raise :class:`tessera.Error`) (``tx`` raises :class:`tessera.Error` outside the block); an exception rolls them all back and propagates unchanged. The block belongs to
         the thread, and to the asyncio task, that opened it: another task's writes while it
         awaits are not the block's (a task created inside the block shares it)."""
         return Transaction(self)
@@ -265,14 +266,14 @@ class Database:
     def dictionary(self, name: str = "default") -> "Dictionary":
         """The dictionary ``name``: a :class:`collections.abc.MutableMapping` of str keys to
         JSON-like values, persisted in the background (see :meth:`Dictionary.flush`)."""
-        return Dictionary(self._native.dictionary(name))
+        return Dictionary(self._native.dictionary(name), self)
 
     def documents(self, cls: Type[T], name: Optional[str] = None) -> "Documents[T]":
         """Field-decomposed documents of dataclass ``cls`` (stored one key per top-level field,
         so one field can be written and observed alone), in the document collection ``name``
         (the class name in lower case by default)."""
         name = name or cls.__name__.lower()
-        return Documents(self._native.documents(name), cls, name)
+        return Documents(self._native.documents(name), cls, name, self)
 
     def sync(self) -> None:
         """Flushes every commit so far to stable storage."""
@@ -668,8 +669,9 @@ class Documents(Generic[T]):
     ``tessera._schema``): :class:`tessera.SchemaViolation` names the field otherwise, and
     nothing is written. Only the declared fields are stored."""
 
-    def __init__(self, native: Any, cls: Type[T], name: Optional[str] = None) -> None:
+    def __init__(self, native: Any, cls: Type[T], name: Optional[str] = None, db: Optional[Database] = None) -> None:
         self._native = native
+        self._db = db
         self.name = name or cls.__name__.lower()
         self._type = RecordType(cls)
         bytes_field = _bytes_field(self._type.shape, "")
@@ -710,6 +712,7 @@ class Documents(Generic[T]):
     def set(self, id: str, obj: T) -> None:
         """Stores ``obj`` (an instance of exactly the class) as the document ``id``, replacing
         every field."""
+        _refuse_in_write_block(self._db, f"documents {self.name!r}: set of {id!r}")
         try:
             values = self._type.to_stored(obj)
             _refuse_non_finite(values, "")
@@ -719,6 +722,7 @@ class Documents(Generic[T]):
 
     def update_field(self, id: str, field: str, value: Any) -> None:
         """Writes one field of the document ``id``; the others stay as they are."""
+        _refuse_in_write_block(self._db, f"documents {self.name!r}: update_field of {id!r}")
         found = self._checks.get(field)
         if found is None:
             raise SchemaViolation(f"{self._type.cls.__name__} has no field `{field}`", path=field, key=id, problem="unknown field")
@@ -732,6 +736,7 @@ class Documents(Generic[T]):
 
     def delete(self, id: str) -> bool:
         """Deletes the document ``id``: whether it existed."""
+        _refuse_in_write_block(self._db, f"documents {self.name!r}: delete of {id!r}")
         return self._native.delete(id)
 
     def ids(self, prefix: str = "") -> List[str]:
@@ -743,6 +748,17 @@ class Documents(Generic[T]):
         :class:`Changed` per commit that changes it (``result`` the new value), then
         :class:`ClosedEvent`."""
         return _DocumentSubscription(self._native.observe(id), lambda stored: self._build(id, stored))
+
+
+def _refuse_in_write_block(db: Optional[Database], what: str) -> None:
+    """:class:`tessera.Error` when a write block (``with db.write()``) is open on this thread
+    or task: documents and dictionaries are not part of one, so ``what`` would be written at
+    once, and an exception in the block would not take it back."""
+    if db is not None and db._transaction() is not None:
+        raise Error(
+            f"{what} inside `with db.write()`: documents and dictionaries are not part of a write block "
+            "(it would be written at once, and not rolled back with the block); write it outside the block"
+        )
 
 
 def _refuse_non_finite(value: Any, path: str) -> None:
@@ -808,8 +824,9 @@ class Dictionary(MutableMapping):
     bytes, list, dict). Writes go to memory at once and to the file in the background;
     :meth:`flush` writes them now."""
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: Any, db: Optional[Database] = None) -> None:
         self._native = native
+        self._db = db
 
     @property
     def name(self) -> str:
@@ -830,9 +847,11 @@ class Dictionary(MutableMapping):
         return value
 
     def __setitem__(self, key: str, value: Any) -> None:
+        _refuse_in_write_block(self._db, f"dictionary {self.name!r}: a set of {key!r}")
         self._native.set(key, value)
 
     def __delitem__(self, key: str) -> None:
+        _refuse_in_write_block(self._db, f"dictionary {self.name!r}: a removal of {key!r}")
         if not self._native.contains(key):
             raise KeyError(key)
         self._native.remove(key)
@@ -848,6 +867,7 @@ class Dictionary(MutableMapping):
 
     def clear(self) -> None:
         """Removes every key."""
+        _refuse_in_write_block(self._db, f"dictionary {self.name!r}: clear")
         self._native.clear()
 
     def flush(self) -> None:

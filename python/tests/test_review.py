@@ -428,3 +428,46 @@ def test_a_document_missing_an_optional_field_reads_it_as_none(db):
     # stored before, as a collection reads it; a required one is still an error (above).
     db.documents(Narrow, "docs").set("1", Narrow(1, 2, 9))
     assert db.documents(WithNote, "docs").get("1") == WithNote(1, 2, None)
+
+
+# --- documents and dictionaries inside a write block ---
+
+
+@dataclasses.dataclass
+class Note:
+    text: str
+    n: int = 0
+
+
+def test_documents_and_dictionary_writes_inside_a_write_block_are_refused_not_committed_at_once(db):
+    # Before: a documents or dictionary write inside `with db.write()` was written at once, and
+    # an exception in the block, which rolls the block's writes back, left it written. Now it
+    # raises naming what it was; reads are allowed; outside the block the same writes work.
+    notes = db.documents(Note)
+    settings = db.dictionary("settings")
+    items = db.collection(Item)
+    notes.set("a", Note("kept"))
+    settings["theme"] = "dark"
+    writes = [
+        lambda: notes.set("b", Note("in block")),
+        lambda: notes.update_field("a", "text", "changed"),
+        lambda: notes.delete("a"),
+        lambda: settings.__setitem__("theme", "light"),
+        lambda: settings.__delitem__("theme"),
+        lambda: settings.update({"font": "mono"}),
+        lambda: settings.clear(),
+    ]
+    for write in writes:
+        with pytest.raises(RuntimeError):  # the block ends with the exception below
+            with db.write():
+                items.insert(Item(1))
+                with pytest.raises(tessera.Error, match="not part of a write block"):
+                    write()
+                assert notes.get("a") == Note("kept") and settings["theme"] == "dark", "reads work"
+                raise RuntimeError("roll back")
+    assert items.get(1) is None, "the block rolled back"
+    assert notes.get("a") == Note("kept") and notes.get("b") is None
+    assert dict(settings) == {"theme": "dark"}
+    notes.set("b", Note("outside"))
+    settings["font"] = "mono"
+    assert notes.get("b") == Note("outside") and settings["font"] == "mono"
