@@ -24,7 +24,8 @@ pub enum JsonStyle {
     Compact,
     /// Two-space indentation, as `serde_json::to_string_pretty`.
     Pretty,
-    /// No whitespace, dict keys sorted by their UTF-8 bytes: equal values give equal text.
+    /// No whitespace, dict keys sorted by their UTF-8 bytes, `-0.0` written `0.0`: equal
+    /// values give equal text.
     Canonical,
 }
 
@@ -57,7 +58,8 @@ impl<'a> Value<'a> {
         self.json_string(JsonStyle::Pretty)
     }
 
-    /// Canonical JSON: compact, with dict keys sorted by their UTF-8 bytes.
+    /// Canonical JSON: compact, with dict keys sorted by their UTF-8 bytes and `-0.0` written
+    /// `0.0` (the two are equal values).
     ///
     /// ```
     /// let one = tessera_value::from_json(br#"{"y": 1, "x": 2}"#).unwrap();
@@ -114,6 +116,8 @@ impl<'a> Value<'a> {
                             stack.push(Frame::Dict { dict, order, next: 0 });
                         }
                     }
+                    // Equal values give equal text: `-0.0 == 0.0`, so both are `0.0`.
+                    Kind::Float if style == JsonStyle::Canonical && value.as_f64() == Some(0.0) => out.extend_from_slice(b"0.0"),
                     _ => write_scalar(out, value),
                 }
             }
