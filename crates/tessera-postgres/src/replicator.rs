@@ -317,9 +317,7 @@ impl Replicator {
         self.anchor = found.map(|(at, _)| at);
         // A file whose newest commit is before the cursor is `CursorAhead`, from the first read.
         let newest = self.db.read(|snapshot| Ok(snapshot.sequence()))?;
-        if let (Some(kept), Some((_, found)), true) = (digest, found, cursor <= newest)
-            && kept != found
-        {
+        if cursor <= newest && digest.diverged(found.map(|(_, found)| found)) {
             if !self.options.resync {
                 return Err(ReplicateError::HistoryDiverged { consumer: self.options.consumer.clone(), cursor });
             }

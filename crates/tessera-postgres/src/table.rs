@@ -22,7 +22,8 @@ pub const CURSOR_TABLE: &str = "tessera_replication";
 
 /// Creates the cursor table if missing, and gives a table of an earlier version its `digest`
 /// column (the digest of the newest tessera feed entry at or before the cursor, see
-/// `Db::feed_digest_through`; NULL when there is none, or in rows written before the column)
+/// `Db::feed_digest_through`; [`NO_ENTRY_DIGEST`] when there is none; NULL in rows written
+/// before the column, or before that marker was)
 /// and its `collections` column (the collections the replica holds, sorted; NULL for every
 /// collection, and in rows written before the column).
 pub(crate) fn ensure_cursor_table(tx: &mut Transaction<'_>) -> Result<()> {
@@ -56,10 +57,53 @@ pub(crate) fn read_cursor(tx: &mut Transaction<'_>, consumer: &str, lock: bool) 
     Ok(row.map(|row| CursorRow { cursor: row.get::<_, i64>(0) as u64, collections: row.get(1) }))
 }
 
-/// The digest kept with the consumer's cursor (see [`ensure_cursor_table`]), if any.
-pub(crate) fn read_digest(tx: &mut Transaction<'_>, consumer: &str) -> Result<Option<u64>> {
+/// The `digest` column's value for a cursor with no feed entry at or before it (the feed was
+/// empty there, or trimmed): a file that kept its history never gains such an entry, so one
+/// found later means the file was put back from an older copy. No feed digest is stored as
+/// this value ([`stored_digest`]).
+pub(crate) const NO_ENTRY_DIGEST: i64 = 0;
+
+/// A feed entry's digest as the `digest` column keeps it: bit for bit (PostgreSQL has no
+/// unsigned 64-bit type), except that 0, [`NO_ENTRY_DIGEST`], is kept as 1.
+pub(crate) fn stored_digest(digest: u64) -> i64 {
+    match digest as i64 {
+        NO_ENTRY_DIGEST => 1,
+        stored => stored,
+    }
+}
+
+/// What the `digest` column keeps of the commit at a consumer's cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeptDigest {
+    /// A row written before the column, or before [`NO_ENTRY_DIGEST`]: nothing to compare.
+    Unknown,
+    /// The feed had no entry at or before the cursor.
+    NoEntry,
+    /// The newest entry's digest, as [`stored_digest`] keeps it.
+    Entry(i64),
+}
+
+impl KeptDigest {
+    /// Whether `found` (the newest feed entry at or before the cursor now) shows that the
+    /// file's history is not the one the replica followed.
+    pub(crate) fn diverged(self, found: Option<u64>) -> bool {
+        match (self, found) {
+            (KeptDigest::Entry(kept), Some(found)) => kept != stored_digest(found),
+            (KeptDigest::NoEntry, Some(_)) => true,
+            // Trimmed since (retention), or nothing kept to compare.
+            _ => false,
+        }
+    }
+}
+
+/// The digest kept with the consumer's cursor (see [`ensure_cursor_table`]).
+pub(crate) fn read_digest(tx: &mut Transaction<'_>, consumer: &str) -> Result<KeptDigest> {
     let row = tx.query_opt(&format!("SELECT digest FROM {CURSOR_TABLE} WHERE consumer = $1"), &[&consumer])?;
-    Ok(row.and_then(|row| row.get::<_, Option<i64>>(0)).map(|digest| digest as u64))
+    Ok(match row.and_then(|row| row.get::<_, Option<i64>>(0)) {
+        None => KeptDigest::Unknown,
+        Some(NO_ENTRY_DIGEST) => KeptDigest::NoEntry,
+        Some(digest) => KeptDigest::Entry(digest),
+    })
 }
 
 /// Sets the consumer's cursor, its digest and its collections (in the transaction that applied
@@ -73,8 +117,7 @@ pub(crate) fn write_cursor(
 ) -> Result<()> {
     let cursor =
         i64::try_from(cursor).map_err(|_| ReplicateError::Options { option: "cursor", problem: format!("{cursor} exceeds bigint") })?;
-    // Stored bit for bit: PostgreSQL has no unsigned 64-bit type.
-    let digest = digest.map(|digest| digest as i64);
+    let digest = digest.map_or(NO_ENTRY_DIGEST, stored_digest);
     let sql = format!(
         "INSERT INTO {CURSOR_TABLE} (consumer, cursor, digest, collections) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (consumer) DO UPDATE SET cursor = EXCLUDED.cursor, digest = EXCLUDED.digest, collections = EXCLUDED.collections"
