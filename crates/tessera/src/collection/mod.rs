@@ -543,7 +543,14 @@ impl CollectionState {
     /// alike): an operand `true`, `false` or `null` spelt as a top-level field is named is an
     /// error at its column (see [`crate::query::Statement::parse_for_fields`]).
     pub(crate) fn parse_statement(&self, text: &str) -> Result<crate::query::Statement> {
-        let statement = crate::query::Statement::parse_for_fields(text, |word| self.shape.has_field(word));
+        let names_variant = |path: &str, word: &str| {
+            let mut desc = self.shape.resolve(path);
+            while let Some(TypeDesc::Option(inner)) = desc {
+                desc = Some(inner);
+            }
+            matches!(desc, Some(TypeDesc::Enum(variants)) if variants.iter().any(|(variant, _)| variant.eq_ignore_ascii_case(word)))
+        };
+        let statement = crate::query::Statement::parse_for_fields(text, |word| self.shape.has_field(word), names_variant);
         Ok(statement.map_err(crate::query::QueryError::from)?)
     }
 

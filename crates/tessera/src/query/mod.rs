@@ -645,7 +645,10 @@ impl fmt::Display for Literal {
             Literal::Int(i) => write!(f, "{i}"),
             Literal::UInt(u) => write!(f, "{u}"),
             Literal::Float(x) if x.fract() == 0.0 && x.is_finite() => write!(f, "{x:.1}"),
-            Literal::Float(x) => write!(f, "{x}"),
+            Literal::Float(x) if x.is_finite() => write!(f, "{x}"),
+            // The text syntax has no such number: marked so that it does not parse (`inf`
+            // would be read as a field).
+            Literal::Float(x) => write!(f, "<{x}>"),
             Literal::Str(s) => write_quoted(f, s),
         }
     }
@@ -669,6 +672,13 @@ fn write_quoted(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
 
 /// A string displayed as a literal of the text syntax.
 struct Quoted<'a>(&'a str);
+
+/// Writes a field path as the text syntax names it, or, for one it cannot name (see
+/// [`parse::is_plain_path`]), as `<field "…">`, which does not parse: never as text that
+/// parses as another query.
+pub(crate) fn write_path(f: &mut fmt::Formatter<'_>, path: &str) -> fmt::Result {
+    if parse::is_plain_path(path) { f.write_str(path) } else { write!(f, "<field {}>", Quoted(path)) }
+}
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -752,7 +762,7 @@ impl Expr {
             CompareOp::Ge => ">=",
         };
         match self {
-            Expr::Field(path) => f.write_str(path),
+            Expr::Field(path) => write_path(f, path),
             Expr::Literal(literal) => write!(f, "{literal}"),
             Expr::Arith(a, op, b) => {
                 a.write_at(f, SUM)?;
@@ -796,7 +806,15 @@ impl Expr {
                 a.write_at(f, SUM)?;
                 write!(f, " contains {literal}")
             }
-            Expr::Variant(path, variant) => write!(f, "{path} is {variant}"),
+            Expr::Variant(path, variant) => {
+                write_path(f, path)?;
+                if parse::is_plain_path(variant) && !variant.contains('.') {
+                    write!(f, " is {variant}")
+                } else {
+                    // `is Null` would read as the NULL test, `is a-b` not at all.
+                    write!(f, " is <variant {}>", Quoted(variant))
+                }
+            }
             Expr::And(a, b) => {
                 a.write_at(f, AND)?;
                 f.write_str(" and ")?;
@@ -817,13 +835,20 @@ impl Expr {
 
 impl fmt::Display for Expr {
     /// The query in the text syntax [`Expr::parse`] reads, with parentheses only where the
-    /// grammar needs them, so that printing never nests deeper than the parsed text did.
+    /// grammar needs them, so that printing never nests deeper than the parsed text did. What
+    /// the text syntax cannot express (a field named `null` or `first-name`, a variant named
+    /// `Null`, an infinite float) is printed in angle brackets, `<field "null">`, which
+    /// `Expr::parse` refuses: printed text never parses as another query.
     ///
     /// ```
     /// use tessera::query::{field, Expr};
     /// let query = field("a").eq(1).or(field("b").eq(2)).and(!field("c").is_null());
     /// assert_eq!(query.to_string(), "(a == 1 or b == 2) and not c is null");
     /// assert_eq!(Expr::parse(&query.to_string()).unwrap(), query);
+    /// // What the text cannot name is marked, never printed as another query:
+    /// let unnamed = field("null").eq(1).and(field("status").is_variant("Null"));
+    /// assert_eq!(unnamed.to_string(), r#"<field "null"> == 1 and status is <variant "Null">"#);
+    /// assert!(Expr::parse(&unnamed.to_string()).is_err());
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.write_at(f, strength::OR)

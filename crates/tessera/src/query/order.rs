@@ -122,7 +122,7 @@ impl OrderKey {
 impl fmt::Display for OrderKey {
     /// The key in the text syntax, with `nulls first|last` only where it is not the default.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.path)?;
+        super::write_path(f, &self.path)?;
         f.write_str(match self.order {
             Order::Asc => " asc",
             Order::Desc => " desc",

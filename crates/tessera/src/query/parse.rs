@@ -198,6 +198,18 @@ impl<'t> Lexer<'t> {
 /// Words that are never field names, in any case. The clause words (`order`, `by`, `asc`,
 /// `limit`, `exists`, `starts`, `with`, …) are keywords only where a field cannot stand, so
 /// that fields may still have those names.
+/// Whether `path` is written in the text syntax as it is: one identifier token (ASCII letters,
+/// digits, `_` and `.`, starting with a letter or `_`, no empty step) that is no reserved
+/// word. `Display` marks any other path so that the printed text does not parse as another
+/// query (a field `null` would print as the literal, `first-name` as a subtraction).
+pub(crate) fn is_plain_path(path: &str) -> bool {
+    let starts = path.bytes().next().is_some_and(|byte| byte.is_ascii_alphabetic() || byte == b'_');
+    starts
+        && path.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.'))
+        && !path.split('.').any(str::is_empty)
+        && !is_reserved(path)
+}
+
 fn is_reserved(word: &str) -> bool {
     const RESERVED: [&str; 12] =
         ["and", "or", "not", "between", "in", "is", "null", "true", "false", "starts_with", "ends_with", "contains"];
@@ -213,6 +225,9 @@ struct Parser<'t> {
     /// with a field of that name cannot tell which was meant (see
     /// [`Statement::parse_for_fields`]).
     literal_words: Vec<(String, usize)>,
+    /// Each `FIELD is [not] null` read, as (the field's path, `null` as spelt, its byte
+    /// offset): a field whose enum has a variant of that name cannot tell which was meant.
+    null_tests: Vec<(String, String, usize)>,
 }
 
 impl Parser<'_> {
@@ -333,11 +348,12 @@ impl Parser<'_> {
     /// number, an error, counts only where a predicate could not go on (`offset - 1 > 0` is
     /// a predicate on a field named `offset`).
     fn is_clause_start(&self) -> bool {
+        // Any number: a count above `i64::MAX` is a `UInt`, and a fraction is refused by
+        // `count` as not a whole number rather than read as a field named `limit`.
+        let number = |token: Option<&Token>| matches!(token, Some(Token::Int(_) | Token::UInt(_) | Token::Float(_)));
         let count_follows = match self.peek_at(1) {
-            Some(Token::Int(_)) => true,
-            Some(Token::Symbol("-")) => {
-                matches!(self.peek_at(2), Some(Token::Int(_))) && (self.peek_at(3).is_none() || self.is_word_at(3, "offset"))
-            }
+            token if number(token) => true,
+            Some(Token::Symbol("-")) => number(self.peek_at(2)) && (self.peek_at(3).is_none() || self.is_word_at(3, "offset")),
             _ => false,
         };
         let count_clause = self.is_word_at(0, "limit") || self.is_word_at(0, "offset");
@@ -367,14 +383,15 @@ impl Parser<'_> {
     }
 
     fn count(&mut self, clause: &str) -> Result<usize, ParseError> {
-        match self.peek() {
-            Some(Token::Int(count)) if *count >= 0 => {
-                let count = usize::try_from(*count).map_err(|_| self.error_at_next(format!("`{clause}` is too large")))?;
-                self.next += 1;
-                Ok(count)
-            }
-            _ => Err(self.expected("a whole number (0 or more)")),
-        }
+        let count = match self.peek() {
+            Some(Token::Int(count)) => u64::try_from(*count).ok(),
+            Some(Token::UInt(count)) => Some(*count),
+            _ => None,
+        };
+        let Some(count) = count else { return Err(self.expected("a whole number (0 or more)")) };
+        let count = usize::try_from(count).map_err(|_| self.error_at_next(format!("`{clause}` is too large")))?;
+        self.next += 1;
+        Ok(count)
     }
 
     /// A field's dotted path, where the grammar needs one.
@@ -414,8 +431,11 @@ impl Parser<'_> {
         if self.keyword("not") {
             return self.nested(|parser| Ok(!parser.not()?));
         }
-        // `exists FIELD`; a field named `exists` is never followed by another field.
-        if self.is_word_at(0, "exists") && matches!(self.peek_at(1), Some(Token::Ident(word)) if !is_reserved(word)) {
+        // `exists FIELD`; a field named `exists` is never followed by another field, but may be
+        // by `starts with`, `ends with` or `order by` (two words that no field is followed by).
+        let two_words = |first: &str, second: &str| self.is_word_at(1, first) && self.is_word_at(2, second);
+        let clause_follows = two_words("starts", "with") || two_words("ends", "with") || two_words("order", "by");
+        if self.is_word_at(0, "exists") && !clause_follows && matches!(self.peek_at(1), Some(Token::Ident(word)) if !is_reserved(word)) {
             self.next += 1;
             let path = self.field_path("a field after `exists`")?;
             return Ok(super::field(&path).is_not_null());
@@ -464,7 +484,7 @@ impl Parser<'_> {
             (Ok(test), false) => Ok(test),
             (Ok(test), true) => Ok(!test),
             (Err(left), false) => Ok(left),
-            (Err(_), true) => Err(self.expected("`in`, `between`, `contains`, `starts with` or `ends with` after `not`")),
+            (Err(_), true) => Err(self.expected("`in`, `between`, `contains`, `starts with` or `ends with`")),
         }
     }
 
@@ -519,6 +539,11 @@ impl Parser<'_> {
     /// After `is`: `[not] null`, or an enum variant.
     fn is_test(&mut self, left: Expr) -> Result<Expr, ParseError> {
         let negated = self.keyword("not");
+        if let (Expr::Field(path), Some(spanned)) = (&left, self.tokens.get(self.next))
+            && self.is_word_at(0, "null")
+        {
+            self.null_tests.push((path.to_string(), self.text[spanned.start..spanned.end].to_owned(), spanned.start));
+        }
         if self.keyword("null") {
             return Ok(Expr::IsNull(Box::new(left), negated));
         }
@@ -642,7 +667,7 @@ fn parser(text: &str) -> Result<Parser<'_>, ParseError> {
         return Err(ParseError { column: 1, message: format!("query longer than {QUERY_LEN_MAX} bytes") });
     }
     let tokens = Lexer { text, tokens: Vec::new() }.run()?;
-    Ok(Parser { text, tokens, next: 0, depth: 0, literal_words: Vec::new() })
+    Ok(Parser { text, tokens, next: 0, depth: 0, literal_words: Vec::new(), null_tests: Vec::new() })
 }
 
 /// Refuses an expression deeper than [`super::EXPR_DEPTH_MAX`]: a long chain of `and`s or
@@ -692,15 +717,22 @@ impl Statement {
     /// assert_eq!(Statement::parse("order by name").unwrap().predicate, None);
     /// ```
     pub fn parse(text: &str) -> Result<Statement, ParseError> {
-        Self::parse_for_fields(text, |_| false)
+        Self::parse_for_fields(text, |_| false, |_, _| false)
     }
 
     /// [`Statement::parse`] for a collection whose top-level fields are those `is_field` says
     /// yes to: an operand `true`, `false` or `null` spelt as a field of the collection is named
     /// (`null == 1`, on a record with a field `null`) is an error at its column, since the text
     /// syntax reads it as the value, never the field, and the query would answer another
-    /// question than the one asked. `x is null` reads no operand word and stays.
-    pub(crate) fn parse_for_fields(text: &str, is_field: impl Fn(&str) -> bool) -> Result<Statement, ParseError> {
+    /// question than the one asked. `x is null` reads no operand word and stays, unless
+    /// `names_variant(path, word)` says the field `x` has an enum variant spelt `word` (`status
+    /// is Null`, on an enum with a variant `Null`): the text reads the NULL test, and the
+    /// variant test may have been meant, so that too is an error at its column.
+    pub(crate) fn parse_for_fields(
+        text: &str,
+        is_field: impl Fn(&str) -> bool,
+        names_variant: impl Fn(&str, &str) -> bool,
+    ) -> Result<Statement, ParseError> {
         let mut parser = parser(text)?;
         let statement = parser.statement()?;
         if let Some((word, start)) = parser.literal_words.iter().find(|(word, _)| is_field(word)) {
@@ -709,6 +741,16 @@ impl Statement {
                 message: format!(
                     "`{word}` is read as a value, but the collection also has a field named `{word}`, which the text syntax \
                      cannot name (query that field with the typed API)"
+                ),
+            });
+        }
+        if let Some((path, word, start)) = parser.null_tests.iter().find(|(path, word, _)| names_variant(path, word)) {
+            return Err(ParseError {
+                column: column(text, *start),
+                message: format!(
+                    "`{path} is {word}` is read as the NULL test, but `{path}` also has an enum variant named `{word}`, which the \
+                     text syntax cannot test with `is` (compare it as `{path} == \"{word}\"` if it carries no payload, or use \
+                     the typed API's `is_variant`)"
                 ),
             });
         }
