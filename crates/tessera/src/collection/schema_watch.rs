@@ -63,12 +63,12 @@ pub(crate) struct ChangedElsewhere {
 }
 
 impl SchemaWatch {
-    /// `made_at`: the commit from which the stored schema is the handle's (0: unknown, any).
     /// The primary key's field paths, in key order.
     pub(crate) fn key_fields(&self) -> &[String] {
         &self.key_fields
     }
 
+    /// `made_at`: the commit from which the stored schema is the handle's (0: unknown, any).
     pub(crate) fn new(schemas: Keyspace, key_fields: Vec<String>, made_at: u64) -> SchemaWatch {
         SchemaWatch {
             schemas,
