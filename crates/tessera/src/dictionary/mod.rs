@@ -998,6 +998,29 @@ impl Dictionary {
     }
 }
 
+impl Drop for Dictionary {
+    /// A handle that may be the last one (the flusher thread may hold the state for the moment
+    /// of a save) writes the pending values now, on the dropping thread: otherwise the state's
+    /// own drop, and its final save, could run on the flusher thread after this drop returned,
+    /// and a dictionary of the same name opened at once read the file before that save (a
+    /// reopen lost the last write; seen once in CI's `dictionary_model` with a 1 ms flusher).
+    fn drop(&mut self) {
+        let maybe_last = Arc::strong_count(&self.inner) <= 2;
+        if maybe_last && self.inner.has_unsaved() && !crate::store::writing_on_this_thread() {
+            // A failure here leaves the values pending: the state's own drop writes them or
+            // reports why it could not.
+            let _ = self.inner.flush_pending();
+        }
+    }
+}
+
+impl DictInner {
+    /// Whether a write is not saved yet: pending for the flusher, or dirty in a shard.
+    fn has_unsaved(&self) -> bool {
+        self.has_pending.load(Ordering::SeqCst) || !self.shards.iter().all(|s| lock(s).dirty.is_empty())
+    }
+}
+
 impl Drop for DictInner {
     fn drop(&mut self) {
         {
@@ -1010,7 +1033,7 @@ impl Drop for DictInner {
         {
             let _ = thread.join();
         }
-        let pending = self.has_pending.load(Ordering::SeqCst) || !self.shards.iter().all(|s| lock(s).dirty.is_empty());
+        let pending = self.has_unsaved();
         if pending && crate::store::writing_on_this_thread() {
             // Dropped inside a write transaction of this thread, whose writer lock a flush here
             // would wait for forever: hand the pending values to a thread that writes them as
