@@ -91,11 +91,7 @@ pub(crate) fn index_path_problem(shape: &super::TypeDesc, index_path: &str, uniq
     if unique {
         return Some(format!("index `{index_path}` on an array's elements cannot be unique"));
     }
-    let mut desc = shape.resolve(array);
-    while let Some(super::TypeDesc::Option(inner)) = desc {
-        desc = Some(inner);
-    }
-    match desc {
+    match shape.resolve(array).map(super::schema::strip_option) {
         Some(super::TypeDesc::List(_) | super::TypeDesc::Tuple(_) | super::TypeDesc::Any) => None,
         Some(_) => Some(format!("index `{index_path}` is on an array's elements, but `{array}` is not an array")),
         None => Some(format!("index field `{array}` is not a field")),

@@ -79,6 +79,7 @@ use crate::query::{Expr, Literal};
 use crate::store::key::KeyPart;
 use crate::store::{Keyspace, ReadSource, Snapshot, WriteTxn};
 use keys::RecordKeys;
+pub(crate) use schema::strip_option;
 use schema::{StoredIndex, StoredSchema};
 use serde::Serialize;
 use std::borrow::Borrow;
@@ -544,10 +545,7 @@ impl CollectionState {
     /// error at its column (see [`crate::query::Statement::parse_for_fields`]).
     pub(crate) fn parse_statement(&self, text: &str) -> Result<crate::query::Statement> {
         let names_variant = |path: &str, word: &str| {
-            let mut desc = self.shape.resolve(path);
-            while let Some(TypeDesc::Option(inner)) = desc {
-                desc = Some(inner);
-            }
+            let desc = self.shape.resolve(path).map(schema::strip_option);
             matches!(desc, Some(TypeDesc::Enum(variants)) if variants.iter().any(|(variant, _)| variant.eq_ignore_ascii_case(word)))
         };
         let statement = crate::query::Statement::parse_for_fields(text, |word| self.shape.has_field(word), names_variant);

@@ -725,7 +725,8 @@ fn check_variant_literal_of(expr: &Expr, path: &str, desc: &TypeDesc, literal: &
     })
 }
 
-fn strip_option(desc: &TypeDesc) -> &TypeDesc {
+/// `desc` without its `Option` wrappers: the type a value there has when it is not null.
+pub(crate) fn strip_option(desc: &TypeDesc) -> &TypeDesc {
     match desc {
         TypeDesc::Option(inner) => strip_option(inner),
         other => other,

@@ -35,11 +35,7 @@ pub(crate) struct Anchoring {
 }
 
 fn field_type<'s>(shape: &'s TypeDesc, path: &str) -> Option<&'s TypeDesc> {
-    let mut desc = shape.resolve(path);
-    while let Some(TypeDesc::Option(inner)) = desc {
-        desc = Some(inner);
-    }
-    desc
+    shape.resolve(path).map(crate::collection::strip_option)
 }
 
 /// Whether the field at `path` holds strings only (or nothing): the only field whose string
