@@ -736,14 +736,7 @@ impl Db {
             if names::check("keyspace", &name, KEYSPACE_NAME_LEN_MAX).is_err() {
                 continue;
             }
-            let handle: Option<heed::Database<Bytes, Bytes>> = match self.inner.env.open_database(&txn, Some(&name)) {
-                Ok(handle) => handle,
-                // A main-tree entry that is not a named database.
-                Err(heed::Error::Mdb(heed::MdbError::Incompatible)) => continue,
-                Err(heed::Error::Mdb(heed::MdbError::DbsFull)) => return Err(Error::TooManyKeyspaces(self.inner.options.keyspaces_max)),
-                Err(other) => return Err(error(other)),
-            };
-            if let Some(handle) = handle {
+            if let Some(handle) = self.existing_handle(self.inner.env.open_database(&txn, Some(&name)), error)? {
                 opened.push((name, handle));
             }
         }
@@ -1010,14 +1003,9 @@ impl Db {
         self.write_with(Durability::BUFFERED, |tx| {
             opened.clear(); // a closure run again opens again (an aborted attempt closed them)
             for name in &unopened {
-                match self.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name)) {
-                    Ok(Some(handle)) => opened.push((name.clone(), handle)),
-                    // Missing, or a main-tree entry that is not a keyspace (damage).
-                    Ok(None) | Err(heed::Error::Mdb(heed::MdbError::Incompatible)) => {}
-                    Err(heed::Error::Mdb(heed::MdbError::DbsFull)) => {
-                        return Err(Error::TooManyKeyspaces(self.inner.options.keyspaces_max));
-                    }
-                    Err(other) => return Err(tx.note_error(other)),
+                let opened_now = self.inner.env.open_database(tx.raw(), Some(name));
+                if let Some(handle) = self.existing_handle(opened_now, |other| tx.note_error(other))? {
+                    opened.push((name.clone(), handle));
                 }
             }
             Ok(())
@@ -1027,6 +1015,22 @@ impl Db {
             keyspaces.entry(name.clone()).or_insert_with(|| Keyspace::new(&self.inner, name, handle));
         }
         Ok(())
+    }
+
+    /// `open_database`'s answer for a keyspace the file may hold: `None` when it is missing, or
+    /// when its main-tree entry is not a keyspace (damage); [`Error::TooManyKeyspaces`] when
+    /// LMDB has no handle slot left; any other failure through `other`.
+    fn existing_handle(
+        &self,
+        opened: heed::Result<Option<heed::Database<Bytes, Bytes>>>,
+        other: impl FnOnce(heed::Error) -> Error,
+    ) -> Result<Option<heed::Database<Bytes, Bytes>>> {
+        match opened {
+            Ok(handle) => Ok(handle),
+            Err(heed::Error::Mdb(heed::MdbError::Incompatible)) => Ok(None),
+            Err(heed::Error::Mdb(heed::MdbError::DbsFull)) => Err(Error::TooManyKeyspaces(self.inner.options.keyspaces_max)),
+            Err(error) => Err(other(error)),
+        }
     }
 
     /// A read transaction in which each keyspace among `names` that it sees is open: read
