@@ -59,14 +59,21 @@ fn open<'a>(bytes: &'a [u8], keys: Option<&'a SharedKeys>) -> Result<Doc<'a>, Fo
     }
 }
 
-/// Why `bytes` from `path` are not a document: a file that is not one at all (a database,
-/// another format) is said to be so, with its first bytes, rather than given a format detail.
+/// Why `bytes` from `path` are not a document: a database file is said to be one (exit status
+/// 3, as other commands refuse a file of the wrong kind). Anything else is invalid (exit 1),
+/// whatever its last byte says: a document cut short or with bytes appended ends in any byte,
+/// so a version it does not name reads as damage or another format, said with its first bytes.
 fn refusal(path: &str, bytes: &[u8], error: FormatError) -> Failure {
-    let foreign = matches!(error, FormatError::UnsupportedVersion { .. }) || looks_like_lmdb(bytes);
-    if foreign {
-        let shown: Vec<String> = bytes.iter().take(crate::open::SHOWN_BYTES).map(|byte| format!("{byte:02x}")).collect();
-        let more = if bytes.len() > crate::open::SHOWN_BYTES { " …" } else { "" };
-        return Failure::Io(format!("not a tessera document: {path} (starts with {}{more})", shown.join(" ")));
+    let shown: Vec<String> = bytes.iter().take(crate::open::SHOWN_BYTES).map(|byte| format!("{byte:02x}")).collect();
+    let more = if bytes.len() > crate::open::SHOWN_BYTES { " …" } else { "" };
+    if looks_like_lmdb(bytes) {
+        return Failure::Io(format!("not a tessera document: {path} is a database file (starts with {}{more})", shown.join(" ")));
+    }
+    if matches!(error, FormatError::UnsupportedVersion { .. }) {
+        return Failure::Invalid(format!(
+            "not a tessera document: {path} (starts with {}{more}): its last byte names no format this program reads, as a document cut short or with bytes appended may end",
+            shown.join(" ")
+        ));
     }
     Failure::Invalid(format!("{path}: invalid: {error}"))
 }

@@ -3,6 +3,7 @@
 
 use crate::failure::{Failure, Outcome};
 use crate::open::{self, Access};
+use crate::stored_json::StoredJson;
 use crate::table::Table;
 use serde_json::{Value as Json, json};
 use std::path::Path;
@@ -59,8 +60,15 @@ pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outco
             let db = open::database(path, Access::Read)?;
             let dictionary = dictionary(&db, &file, name, false)?;
             let keys = dictionary.keys().map_err(fail)?;
-            let mut entries = Vec::with_capacity(keys.len().min(LISTED_ENTRIES_MAX));
-            for key in keys.into_iter().take(LISTED_ENTRIES_MAX) {
+            // Refused before anything is printed: a listing cut short would read as the whole.
+            if keys.len() > LISTED_ENTRIES_MAX {
+                return Err(Failure::Invalid(format!(
+                    "dictionary {name:?} has {} entries, more than `dict ls` lists ({LISTED_ENTRIES_MAX}); read them with `dict get`",
+                    keys.len()
+                )));
+            }
+            let mut entries = Vec::with_capacity(keys.len());
+            for key in keys {
                 refuse_non_finite(&dictionary, &file, name, &key)?;
                 let value: Option<Json> = dictionary.get(&key).map_err(fail)?;
                 entries.push((key, value.unwrap_or(Json::Null)));
@@ -71,7 +79,7 @@ pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outco
             } else {
                 let mut table = Table::new(&["key", "value"]);
                 for (key, value) in entries {
-                    table.row(vec![key, value.to_string()]);
+                    table.row(vec![crate::records::name_cell(&key), value.to_string()]);
                 }
                 out!("{}", table.render());
             }
@@ -93,6 +101,11 @@ pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outco
         DictAction::Set { key, value } => {
             let db = open::database(path, Access::Write)?;
             let dictionary = dictionary(&db, &file, name, true)?;
+            if let Some(number) = integer_out_of_range(&value) {
+                return Err(Failure::Invalid(format!(
+                    "dictionary {name:?}, key {key:?}: the integer {number} is out of range (-2^63 to 2^64 - 1); quote it to store a string, or write it with a fraction to store a float"
+                )));
+            }
             let value: Json = serde_json::from_str(&value).unwrap_or(Json::String(value));
             dictionary.set(&key, &value).map_err(fail)?;
             dictionary.flush().map_err(fail)?;
@@ -104,6 +117,45 @@ pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outco
             Ok(())
         }
     }
+}
+
+/// The first integer token of the JSON text `text` (outside its strings) that neither an `i64`
+/// nor a `u64` holds: JSON parsers read one as the nearest float, another number than typed.
+fn integer_out_of_range(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    let (mut at, mut in_string, mut escaped) = (0, false, false);
+    while at < bytes.len() {
+        let byte = bytes[at];
+        if in_string {
+            (in_string, escaped) = match (escaped, byte) {
+                (true, _) => (true, false),
+                (false, b'\\') => (true, true),
+                (false, b'"') => (false, false),
+                _ => (true, false),
+            };
+            at += 1;
+            continue;
+        }
+        if byte == b'"' {
+            in_string = true;
+            at += 1;
+            continue;
+        }
+        if byte == b'-' || byte.is_ascii_digit() {
+            let start = at;
+            while at < bytes.len() && matches!(bytes[at], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                at += 1;
+            }
+            let token = &text[start..at];
+            let is_integer = token.bytes().skip(1).all(|byte| byte.is_ascii_digit()) && token.len() > usize::from(byte == b'-');
+            if is_integer && token.parse::<i64>().is_err() && token.parse::<u64>().is_err() {
+                return Some(token);
+            }
+            continue;
+        }
+        at += 1;
+    }
+    None
 }
 
 /// `tessera doc get`: a document (every field), or one field, of `namespace` (needed when
@@ -126,19 +178,57 @@ pub fn doc_get(path: &Path, namespace: Option<&str>, id: &str, field: Option<&st
     // as nested fields); a field name is then a dotted path.
     let options = tessera::documents::DocumentsOptions { deep: true, ..Default::default() };
     let documents = db.documents_with(&namespace, options).map_err(fail)?;
-    let document = documents.document::<Json>(id);
+    // Read keeping NaN and the infinities, which a `serde_json::Value` would show as null.
+    let document = documents.document::<StoredJson>(id);
     let value = match field {
-        Some(field) => document.field::<Json>(field).get().map_err(fail)?,
+        Some(field) => document.field::<StoredJson>(field).get().map_err(fail)?,
         None => document.get().map_err(fail)?,
     };
     let Some(value) = value else {
         let what = field.map(|field| format!(", field {field:?}")).unwrap_or_default();
         return Err(Failure::Invalid(format!("documents {namespace:?}: nothing at id {id:?}{what}")));
     };
+    if let Some((path, number)) = value.non_finite_float() {
+        let what = crate::records::non_finite_name(number);
+        let path = match (field, path.is_empty()) {
+            (Some(field), true) => field.to_owned(),
+            (Some(field), false) => format!("{field}.{path}"),
+            (None, _) => path,
+        };
+        let at = if path.is_empty() { String::new() } else { format!(", at `{path}`") };
+        return Err(Failure::Invalid(format!(
+            "documents {namespace:?}, id {id:?}{at}: {what}, which JSON cannot hold (it would be shown as null)"
+        )));
+    }
+    let value = value.into_json();
     if as_json {
         outln!("{value}");
     } else {
         outln!("{}", serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::integer_out_of_range;
+
+    #[test]
+    fn integers_beyond_i64_and_u64_are_found_outside_strings_only() {
+        assert_eq!(integer_out_of_range("18446744073709551617"), Some("18446744073709551617"));
+        assert_eq!(integer_out_of_range(r#"{"a": [1, -9223372036854775809]}"#), Some("-9223372036854775809"));
+        for fine in [
+            "18446744073709551615",
+            "-9223372036854775808",
+            "1e30",
+            "1.5",
+            "-",
+            "\"18446744073709551617\"",
+            r#"{"\"": 99999999999999999999.0}"#,
+            r#"["a\\", 1]"#,
+        ] {
+            assert_eq!(integer_out_of_range(fine), None, "{fine}");
+        }
+        assert_eq!(integer_out_of_range(r#"["a\\", 99999999999999999999]"#), Some("99999999999999999999"));
+    }
 }

@@ -2,6 +2,7 @@
 
 use crate::failure::{Failure, Outcome};
 use crate::open::{self, Access};
+use crate::records::name_cell;
 use crate::table::{Table, pairs};
 use serde_json::{Value as Json, json};
 use std::path::Path;
@@ -172,20 +173,21 @@ pub fn info(path: &Path, as_json: bool) -> Outcome {
         let indexes: Vec<String> = schema
             .indexes
             .iter()
-            .map(|index| format!("{}{} ({})", index.path, if index.unique { " unique" } else { "" }, index_state_text(index)))
+            .map(|index| format!("{}{} ({})", name_cell(&index.path), if index.unique { " unique" } else { "" }, index_state_text(index)))
             .collect();
-        table.row(vec![collection.name().to_owned(), count.to_string(), schema.key_fields.join(", "), indexes.join(", ")]);
+        let key_fields: Vec<String> = schema.key_fields.iter().map(|field| name_cell(field)).collect();
+        table.row(vec![name_cell(collection.name()), count.to_string(), key_fields.join(", "), indexes.join(", ")]);
     }
     out!("\n{}", table.render());
     let mut table = Table::new(&["dictionary", "entries"]);
-    contents.dictionaries.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
+    contents.dictionaries.iter().for_each(|(name, count)| table.row(vec![name_cell(name), count.to_string()]));
     out!("\n{}", table.render());
     let mut table = Table::new(&["documents", "ids"]);
-    contents.documents.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
+    contents.documents.iter().for_each(|(name, count)| table.row(vec![name_cell(name), count.to_string()]));
     out!("\n{}", table.render());
     if !contents.keyspaces.is_empty() {
         let mut table = Table::new(&["keyspace", "entries"]);
-        contents.keyspaces.iter().for_each(|(name, count)| table.row(vec![name.clone(), count.to_string()]));
+        contents.keyspaces.iter().for_each(|(name, count)| table.row(vec![name_cell(name), count.to_string()]));
         out!("\n{}", table.render());
     }
     Ok(())
@@ -242,7 +244,7 @@ pub fn ls(path: &Path, as_json: bool) -> Outcome {
         return Ok(());
     }
     let mut table = Table::new(&["kind", "name", "count"]);
-    rows.into_iter().for_each(|(kind, name, count)| table.row(vec![kind.to_owned(), name, count.to_string()]));
+    rows.into_iter().for_each(|(kind, name, count)| table.row(vec![kind.to_owned(), name_cell(&name), count.to_string()]));
     out!("{}", table.render());
     Ok(())
 }

@@ -36,6 +36,7 @@ mod open;
 mod records;
 mod replicate;
 mod salvage;
+mod stored_json;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -266,7 +267,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         keys: Option<String>,
     },
-    /// Check that a file is a valid binary document: exit 0 if it is, 1 if not.
+    /// Check that a file is a valid binary document: exit 0 if it is, 1 if not (3 if it
+    /// cannot be read, or is a database file).
     Validate {
         /// Binary input file, or - for standard input.
         file: String,

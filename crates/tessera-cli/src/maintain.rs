@@ -57,10 +57,12 @@ pub fn check_in_child(path: &Path, as_json: bool) -> Outcome {
     require_lmdb(path)?;
     let program = std::env::current_exe().map_err(|error| Failure::Io(format!("cannot find this program: {error}")))?;
     let mut command = std::process::Command::new(program);
-    command.arg("check").arg("--in-process").arg(path);
+    command.arg("check").arg("--in-process");
     if as_json {
         command.arg("--json");
     }
+    // `--` last before the path: a path beginning with `-` is a path, not an option.
+    command.arg("--").arg(path);
     let output =
         command.stderr(std::process::Stdio::inherit()).output().map_err(|error| Failure::Io(format!("cannot run the check: {error}")))?;
     std::io::stdout().write_all(&output.stdout).map_err(|error| write_failed("the report", error))?;
@@ -136,10 +138,10 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
         db.copy_compacted(&temporary).map_err(failure)?;
         !feed
     };
-    // The copy is checked before it replaces anything.
-    let sound = tessera::Db::open_with(&temporary, tessera::DbOptions { read_only: true, ..Default::default() })
-        .and_then(|copy| copy.check())
-        .map(|report| report.is_ok());
+    // The copy is checked before it replaces anything, opened as the commands open files (a
+    // file of many collections has more keyspaces than the library's default allows).
+    let options = tessera::DbOptions { read_only: true, keyspaces_max: open::KEYSPACES_MAX, ..Default::default() };
+    let sound = tessera::Db::open_with(&temporary, options).and_then(|copy| copy.check()).map(|report| report.is_ok());
     let mut copy_lock = temporary.as_os_str().to_owned();
     copy_lock.push("-lock");
     let _ = std::fs::remove_file(copy_lock);
@@ -147,7 +149,7 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
         let _ = std::fs::remove_file(&temporary);
         return Err(Failure::Invalid(format!("{}: the compacted copy did not check out; the file was left as it was", path.display())));
     }
-    if let Err(failure) = refuse_if_in_use(path) {
+    if let Err(failure) = refuse_if_in_use(path).and_then(|()| keep_owner_and_mode(path, &temporary)) {
         let _ = std::fs::remove_file(&temporary);
         return Err(failure);
     }
@@ -167,6 +169,24 @@ pub fn compact(path: &Path, as_json: bool) -> Outcome {
         );
     }
     Ok(())
+}
+
+/// Gives the copy at `copy` the owner, group and permission bits of the file at `path`, which it
+/// is about to replace: made with the umask's mode, a private (0600) database would become
+/// readable by every user. An owner this process may not give (another user's file) is refused.
+fn keep_owner_and_mode(path: &Path, copy: &Path) -> Outcome {
+    use std::os::unix::fs::MetadataExt;
+    let original = std::fs::metadata(path).map_err(|error| Failure::Io(format!("cannot read {}: {error}", path.display())))?;
+    std::os::unix::fs::chown(copy, Some(original.uid()), Some(original.gid())).map_err(|error| {
+        Failure::Io(format!(
+            "cannot give the compacted copy the owner of {} (uid {}, gid {}): {error}; the file was left as it was",
+            path.display(),
+            original.uid(),
+            original.gid()
+        ))
+    })?;
+    std::fs::set_permissions(copy, original.permissions())
+        .map_err(|error| Failure::Io(format!("cannot give the compacted copy the permissions of {}: {error}", path.display())))
 }
 
 /// Refuses (an I/O failure, exit status 3) when another process has `path` open: replacing the

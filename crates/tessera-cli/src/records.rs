@@ -76,6 +76,18 @@ fn cell(value: Option<Value<'_>>) -> String {
     }
 }
 
+/// A name (of a collection, keyspace, dictionary key, field) as a table cell: as it is, unless
+/// it has edges or lines the table hides (surrounding spaces, control characters: `a b` and
+/// `a\nb` would be one row's text, and escape sequences would reach the terminal), when it
+/// is shown as JSON, quoted and escaped.
+pub fn name_cell(name: &str) -> String {
+    if name.is_empty() || name.trim() != name || name.chars().any(char::is_control) {
+        serde_json::Value::String(name.to_owned()).to_string()
+    } else {
+        name.to_owned()
+    }
+}
+
 /// Whether a string shown bare in a cell would read as something else: as JSON (`null`, `42`,
 /// `true`, `"x"`, `[1]`: the cell of that value), as a missing field (empty), or with edges or
 /// lines the table hides (surrounding spaces, control characters). Such a string is shown as

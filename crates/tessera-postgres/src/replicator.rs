@@ -151,9 +151,12 @@ impl Replicator {
     /// ```
     pub fn start(db: &Db, options: ReplicatorOptions) -> Result<Replicator> {
         options.check()?;
-        // Registered before the snapshot of a full copy: the feed keeps what comes after it.
-        let consumer = db.consumer(&options.consumer)?;
         let collections = Collections::load(db, options.collections.as_deref())?;
+        // Registered before the snapshot of a full copy: the feed keeps what comes after it. A
+        // consumer this call registered is removed again if the start fails: left, it would
+        // keep every later commit in the feed for a replica that never reads them.
+        let registered_before = db.consumers()?.iter().any(|known| known.name() == options.consumer);
+        let consumer = db.consumer(&options.consumer)?;
         let set = options.collections.as_ref().map(|names| {
             let mut names = names.clone();
             names.sort();
@@ -177,7 +180,12 @@ impl Replicator {
             acked_at: Instant::now(),
             stats: ReplicationStats::default(),
         };
-        replicator.retrying(Replicator::open)?;
+        if let Err(error) = replicator.retrying(Replicator::open) {
+            if !registered_before {
+                replicator.consumer.clone().remove()?;
+            }
+            return Err(error);
+        }
         Ok(replicator)
     }
 

@@ -926,3 +926,32 @@ fn names_postgres_would_truncate_are_refused_and_63_bytes_are_kept() {
         other => panic!("expected a Name error, got {other:?}"),
     }
 }
+
+/// A start that fails (PostgreSQL unreachable, a collection the file does not have) leaves no
+/// consumer in the file: one left would keep every later commit in the feed for a replica that
+/// never reads them. A consumer that existed before the failed start stays, with its cursor.
+/// (Found on 2026-12-01 by the second review of the command.)
+#[test]
+fn a_failed_start_leaves_no_consumer_it_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir);
+    let floats = db.collection::<Floats>().unwrap();
+    db.write(|tx| floats.insert(tx, &Floats { id: 1, indexed: 1.0, plain: 2.0 }).map(drop)).unwrap();
+    let unreachable = || {
+        let mut options = ReplicatorOptions::new("host=127.0.0.1 port=1 user=nobody connect_timeout=1");
+        options.retry = tessera_postgres::RetryPolicy { delay_initial_ms: 1, delay_max_ms: 1, attempts_max: 1 };
+        options
+    };
+    assert!(Replicator::start(&db, unreachable()).is_err());
+    let mut unknown = unreachable();
+    unknown.collections = Some(vec!["floatz".into()]);
+    assert!(Replicator::start(&db, unknown).is_err());
+    assert!(db.consumers().unwrap().is_empty(), "a failed start left a consumer");
+    // A consumer registered before keeps its place and cursor.
+    let kept = db.consumer("postgres").unwrap();
+    let cursor = kept.cursor().unwrap();
+    assert!(Replicator::start(&db, unreachable()).is_err());
+    let names: Vec<String> = db.consumers().unwrap().iter().map(|c| c.name().to_owned()).collect();
+    assert_eq!(names, ["postgres"]);
+    assert_eq!(kept.cursor().unwrap(), cursor);
+}

@@ -726,6 +726,43 @@ impl Db {
     }
 }
 
+impl Db {
+    /// Every registered feed consumer ([`Db::consumer`]), in name order: what keeps commits in
+    /// the feed. [`Error::FeedDisabled`] if the file does not have the feed.
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+    /// db.consumer("search-index")?;
+    /// db.consumer("replica")?;
+    /// let names: Vec<String> = db.consumers()?.iter().map(|c| c.name().to_owned()).collect();
+    /// assert_eq!(names, ["replica", "search-index"]);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
+    pub fn consumers(&self) -> Result<Vec<Consumer>> {
+        keyspaces(self)?;
+        let consumers = match self.inner.options.read_only {
+            // As the file had it when this handle opened it (see `open_keyspaces_read_only`).
+            true => match self.existing_keyspace_committed(CONSUMERS_KEYSPACE)? {
+                Some(consumers) => consumers,
+                None => return Ok(Vec::new()),
+            },
+            false => self.internal_keyspace(CONSUMERS_KEYSPACE)?,
+        };
+        let names = self.read(|tx| {
+            let mut names = Vec::new();
+            for entry in tx.range(&consumers, ..)? {
+                let name = std::str::from_utf8(entry?.0)
+                    .map_err(|_| Error::Corrupted(format!("{CONSUMERS_KEYSPACE}: a feed consumer's name is not UTF-8")))?;
+                names.push(Box::<str>::from(name));
+            }
+            Ok(names)
+        })?;
+        Ok(names.into_iter().map(|name| Consumer { db: self.clone(), name, consumers: consumers.clone() }).collect())
+    }
+}
+
 /// What the durable feed holds at one snapshot ([`Db::feed_extent`]).
 ///
 /// ```
@@ -828,24 +865,54 @@ impl Consumer {
                 return Err(Error::FeedCursorAhead { cursor, newest });
             }
             tx.put_unlogged(&self.consumers, name, &cursor.to_be_bytes())?;
-            let mut handled = u64::MAX;
-            for entry in tx.range(&self.consumers, ..)? {
-                handled = handled.min(u64_of(entry?.1, "a feed consumer's cursor")?);
-            }
-            let mut done = Vec::new();
-            for entry in tx.range(&feed, ..=&handled.to_be_bytes()[..])? {
-                done.push(sequence_of(entry?.0)?);
-            }
-            // The old values too, if this process knows the file has them (a writer that
-            // finds them left over removes them: see `append`).
-            let olds = self.db.inner.feed_state.olds.get().cloned();
-            trim_through(tx, &FeedWrite { feed: feed.clone(), meta: meta.clone(), olds, late_notify: false }, &done)
+            self.remove_handled(tx, &feed, &meta)
         })
     }
 
-    /// Unregisters the consumer: commits are no longer kept for it.
+    /// Unregisters the consumer, and removes the commits every remaining consumer has
+    /// handled: commits are no longer kept for it (with no consumer left, the feed keeps
+    /// commits up to its retention limits, as before the first consumer).
+    ///
+    /// ```
+    /// use tessera::{Db, DbOptions};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Db::open_with(dir.path().join("db"), DbOptions { durable_feed: true, ..DbOptions::default() })?;
+    /// let notes = db.keyspace("notes")?;
+    /// let (laggard, current) = (db.consumer("laggard")?, db.consumer("current")?);
+    /// db.write(|tx| tx.put(&notes, b"k", b"v"))?;
+    /// # assert_eq!(db.feed_extent()?.commits, 1);
+    /// current.ack(db.feed_extent()?.newest)?;
+    /// assert_eq!(db.feed_extent()?.commits, 1, "kept for the laggard");
+    /// laggard.remove()?;
+    /// assert_eq!(db.feed_extent()?.commits, 0);
+    /// # Ok::<(), tessera::Error>(())
+    /// ```
     pub fn remove(self) -> Result<()> {
-        self.db.write(|tx| tx.delete_unlogged(&self.consumers, self.name.as_bytes()).map(drop))
+        let (feed, meta) = keyspaces(&self.db)?;
+        self.db.write(|tx| {
+            tx.delete_unlogged(&self.consumers, self.name.as_bytes())?;
+            self.remove_handled(tx, &feed, &meta)
+        })
+    }
+
+    /// Removes from the feed the commits every registered consumer has acknowledged. With no
+    /// consumer left, nothing: the feed then keeps commits as a file without consumers does,
+    /// up to its retention limits, for [`Db::changes_since`].
+    fn remove_handled(&self, tx: &mut crate::store::WriteTxn<'_>, feed: &Keyspace, meta: &Keyspace) -> Result<()> {
+        let mut handled = None::<u64>;
+        for entry in tx.range(&self.consumers, ..)? {
+            let cursor = u64_of(entry?.1, "a feed consumer's cursor")?;
+            handled = Some(handled.map_or(cursor, |handled| handled.min(cursor)));
+        }
+        let Some(handled) = handled else { return Ok(()) };
+        let mut done = Vec::new();
+        for entry in tx.range(feed, ..=&handled.to_be_bytes()[..])? {
+            done.push(sequence_of(entry?.0)?);
+        }
+        // The old values too, if this process knows the file has them (a writer that finds
+        // them left over removes them: see `append`).
+        let olds = self.db.inner.feed_state.olds.get().cloned();
+        trim_through(tx, &FeedWrite { feed: feed.clone(), meta: meta.clone(), olds, late_notify: false }, &done)
     }
 }
 
