@@ -25,6 +25,18 @@
 //!   save that committed meanwhile is answered but not cached.
 //! - **Keys** are any UTF-8 string, including the empty one, of any length (keys longer than
 //!   fits an LMDB key are stored under a hash, with the full key kept in the record).
+//! - **Other processes** on the same file: their writes always reach storage, and a write of
+//!   this process is never skipped against a cached value another process may have changed
+//!   (before a write of the bytes already cached is skipped, the dictionary checks for other
+//!   processes' commits since the cache last agreed with storage, and forgets its clean
+//!   entries if there were any). Reads: with [`crate::DbOptions::cross_process_notify`], this
+//!   process learns of another's commit within moments and the cache forgets its clean entries
+//!   at the next access; without it, a value this process has cached is read from the cache
+//!   until one of its own writes finds the other process's commit, or the dictionary is opened
+//!   again (a dictionary's reads are then as fresh as a cache without notification can be).
+//! - **Lifetime**: the last handle of a dictionary saves its pending values before its drop
+//!   returns (dropped inside a write transaction, as soon as that transaction ends, and the
+//!   same dictionary opened meanwhile gets the same cache).
 //!
 //! Lock order: the database's writer lock, then shard locks; never the other way.
 
@@ -39,7 +51,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 use tessera_value::{Doc, Value};
@@ -233,6 +245,15 @@ pub(crate) struct DictInner {
     /// the values found nothing to write and returned Ok, and that save then failed.
     save: Mutex<()>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The commit through which the cache is known to hold what storage holds, as far as
+    /// other processes' commits go: a commit of another process after it may have changed
+    /// any stored entry, and the cache then forgets what it holds clean
+    /// ([`DictInner::follow_other_processes`]).
+    coherent_through: AtomicU64,
+    /// [`Dictionary`] handles alive. The state is also held for moments by the database's own
+    /// threads (the flusher, a commit's after-commit step), so that `Arc`'s count cannot say
+    /// which handle is the last: this one does, and the last handle's drop saves.
+    handles: AtomicUsize,
 }
 
 /// A persisted dictionary: cheap to clone, `Send` and `Sync`. Handles for one name share one
@@ -248,9 +269,15 @@ pub(crate) struct DictInner {
 /// settings.flush()?;                               // durable now
 /// # Ok::<(), tessera::Error>(())
 /// ```
-#[derive(Clone)]
 pub struct Dictionary {
     inner: Arc<DictInner>,
+}
+
+impl Clone for Dictionary {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::SeqCst);
+        Dictionary { inner: self.inner.clone() }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -292,6 +319,8 @@ impl Db {
             |_: &DictInner| true,
             || {
                 let keyspace = self.internal_keyspace(&format!("{DICTIONARY_KEYSPACE_PREFIX}{name}"))?;
+                // The cache starts empty: whatever came before this commit is read from storage.
+                let coherent_through = self.read(|tx| Ok(tx.sequence()))?;
                 let shards = options.shards.max(1);
                 let inner = Arc::new(DictInner {
                     db: self.clone(),
@@ -311,6 +340,8 @@ impl Db {
                     flusher: Arc::new(FlusherShared::default()),
                     save: Mutex::new(()),
                     thread: Mutex::new(None),
+                    handles: AtomicUsize::new(0),
+                    coherent_through: AtomicU64::new(coherent_through),
                 });
                 let (weak, shared, interval) = (Arc::downgrade(&inner), inner.flusher.clone(), inner.options.flush_interval);
                 let thread = std::thread::Builder::new()
@@ -321,6 +352,7 @@ impl Db {
                 Ok(inner)
             },
         )?;
+        inner.handles.fetch_add(1, Ordering::SeqCst);
         Ok(Dictionary { inner })
     }
 }
@@ -340,8 +372,40 @@ impl DictInner {
         Error::DictionaryValue { dictionary: self.name.to_string(), key: key.to_owned(), message: message.to_string() }
     }
 
+    /// Forgets what the cache holds clean when another process has committed since the cache
+    /// was last known to agree with storage through `seen` (a commit another process made):
+    /// that commit may have changed any entry. Entries written here and not saved yet stay
+    /// (they are newer than anything stored). Cleared as `clear` clears, so that a load from
+    /// an older snapshot cannot put a forgotten value back.
+    fn forget_clean_entries_before(&self, seen: u64) {
+        if self.coherent_through.fetch_max(seen, Ordering::AcqRel) >= seen {
+            return; // another thread forgot them for this commit, or a later one
+        }
+        // Incomplete first: a reader that finds a key missing then reads storage.
+        self.complete.store(false, Ordering::Release);
+        self.bulk_load_started.store(false, Ordering::Release);
+        self.misses.store(0, Ordering::Relaxed);
+        self.clears.fetch_add(1, Ordering::AcqRel);
+        for shard in self.shards.iter() {
+            lock(shard).entries.retain(|_, entry| entry.ahead_of_storage());
+        }
+    }
+
+    /// What every cache hit checks first: with cross-process notification on, this process
+    /// learns of another process's commits within moments, and the cache forgets its clean
+    /// entries at the first access after one. Without it, a value another process changed is
+    /// read from the cache until this handle reads storage again (see [`Dictionary`]).
+    #[inline]
+    fn follow_other_processes(&self) {
+        let seen = self.db.foreign_commits_through();
+        if seen > self.coherent_through.load(Ordering::Acquire) {
+            self.forget_clean_entries_before(seen);
+        }
+    }
+
     /// Runs `read` on the cached bytes of `key` (loading them on a miss).
     fn with_bytes<R>(&self, key: &str, read: impl FnOnce(Option<&[u8]>) -> Result<R>) -> Result<R> {
+        self.follow_other_processes();
         // The caller's `read` runs after the shard's lock is released, on a reference to the
         // cached bytes: it may call back into the dictionary (or start a transaction) freely.
         let cached = {
@@ -491,8 +555,32 @@ impl DictInner {
         });
     }
 
+    /// Whether another process has committed since the cache was last known to agree with
+    /// storage; if so, the cache forgets its clean entries (one read transaction: asked only
+    /// before a write is skipped as unchanged).
+    fn storage_may_differ(&self) -> Result<bool> {
+        let since = self.coherent_through.load(Ordering::Acquire);
+        let Some(seen) = self.db.read(|tx| Ok(crate::store::Snapshot::foreign_commits_after(tx, since)))? else { return Ok(false) };
+        self.forget_clean_entries_before(seen);
+        Ok(true)
+    }
+
     /// Records a write of `value` (`None`: remove) in the cache. False if nothing changed.
-    fn write(&self, key: &str, value: Option<Arc<[u8]>>) -> bool {
+    fn write(&self, key: &str, value: Option<Arc<[u8]>>) -> Result<bool> {
+        self.follow_other_processes();
+        match self.write_cached(key, value, false) {
+            Ok(written) => Ok(written),
+            // The bytes equal a clean entry's: skipped only if no other process may have
+            // changed the stored value since it was cached (else a write that returned Ok
+            // would never be made); if one may have, the entry is forgotten, and written.
+            Err(value) if self.storage_may_differ()? => Ok(self.write_cached(key, value, true).unwrap_or(false)),
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// [`DictInner::write`] in the cache: `Ok(written)`, or the value back when it equals a
+    /// clean entry's bytes and `skip_equal_clean` is false (the caller decides).
+    fn write_cached(&self, key: &str, value: Option<Arc<[u8]>>, skip_equal_clean: bool) -> std::result::Result<bool, Option<Arc<[u8]>>> {
         // Allocated before the shard's lock, and the replaced value freed after it: writers of
         // one key (the dictionary table's "update 1 key" row) wait for each other only for
         // the entry's update itself.
@@ -500,8 +588,9 @@ impl DictInner {
         let (newly_dirty, replaced) = match shard.entries.get_mut(key) {
             Some(entry) => {
                 if entry.value.as_deref() == value.as_deref() {
+                    let pending = entry.ahead_of_storage();
                     drop(shard);
-                    return false;
+                    return if pending || skip_equal_clean { Ok(false) } else { Err(value) };
                 }
                 let was_clean = entry.pending == 0;
                 let replaced = std::mem::replace(&mut entry.value, value);
@@ -526,7 +615,7 @@ impl DictInner {
         if !self.has_pending.load(Ordering::Acquire) && !self.has_pending.swap(true, Ordering::AcqRel) {
             self.wake();
         }
-        true
+        Ok(true)
     }
 
     /// Tells the flusher a write is pending (starting the interval if none was).
@@ -809,8 +898,7 @@ impl Dictionary {
         let bytes = tessera_value::to_shared(value)?;
         self.inner.check_entry_len(key, &bytes)?;
         self.inner.report_write_behind()?;
-        self.inner.write(key, Some(bytes));
-        Ok(())
+        self.inner.write(key, Some(bytes)).map(drop)
     }
 
     /// Removes `key`. Returns at once, like `set`, and reports a failed background write as
@@ -828,8 +916,7 @@ impl Dictionary {
     pub fn remove(&self, key: &str) -> Result<()> {
         self.refuse_if_read_only("a remove")?;
         self.inner.report_write_behind()?;
-        self.inner.write(key, None);
-        Ok(())
+        self.inner.write(key, None).map(drop)
     }
 
     /// [`Error::ReadOnly`] naming `refused` on a read-only database: a write would be taken in
@@ -959,10 +1046,11 @@ impl Dictionary {
     /// Subscribes to `key`: [`crate::live::Event::Initial`] with its value now (pending writes
     /// are saved first, so it is what [`Dictionary::get`] reads unless another thread writes
     /// meanwhile, and a failed save is returned here), then `Changed` with its value each time
-    /// a write that changes it reaches storage (`None`: removed; a write of the same bytes is
-    /// not a change), then `Closed` when the database closes. Every value reported is one
-    /// storage held. A stored value that does not decode as `T` ends the subscription with
-    /// the error.
+    /// a write that changes it is committed (`None`: removed; a write of the same bytes is not
+    /// a change), then `Closed` when the database closes. Every value reported is one storage
+    /// held. Background saves commit with [`Durability::BUFFERED`]: a value reported may be
+    /// lost to a power failure until it is flushed ([`Dictionary::flush`] makes it durable).
+    /// A stored value that does not decode as `T` ends the subscription with the error.
     ///
     /// ```
     /// use tessera::live::Event;
@@ -999,16 +1087,41 @@ impl Dictionary {
 }
 
 impl Drop for Dictionary {
-    /// A handle that may be the last one (the flusher thread may hold the state for the moment
-    /// of a save) writes the pending values now, on the dropping thread: otherwise the state's
-    /// own drop, and its final save, could run on the flusher thread after this drop returned,
-    /// and a dictionary of the same name opened at once read the file before that save (a
-    /// reopen lost the last write; seen once in CI's `dictionary_model` with a 1 ms flusher).
+    /// The last handle saves the pending values before its drop returns, waiting for a save
+    /// the flusher has under way: the state's own drop, and a final save there, could run on
+    /// the flusher thread after this drop returned, and a dictionary of the same name opened
+    /// at once read the file before that save (seen once in CI's `dictionary_model` with a
+    /// 1 ms flusher; two handles dropped at once each saw the other and neither saved).
+    ///
+    /// Dropped inside a write transaction of this thread, whose writer lock a save would wait
+    /// for forever, it hands the state to a thread that saves as soon as that transaction
+    /// ends. The state stays alive until then: the same dictionary opened meanwhile gets it,
+    /// with the pending values, rather than a new cache that reads the file before the save.
     fn drop(&mut self) {
-        let maybe_last = Arc::strong_count(&self.inner) <= 2;
-        if maybe_last && self.inner.has_unsaved() && !crate::store::writing_on_this_thread() {
-            // A failure here leaves the values pending: the state's own drop writes them or
-            // reports why it could not.
+        if self.inner.handles.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        if crate::store::writing_on_this_thread() {
+            if !self.inner.has_unsaved() {
+                return;
+            }
+            let inner = self.inner.clone();
+            let spawned = std::thread::Builder::new().name(format!("tessera-dict-{}-last", inner.name)).spawn(move || {
+                if let Err(error) = inner.flush_pending() {
+                    // The state's own drop tries again, and says why it could not.
+                    eprintln!("tessera: dictionary {:?} could not write its pending values when dropped: {error}", inner.name);
+                }
+            });
+            if let Err(error) = spawned {
+                eprintln!("tessera: dictionary {:?} could not start the save of its pending values: {error}", self.inner.name);
+            }
+            return;
+        }
+        // A save under way (the flusher's) lands before this drop returns.
+        drop(lock(&self.inner.save));
+        if self.inner.has_unsaved() {
+            // A failure leaves the values pending: the state's own drop writes them or says
+            // why it could not (and `Db::close` reports it).
             let _ = self.inner.flush_pending();
         }
     }

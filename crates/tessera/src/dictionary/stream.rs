@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// Subscribes to `key`: its value now (as [`Dictionary::get`] reads it), then its value each
-/// time a write of it reaches storage (`None`: removed).
+/// time a write of it is committed (`None`: removed; durable once flushed).
 ///
 /// Pending writes are saved first, and the initial value is read from storage in the
 /// subscription's own snapshot: every value it reports is then one storage held. (It took a

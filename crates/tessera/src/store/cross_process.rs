@@ -46,6 +46,10 @@ pub(crate) struct CrossProcess {
     signal: Signal,
     stopping: AtomicBool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The newest commit of another process that this process has caught up with (0: none):
+    /// what a cache of stored values (the dictionary's) compares with the commit it is known
+    /// to agree with storage through (see [`crate::Db::foreign_commits_through`]).
+    foreign_through: std::sync::atomic::AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -68,6 +72,7 @@ impl CrossProcess {
             signal,
             stopping: AtomicBool::new(false),
             thread: Mutex::new(None),
+            foreign_through: std::sync::atomic::AtomicU64::new(0),
         });
         let weak = db.downgrade();
         let watcher = state.clone();
@@ -132,6 +137,11 @@ impl CrossProcess {
     /// rebuilt are skipped and left as a gap for [`CrossProcess::report_gap`].
     fn publish_through(&self, inner: &Inner, txn: &impl Snapshot, delivered: &mut u64, through: u64) {
         assert!(*delivered <= through, "delivered {} past the snapshot's newest commit {through}", *delivered);
+        if *delivered < through {
+            // Every commit after `delivered` up to `through` is another process's: this
+            // process's own are delivered as they commit (`committing`).
+            self.foreign_through.fetch_max(through, Ordering::AcqRel);
+        }
         while *delivered < through {
             let batches = match durable_feed::read_with_olds(txn, &inner.feed_state, *delivered, through, CATCH_UP_BATCHES_MAX) {
                 Ok(batches) => batches,
@@ -155,6 +165,11 @@ impl CrossProcess {
                 *delivered = through;
             }
         }
+    }
+
+    /// The newest commit of another process this process has caught up with (0: none yet).
+    pub(crate) fn foreign_through(&self) -> u64 {
+        self.foreign_through.load(Ordering::Acquire)
     }
 
     /// Locks `delivered` for a local commit, which must follow it directly: publish the commit
