@@ -89,10 +89,70 @@ impl Encoder<'_> {
             && value.doc().bytes().as_ptr() as usize == self.b.original_ptr
             && value.doc().bytes().len() == self.b.original_len
         {
-            let height = value.doc().item_height(pos);
-            self.place(Slot::pointer(pos, height));
-            return Ok(());
+            // A value referenced once is referenced: an amend's unchanged values (each in one
+            // place) stand for no more than the original root did. Once a value is referenced
+            // again, every reference counts what it stands for, and past what the original
+            // document's root could stand for (rule 9: EXPANDED_ITEMS_PER_BYTE_MAX items per
+            // byte) a value is copied: a value placed many times, or a chain of amends each
+            // placing one twice, would otherwise make a document standing for a tree far
+            // larger than its bytes, which validation refuses. (Counting from the first
+            // reference would walk every unchanged value: an amend of one field in a 120 KB
+            // document took 30 times as long.)
+            let repeat = !self.b.referenced.insert(pos);
+            if repeat && !self.b.counting_references {
+                self.b.counting_references = true;
+                let doc = value.doc();
+                let earlier: Vec<usize> = self.b.referenced.iter().copied().collect();
+                for earlier in earlier {
+                    let items = expanded_items(Value::new(doc, Repr::Item(earlier)), &mut self.b.expanded_memo);
+                    self.b.referenced_items = self.b.referenced_items.saturating_add(items);
+                }
+                // The loop counted this value's first reference; this one is counted below.
+            }
+            let allowed = !self.b.counting_references || {
+                let budget = (self.b.original_len as u64).saturating_mul(crate::validate::EXPANDED_ITEMS_PER_BYTE_MAX);
+                let items = expanded_items(value, &mut self.b.expanded_memo);
+                let within = self.b.referenced_items.saturating_add(items) <= budget;
+                if within {
+                    self.b.referenced_items += items;
+                }
+                within
+            };
+            if allowed {
+                let height = value.doc().item_height(pos);
+                self.place(Slot::pointer(pos, height));
+                return Ok(());
+            }
         }
         copy_value(self, value)
     }
+}
+
+/// The items a reader walks to visit all of `value`, as rule 9 of docs/format.md counts them:
+/// 1 for a scalar, 1 plus its elements' for a container (a shared item each time it is
+/// reached). Memoized by item position, so a subtree shared many times is walked once.
+/// Recursive: a value is at most the format's depth limit deep.
+fn expanded_items(value: Value<'_>, memo: &mut rustc_hash::FxHashMap<usize, u64>) -> u64 {
+    let position = match value.repr() {
+        Repr::Item(position) => Some(position),
+        _ => None,
+    };
+    if let Some(items) = position.and_then(|position| memo.get(&position)) {
+        return *items;
+    }
+    let items = match value.kind() {
+        Kind::Array => {
+            let array = value.as_array().expect("kind is array");
+            array.iter().fold(1u64, |items, element| items.saturating_add(expanded_items(element, memo)))
+        }
+        Kind::Dict => {
+            let dict = value.as_dict().expect("kind is dict");
+            dict.iter().fold(1u64, |items, (_, element)| items.saturating_add(expanded_items(element, memo)))
+        }
+        _ => return 1,
+    };
+    if let Some(position) = position {
+        memo.insert(position, items);
+    }
+    items
 }

@@ -329,6 +329,13 @@ pub(crate) struct Buffers {
     /// Amend mode: items below this position belong to the original document.
     pub(crate) original_len: usize,
     pub(crate) original_ptr: usize,
+    /// Amend mode: the original items referenced, by position; once one is referenced twice
+    /// (`counting_references`), the items a reader walks under every reference (rule 9 of
+    /// docs/format.md), with each container's count by position (see `Encoder::push_value`).
+    pub(crate) referenced: rustc_hash::FxHashSet<usize>,
+    pub(crate) counting_references: bool,
+    pub(crate) referenced_items: u64,
+    pub(crate) expanded_memo: rustc_hash::FxHashMap<usize, u64>,
 }
 
 impl Buffers {
@@ -353,6 +360,10 @@ impl Buffers {
             pack_scratch: Vec::new(),
             original_len: 0,
             original_ptr: 0,
+            referenced: rustc_hash::FxHashSet::default(),
+            counting_references: false,
+            referenced_items: 0,
+            expanded_memo: rustc_hash::FxHashMap::default(),
         }
     }
 }
@@ -1159,6 +1170,10 @@ impl<'k> Encoder<'k> {
         self.b.scratch.clear();
         self.b.original_len = 0;
         self.b.original_ptr = 0;
+        self.b.referenced.clear();
+        self.b.counting_references = false;
+        self.b.referenced_items = 0;
+        self.b.expanded_memo.clear();
     }
 
     /// The encoder's buffers, emptied, for [`Encoder::with_buffers`].

@@ -407,6 +407,12 @@ impl<'a> MutableDoc<'a> {
     /// Encodes the edited document as the original bytes followed by an appended part that
     /// points back at every unchanged subtree. The result starts with the original bytes.
     ///
+    /// A subtree placed in more than one place is pointed at while the tree the document
+    /// stands for stays within the format's bound (rule 9 of docs/format.md: 4 items per
+    /// byte), and copied beyond it. Known limit: a value and one of its own descendants, each
+    /// placed once, are both pointed at uncounted; a long chain of amends each doing so can
+    /// make a document that validation refuses as too shared.
+    ///
     /// ```
     /// use tessera_value::{from_json, Doc, MutableDoc};
     /// let bytes = from_json(br#"{"big": "a string long enough to be worth keeping", "n": 1}"#)?;
