@@ -15,6 +15,14 @@ pub(crate) fn path_of(name: &str, deep: bool) -> Result<std::borrow::Cow<'_, [u8
     if !deep {
         return Ok(std::borrow::Cow::Borrowed(name.as_bytes()));
     }
+    if name.split('.').any(str::is_empty) {
+        // `age.` or `a..b`: a step with no name, which no field has.
+        return Err(Error::InvalidName {
+            what: "deep document field path",
+            name: name.to_owned(),
+            rule: "no empty step between dots".into(),
+        });
+    }
     Ok(std::borrow::Cow::Owned(name.split('.').collect::<Vec<_>>().join("\0").into_bytes()))
 }
 
@@ -446,6 +454,108 @@ pub(crate) fn decode_subtree<'e, T, V: DeserializeOwned>(
             tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
         }
     }
+}
+
+/// The full keys of the ancestors of a deep field whose full key is `field_key` (`a`, `a\0b`
+/// for `a\0b\0c`), nearest last: where a nested value stored whole (by a plain handle, or as
+/// a leaf too small to spread) holds the field.
+pub(crate) fn ancestor_keys(field_key: &[u8], prefix_len: usize) -> impl Iterator<Item = &[u8]> {
+    field_key.iter().enumerate().skip(prefix_len).filter(|(_, byte)| **byte == PATH_SEPARATOR).map(move |(at, _)| &field_key[..at])
+}
+
+/// Field `name` (deep path `path`, full key `field_key`) of a deep document, from its stored
+/// entries in key order: its own key and the keys under it (assembled as [`decode_subtree`]
+/// assembles them), or else the value an ancestor's key holds whole, read down the path
+/// (`None` where the path leaves it). Both at once is damage, refused naming the ancestor, as
+/// [`decode`] refuses a value stored both at a path and under it.
+pub(crate) fn decode_deep_field<'e, T, V: DeserializeOwned>(
+    document: &Document<T>,
+    name: &str,
+    path: &[u8],
+    field_key: &[u8],
+    entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
+) -> Result<Option<V>> {
+    let prefix_len = document.prefix.len();
+    let mut ancestor: Option<(&[u8], &[u8])> = None;
+    let mut subtree: Vec<(&[u8], &[u8])> = Vec::new();
+    for entry in entries {
+        let (stored_key, bytes) = entry?;
+        let is_ancestor =
+            stored_key.len() < field_key.len() && field_key.starts_with(stored_key) && field_key[stored_key.len()] == PATH_SEPARATOR;
+        if is_ancestor {
+            ancestor = Some((stored_key, bytes)); // key order: the nearest comes last
+        } else {
+            subtree.push((stored_key, bytes));
+        }
+    }
+    let Some((ancestor_key, stored)) = ancestor else {
+        return decode_subtree(document, name, path, subtree.into_iter().map(Ok));
+    };
+    let ancestor_name = display_name(&ancestor_key[prefix_len..]);
+    if !subtree.is_empty() {
+        return Err(field_error(
+            document,
+            &ancestor_name,
+            format!("the document is damaged: `{ancestor_name}` is stored both as a value and as nested fields (`{name}`)"),
+        ));
+    }
+    let Some(bytes) = value_in_ancestor(document, field_key, ancestor_key, stored)? else { return Ok(None) };
+    let doc = Doc::from_trusted(&bytes)?;
+    tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
+}
+
+/// The value at the deep field whose full key is `field_key`, inside the value `stored` at
+/// its ancestor's key `ancestor_key`, as a document of its own (`None` where the path leaves
+/// the stored value): what a reader of the field gets, and what an observer compares.
+pub(crate) fn value_in_ancestor<T>(
+    document: &Document<T>,
+    field_key: &[u8],
+    ancestor_key: &[u8],
+    stored: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let ancestor_name = display_name(&ancestor_key[document.prefix.len()..]);
+    let bytes = transform_in(document, &ancestor_name, stored)?;
+    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, &ancestor_name, error))?;
+    let mut value = doc.root();
+    for step in field_key[ancestor_key.len() + 1..].split(|&byte| byte == PATH_SEPARATOR) {
+        let step = std::str::from_utf8(step)
+            .map_err(|_| field_error(document, &display_name(&field_key[document.prefix.len()..]), "not UTF-8"))?;
+        match value.as_dict().and_then(|dict| dict.get(step)) {
+            Some(inner) => value = inner,
+            None => return Ok(None),
+        }
+    }
+    let mut encoder = Encoder::new();
+    encoder.push_value(value)?;
+    Ok(Some(encoder.finish()?))
+}
+
+/// In a deep document, what an ancestor's stored key holds when it is a non-empty dict (a
+/// nested value a plain handle stored whole), spread into leaves as a deep `set` stores them,
+/// less those at or under `written` (the full key a write replaces): what a write under the
+/// ancestor keeps of it. Empty for any other value (a null or an empty map in the way).
+pub(crate) fn spread_ancestor<T>(
+    document: &Document<T>,
+    ancestor_key: &[u8],
+    stored: &[u8],
+    written: &[u8],
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let ancestor_path = &ancestor_key[document.prefix.len()..];
+    let bytes = transform_in(document, &display_name(ancestor_path), stored)?.into_owned();
+    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, &display_name(ancestor_path), error))?;
+    if doc.root().as_dict().is_none_or(|dict| dict.is_empty()) {
+        return Ok(Vec::new());
+    }
+    let mut leaves = Vec::new();
+    expand_deep(document, ancestor_path.to_vec(), bytes, &mut leaves)?;
+    // At or under the written key (the write replaces them), or on its path (a leaf where the
+    // write needs a dict, which the write replaces as well).
+    let replaced = |key: &[u8]| {
+        let (shorter, longer) = if key.len() <= written.len() { (key, written) } else { (written, key) };
+        longer.starts_with(shorter) && (longer.len() == shorter.len() || longer[shorter.len()] == PATH_SEPARATOR)
+    };
+    leaves.retain(|(key, _)| !replaced(key));
+    Ok(leaves)
 }
 
 /// What went wrong while serde read the fields: the field whose value failed to decode, or an

@@ -584,6 +584,23 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         self.put_field(tx, name, &write)
     }
 
+    /// [`Error::UnknownField`] if `T` has no field `name` (a dotted path in a deep document),
+    /// as a write of it is refused: a read or an observer of a misspelt name would otherwise
+    /// answer `None` for good, which cannot be told from an absent field.
+    fn check_field_name(&self, name: &str) -> Result<()> {
+        let deep = self.collection.options.deep;
+        fields::path_of(name, deep)?;
+        let names: Vec<&str> = if deep { name.split('.').collect() } else { vec![name] };
+        let null = tessera_value::to_vec(&())?;
+        let null = tessera_value::Doc::from_trusted(&null)?;
+        match probe::check_field::<T>(&names, null.root()) {
+            Err(probe::Probe::UnknownField { at }) => {
+                Err(Error::UnknownField { collection: format!("{}/{}", self.collection.name, self.id), path: at })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The field's key and stored bytes, once the probe has found nothing wrong with them.
     fn encode_field<V: Serialize + ?Sized>(&self, name: &str, value: &V) -> Result<FieldWrite> {
         let deep = self.collection.options.deep;
@@ -638,30 +655,35 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         if !tx.has_prefix(keyspace, &self.prefix)? {
             return Err(Error::NotFound { collection: self.collection.name.to_string(), key: self.id.to_string() });
         }
-        let puts: Vec<(&[u8], &[u8])> = if write.leaves.is_empty() {
-            vec![(&write.key[..], &write.bytes[..])]
-        } else {
-            write.leaves.iter().map(|(key, bytes)| (&key[..], &bytes[..])).collect()
-        };
         // What the write replaces: in a deep document the field's whole subtree, and a value
-        // stored as a leaf where the path needs a dict (an `Option` that is `None`, an empty
-        // map).
+        // stored whole on its path: a leaf where the path needs a dict (an `Option` that is
+        // `None`, an empty map) goes, and a nested value a plain handle stored whole is spread
+        // into leaves first, so that its other entries stay (they were dropped with it).
         let mut deletes: Vec<Vec<u8>> = Vec::new();
+        let mut kept: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         if self.collection.options.deep {
             let mut under = write.key.clone();
             under.push(PATH_SEPARATOR);
             for entry in tx.prefix_keys(keyspace, &under)? {
                 deletes.push(entry?.to_vec());
             }
-            if !puts.iter().any(|(key, _)| *key == &write.key[..]) && tx.has_key(keyspace, &write.key)? {
+            let writes_own_key = write.leaves.is_empty() || write.leaves.iter().any(|(key, _)| *key == write.key);
+            if !writes_own_key && tx.has_key(keyspace, &write.key)? {
                 deletes.push(write.key.clone());
             }
-            for (at, _) in write.key.iter().enumerate().skip(self.prefix.len()).filter(|(_, byte)| **byte == PATH_SEPARATOR) {
-                if tx.has_key(keyspace, &write.key[..at])? {
-                    deletes.push(write.key[..at].to_vec());
+            for ancestor in fields::ancestor_keys(&write.key, self.prefix.len()) {
+                if let Some(stored) = tx.get(keyspace, ancestor)? {
+                    kept.extend(fields::spread_ancestor(self, ancestor, stored, &write.key)?);
+                    deletes.push(ancestor.to_vec());
                 }
             }
         }
+        let mut puts: Vec<(&[u8], &[u8])> = if write.leaves.is_empty() {
+            vec![(&write.key[..], &write.bytes[..])]
+        } else {
+            write.leaves.iter().map(|(key, bytes)| (&key[..], &bytes[..])).collect()
+        };
+        puts.extend(kept.iter().map(|(key, bytes)| (&key[..], &bytes[..])));
         self.verify_field(tx, name, write.checked, &puts, &deletes)?;
         for stored_key in &deletes {
             tx.delete(keyspace, stored_key)?;
@@ -758,7 +780,12 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn field<V: Serialize + DeserializeOwned>(&self, name: &str) -> FieldHandle<T, V> {
-        FieldHandle { document: self.clone(), name: name.into(), _type: PhantomData }
+        FieldHandle {
+            document: self.clone(),
+            name: name.into(),
+            name_checked: std::sync::atomic::AtomicBool::new(false),
+            _type: PhantomData,
+        }
     }
 
     /// Removes the document; returns whether it existed.
@@ -862,6 +889,7 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn observe_field<V: DeserializeOwned + Send + 'static>(&self, name: &str) -> Result<ValueSubscription<V>> {
+        self.check_field_name(name)?;
         observe::field(self, name)
     }
 }
@@ -883,6 +911,8 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
 pub struct FieldHandle<T, V> {
     document: Document<T>,
     name: Arc<str>,
+    /// `T` was found to have the field (checked at the first read).
+    name_checked: std::sync::atomic::AtomicBool,
     _type: PhantomData<fn() -> V>,
 }
 
@@ -901,6 +931,10 @@ impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHand
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn get(&self) -> Result<Option<V>> {
+        if !self.name_checked.load(std::sync::atomic::Ordering::Relaxed) {
+            self.document.check_field_name(&self.name)?;
+            self.name_checked.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let deep = self.document.collection.options.deep;
         let path = fields::path_of(&self.name, deep)?;
         let field_key = self.document.field_key(&path)?;
@@ -921,12 +955,19 @@ impl<T: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> FieldHand
                     }
                 };
             }
-            // Deep: the field is its key and every key under it (a nested struct's leaves).
+            // Deep: the field is its key and every key under it (a nested struct's leaves), or
+            // is held inside a value stored whole at one of its ancestors (a plain handle's).
+            let mut ancestors = Vec::new();
+            for ancestor in fields::ancestor_keys(&field_key, self.document.prefix.len()) {
+                if let Some(bytes) = tx.get(keyspace, ancestor)? {
+                    ancestors.push(Ok((ancestor, bytes)));
+                }
+            }
             let own = tx.get(keyspace, &field_key)?.map(|bytes| Ok((&field_key[..], bytes)));
             let mut under = field_key.clone();
             under.push(PATH_SEPARATOR);
-            let entries = own.into_iter().chain(tx.prefix(keyspace, &under)?);
-            fields::decode_subtree(&self.document, &self.name, &path, entries)
+            let entries = ancestors.into_iter().chain(own).chain(tx.prefix(keyspace, &under)?);
+            fields::decode_deep_field(&self.document, &self.name, &path, &field_key, entries)
         })
     }
 

@@ -105,12 +105,27 @@ where
     });
     let name = name.to_owned();
     let own_key = field_key.clone();
-    // The field's stored keys and bytes: its key and the keys under it (in a plain document
-    // only a deep handle stores those, and reading them is an error naming the field).
-    let in_field =
-        move |key: &[u8]| key.starts_with(&field_key) && (key.len() == field_key.len() || key[field_key.len()] == super::PATH_SEPARATOR);
+    // In a deep document, the keys on the field's path, where a value stored whole (a plain
+    // handle's) may hold it.
+    let deep = document.collection.options.deep;
+    let ancestors: Vec<Vec<u8>> =
+        if deep { fields::ancestor_keys(&field_key, document.prefix.len()).map(<[u8]>::to_vec).collect() } else { Vec::new() };
+    // The field's stored keys and bytes: its key, the keys under it (in a plain document only a
+    // deep handle stores those, and reading them is an error naming the field), and its
+    // ancestors' keys.
+    let watched_ancestors = ancestors.clone();
+    let watched_key = field_key.clone();
+    let in_field = move |key: &[u8]| {
+        (key.starts_with(&watched_key) && (key.len() == watched_key.len() || key[watched_key.len()] == super::PATH_SEPARATOR))
+            || watched_ancestors.iter().any(|ancestor| ancestor == key)
+    };
     crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
         let mut stored: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for ancestor in &ancestors {
+            if let Some(bytes) = txn.get(&place.keyspace, ancestor)? {
+                stored.insert(ancestor.clone(), bytes.to_vec());
+            }
+        }
         if let Some(bytes) = txn.get(&place.keyspace, &own_key)? {
             stored.insert(own_key.clone(), bytes.to_vec());
         }
@@ -120,32 +135,65 @@ where
             let (key, bytes) = entry?;
             stored.insert(key.to_vec(), bytes.to_vec());
         }
-        let initial = decode_field(&place.document(&document.collection.db), &name, &path, &stored)?;
+        let initial = decode_field(&place.document(&document.collection.db), &name, &path, &field_key, &stored)?;
         let follow: Follow<Option<V>> = Box::new(move |batch: &Published, db: &Db| {
             let keyspace = place.keyspace.name();
             let mut changes = batch.changes().filter(|c| c.keyspace == keyspace && in_field(c.key)).peekable();
             changes.peek()?;
-            let before = stored.clone();
+            let document = place.document(db);
+            let before = field_state(&document, &field_key, &stored);
             for change in changes {
                 match change.new {
                     Some(bytes) => stored.insert(change.key.to_vec(), bytes.to_vec()),
                     None => stored.remove(change.key),
                 };
             }
-            if stored == before {
+            if let (Ok(before), Ok(after)) = (before, field_state(&document, &field_key, &stored))
+                && before == after
+            {
                 return None; // distinct until changed
             }
-            Some(decode_field(&place.document(db), &name, &path, &stored))
+            Some(decode_field(&document, &name, &path, &field_key, &stored))
         });
         Ok((initial, follow))
     })
+}
+
+/// A field's state as [`field_state`] makes it: its subtree's stored entries, and the bytes
+/// of the value an ancestor holds at its path.
+type FieldState = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
+
+/// What an observer of the field compares between commits: the stored entries of its own
+/// subtree and, in a deep document, what a value stored whole at an ancestor holds at its path
+/// (so that a change elsewhere in that value is not a change of the field).
+fn field_state(document: &Document<()>, field_key: &[u8], stored: &BTreeMap<Vec<u8>, Vec<u8>>) -> Result<FieldState> {
+    let mut own = Vec::new();
+    let mut in_ancestor = None;
+    for (key, bytes) in stored {
+        let is_ancestor = key.len() < field_key.len() && field_key.starts_with(key) && field_key[key.len()] == super::PATH_SEPARATOR;
+        if is_ancestor {
+            // Key order: the nearest ancestor comes last.
+            // An ancestor that does not hold the path holds nothing of the field: the same
+            // state as no ancestor at all.
+            in_ancestor = fields::value_in_ancestor(document, field_key, key, bytes)?;
+        } else {
+            own.push((key.clone(), bytes.clone()));
+        }
+    }
+    Ok((own, in_ancestor))
 }
 
 fn decode_field<V: DeserializeOwned>(
     document: &Document<()>,
     name: &str,
     path: &[u8],
+    field_key: &[u8],
     stored: &BTreeMap<Vec<u8>, Vec<u8>>,
 ) -> Result<Option<V>> {
-    fields::decode_subtree(document, name, path, stored.iter().map(|(key, bytes)| Ok((key.as_slice(), bytes.as_slice()))))
+    let entries = stored.iter().map(|(key, bytes)| Ok((key.as_slice(), bytes.as_slice())));
+    if document.collection.options.deep {
+        fields::decode_deep_field(document, name, path, field_key, entries)
+    } else {
+        fields::decode_subtree(document, name, path, entries)
+    }
 }
