@@ -38,6 +38,8 @@ pub struct Shared {
     documents: Mutex<HashMap<String, Documents>>,
     /// The file, for messages.
     pub path: String,
+    /// Raised by `close()`: see [`crate::query::CloseSignal`].
+    pub close_signal: crate::query::CloseSignal,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -291,6 +293,7 @@ impl Database {
             dictionaries: Mutex::new(HashMap::new()),
             documents: Mutex::new(HashMap::new()),
             path: shown,
+            close_signal: crate::query::CloseSignal::default(),
         };
         Ok(Database { shared: Arc::new(shared) })
     }
@@ -314,6 +317,9 @@ impl Database {
         lock(&self.shared.collections).clear();
         lock(&self.shared.documents).clear();
         let Some(db) = lock(&self.shared.db).take() else { return Ok(()) };
+        // Every subscription made through this database ends now, even while a query
+        // iterator or a read block still holds the file open for a moment.
+        self.shared.close_signal.raise();
         py.allow_threads(|| {
             for dictionary in dictionaries {
                 dictionary.flush()?;

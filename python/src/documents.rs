@@ -107,7 +107,7 @@ impl NativeDocuments {
     fn observe(&self, py: Python<'_>, id: &str) -> PyResult<DocumentSubscription> {
         let documents = self.shared.documents(py, &self.name)?;
         let live = py.allow_threads(|| documents.document::<Json>(id).observe()).map_err(|error| errors::to_py(py, error))?;
-        Ok(DocumentSubscription { live: Arc::new(live) })
+        Ok(DocumentSubscription { live: Arc::new(live), closed: self.shared.close_signal.clone() })
     }
 }
 
@@ -115,6 +115,8 @@ impl NativeDocuments {
 #[pyclass(module = "tessera._native", frozen)]
 pub struct DocumentSubscription {
     live: Arc<ValueSubscription<Json>>,
+    /// The Python database's `close()`.
+    closed: crate::query::CloseSignal,
 }
 
 #[pymethods]
@@ -125,21 +127,30 @@ impl DocumentSubscription {
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
         let deadline = crate::query::deadline(timeout)?;
+        let tuple = |event: Event<Option<Json>, Option<Json>>| -> PyResult<PyObject> {
+            let (kind, value) = match event {
+                Event::Initial(value) => ("initial", value.as_ref().map(|v| to_python(py, v)).transpose()?),
+                Event::Changed(value) => ("changed", value.as_ref().map(|v| to_python(py, v)).transpose()?),
+                Event::Closed(reason) => ("closed", Some(PyString::new(py, &format!("{reason:?}")).into_any())),
+            };
+            let value = value.map_or_else(|| py.None(), Bound::unbind);
+            Ok(PyTuple::new(py, [PyString::new(py, kind).into_any().unbind(), value])?.into_any().unbind())
+        };
         loop {
+            if self.closed.raised() {
+                // What was delivered before `close()`, then `Closed`.
+                let event = self.live.try_recv().unwrap_or(Event::Closed(tessera::live::SubscriptionEnd::DatabaseClosed));
+                return tuple(event).map(Some);
+            }
             let slice = crate::query::wait_slice(deadline);
             let live = self.live.clone();
             if let Some(event) = py.allow_threads(move || live.recv_timeout(slice)) {
-                let (kind, value) = match event {
-                    Event::Initial(value) => ("initial", value.as_ref().map(|v| to_python(py, v)).transpose()?),
-                    Event::Changed(value) => ("changed", value.as_ref().map(|v| to_python(py, v)).transpose()?),
-                    Event::Closed(reason) => ("closed", Some(PyString::new(py, &format!("{reason:?}")).into_any())),
-                };
-                let value = value.map_or_else(|| py.None(), Bound::unbind);
-                let tuple = PyTuple::new(py, [PyString::new(py, kind).into_any().unbind(), value])?;
-                return Ok(Some(tuple.into_any().unbind()));
+                return tuple(event).map(Some);
             }
-            if self.live.ended().is_some() && self.live.try_recv().is_none() {
-                return Ok(None);
+            if self.live.ended().is_some() {
+                // Ended between the wait and now: its last events (its `Closed` among them) are
+                // still to be read, and were dropped here.
+                return self.live.try_recv().map(tuple).transpose();
             }
             if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
                 return Ok(None);

@@ -25,6 +25,25 @@ use tessera::value::Doc;
 /// wakes this often to let Python deliver signals (Ctrl-C), then waits again.
 pub const WAIT_SLICE_SECONDS: f64 = 0.1;
 
+/// Raised by the Python database's `close()`, and seen by every subscription made through it
+/// at its next wait (within [`WAIT_SLICE_SECONDS`]): the native database stays open while a
+/// query iterator or a read block still holds it, and its subscriptions would otherwise get no
+/// `Closed` until they let go, though `close()` had returned.
+#[derive(Clone, Default)]
+pub struct CloseSignal(Arc<std::sync::atomic::AtomicBool>);
+
+impl CloseSignal {
+    /// `close()` was called.
+    pub fn raise(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether `close()` was called.
+    pub fn raised(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// How long the next wait lasts: until `deadline`, and at most [`WAIT_SLICE_SECONDS`].
 pub fn wait_slice(deadline: Option<std::time::Instant>) -> Duration {
     let slice = Duration::from_secs_f64(WAIT_SLICE_SECONDS);
@@ -188,7 +207,8 @@ impl Database {
     ) -> PyResult<Subscription> {
         let collection = self.shared.collection(py, name)?;
         let live = py.allow_threads(|| build(&collection, text, offset, limit)?.subscribe()).map_err(|error| errors::to_py(py, error))?;
-        Ok(Subscription { live: Arc::new(live), plan, origin: Named::of(&collection), released: Arc::default() })
+        let closed = self.shared.close_signal.clone();
+        Ok(Subscription { live: Arc::new(live), plan, origin: Named::of(&collection), released: Arc::default(), closed })
     }
 
     /// A live record of collection `name` at `key` (see `ObjectSubscription.next`).
@@ -198,7 +218,7 @@ impl Database {
         let key = convert::to_document(key).map_err(|error| errors::unstorable(py, name, error))?;
         let live =
             py.allow_threads(|| collection.subscribe_object(Doc::from_trusted(&key)?.root())).map_err(|error| errors::to_py(py, error))?;
-        Ok(ObjectSubscription { live: Arc::new(live), plan, origin: Named::of(&collection) })
+        Ok(ObjectSubscription { live: Arc::new(live), plan, origin: Named::of(&collection), closed: self.shared.close_signal.clone() })
     }
 
     /// Opens a snapshot: every read through it sees the database as of now.
@@ -239,6 +259,8 @@ pub struct Subscription {
     origin: Arc<Named>,
     /// Results of events Python has let go of, freed by the next wait (see [`Released`]).
     released: Arc<Released>,
+    /// The Python database's `close()`.
+    closed: CloseSignal,
 }
 
 /// Most results a subscription keeps for its next wait to free; past it, a result is freed
@@ -332,12 +354,12 @@ fn rows<'py>(
 impl Subscription {
     /// The next event, waiting at most `timeout` seconds (None: until one comes), with the
     /// GIL released: ("initial", rows), ("changed", rows, deletions, insertions,
-    /// modifications, moves, sequence), ("closed", reason); None on timeout and after
-    /// "closed".
+    /// modifications, moves, sequence, resynced), ("closed", reason); None on timeout and
+    /// after "closed".
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
         let released = self.released.clone();
-        match next_event(py, &self.live, timeout, move || released.free())? {
+        match next_event(py, &self.live, &self.closed, timeout, move || released.free())? {
             Some(event) => self.event(py, event).map(Some),
             None => Ok(None),
         }
@@ -361,6 +383,7 @@ impl Subscription {
                     change.modifications.into_pyobject(py)?.into_any(),
                     change.moves.into_pyobject(py)?.into_any(),
                     change.sequence.into_pyobject(py)?.into_any(),
+                    change.resynced.into_pyobject(py)?.to_owned().into_any(),
                 ],
             )?,
             Event::Closed(reason) => {
@@ -379,12 +402,17 @@ impl Subscription {
 fn next_event<S: Send + 'static, C: Send + 'static>(
     py: Python<'_>,
     live: &Arc<tessera::live::Subscription<S, C>>,
+    closed: &CloseSignal,
     timeout: Option<f64>,
     before_wait: impl FnOnce() + Send,
 ) -> PyResult<Option<Event<S, C>>> {
     let deadline = deadline(timeout)?;
     let mut before_wait = Some(before_wait);
     loop {
+        if closed.raised() {
+            // What was delivered before `close()`, then `Closed`.
+            return Ok(Some(live.try_recv().unwrap_or(Event::Closed(tessera::live::SubscriptionEnd::DatabaseClosed))));
+        }
         let slice = wait_slice(deadline);
         let waiting = live.clone();
         let before = before_wait.take();
@@ -415,6 +443,8 @@ pub struct ObjectSubscription {
     /// The collection, named in an error (not its handle: a subscription does not keep the
     /// database open).
     origin: Arc<Named>,
+    /// The Python database's `close()`.
+    closed: CloseSignal,
 }
 
 #[pymethods]
@@ -424,7 +454,7 @@ impl ObjectSubscription {
     /// ("closed", reason); None on timeout and after "closed".
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
-        let Some(event) = next_event(py, &self.live, timeout, || ())? else { return Ok(None) };
+        let Some(event) = next_event(py, &self.live, &self.closed, timeout, || ())? else { return Ok(None) };
         let record = |record: Option<&Arc<DynRecord>>| match record {
             Some(record) => {
                 let shown_key = || self.origin.key_of(record.value());

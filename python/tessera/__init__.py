@@ -816,7 +816,7 @@ class _DocumentSubscription(Subscription):
         built = None if value is None else self._build(value)
         if kind == "initial":
             return Initial(built)
-        return Changed(built, [], [], [], [], 0)
+        return Changed(built, [], [], [], [], None)
 
 
 class Dictionary(MutableMapping):

@@ -4,7 +4,9 @@ over them."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import threading
 from collections.abc import Sequence
 from typing import Any, Callable, Generic, List, Optional, Tuple, TypeVar
 
@@ -13,6 +15,11 @@ T = TypeVar("T")
 # How long one wait of the asyncio iterator blocks a worker thread, in seconds: the longest
 # a cancelled `async for` keeps that thread.
 ASYNC_WAIT_SLICE_SECONDS = 0.25
+
+# The threads the asyncio iterators wait on (the native wait releases the GIL). Their own
+# pool, not the event loop's default executor: a wait may outlive the `await` that started it
+# (a cancelled one), and its result must reach the next `await`, whatever loop runs it.
+_ASYNC_WAITERS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="tessera-async")
 
 
 class Result(Sequence):
@@ -63,23 +70,37 @@ class Changed(Generic[T]):
     """One commit's change to the result: indices as in Realm's changesets.
 
     ``deletions`` index the previous result; ``insertions`` and ``modifications`` the new
-    one; ``moves`` are (previous index, new index) pairs; ``sequence`` is the commit."""
+    one; ``moves`` are (previous index, new index) pairs; ``sequence`` is the commit (None for
+    a document's change, which does not carry it).
+
+    ``resynced``: the subscriber fell so far behind that the engine replaced its backlog with
+    one change from the previous result to the new one, listing every previous row as deleted
+    and every new row as inserted (applying it still gives the new result). Which records are
+    new or changed is then unknown: :attr:`inserted` and :attr:`updated` raise ``ValueError``
+    rather than name every record."""
 
     result: Sequence  # of T: a Result, built as read
     deletions: List[int]
     insertions: List[int]
     modifications: List[int]
     moves: List[Tuple[int, int]]
-    sequence: int
+    sequence: Optional[int]
+    resynced: bool = False
+
+    def _refuse_if_resynced(self, what: str) -> None:
+        if self.resynced:
+            raise ValueError(f"{what} is unknown for a resynchronised change (the subscriber fell behind): compare the results")
 
     @property
     def inserted(self) -> List[T]:
-        """The records new to the result."""
+        """The records new to the result (``ValueError`` if :attr:`resynced`)."""
+        self._refuse_if_resynced("which records are new")
         return [self.result[index] for index in self.insertions]
 
     @property
     def updated(self) -> List[T]:
-        """The records that stayed and changed."""
+        """The records that stayed and changed (``ValueError`` if :attr:`resynced`)."""
+        self._refuse_if_resynced("which records changed")
         return [self.result[index] for index in self.modifications]
 
 
@@ -109,7 +130,15 @@ _object_new = object.__new__
 _object_setattr = object.__setattr__
 
 
-def _changed(result: Sequence, deletions: List[int], insertions: List[int], modifications: List[int], moves: List[Tuple[int, int]], sequence: int) -> Changed:
+def _changed(
+    result: Sequence,
+    deletions: List[int],
+    insertions: List[int],
+    modifications: List[int],
+    moves: List[Tuple[int, int]],
+    sequence: Optional[int],
+    resynced: bool = False,
+) -> Changed:
     """``Changed(result, ...)``, made without the frozen dataclass's ``__init__`` (one
     ``object.__setattr__`` per field): the same fields, equal to one made by calling the class,
     in half the time, on the path from a commit to the subscriber."""
@@ -117,7 +146,15 @@ def _changed(result: Sequence, deletions: List[int], insertions: List[int], modi
     _object_setattr(
         event,
         "__dict__",
-        {"result": result, "deletions": deletions, "insertions": insertions, "modifications": modifications, "moves": moves, "sequence": sequence},
+        {
+            "result": result,
+            "deletions": deletions,
+            "insertions": insertions,
+            "modifications": modifications,
+            "moves": moves,
+            "sequence": sequence,
+            "resynced": resynced,
+        },
     )
     return event
 
@@ -130,6 +167,10 @@ class Subscription(Generic[T]):
         self._native = native
         self._build = build
         self._done = False
+        # The asyncio iterator's wait under way, if its `await` was cancelled: its event is the
+        # next one, for whichever `await` comes next (see `__anext__`).
+        self._waiting: Optional[concurrent.futures.Future] = None
+        self._waiting_lock = threading.Lock()
 
     def _event(self, raw: Optional[tuple]) -> Optional[Event]:
         if raw is None:
@@ -138,8 +179,8 @@ class Subscription(Generic[T]):
         kind = raw[0]
         if kind == "changed":
             # `moves` comes as a list of (previous, new) tuples.
-            _, rows, deletions, insertions, modifications, moves, sequence = raw
-            return _changed(Result(rows, build), deletions, insertions, modifications, moves, sequence)
+            _, rows, deletions, insertions, modifications, moves, sequence, resynced = raw
+            return _changed(Result(rows, build), deletions, insertions, modifications, moves, sequence, resynced)
         if kind == "initial":
             return Initial(Result(raw[1], build))
         self._done = True
@@ -148,6 +189,8 @@ class Subscription(Generic[T]):
     def next(self, timeout: Optional[float] = None) -> Optional[Event]:
         """The next event, waiting at most ``timeout`` seconds (None: until one comes);
         None on timeout or once the subscription has ended."""
+        if isinstance(timeout, bool):
+            raise TypeError("timeout is a number of seconds or None, not a bool")
         if self._done:
             return None
         event = self._event(self._native.next(timeout))
@@ -172,9 +215,20 @@ class Subscription(Generic[T]):
         return self
 
     async def __anext__(self) -> Event:
-        loop = asyncio.get_running_loop()
         while not self._done:
-            raw = await loop.run_in_executor(None, self._native.next, ASYNC_WAIT_SLICE_SECONDS)
+            # A wait a cancelled `await` left under way is taken over: its event (or `Closed`)
+            # is this one's, never lost with the cancelled call. Shielded, so that cancelling
+            # this `await` leaves the wait to the next one in turn.
+            with self._waiting_lock:
+                waiting = self._waiting
+                if waiting is None:
+                    waiting = self._waiting = _ASYNC_WAITERS.submit(self._native.next, ASYNC_WAIT_SLICE_SECONDS)
+            raw = await asyncio.shield(asyncio.wrap_future(waiting))
+            with self._waiting_lock:
+                if self._waiting is waiting:
+                    self._waiting = None
+                else:
+                    continue  # another task took this wait's event
             event = self._event(raw)
             if event is not None:
                 return event

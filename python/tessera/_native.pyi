@@ -62,8 +62,8 @@ class Rows:
 
 class Subscription:
     """A live query. `next` waits (GIL released) for ("initial", rows), ("changed", rows,
-    deletions, insertions, modifications, moves, sequence) or ("closed", reason); None on
-    timeout and after "closed"."""
+    deletions, insertions, modifications, moves, sequence, resynced) or ("closed", reason);
+    None on timeout and after "closed"."""
 
     def next(self, timeout: Optional[float] = None) -> Optional[tuple]: ...
 

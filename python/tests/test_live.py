@@ -89,7 +89,8 @@ def test_a_changed_event_is_the_dataclass_with_its_fields(db, tasks):
     assert change.modifications == [2] and change.updated == [Task(1, "a", 9)]
     same = tessera.Changed(change.result, change.deletions, change.insertions, change.modifications, change.moves, change.sequence)
     assert change == same and repr(change) == repr(same)
-    assert dataclasses.fields(change)[-1].name == "sequence" and change.sequence > 0
+    assert [field.name for field in dataclasses.fields(change)][-2:] == ["sequence", "resynced"]
+    assert change.sequence > 0 and change.resynced is False
     assert dataclasses.replace(change, sequence=0).sequence == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
         change.sequence = 1  # type: ignore[misc]
