@@ -101,12 +101,25 @@ pub fn dict(path: &Path, name: &str, action: DictAction, as_json: bool) -> Outco
         DictAction::Set { key, value } => {
             let db = open::database(path, Access::Write)?;
             let dictionary = dictionary(&db, &file, name, true)?;
-            if let Some(number) = integer_out_of_range(&value) {
+            // JSON, or else a string; but JSON whose numbers cannot be stored as typed is
+            // refused, never taken as a string or rounded.
+            let is_json = match tessera::value::from_json(value.as_bytes()) {
+                Ok(_) => true,
+                Err(error) if error.kind == tessera::value::JsonErrorKind::TooLarge => {
+                    return Err(Failure::Invalid(format!("dictionary {name:?}, key {key:?}: {error}; quote it to store a string")));
+                }
+                Err(_) => false,
+            };
+            if is_json && let Some(number) = integer_out_of_range(&value) {
                 return Err(Failure::Invalid(format!(
                     "dictionary {name:?}, key {key:?}: the integer {number} is out of range (-2^63 to 2^64 - 1); quote it to store a string, or write it with a fraction to store a float"
                 )));
             }
-            let value: Json = serde_json::from_str(&value).unwrap_or(Json::String(value));
+            let value: Json = if is_json {
+                serde_json::from_str(&value).map_err(|error| Failure::Invalid(format!("dictionary {name:?}, key {key:?}: {error}")))?
+            } else {
+                Json::String(value)
+            };
             dictionary.set(&key, &value).map_err(fail)?;
             dictionary.flush().map_err(fail)?;
             if as_json {

@@ -509,3 +509,25 @@ fn salvage_of_a_sound_file_equals_the_export() {
     let (status, out, err) = run(&["export", "--salvage", s(&db), "nosuch"]);
     assert_ne!(status, 0, "{out}{err}");
 }
+
+/// `dict set`'s VALUE is JSON, or else a string: text that is not JSON but holds a long digit
+/// run is a string (it was refused as an integer out of range), and a JSON number beyond a
+/// float's range is refused (it was stored as the string "1e400" with exit 0). (Found on
+/// 2026-12-01 by the review of this session's changes.)
+#[test]
+fn dict_set_takes_text_as_a_string_and_refuses_a_number_it_cannot_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = tasks(dir.path(), "d.tessera");
+    let text = "order 12345678901234567890123 shipped";
+    let (status, out, err) = run(&["dict", "set", s(&db), "default", "note", text]);
+    assert_eq!(status, 0, "{out}{err}");
+    assert_eq!(run(&["dict", "get", s(&db), "default", "note"]).1.trim(), format!("{text:?}"));
+    for number in ["1e400", "1E400", "[1, -1e400]"] {
+        let (status, out, err) = run(&["dict", "set", s(&db), "default", "big", number]);
+        assert_eq!(status, 1, "{number}: {out}{err}");
+    }
+    assert_eq!(run(&["dict", "get", s(&db), "default", "big"]).0, 1, "nothing stored");
+    let (status, out, err) = run(&["dict", "set", s(&db), "default", "ok", r#"{"a": [1, 2.5]}"#]);
+    assert_eq!(status, 0, "{out}{err}");
+    assert_eq!(run(&["dict", "get", s(&db), "default", "ok"]).1.trim(), r#"{"a":[1,2.5]}"#);
+}

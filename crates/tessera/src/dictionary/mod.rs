@@ -38,7 +38,8 @@
 //!   returns (dropped inside a write transaction, as soon as that transaction ends, and the
 //!   same dictionary opened meanwhile gets the same cache).
 //!
-//! Lock order: the database's writer lock, then shard locks; never the other way.
+//! Lock order: the database's writer lock, then `forgetting` (a forget of the clean entries, or a
+//! bulk load deciding the cache is complete), then shard locks; never the other way.
 
 mod keys;
 mod stream;
@@ -250,6 +251,9 @@ pub(crate) struct DictInner {
     /// any stored entry, and the cache then forgets what it holds clean
     /// ([`DictInner::follow_other_processes`]).
     coherent_through: AtomicU64,
+    /// Held by a forget of the clean entries for the whole of it, and by a bulk load's final
+    /// decision that the cache is complete (see `forget_clean_entries_before`).
+    forgetting: Mutex<()>,
     /// [`Dictionary`] handles alive. The state is also held for moments by the database's own
     /// threads (the flusher, a commit's after-commit step), so that `Arc`'s count cannot say
     /// which handle is the last: this one does, and the last handle's drop saves.
@@ -342,6 +346,7 @@ impl Db {
                     thread: Mutex::new(None),
                     handles: AtomicUsize::new(0),
                     coherent_through: AtomicU64::new(coherent_through),
+                    forgetting: Mutex::new(()),
                 });
                 let (weak, shared, interval) = (Arc::downgrade(&inner), inner.flusher.clone(), inner.options.flush_interval);
                 let thread = std::thread::Builder::new()
@@ -377,18 +382,28 @@ impl DictInner {
     /// that commit may have changed any entry. Entries written here and not saved yet stay
     /// (they are newer than anything stored). Cleared as `clear` clears, so that a load from
     /// an older snapshot cannot put a forgotten value back.
+    ///
+    /// One forget at a time (`forgetting`), and `coherent_through` is raised only once every
+    /// shard has forgotten: a writer that finds a stale clean entry equal to its value while a
+    /// forget is under way asks [`DictInner::storage_may_differ`], which still sees the older
+    /// `coherent_through`, waits for the forget here, and writes (with the mark raised first,
+    /// it was told nothing had changed and skipped the write: a lost write, found by review).
     fn forget_clean_entries_before(&self, seen: u64) {
-        if self.coherent_through.fetch_max(seen, Ordering::AcqRel) >= seen {
+        let _forgetting = lock(&self.forgetting);
+        if self.coherent_through.load(Ordering::Acquire) >= seen {
             return; // another thread forgot them for this commit, or a later one
         }
-        // Incomplete first: a reader that finds a key missing then reads storage.
+        // Cleared first: a load or a bulk load from an older snapshot then caches nothing, and
+        // a bulk load ending now cannot mark the cache complete (it decides under this lock).
+        self.clears.fetch_add(1, Ordering::AcqRel);
+        // Incomplete next: a reader that finds a key missing then reads storage.
         self.complete.store(false, Ordering::Release);
         self.bulk_load_started.store(false, Ordering::Release);
         self.misses.store(0, Ordering::Relaxed);
-        self.clears.fetch_add(1, Ordering::AcqRel);
         for shard in self.shards.iter() {
             lock(shard).entries.retain(|_, entry| entry.ahead_of_storage());
         }
+        self.coherent_through.store(seen, Ordering::Release);
     }
 
     /// What every cache hit checks first: with cross-process notification on, this process
@@ -531,6 +546,7 @@ impl DictInner {
                     shard.entries.entry(key).or_insert(Entry::clean(Some(value), false));
                 }
             }
+            let _forgetting = lock(&self.forgetting);
             self.complete.store(self.clears.load(Ordering::Acquire) == clears, Ordering::Release);
             Ok(())
         })
@@ -556,11 +572,11 @@ impl DictInner {
     }
 
     /// Whether another process has committed since the cache was last known to agree with
-    /// storage; if so, the cache forgets its clean entries (one read transaction: asked only
-    /// before a write is skipped as unchanged).
+    /// storage; if so, the cache forgets its clean entries (a look at LMDB's meta page: asked
+    /// only before a write is skipped as unchanged).
     fn storage_may_differ(&self) -> Result<bool> {
         let since = self.coherent_through.load(Ordering::Acquire);
-        let Some(seen) = self.db.read(|tx| Ok(crate::store::Snapshot::foreign_commits_after(tx, since)))? else { return Ok(false) };
+        let Some(seen) = self.db.foreign_commits_after(since) else { return Ok(false) };
         self.forget_clean_entries_before(seen);
         Ok(true)
     }

@@ -424,6 +424,20 @@ pub(crate) fn decode_subtree<'e, T, V: DeserializeOwned>(
     path: &[u8],
     entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
 ) -> Result<Option<V>> {
+    let Some(bytes) = subtree_value(document, name, path, entries)? else { return Ok(None) };
+    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, name, error))?;
+    tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
+}
+
+/// The value of field `name` from the entries of its subtree (as [`decode_subtree`] takes
+/// them), as a document of its own: its own key's bytes (the transform reversed), or its
+/// leaves assembled. `None` if there are none.
+fn subtree_value<'e, T>(
+    document: &Document<T>,
+    name: &str,
+    path: &[u8],
+    entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
+) -> Result<Option<Vec<u8>>> {
     let prefix_len = document.prefix.len();
     let mut stored: Vec<(&[u8], std::borrow::Cow<'_, [u8]>)> = Vec::new();
     for entry in entries {
@@ -440,18 +454,13 @@ pub(crate) fn decode_subtree<'e, T, V: DeserializeOwned>(
     }
     match stored.as_slice() {
         [] => Ok(None),
-        [(leaf, bytes)] if *leaf == path => {
-            let doc = Doc::from_untrusted(bytes).map_err(|error| field_error(document, name, error))?;
-            tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
-        }
+        [(leaf, bytes)] if *leaf == path => Ok(Some(bytes.to_vec())),
         _ => {
             if stored[0].0 == path {
                 // The field's own key and keys under it: refused by the assembly as damaged.
                 assemble_deep(document, &stored, 0)?;
             }
-            let bytes = assemble_deep(document, &stored, path.len() + 1)?;
-            let doc = Doc::from_trusted(&bytes)?;
-            tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
+            assemble_deep(document, &stored, path.len() + 1).map(Some)
         }
     }
 }
@@ -464,10 +473,7 @@ pub(crate) fn ancestor_keys(field_key: &[u8], prefix_len: usize) -> impl Iterato
 }
 
 /// Field `name` (deep path `path`, full key `field_key`) of a deep document, from its stored
-/// entries in key order: its own key and the keys under it (assembled as [`decode_subtree`]
-/// assembles them), or else the value an ancestor's key holds whole, read down the path
-/// (`None` where the path leaves it). Both at once is damage, refused naming the ancestor, as
-/// [`decode`] refuses a value stored both at a path and under it.
+/// entries in key order (see [`deep_field_value`]).
 pub(crate) fn decode_deep_field<'e, T, V: DeserializeOwned>(
     document: &Document<T>,
     name: &str,
@@ -475,6 +481,25 @@ pub(crate) fn decode_deep_field<'e, T, V: DeserializeOwned>(
     field_key: &[u8],
     entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
 ) -> Result<Option<V>> {
+    let Some(bytes) = deep_field_value(document, name, path, field_key, entries)? else { return Ok(None) };
+    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, name, error))?;
+    tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
+}
+
+/// The value of field `name` (deep path `path`, full key `field_key`) of a deep document, as a
+/// document of its own, from its stored entries in key order: its own key and the keys under
+/// it (assembled as [`decode_subtree`] assembles them), or else what an ancestor's key holds
+/// whole, read down the path (`None` where the path leaves it). Both at once is damage,
+/// refused naming the ancestor, as [`decode`] refuses a value stored both at a path and under
+/// it. What a reader decodes, and what an observer compares (by value: the same field stored
+/// as leaves or inside its ancestor is the same value).
+pub(crate) fn deep_field_value<'e, T>(
+    document: &Document<T>,
+    name: &str,
+    path: &[u8],
+    field_key: &[u8],
+    entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
+) -> Result<Option<Vec<u8>>> {
     let prefix_len = document.prefix.len();
     let mut ancestor: Option<(&[u8], &[u8])> = None;
     let mut subtree: Vec<(&[u8], &[u8])> = Vec::new();
@@ -489,7 +514,7 @@ pub(crate) fn decode_deep_field<'e, T, V: DeserializeOwned>(
         }
     }
     let Some((ancestor_key, stored)) = ancestor else {
-        return decode_subtree(document, name, path, subtree.into_iter().map(Ok));
+        return subtree_value(document, name, path, subtree.into_iter().map(Ok));
     };
     let ancestor_name = display_name(&ancestor_key[prefix_len..]);
     if !subtree.is_empty() {
@@ -499,9 +524,7 @@ pub(crate) fn decode_deep_field<'e, T, V: DeserializeOwned>(
             format!("the document is damaged: `{ancestor_name}` is stored both as a value and as nested fields (`{name}`)"),
         ));
     }
-    let Some(bytes) = value_in_ancestor(document, field_key, ancestor_key, stored)? else { return Ok(None) };
-    let doc = Doc::from_trusted(&bytes)?;
-    tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
+    value_in_ancestor(document, field_key, ancestor_key, stored)
 }
 
 /// The value at the deep field whose full key is `field_key`, inside the value `stored` at

@@ -683,8 +683,11 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         } else {
             write.leaves.iter().map(|(key, bytes)| (&key[..], &bytes[..])).collect()
         };
+        // The write's own puts come first: only they must be held by `T` under their names
+        // (what is kept of a spread ancestor may hold entries `T` ignores, as it did stored whole).
+        let written = puts.len();
         puts.extend(kept.iter().map(|(key, bytes)| (&key[..], &bytes[..])));
-        self.verify_field(tx, name, write.checked, &puts, &deletes)?;
+        self.verify_field(tx, name, write.checked, &puts, written, &deletes)?;
         for stored_key in &deletes {
             tx.delete(keyspace, stored_key)?;
         }
@@ -697,13 +700,15 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
     /// Decodes the document as `puts` and `deletes` would leave it: an error naming the field
     /// if it would no longer decode as `T`, or if `T` would not hold the written value under
     /// the written name (a name `T` ignores, or an alias that `set` would store under another
-    /// name).
+    /// name). The first `written` puts are the write's own; the others keep what a spread
+    /// ancestor held, which `T` need not hold.
     fn verify_field(
         &self,
         tx: &WriteTxn<'_>,
         name: &str,
         checked: probe::Checked,
         puts: &[(&[u8], &[u8])],
+        written: usize,
         deletes: &[Vec<u8>],
     ) -> Result<()> {
         let mut before: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = std::collections::BTreeMap::new();
@@ -740,7 +745,7 @@ impl<T: Serialize + DeserializeOwned> Document<T> {
         // Does `T` hold the written value under the written name? `set` of the decoded value
         // would store exactly the keys `T` keeps.
         let kept = fields::encode(self, &value)?;
-        if puts.iter().all(|(field_key, _)| kept.iter().any(|(kept_key, _)| kept_key == field_key)) {
+        if puts[..written].iter().all(|(field_key, _)| kept.iter().any(|(kept_key, _)| kept_key == field_key)) {
             return Ok(());
         }
         let unchanged = match decode(&before) {

@@ -141,15 +141,15 @@ where
             let mut changes = batch.changes().filter(|c| c.keyspace == keyspace && in_field(c.key)).peekable();
             changes.peek()?;
             let document = place.document(db);
-            let before = field_state(&document, &field_key, &stored);
+            let before = field_state(&document, &name, &path, &field_key, &stored);
             for change in changes {
                 match change.new {
                     Some(bytes) => stored.insert(change.key.to_vec(), bytes.to_vec()),
                     None => stored.remove(change.key),
                 };
             }
-            if let (Ok(before), Ok(after)) = (before, field_state(&document, &field_key, &stored))
-                && before == after
+            if let (Ok(before), Ok(after)) = (before, field_state(&document, &name, &path, &field_key, &stored))
+                && same_value(&before, &after)
             {
                 return None; // distinct until changed
             }
@@ -159,28 +159,38 @@ where
     })
 }
 
-/// A field's state as [`field_state`] makes it: its subtree's stored entries, and the bytes
-/// of the value an ancestor holds at its path.
-type FieldState = (Vec<(Vec<u8>, Vec<u8>)>, Option<Vec<u8>>);
-
-/// What an observer of the field compares between commits: the stored entries of its own
-/// subtree and, in a deep document, what a value stored whole at an ancestor holds at its path
-/// (so that a change elsewhere in that value is not a change of the field).
-fn field_state(document: &Document<()>, field_key: &[u8], stored: &BTreeMap<Vec<u8>, Vec<u8>>) -> Result<FieldState> {
-    let mut own = Vec::new();
-    let mut in_ancestor = None;
-    for (key, bytes) in stored {
-        let is_ancestor = key.len() < field_key.len() && field_key.starts_with(key) && field_key[key.len()] == super::PATH_SEPARATOR;
-        if is_ancestor {
-            // Key order: the nearest ancestor comes last.
-            // An ancestor that does not hold the path holds nothing of the field: the same
-            // state as no ancestor at all.
-            in_ancestor = fields::value_in_ancestor(document, field_key, key, bytes)?;
-        } else {
-            own.push((key.clone(), bytes.clone()));
-        }
+/// What an observer of the field compares between commits: the field's value as a document
+/// of its own (its subtree's entries assembled, or what an ancestor stored whole holds at its
+/// path), compared by value, so that the same value stored another way (spread into leaves,
+/// or rewritten whole in its ancestor) is not a change.
+fn field_state(
+    document: &Document<()>,
+    name: &str,
+    path: &[u8],
+    field_key: &[u8],
+    stored: &BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Result<Option<Vec<u8>>> {
+    let entries = stored.iter().map(|(key, bytes)| Ok((key.as_slice(), bytes.as_slice())));
+    if document.collection.options.deep {
+        fields::deep_field_value(document, name, path, field_key, entries)
+    } else {
+        Ok(stored.get(field_key).cloned())
     }
-    Ok((own, in_ancestor))
+}
+
+/// Whether two field states hold the same value.
+fn same_value(before: &Option<Vec<u8>>, after: &Option<Vec<u8>>) -> bool {
+    match (before, after) {
+        (None, None) => true,
+        (Some(before), Some(after)) => {
+            before == after
+                || matches!(
+                    (tessera_value::Doc::from_untrusted(before), tessera_value::Doc::from_untrusted(after)),
+                    (Ok(before), Ok(after)) if before.root() == after.root()
+                )
+        }
+        _ => false,
+    }
 }
 
 fn decode_field<V: DeserializeOwned>(

@@ -1533,6 +1533,14 @@ impl Db {
         self.inner.cross_process.get().map_or(0, |cross_process| cross_process.foreign_through())
     }
 
+    /// The newest commit of the file if another process may have made a commit after
+    /// `sequence` (conservative: a commit of this process not recorded yet counts as
+    /// another's), without a snapshot: LMDB's meta page and two atomics.
+    pub(crate) fn foreign_commits_after(&self, sequence: u64) -> Option<u64> {
+        let newest = self.inner.env_info_gated().last_txn_id as u64;
+        self.inner.origins.foreign_between(sequence, newest).then_some(newest)
+    }
+
     /// Bytes the map currently spans (the file grows up to this).
     pub fn map_size_bytes(&self) -> u64 {
         self.inner.env_info_gated().map_size as u64
