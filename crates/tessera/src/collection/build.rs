@@ -3,9 +3,10 @@
 //!
 //! **Multi-entry indexes.** An index whose path ends in `[]` (`tags[]`) indexes the elements of
 //! the array at the path before it: a record has one entry per distinct element value (NULL
-//! elements and elements that are arrays or maps have none, and neither has a record whose
-//! field is NULL or not an array). It serves `tags contains VALUE` (see `plan`), and never an
-//! order or a comparison of the whole field. It cannot be unique.
+//! elements and elements that are arrays or maps other than an enum variant's one-entry map
+//! have none, and neither has a record whose field is NULL or not an array). It serves `tags
+//! contains VALUE` on a field that is always an array (see `plan`), and never an order or a
+//! comparison of the whole field. It cannot be unique.
 
 use super::{CollectionState, IndexState, sort_key};
 use crate::Db;

@@ -566,6 +566,13 @@ fn compare(state: &CollectionState, layout: &dyn KeyLayout, path: &str, op: Comp
 /// (a superset for numbers, as [`index_compare`] bounds them). A substring test on a string
 /// has no such index.
 fn contains(state: &CollectionState, path: &str, literal: &Literal) -> Option<Access> {
+    // Only a field that is always an array: on a field of any type, `contains` is also a
+    // substring test of a string value, which has no entries in the element index (a record
+    // `{"v": "abc"}` was missing from `v contains "b"` through it).
+    let is_array = matches!(state.shape.resolve(path).map(super::strip_option), Some(super::TypeDesc::List(_) | super::TypeDesc::Tuple(_)));
+    if !is_array {
+        return None;
+    }
     let index_path = format!("{path}{}", super::build::ELEMENTS_SUFFIX);
     state.index_for(&index_path)?;
     if *literal == Literal::Null {

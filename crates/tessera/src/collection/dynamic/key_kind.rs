@@ -119,6 +119,14 @@ impl KeyKind {
                 if !holds_exactly(value, float) {
                     return Err(format!("{} cannot be held exactly by a key of {}", value.to_json(), self.name()));
                 }
+                if number.is_nan() {
+                    // Equal to nothing, itself included: no get could name it again.
+                    return Err(format!("NaN cannot be a key of {}", self.name()));
+                }
+                // -0.0 and 0.0 are equal (a query's `id = 0` finds either): one key, as the
+                // Python package writes it, so that a get of either finds the record and a
+                // second insert is a duplicate.
+                let number = if number == 0.0 { 0.0 } else { number };
                 if self == KeyKind::F32 { (number as f32).encode_key(out) } else { number.encode_key(out) }
             }
             _ => {
