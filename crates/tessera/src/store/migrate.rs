@@ -80,7 +80,14 @@ pub(crate) fn upgrade(db: &Db, names: &[String]) -> Result<HashKey> {
         let hash_key = kept_hash_key.unwrap_or(hash_key);
         let mut keyspaces = Vec::with_capacity(names.len());
         for name in names.iter().filter(|name| *name != META_KEYSPACE) {
-            let handle = db.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name)).map_err(|e| Error::from_heed(e, ceiling))?;
+            // A name no keyspace can have (a NUL byte, which heed would panic on), or a
+            // main-tree entry that is not a keyspace, is damage: passed over here as every open
+            // passes it over, and reported by `Db::check`.
+            if super::names::check("keyspace", name, super::KEYSPACE_NAME_LEN_MAX).is_err() {
+                continue;
+            }
+            let opened = db.inner.env.open_database::<Bytes, Bytes>(tx.raw(), Some(name));
+            let handle = db.existing_handle(opened, |e| Error::from_heed(e, ceiling))?;
             if let Some(handle) = handle {
                 keyspaces.push(Keyspace::new(&db.inner, name.as_str().into(), handle));
             }

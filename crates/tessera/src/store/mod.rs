@@ -766,10 +766,13 @@ impl Db {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn file_info(&self) -> Result<FileInfo> {
+        // Read first: a read adopts a map another process has grown, so that LMDB's figures
+        // below are of that map (read before it, the map's size was the old one's and the pages
+        // used the new one's: `used_bytes` above `map_bytes`).
+        let format_version = self.stored_format_version()?;
         let info = self.inner.env_info_gated();
         let file_bytes = std::fs::metadata(&self.inner.path)?.len();
         let used_pages = info.last_page_number as u64 + 1;
-        let format_version = self.stored_format_version()?;
         Ok(FileInfo {
             format_version,
             file_bytes,
@@ -797,7 +800,7 @@ impl Db {
     /// Writes a consistent, compacted copy of the database to `destination`, which must not
     /// exist: LMDB copies one snapshot, leaving out free pages, while other threads and
     /// processes keep reading and writing. Works on a read-only handle. Returns the copy's
-    /// size in bytes.
+    /// size in bytes. [`Error::WouldDeadlock`] inside a write transaction of this thread.
     ///
     /// A file with the durable feed on ([`DbOptions::durable_feed`]) is copied page by page,
     /// free pages included: LMDB's compacting copy numbers the copy's transactions from 1
@@ -817,6 +820,11 @@ impl Db {
     /// # Ok::<(), tessera::Error>(())
     /// ```
     pub fn copy_compacted(&self, destination: &Path) -> Result<u64> {
+        if txn::writing_on_this_thread() {
+            // LMDB's copy takes the writer lock to read the meta pages (a page-by-page copy), and
+            // this thread holds it: it waited for itself forever, and so did every writer.
+            return Err(Error::WouldDeadlock { operation: "copying the database", advice: "copy outside the write transaction" });
+        }
         let feed_on = durable_feed::marked(self)?;
         let compaction = if feed_on { heed::CompactionOption::Disabled } else { heed::CompactionOption::Enabled };
         let copied = self.copy_to(destination, compaction)?;

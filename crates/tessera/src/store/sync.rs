@@ -129,14 +129,24 @@ impl Syncer {
         }
     }
 
-    /// Returns once everything up to `sequence` is on stable storage.
+    /// Returns once everything up to `sequence` is on stable storage; a flush error not
+    /// reported yet is this caller's.
     pub(crate) fn sync_through(&self, sequence: u64) -> Result<(), String> {
+        self.flush_through(sequence, true)
+    }
+
+    /// [`Syncer::sync_through`]; a caller that does not `report` (the background thread)
+    /// leaves a pending flush error for the next waiter and flushes all the same, and keeps
+    /// its own failure for that waiter too. (It took the pending error, put it back and
+    /// flushed nothing, at every deadline until a caller took it: buffered commits were no
+    /// longer flushed in the background after one failure. Found by review.)
+    fn flush_through(&self, sequence: u64, report: bool) -> Result<(), String> {
         let mut state = lock(&self.state);
         loop {
             if state.synced >= sequence {
                 return Ok(());
             }
-            if let Some(error) = state.error.take() {
+            if report && let Some(error) = state.error.take() {
                 return Err(error);
             }
             if state.flushing {
@@ -156,7 +166,12 @@ impl Syncer {
             match result {
                 // A pending buffered deadline is left to the background thread, which owns it.
                 Ok(()) => state.synced = state.synced.max(target),
-                Err(error) => state.error = Some(error),
+                Err(error) if report => state.error = Some(error),
+                Err(error) => {
+                    state.error = Some(error.clone());
+                    self.changed.notify_all();
+                    return Err(error);
+                }
             }
             self.changed.notify_all();
         }
@@ -196,9 +211,8 @@ impl Syncer {
                     self.flush_pending.store(false, Ordering::SeqCst);
                     drop(state);
                     let target = self.committed.load(Ordering::SeqCst);
-                    if let Err(error) = self.sync_through(target) {
-                        lock(&self.state).error = Some(error);
-                    }
+                    // A failure is kept for the next waiter (`flush_through` keeps it).
+                    let _ = self.flush_through(target, false);
                     return true;
                 }
             }
