@@ -24,6 +24,7 @@ mod error;
 pub mod live;
 pub mod query;
 pub mod store;
+mod stored_doc;
 
 pub use check::{CHECK_PROBLEMS_MAX, CheckReport, PROBLEM_KEY_BYTES_MAX, Problem};
 pub use collection::{Collection, CollectionOptions, Order, Query, Record, WriteOutcome};

@@ -1006,7 +1006,7 @@ pub(crate) fn open_stored<'a>(
     keys: &'a tessera_value::SharedKeys,
     verified: bool,
 ) -> std::result::Result<Doc<'a>, tessera_value::FormatError> {
-    if verified { Doc::from_trusted_with_keys(bytes, keys) } else { Doc::from_untrusted_with_keys(bytes, keys) }
+    if verified { Doc::from_trusted_with_keys(bytes, keys) } else { crate::stored_doc::validate_with_keys(bytes, keys) }
 }
 
 /// Where a schema change (a unique index's build, a migration) writes index entries. It reads
@@ -1075,8 +1075,8 @@ fn run_migration<T: Record>(
     let stored = all_records(tx, records)?;
     let mut migrated = Vec::with_capacity(stored.len());
     for (key, bytes) in &stored {
-        let doc =
-            Doc::from_untrusted_with_keys(bytes, &record_keys.shared).map_err(|error| decode_error(name, T::display_key, key, error))?;
+        let doc = crate::stored_doc::validate_with_keys(bytes, &record_keys.shared)
+            .map_err(|error| decode_error(name, T::display_key, key, error))?;
         migrated.push(migrate(doc.root())?);
         tx.delete(records, key)?;
     }
@@ -1807,7 +1807,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
     for entry in txn.range(&records, ..)? {
         let (key, bytes) = entry?;
         report.entries += 1;
-        if let Err(error) = Doc::from_untrusted_with_keys(bytes, &shared) {
+        if let Err(error) = crate::stored_doc::validate_with_keys(bytes, &shared) {
             report.problem(records.name(), key, format!("record does not validate: {error}"));
             continue;
         }
@@ -1854,7 +1854,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, name: &str, report
                 format!("index `{}` entry points at key {}, which has no record", index.path, key_display(primary)),
             ),
             // A record that does not validate was reported above.
-            Some(bytes) if Doc::from_untrusted_with_keys(bytes, &shared).is_err() => {}
+            Some(bytes) if crate::stored_doc::validate_with_keys(bytes, &shared).is_err() => {}
             Some(bytes) => {
                 build::components_in(Some(bytes), &shared, false, &index.path, layout, &mut components)?;
                 let matches =

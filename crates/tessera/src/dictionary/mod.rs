@@ -445,7 +445,7 @@ impl DictInner {
         let (loaded, neighbours) = self.db.read(|tx| keys::load_with_neighbours(tx, &self.keyspace, &self.long_key_hash, key))?;
         if let Some(bytes) = &loaded {
             // Validated once here; cached bytes are then opened without checks.
-            Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
+            crate::stored_doc::validate(bytes).map_err(|error| self.value_error(key, error))?;
         }
         self.cache_neighbours(clears, saves, neighbours);
         let mut shard = lock(self.shard(key));
@@ -492,7 +492,7 @@ impl DictInner {
     fn checked_value(&self, key: &str, entry: &mut Entry) -> Result<Option<Arc<[u8]>>> {
         if !entry.validated {
             if let Some(bytes) = &entry.value {
-                Doc::from_untrusted(bytes).map_err(|error| self.value_error(key, error))?;
+                crate::stored_doc::validate(bytes).map_err(|error| self.value_error(key, error))?;
             }
             entry.validated = true;
         }
@@ -1297,7 +1297,7 @@ impl DictTxn<'_, '_> {
         match bytes {
             None => Ok(None),
             Some(bytes) => {
-                let doc = Doc::from_untrusted(&bytes).map_err(|error| inner.value_error(key, error))?;
+                let doc = crate::stored_doc::validate(&bytes).map_err(|error| inner.value_error(key, error))?;
                 tessera_value::from_value(doc.root()).map(Some).map_err(|error| inner.value_error(key, error))
             }
         }
@@ -1343,7 +1343,7 @@ pub(crate) fn check(db: &Db, txn: &crate::store::ReadTxn<'_>, keyspace: &Keyspac
         report.entries += 1;
         match keys::value_of(&hash, stored, record) {
             Ok(value) => {
-                if let Err(error) = Doc::from_untrusted(value) {
+                if let Err(error) = crate::stored_doc::validate(value) {
                     report.problem(keyspace.name(), stored, format!("value does not validate: {error}"));
                 }
             }

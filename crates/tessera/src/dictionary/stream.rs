@@ -65,6 +65,6 @@ pub(super) fn subscribe<T: DeserializeOwned + Send + 'static>(dictionary: &Dicti
 
 fn decode<T: DeserializeOwned>(dictionary: &str, key: &str, bytes: &[u8]) -> Result<T> {
     let error = |message: String| Error::DictionaryValue { dictionary: dictionary.to_owned(), key: key.to_owned(), message };
-    let doc = tessera_value::Doc::from_untrusted(bytes).map_err(|e| error(e.to_string()))?;
+    let doc = crate::stored_doc::validate(bytes).map_err(|e| error(e.to_string()))?;
     tessera_value::from_value(doc.root()).map_err(|e| error(e.to_string()))
 }

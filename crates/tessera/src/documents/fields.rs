@@ -60,7 +60,7 @@ fn transform_in<'b, T>(document: &Document<T>, name: &str, bytes: &'b [u8]) -> R
 /// Decodes one stored field into `V`.
 pub(crate) fn decode_field<T, V: DeserializeOwned>(document: &Document<T>, name: &str, stored: &[u8]) -> Result<V> {
     let bytes = transform_in(document, name, stored)?;
-    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, name, error))?;
+    let doc = crate::stored_doc::validate(&bytes).map_err(|error| field_error(document, name, error))?;
     tessera_value::from_value(doc.root()).map_err(|error| field_error(document, name, error))
 }
 
@@ -404,7 +404,7 @@ fn assemble_deep<T>(document: &Document<T>, stored: &[(&[u8], std::borrow::Cow<'
             open.push(name);
         }
         let leaf_name = std::str::from_utf8(leaf).map_err(|_| field_error(document, &display_name(path), "not UTF-8"))?;
-        let doc = Doc::from_untrusted(bytes).map_err(|error| field_error(document, &display_name(path), error))?;
+        let doc = crate::stored_doc::validate(bytes).map_err(|error| field_error(document, &display_name(path), error))?;
         encoder.key(leaf_name)?;
         encoder.push_value(doc.root())?;
     }
@@ -425,7 +425,7 @@ pub(crate) fn decode_subtree<'e, T, V: DeserializeOwned>(
     entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
 ) -> Result<Option<V>> {
     let Some(bytes) = subtree_value(document, name, path, entries)? else { return Ok(None) };
-    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, name, error))?;
+    let doc = crate::stored_doc::validate(&bytes).map_err(|error| field_error(document, name, error))?;
     tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
 }
 
@@ -482,7 +482,7 @@ pub(crate) fn decode_deep_field<'e, T, V: DeserializeOwned>(
     entries: impl Iterator<Item = Result<(&'e [u8], &'e [u8])>>,
 ) -> Result<Option<V>> {
     let Some(bytes) = deep_field_value(document, name, path, field_key, entries)? else { return Ok(None) };
-    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, name, error))?;
+    let doc = crate::stored_doc::validate(&bytes).map_err(|error| field_error(document, name, error))?;
     tessera_value::from_value(doc.root()).map(Some).map_err(|error| field_error(document, name, error))
 }
 
@@ -538,7 +538,7 @@ pub(crate) fn value_in_ancestor<T>(
 ) -> Result<Option<Vec<u8>>> {
     let ancestor_name = display_name(&ancestor_key[document.prefix.len()..]);
     let bytes = transform_in(document, &ancestor_name, stored)?;
-    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, &ancestor_name, error))?;
+    let doc = crate::stored_doc::validate(&bytes).map_err(|error| field_error(document, &ancestor_name, error))?;
     let mut value = doc.root();
     for step in field_key[ancestor_key.len() + 1..].split(|&byte| byte == PATH_SEPARATOR) {
         let step = std::str::from_utf8(step)
@@ -565,7 +565,7 @@ pub(crate) fn spread_ancestor<T>(
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let ancestor_path = &ancestor_key[document.prefix.len()..];
     let bytes = transform_in(document, &display_name(ancestor_path), stored)?.into_owned();
-    let doc = Doc::from_untrusted(&bytes).map_err(|error| field_error(document, &display_name(ancestor_path), error))?;
+    let doc = crate::stored_doc::validate(&bytes).map_err(|error| field_error(document, &display_name(ancestor_path), error))?;
     if doc.root().as_dict().is_none_or(|dict| dict.is_empty()) {
         return Ok(Vec::new());
     }
@@ -669,7 +669,7 @@ impl<'v, I: Iterator<Item = FieldResult<'v>>> de::MapAccess<'v> for FieldsMap<'_
 
     fn next_value_seed<V: DeserializeSeed<'v>>(&mut self, seed: V) -> Result<V::Value, Self::Error> {
         let (name, bytes) = self.value.take().expect("serde asks for a value after its key");
-        let doc = match Doc::from_untrusted(bytes) {
+        let doc = match crate::stored_doc::validate(bytes) {
             Ok(doc) => doc,
             Err(error) => {
                 // Stops the deserializer; `deserialize_fields` names the field.

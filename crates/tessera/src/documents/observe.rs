@@ -185,7 +185,7 @@ fn same_value(before: &Option<Vec<u8>>, after: &Option<Vec<u8>>) -> bool {
         (Some(before), Some(after)) => {
             before == after
                 || matches!(
-                    (tessera_value::Doc::from_untrusted(before), tessera_value::Doc::from_untrusted(after)),
+                    (crate::stored_doc::validate(before), crate::stored_doc::validate(after)),
                     (Ok(before), Ok(after)) if before.root() == after.root()
                 )
         }

@@ -1183,6 +1183,9 @@ impl Db {
     /// the map must grow. The map starts at [`DbOptions::map_size_initial_bytes`] (4 MiB by
     /// default).
     ///
+    /// Inside the closure, read through `tx` to see its own writes: a read through the `Db`
+    /// ([`Db::read`], or a collection's `get(&db, …)`) sees the last commit, without them.
+    ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// let db = tessera::Db::open(dir.path().join("db"))?;

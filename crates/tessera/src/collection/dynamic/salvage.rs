@@ -395,7 +395,7 @@ impl Salvaged {
     /// The record stored under `key` as a plain document, or why it is skipped.
     fn decode(&self, key: &[u8], stored: &[u8]) -> std::result::Result<Vec<u8>, SkipReason> {
         let value = checksum::open(key, stored).ok_or(SkipReason::Checksum)?;
-        let doc = Doc::from_untrusted_with_keys(value, &self.keys).map_err(|error| SkipReason::Invalid(error.to_string()))?;
+        let doc = crate::stored_doc::validate_with_keys(value, &self.keys).map_err(|error| SkipReason::Invalid(error.to_string()))?;
         plain(doc.root()).map_err(|error| SkipReason::Invalid(error.to_string()))
     }
 
