@@ -303,6 +303,14 @@ pub enum Error {
         /// The keyspace's name.
         keyspace: String,
     },
+    /// A read transaction began before this process opened the keyspace (created it, or first
+    /// opened one the file already had): LMDB knows only the keyspaces opened before a
+    /// transaction began, and refuses the read. Begin a new read transaction.
+    #[error("keyspace {keyspace:?} was opened by this process after this read transaction began, which cannot read it: begin a new one")]
+    KeyspaceNewerThanSnapshot {
+        /// The keyspace's name.
+        keyspace: String,
+    },
     /// The call would deadlock: it waits for write transactions, and the calling thread is
     /// inside one (a write inside a write; a subscription inside a write).
     #[error("{operation} inside a write transaction of the same thread would deadlock; {advice}")]

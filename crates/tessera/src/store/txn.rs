@@ -85,6 +85,9 @@ thread_local! {
     /// transaction that moves to another thread keeps this counter and decrements it when it is
     /// dropped there (a plain thread-local count was left at 1 forever by such a move).
     static READERS_ON_THIS_THREAD: Arc<AtomicUsize> = Arc::new(AtomicUsize::new(0));
+    /// The same, per database (by [`ResizeGate::id`]): what a resize of one database's map
+    /// waits for, and what lets this thread read again while a resize waits for its reader.
+    static GATE_READERS_ON_THIS_THREAD: std::cell::RefCell<Vec<(u64, Arc<AtomicUsize>)>> = const { std::cell::RefCell::new(Vec::new()) };
     /// This thread is inside a write transaction's closure (of any database).
     static WRITING_ON_THIS_THREAD: Cell<bool> = const { Cell::new(false) };
 }
@@ -125,8 +128,9 @@ impl Drop for WritingGuard {
 /// The reader's path is two atomic operations: count in, then check that no resize has closed
 /// the gate (both `SeqCst`, so a reader and a resizer cannot both miss each other: either the
 /// reader sees the gate closed and backs out, or the resizer sees the reader and waits).
-#[derive(Default)]
 pub(crate) struct ResizeGate {
+    /// Unique per gate (per database handle's state), for this thread's count of its readers.
+    id: u64,
     readers: AtomicUsize,
     closed: AtomicBool,
     /// Held while closing the gate; waited on by resizers and blocked readers.
@@ -134,16 +138,59 @@ pub(crate) struct ResizeGate {
     changed: Condvar,
 }
 
+impl Default for ResizeGate {
+    fn default() -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        ResizeGate {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            readers: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            waiters: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+}
+
+/// The reader counts a read transaction was counted in when it entered the gate (its opening
+/// thread's: all of them, and this gate's), handed back to [`ResizeGate::leave`] wherever it
+/// is dropped.
+pub(crate) struct Entered {
+    thread: Arc<AtomicUsize>,
+    gate: Arc<AtomicUsize>,
+}
+
 impl ResizeGate {
-    /// Enters the gate for a read transaction; returns the opening thread's reader count, which
-    /// the transaction hands back to [`ResizeGate::leave`] wherever it is dropped.
-    fn enter(&self) -> Arc<AtomicUsize> {
+    /// This thread's count of readers in this gate.
+    fn readers_on_this_thread(&self) -> Arc<AtomicUsize> {
+        GATE_READERS_ON_THIS_THREAD.with(|counts| {
+            let mut counts = counts.borrow_mut();
+            if let Some((_, count)) = counts.iter().find(|(id, _)| *id == self.id) {
+                return count.clone();
+            }
+            // Entries of gates whose readers have all left are dropped as new ones come: a
+            // thread that opens many databases in turn keeps a short list.
+            counts.retain(|(_, count)| count.load(Ordering::SeqCst) > 0 || Arc::strong_count(count) > 1);
+            let count = Arc::new(AtomicUsize::new(0));
+            counts.push((self.id, count.clone()));
+            count
+        })
+    }
+
+    /// Enters the gate for a read transaction; returns the counts it was counted in, which the
+    /// transaction hands back to [`ResizeGate::leave`] wherever it is dropped.
+    ///
+    /// A thread that holds a reader in this gate already enters even while a resize has closed
+    /// it: the resize waits for that reader, which this thread drops only once it has read on
+    /// (it waited for the resize, which waited for it, and both gave up after 30 s).
+    fn enter(&self) -> Entered {
+        let gate = self.readers_on_this_thread();
         loop {
             self.readers.fetch_add(1, Ordering::SeqCst);
-            if !self.closed.load(Ordering::SeqCst) {
-                let count = READERS_ON_THIS_THREAD.with(Arc::clone);
-                count.fetch_add(1, Ordering::SeqCst);
-                return count;
+            if !self.closed.load(Ordering::SeqCst) || gate.load(Ordering::SeqCst) > 0 {
+                let thread = READERS_ON_THIS_THREAD.with(Arc::clone);
+                thread.fetch_add(1, Ordering::SeqCst);
+                gate.fetch_add(1, Ordering::SeqCst);
+                return Entered { thread, gate };
             }
             self.leave_raw();
             let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -171,15 +218,22 @@ impl ResizeGate {
         }
     }
 
-    fn leave(&self, opened_on: &AtomicUsize) {
-        opened_on.fetch_sub(1, Ordering::SeqCst);
+    fn leave(&self, entered: &Entered) {
+        entered.thread.fetch_sub(1, Ordering::SeqCst);
+        entered.gate.fetch_sub(1, Ordering::SeqCst);
         self.leave_raw();
+    }
+
+    /// Whether this thread opened a reader of this gate that is still open.
+    fn reading_here_on_this_thread(&self) -> bool {
+        GATE_READERS_ON_THIS_THREAD
+            .with(|counts| counts.borrow().iter().any(|(id, count)| *id == self.id && count.load(Ordering::SeqCst) > 0))
     }
 
     /// Runs `resize` if no read transaction of this process is open now, without waiting;
     /// `None` if one is.
     fn try_exclusive<T>(&self, resize: impl FnOnce() -> Result<T>) -> Option<Result<T>> {
-        if READERS_ON_THIS_THREAD.with(|count| count.load(Ordering::SeqCst)) > 0 {
+        if self.reading_here_on_this_thread() {
             return None;
         }
         let guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -193,7 +247,9 @@ impl ResizeGate {
 
     /// Runs `resize` with no read transaction open in this process.
     fn exclusive<T>(&self, resize: impl FnOnce() -> Result<T>) -> Result<T> {
-        if READERS_ON_THIS_THREAD.with(|count| count.load(Ordering::SeqCst)) > 0 {
+        // Only this database's readers: a read transaction of another database does not stop
+        // this map from moving (it did).
+        if self.reading_here_on_this_thread() {
             return Err(Error::GrowthBlocked("this thread holds a read transaction: drop it, then read or write again"));
         }
         let mut guard = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
@@ -208,7 +264,9 @@ impl ResizeGate {
             let now = std::time::Instant::now();
             if now >= deadline {
                 reopen(guard);
-                return Err(Error::GrowthBlocked("read transactions of other threads stayed open for 30 s"));
+                return Err(Error::GrowthBlocked(
+                    "read transactions stayed open for 30 s (of other threads, or one this thread holds that another thread opened)",
+                ));
             }
             guard = self.changed.wait_timeout(guard, (deadline - now).min(Duration::from_millis(10))).unwrap_or_else(|p| p.into_inner()).0;
         }
@@ -235,8 +293,8 @@ pub struct ReadTxn<'db> {
     /// the transaction is dropped.
     txn: Option<heed::RoTxn<'static, WithoutTls>>,
     inner: &'db Inner,
-    /// The reader count of the thread that opened it.
-    opened_on: Arc<AtomicUsize>,
+    /// The reader counts of the thread that opened it.
+    opened_on: Entered,
     /// LMDB's id of the transaction, read once: every read of a collection asks for it
     /// (`Snapshot::foreign_commits_after`), and LMDB answers through a call.
     sequence: u64,
@@ -1537,10 +1595,24 @@ pub trait Snapshot {
     fn foreign_commits_after(&self, sequence: u64) -> Option<u64>;
 }
 
+/// A read of `keyspace` that LMDB refused: EINVAL there means the transaction began before this
+/// process opened the keyspace's handle (the other causes, a key of a size no write accepts or
+/// a transaction already ended, cannot reach LMDB from here), which is named; any other error as
+/// [`Error::from_heed`] translates it. (It was `Error::Io` "Invalid argument", naming nothing.)
+fn read_error(keyspace: &Keyspace, error: heed::Error, ceiling_bytes: u64) -> Error {
+    const INVALID_ARGUMENT: i32 = 22;
+    match &error {
+        heed::Error::Io(io) if io.raw_os_error() == Some(INVALID_ARGUMENT) => {
+            Error::KeyspaceNewerThanSnapshot { keyspace: keyspace.name.to_string() }
+        }
+        _ => Error::from_heed(error, ceiling_bytes),
+    }
+}
+
 /// The value of `key` in either kind of transaction, its checksum checked (or not, as the
 /// database's options say) and removed.
 fn get_checked<'t>(txn: &'t heed::RoTxn<'_>, inner: &Inner, keyspace: &Keyspace, key: &[u8]) -> Result<Option<&'t [u8]>> {
-    match keyspace.handle(inner)?.get(txn, key).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))? {
+    match keyspace.handle(inner)?.get(txn, key).map_err(|e| read_error(keyspace, e, inner.options.map_size_max_bytes))? {
         Some(stored) => Values::of(inner, keyspace).open(&keyspace.name, key, stored).map(Some),
         None => Ok(None),
     }
@@ -1571,9 +1643,9 @@ fn entries_between<'t>(
     let ceiling = inner.options.map_size_max_bytes;
     let bounds = lmdb_bounds(bounds);
     let iter = if descending {
-        RawEntries::RevRange(keyspace.handle(inner)?.rev_range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
+        RawEntries::RevRange(keyspace.handle(inner)?.rev_range(txn, &bounds).map_err(|e| read_error(keyspace, e, ceiling))?)
     } else {
-        RawEntries::Range(keyspace.handle(inner)?.range(txn, &bounds).map_err(|e| Error::from_heed(e, ceiling))?)
+        RawEntries::Range(keyspace.handle(inner)?.range(txn, &bounds).map_err(|e| read_error(keyspace, e, ceiling))?)
     };
     Ok(Entries::new(iter, inner, keyspace))
 }
@@ -1589,7 +1661,7 @@ pub(crate) struct KeyspaceSize {
 
 /// [`KeyspaceSize`] in either kind of transaction: O(1), from LMDB's counts.
 fn keyspace_size(txn: &heed::RoTxn<'_>, inner: &Inner, keyspace: &Keyspace) -> Result<KeyspaceSize> {
-    let stat = keyspace.handle(inner)?.stat(txn).map_err(|e| Error::from_heed(e, inner.options.map_size_max_bytes))?;
+    let stat = keyspace.handle(inner)?.stat(txn).map_err(|e| read_error(keyspace, e, inner.options.map_size_max_bytes))?;
     let pages = stat.branch_pages as u64 + stat.leaf_pages as u64 + stat.overflow_pages as u64;
     Ok(KeyspaceSize { entries: stat.entries as u64, bytes: pages * u64::from(stat.page_size) })
 }
