@@ -1137,7 +1137,7 @@ impl Drop for Dictionary {
         drop(lock(&self.inner.save));
         if self.inner.has_unsaved() {
             // A failure leaves the values pending: the state's own drop writes them or says
-            // why it could not (and `Db::close` reports it).
+            // why it could not (on standard error: a drop cannot return it).
             let _ = self.inner.flush_pending();
         }
     }
