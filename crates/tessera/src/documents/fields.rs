@@ -465,6 +465,11 @@ fn subtree_value<'e, T>(
     }
 }
 
+/// Whether the full key `key` is `path`'s or a key under it (`a`, `a\0b` for `a`; not `ab`).
+pub(crate) fn at_or_under(key: &[u8], path: &[u8]) -> bool {
+    key.starts_with(path) && (key.len() == path.len() || key[path.len()] == PATH_SEPARATOR)
+}
+
 /// The full keys of the ancestors of a deep field whose full key is `field_key` (`a`, `a\0b`
 /// for `a\0b\0c`), nearest last: where a nested value stored whole (by a plain handle, or as
 /// a leaf too small to spread) holds the field.
@@ -505,9 +510,7 @@ pub(crate) fn deep_field_value<'e, T>(
     let mut subtree: Vec<(&[u8], &[u8])> = Vec::new();
     for entry in entries {
         let (stored_key, bytes) = entry?;
-        let is_ancestor =
-            stored_key.len() < field_key.len() && field_key.starts_with(stored_key) && field_key[stored_key.len()] == PATH_SEPARATOR;
-        if is_ancestor {
+        if stored_key.len() < field_key.len() && at_or_under(field_key, stored_key) {
             ancestor = Some((stored_key, bytes)); // key order: the nearest comes last
         } else {
             subtree.push((stored_key, bytes));
@@ -573,11 +576,7 @@ pub(crate) fn spread_ancestor<T>(
     expand_deep(document, ancestor_path.to_vec(), bytes, &mut leaves)?;
     // At or under the written key (the write replaces them), or on its path (a leaf where the
     // write needs a dict, which the write replaces as well).
-    let replaced = |key: &[u8]| {
-        let (shorter, longer) = if key.len() <= written.len() { (key, written) } else { (written, key) };
-        longer.starts_with(shorter) && (longer.len() == shorter.len() || longer[shorter.len()] == PATH_SEPARATOR)
-    };
-    leaves.retain(|(key, _)| !replaced(key));
+    leaves.retain(|(key, _)| !at_or_under(key, written) && !at_or_under(written, key));
     Ok(leaves)
 }
 

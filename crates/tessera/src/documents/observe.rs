@@ -115,10 +115,7 @@ where
     // ancestors' keys.
     let watched_ancestors = ancestors.clone();
     let watched_key = field_key.clone();
-    let in_field = move |key: &[u8]| {
-        (key.starts_with(&watched_key) && (key.len() == watched_key.len() || key[watched_key.len()] == super::PATH_SEPARATOR))
-            || watched_ancestors.iter().any(|ancestor| ancestor == key)
-    };
+    let in_field = move |key: &[u8]| fields::at_or_under(key, &watched_key) || watched_ancestors.iter().any(|ancestor| ancestor == key);
     crate::live::watch(&document.collection.db, Policy::EveryChange, |txn| {
         let mut stored: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for ancestor in &ancestors {
