@@ -126,36 +126,13 @@ impl DocumentSubscription {
     /// reason); None on timeout and after "closed".
     #[pyo3(signature = (timeout = None))]
     fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<PyObject>> {
-        let deadline = crate::query::deadline(timeout)?;
-        let tuple = |event: Event<Option<Json>, Option<Json>>| -> PyResult<PyObject> {
-            let (kind, value) = match event {
-                Event::Initial(value) => ("initial", value.as_ref().map(|v| to_python(py, v)).transpose()?),
-                Event::Changed(value) => ("changed", value.as_ref().map(|v| to_python(py, v)).transpose()?),
-                Event::Closed(reason) => ("closed", Some(PyString::new(py, &format!("{reason:?}")).into_any())),
-            };
-            let value = value.map_or_else(|| py.None(), Bound::unbind);
-            Ok(PyTuple::new(py, [PyString::new(py, kind).into_any().unbind(), value])?.into_any().unbind())
+        let Some(event) = crate::query::next_event(py, &self.live, &self.closed, timeout, || ())? else { return Ok(None) };
+        let (kind, value) = match event {
+            Event::Initial(value) => ("initial", value.as_ref().map(|v| to_python(py, v)).transpose()?),
+            Event::Changed(value) => ("changed", value.as_ref().map(|v| to_python(py, v)).transpose()?),
+            Event::Closed(reason) => ("closed", Some(PyString::new(py, &format!("{reason:?}")).into_any())),
         };
-        loop {
-            if self.closed.raised() {
-                // What was delivered before `close()`, then `Closed`.
-                let event = self.live.try_recv().unwrap_or(Event::Closed(tessera::live::SubscriptionEnd::DatabaseClosed));
-                return tuple(event).map(Some);
-            }
-            let slice = crate::query::wait_slice(deadline);
-            let live = self.live.clone();
-            if let Some(event) = py.allow_threads(move || live.recv_timeout(slice)) {
-                return tuple(event).map(Some);
-            }
-            if self.live.ended().is_some() {
-                // Ended between the wait and now: its last events (its `Closed` among them) are
-                // still to be read, and were dropped here.
-                return self.live.try_recv().map(tuple).transpose();
-            }
-            if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
-                return Ok(None);
-            }
-            py.check_signals()?;
-        }
+        let value = value.map_or_else(|| py.None(), Bound::unbind);
+        Ok(Some(PyTuple::new(py, [PyString::new(py, kind).into_any().unbind(), value])?.into_any().unbind()))
     }
 }

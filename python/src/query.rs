@@ -399,7 +399,7 @@ impl Subscription {
 /// on timeout and once the subscription has ended and its events are read. `before_wait`
 /// runs once, with the GIL released, before the first wait (freeing what the previous event
 /// left).
-fn next_event<S: Send + 'static, C: Send + 'static>(
+pub(crate) fn next_event<S: Send + 'static, C: Send + 'static>(
     py: Python<'_>,
     live: &Arc<tessera::live::Subscription<S, C>>,
     closed: &CloseSignal,
